@@ -1,0 +1,80 @@
+//! Start-up rendezvous over the router's control socket (ZeroMQ ROUTER; clients use REQ).
+//!
+//! Every process sends one [`Register`]. The router answers nobody until the whole cluster is
+//! present (the expected workers, the collector and the expected injector streams); then it
+//! answers everyone at once with [`Ready`]. This removes ZeroMQ's slow-joiner problem: no
+//! tick is sent before every peer is known. A process arriving after the start is answered
+//! [`Refused`] with the reason.
+
+use serde::{Deserialize, Serialize};
+
+/// Which role a process registers as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "u8", try_from = "u8")]
+pub enum Role {
+    Worker = 0,
+    Collector = 1,
+    Injector = 2,
+}
+
+impl From<Role> for u8 {
+    fn from(role: Role) -> u8 {
+        role as u8
+    }
+}
+
+impl TryFrom<u8> for Role {
+    type Error = String;
+    fn try_from(byte: u8) -> Result<Self, Self::Error> {
+        match byte {
+            0 => Ok(Role::Worker),
+            1 => Ok(Role::Collector),
+            2 => Ok(Role::Injector),
+            other => Err(format!("unknown role {other}")),
+        }
+    }
+}
+
+/// A process asks to join the next run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Register {
+    pub role: Role,
+    /// Worker id (unique), or a free-form name for the other roles.
+    pub id: String,
+    /// Where the process's data socket is bound, as peers should connect to it (workers and
+    /// the collector); empty for injectors.
+    pub endpoint: String,
+    /// Number of streams (connections) an injector will send; 0 for other roles.
+    pub streams: u32,
+    /// Warm-up an injector sends before the measured part, in ns; 0 for other roles.
+    pub warmup_ns: u64,
+}
+
+/// A worker as every process learns it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    pub id: String,
+    pub endpoint: String,
+}
+
+/// The cluster is complete: the run starts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ready {
+    /// For a worker its index in `workers`; for an injector the id of its first stream.
+    pub assigned: u32,
+    pub workers: Vec<WorkerInfo>,
+    pub collector: String,
+    /// Total injector streams in the run.
+    pub streams: u32,
+    /// Wall-clock ns at which injectors start sending (shared so the schedule is common).
+    pub start_ns: u64,
+    /// Longest warm-up of any injector: outputs of ticks intended before
+    /// `start_ns + warmup_ns` are counted but kept out of the latency histograms.
+    pub warmup_ns: u64,
+}
+
+/// Registration refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refused {
+    pub reason: String,
+}

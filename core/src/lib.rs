@@ -1,0 +1,21 @@
+//! Shared vocabulary of the cluster.
+//!
+//! - [`tick`]: ticks, outputs, rule kinds and the hop timestamps they carry.
+//! - [`wire`]: the versioned MessagePack frame format (the only place that encodes or decodes bytes).
+//! - [`control`]: registration and start-up messages exchanged with the router.
+//! - [`report`]: end-of-run reports that workers and the router send to the collector.
+//! - [`results`]: the `summary.json` schema that tests, benchmarks and users read.
+//! - [`gbm`]: the seeded, counter-based geometric-Brownian-motion tick model.
+//! - [`partition`]: the consistent-hash ring with its pinned hasher.
+//! - [`clock`]: wall-clock nanoseconds, the unit of every timestamp.
+//! - [`duration`]: parsing of `30s` / `500ms` style durations for every CLI.
+
+pub mod clock;
+pub mod control;
+pub mod duration;
+pub mod gbm;
+pub mod partition;
+pub mod report;
+pub mod results;
+pub mod tick;
+pub mod wire;

@@ -1,0 +1,77 @@
+//! In-band markers and end-of-run reports (cold frames, `rmp-serde` bodies).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// End of one injector stream. The injector sends it with `routed = 0` after its last tick;
+/// the router forwards it to every worker behind that stream's ticks, with `routed` set to
+/// the number of that stream's ticks it sent to that worker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndOfStream {
+    pub stream: u32,
+    pub sent: u64,
+    pub routed: u64,
+}
+
+/// Counters by cause (`"malformed"`, `"bad_version"`, `"non_finite_price"`, ...).
+pub type CauseCounts = BTreeMap<String, u64>;
+
+/// Adds one to a cause's counter without allocating once the cause has been seen.
+pub fn count_cause(counts: &mut CauseCounts, cause: &str) {
+    match counts.get_mut(cause) {
+        Some(count) => *count += 1,
+        None => {
+            counts.insert(cause.to_string(), 1);
+        }
+    }
+}
+
+/// Periodic progress of a worker, for the live display.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerProgress {
+    pub processed: u64,
+    pub outputs: u64,
+}
+
+/// One stream as one worker saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamAtWorker {
+    pub stream: u32,
+    /// What the injector said it sent (from the end-of-stream marker).
+    pub sent: u64,
+    /// What the router said it routed to this worker.
+    pub routed: u64,
+    /// Ticks of this stream the worker processed.
+    pub processed: u64,
+}
+
+/// A worker's final accounting, sent after the last stream's end-of-stream marker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerReport {
+    pub id: String,
+    pub index: u32,
+    pub processed: u64,
+    pub symbols: u64,
+    /// Outputs per rule, in the order perc, trend, volatility.
+    pub outputs: [u64; 3],
+    pub streams: Vec<StreamAtWorker>,
+    /// Ticks whose (stream, seq) the worker had already processed: skipped, not reprocessed.
+    pub duplicates: u64,
+    /// Ticks of a symbol that arrived with a lower sequence number than one already seen.
+    pub out_of_order: u64,
+    /// Frames and ticks rejected by the worker, by cause.
+    pub rejected: CauseCounts,
+}
+
+/// The router's final accounting, sent to the collector once every stream has ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RouterReport {
+    /// Valid ticks received, per stream id.
+    pub received: BTreeMap<u32, u64>,
+    /// Ticks forwarded to workers.
+    pub routed: u64,
+    /// Frames and ticks rejected by the router, by cause.
+    pub rejected: CauseCounts,
+    /// Worker ids in ring order of registration.
+    pub workers: Vec<String>,
+}

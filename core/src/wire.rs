@@ -1,0 +1,513 @@
+//! The wire format: one ZeroMQ message is one MessagePack frame.
+//!
+//! Every frame is a MessagePack array whose first three elements are
+//! `[version: uint, kind: uint, sender: uint]`; the rest depends on the kind. See
+//! `docs/PROTOCOL.md` for the full description and the golden-byte tests below for the exact
+//! bytes. Hot frames (ticks, outputs) are written and read with `rmp` directly, into reused
+//! buffers, so that a batch costs no allocation per event; cold frames (markers, reports,
+//! control) carry a `rmp-serde` body (structs as arrays).
+
+use crate::tick::{OutputRecord, Rule, Stamps, TickRecord};
+use rmp::decode;
+use rmp::encode;
+use serde::{de::DeserializeOwned, Serialize};
+
+/// The protocol version this build speaks. A frame of any other version is rejected.
+pub const PROTOCOL_VERSION: u8 = 1;
+
+/// Frames above this size are rejected unread (they are counted as `oversized`).
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 << 20;
+
+/// What a frame carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// A batch of ticks: injector -> router, router -> worker.
+    Ticks = 1,
+    /// End of one injector stream: injector -> router -> every worker.
+    EndOfStream = 2,
+    /// A batch of outputs: worker -> collector.
+    Outputs = 3,
+    /// Periodic progress of a worker: worker -> collector.
+    WorkerProgress = 4,
+    /// A worker's final accounting, after every stream ended: worker -> collector.
+    WorkerReport = 5,
+    /// The router's final accounting: router -> collector.
+    RouterReport = 6,
+    /// A process asks to join the run: any role -> router (control socket).
+    Register = 7,
+    /// The run starts: router -> every registered process (control socket).
+    Ready = 8,
+    /// Registration refused, with the reason: router -> process (control socket).
+    Refused = 9,
+}
+
+impl FrameKind {
+    pub fn from_byte(byte: u8) -> Option<FrameKind> {
+        use FrameKind::*;
+        [
+            Ticks,
+            EndOfStream,
+            Outputs,
+            WorkerProgress,
+            WorkerReport,
+            RouterReport,
+            Register,
+            Ready,
+            Refused,
+        ]
+        .into_iter()
+        .find(|kind| *kind as u8 == byte)
+    }
+}
+
+/// Why a frame was rejected; each variant is one counted cause.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum WireError {
+    /// The bytes are not a frame of this protocol.
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+    /// A well-formed frame of another protocol version.
+    #[error("protocol version {got} (this build speaks {PROTOCOL_VERSION})")]
+    Version { got: u64 },
+    /// A frame kind this build does not know, or one not expected on this socket.
+    #[error("unexpected frame kind {0}")]
+    UnexpectedKind(u64),
+    /// A frame larger than the receiver accepts.
+    #[error("oversized frame: {len} bytes (limit {max})")]
+    Oversized { len: usize, max: usize },
+}
+
+impl WireError {
+    /// The cause's name in counters and summaries.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            WireError::Malformed(_) => "malformed",
+            WireError::Version { .. } => "bad_version",
+            WireError::UnexpectedKind(_) => "unexpected_kind",
+            WireError::Oversized { .. } => "oversized",
+        }
+    }
+}
+
+fn malformed<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> WireError {
+    move |error| WireError::Malformed(format!("{what}: {error}"))
+}
+
+/// The first three elements of every frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    pub kind: FrameKind,
+    pub sender: u32,
+    /// Number of elements in the frame's top-level array.
+    fields: u32,
+}
+
+/// Reads and checks a frame's header; returns it and the bytes after it.
+pub fn read_header(frame: &[u8]) -> Result<(FrameHeader, &[u8]), WireError> {
+    let mut rd = frame;
+    let fields = decode::read_array_len(&mut rd).map_err(malformed("frame is not an array"))?;
+    if fields < 3 {
+        return Err(WireError::Malformed(format!("frame has {fields} elements, need at least 3")));
+    }
+    let version: u64 = decode::read_int(&mut rd).map_err(malformed("version"))?;
+    if version != PROTOCOL_VERSION as u64 {
+        return Err(WireError::Version { got: version });
+    }
+    let kind: u64 = decode::read_int(&mut rd).map_err(malformed("kind"))?;
+    let kind = u8::try_from(kind)
+        .ok()
+        .and_then(FrameKind::from_byte)
+        .ok_or(WireError::UnexpectedKind(kind))?;
+    let sender: u32 = decode::read_int(&mut rd).map_err(malformed("sender"))?;
+    Ok((FrameHeader { kind, sender, fields }, rd))
+}
+
+/// Like [`read_header`], but also rejects frames larger than `max_bytes`.
+pub fn check_frame(frame: &[u8], max_bytes: usize) -> Result<(FrameHeader, &[u8]), WireError> {
+    if frame.len() > max_bytes {
+        return Err(WireError::Oversized { len: frame.len(), max: max_bytes });
+    }
+    read_header(frame)
+}
+
+fn write_header(buf: &mut Vec<u8>, fields: u32, kind: FrameKind, sender: u32) {
+    // Writing into a Vec cannot fail.
+    let _ = encode::write_array_len(buf, fields);
+    let _ = encode::write_uint(buf, PROTOCOL_VERSION as u64);
+    let _ = encode::write_uint(buf, kind as u64);
+    let _ = encode::write_uint(buf, sender as u64);
+}
+
+/// Reserves a u64 (always 9 bytes) or an array32 length to be patched when the batch is sealed.
+fn reserve_u64(buf: &mut Vec<u8>) -> usize {
+    let at = buf.len();
+    buf.push(0xcf);
+    buf.extend_from_slice(&[0; 8]);
+    at
+}
+
+fn reserve_array32(buf: &mut Vec<u8>) -> usize {
+    let at = buf.len();
+    buf.push(0xdd);
+    buf.extend_from_slice(&[0; 4]);
+    at
+}
+
+fn write_str(buf: &mut Vec<u8>, text: &str) {
+    let _ = encode::write_str(buf, text);
+}
+
+/// Builds a frame of many records into one reused buffer: the record count (and, for ticks,
+/// the send stamp) are patched in when the batch is sealed, so nothing is copied twice.
+#[derive(Debug)]
+struct BatchBuffer {
+    buf: Vec<u8>,
+    count: u32,
+    count_at: usize,
+    stamp_at: Option<usize>,
+}
+
+impl BatchBuffer {
+    fn new(kind: FrameKind, sender: u32, with_stamp: bool) -> Self {
+        let mut buf = Vec::with_capacity(64 * 1024);
+        write_header(&mut buf, if with_stamp { 5 } else { 4 }, kind, sender);
+        let stamp_at = with_stamp.then(|| reserve_u64(&mut buf));
+        let count_at = reserve_array32(&mut buf);
+        BatchBuffer { buf, count: 0, count_at, stamp_at }
+    }
+
+    fn clear(&mut self) {
+        self.buf.truncate(self.count_at + 5);
+        self.count = 0;
+    }
+
+    fn seal(&mut self, stamp: u64) -> &[u8] {
+        if let Some(at) = self.stamp_at {
+            self.buf[at + 1..at + 9].copy_from_slice(&stamp.to_be_bytes());
+        }
+        self.buf[self.count_at + 1..self.count_at + 5].copy_from_slice(&self.count.to_be_bytes());
+        &self.buf
+    }
+}
+
+/// Writes `[1, Ticks, sender, t_sent, [[symbol, price, t_inject, injector, seq, t_router_in], ...]]`.
+#[derive(Debug)]
+pub struct TickBatchWriter(BatchBuffer);
+
+impl TickBatchWriter {
+    pub fn new(sender: u32) -> Self {
+        TickBatchWriter(BatchBuffer::new(FrameKind::Ticks, sender, true))
+    }
+
+    #[inline]
+    pub fn push(&mut self, symbol: &str, price: f64, t_inject: u64, injector: u32, seq: u64, t_router_in: u64) {
+        let buf = &mut self.0.buf;
+        let _ = encode::write_array_len(buf, 6);
+        write_str(buf, symbol);
+        let _ = encode::write_f64(buf, price);
+        let _ = encode::write_uint(buf, t_inject);
+        let _ = encode::write_uint(buf, injector as u64);
+        let _ = encode::write_uint(buf, seq);
+        let _ = encode::write_uint(buf, t_router_in);
+        self.0.count += 1;
+    }
+
+    /// Number of ticks in the batch.
+    pub fn len(&self) -> usize {
+        self.0.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.count == 0
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> usize {
+        self.0.buf.len()
+    }
+
+    /// Stamps the send time into the batch and returns the frame; call [`Self::clear`] after sending.
+    pub fn seal(&mut self, t_sent: u64) -> &[u8] {
+        self.0.seal(t_sent)
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear()
+    }
+}
+
+/// Writes `[1, Outputs, sender, [[rule, symbol, price, value, injector, seq, t_inject,
+/// t_router_in, t_router_out, t_worker_in, t_engine_out], ...]]`.
+#[derive(Debug)]
+pub struct OutputBatchWriter(BatchBuffer);
+
+impl OutputBatchWriter {
+    pub fn new(sender: u32) -> Self {
+        OutputBatchWriter(BatchBuffer::new(FrameKind::Outputs, sender, false))
+    }
+
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn push(&mut self, rule: Rule, symbol: &str, price: f64, value: f64, injector: u32, seq: u64, stamps: &Stamps) {
+        let buf = &mut self.0.buf;
+        let _ = encode::write_array_len(buf, 11);
+        let _ = encode::write_uint(buf, rule as u64);
+        write_str(buf, symbol);
+        let _ = encode::write_f64(buf, price);
+        let _ = encode::write_f64(buf, value);
+        let _ = encode::write_uint(buf, injector as u64);
+        let _ = encode::write_uint(buf, seq);
+        for stamp in [stamps.t_inject, stamps.t_router_in, stamps.t_router_out, stamps.t_worker_in, stamps.t_engine_out] {
+            let _ = encode::write_uint(buf, stamp);
+        }
+        self.0.count += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.count == 0
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.0.buf.len()
+    }
+
+    pub fn seal(&mut self) -> &[u8] {
+        self.0.seal(0)
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear()
+    }
+}
+
+/// Offset of `rest` inside `frame` (both slices of the same buffer).
+fn offset(frame: &[u8], rest: &[u8]) -> usize {
+    frame.len() - rest.len()
+}
+
+fn read_symbol(frame: &[u8], rd: &mut &[u8]) -> Result<std::ops::Range<usize>, WireError> {
+    let len = decode::read_str_len(rd).map_err(malformed("symbol"))? as usize;
+    if rd.len() < len {
+        return Err(WireError::Malformed("symbol runs past the end of the frame".into()));
+    }
+    let start = offset(frame, rd);
+    *rd = &rd[len..];
+    Ok(start..start + len)
+}
+
+fn read_array(rd: &mut &[u8], what: &'static str, want: u32) -> Result<(), WireError> {
+    let len = decode::read_array_len(rd).map_err(malformed(what))?;
+    if len != want {
+        return Err(WireError::Malformed(format!("{what} has {len} fields, expected {want}")));
+    }
+    Ok(())
+}
+
+fn expect_kind(header: &FrameHeader, kind: FrameKind, fields: u32) -> Result<(), WireError> {
+    if header.kind != kind {
+        return Err(WireError::UnexpectedKind(header.kind as u64));
+    }
+    if header.fields != fields {
+        return Err(WireError::Malformed(format!("{:?} frame has {} elements, expected {fields}", kind, header.fields)));
+    }
+    Ok(())
+}
+
+/// Decodes a whole tick batch into `out` (cleared first) and returns its send stamp. A frame
+/// that fails anywhere is rejected whole, so no tick of a broken frame is half-processed.
+pub fn decode_ticks(frame: &[u8], header: &FrameHeader, rest: &[u8], out: &mut Vec<TickRecord>) -> Result<u64, WireError> {
+    expect_kind(header, FrameKind::Ticks, 5)?;
+    out.clear();
+    let mut rd = rest;
+    let t_sent: u64 = decode::read_int(&mut rd).map_err(malformed("t_sent"))?;
+    let count = decode::read_array_len(&mut rd).map_err(malformed("tick list"))?;
+    // Each tick takes at least 12 bytes; a count beyond that is a lie, not a reason to allocate.
+    if count as usize > rd.len() / 12 + 1 {
+        return Err(WireError::Malformed(format!("tick count {count} exceeds the frame")));
+    }
+    out.reserve(count as usize);
+    for _ in 0..count {
+        read_array(&mut rd, "tick", 6)?;
+        let symbol = read_symbol(frame, &mut rd)?;
+        let price = read_f64(&mut rd, "price")?;
+        let t_inject = decode::read_int(&mut rd).map_err(malformed("t_inject"))?;
+        let injector = decode::read_int(&mut rd).map_err(malformed("injector"))?;
+        let seq = decode::read_int(&mut rd).map_err(malformed("seq"))?;
+        let t_router_in = decode::read_int(&mut rd).map_err(malformed("t_router_in"))?;
+        out.push(TickRecord { symbol, price, t_inject, injector, seq, t_router_in });
+    }
+    if !rd.is_empty() {
+        return Err(WireError::Malformed(format!("{} trailing bytes", rd.len())));
+    }
+    Ok(t_sent)
+}
+
+fn read_f64(rd: &mut &[u8], what: &'static str) -> Result<f64, WireError> {
+    // A producer may legitimately shorten a float to f32; accept both.
+    let marker = rd.first().copied().ok_or_else(|| WireError::Malformed(format!("{what}: end of frame")))?;
+    if marker == 0xca {
+        return decode::read_f32(rd).map(f64::from).map_err(malformed(what));
+    }
+    decode::read_f64(rd).map_err(malformed(what))
+}
+
+/// Decodes a whole output batch into `out` (cleared first).
+pub fn decode_outputs(frame: &[u8], header: &FrameHeader, rest: &[u8], out: &mut Vec<OutputRecord>) -> Result<(), WireError> {
+    expect_kind(header, FrameKind::Outputs, 4)?;
+    out.clear();
+    let mut rd = rest;
+    let count = decode::read_array_len(&mut rd).map_err(malformed("output list"))?;
+    if count as usize > rd.len() / 20 + 1 {
+        return Err(WireError::Malformed(format!("output count {count} exceeds the frame")));
+    }
+    out.reserve(count as usize);
+    for _ in 0..count {
+        read_array(&mut rd, "output", 11)?;
+        let rule_byte: u8 = decode::read_int(&mut rd).map_err(malformed("rule"))?;
+        let rule = Rule::from_byte(rule_byte).ok_or_else(|| WireError::Malformed(format!("unknown rule {rule_byte}")))?;
+        let symbol = read_symbol(frame, &mut rd)?;
+        let price = read_f64(&mut rd, "price")?;
+        let value = read_f64(&mut rd, "value")?;
+        let injector = decode::read_int(&mut rd).map_err(malformed("injector"))?;
+        let seq = decode::read_int(&mut rd).map_err(malformed("seq"))?;
+        let mut stamp = [0u64; 5];
+        for slot in &mut stamp {
+            *slot = decode::read_int(&mut rd).map_err(malformed("timestamp"))?;
+        }
+        let stamps = Stamps {
+            t_inject: stamp[0],
+            t_router_in: stamp[1],
+            t_router_out: stamp[2],
+            t_worker_in: stamp[3],
+            t_engine_out: stamp[4],
+        };
+        out.push(OutputRecord { rule, symbol, price, value, injector, seq, stamps });
+    }
+    if !rd.is_empty() {
+        return Err(WireError::Malformed(format!("{} trailing bytes", rd.len())));
+    }
+    Ok(())
+}
+
+/// Encodes a cold frame: `[1, kind, sender, body]`, the body as a MessagePack array.
+pub fn encode_message<T: Serialize>(kind: FrameKind, sender: u32, body: &T) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(128);
+    write_header(&mut buf, 4, kind, sender);
+    rmp_serde::encode::write(&mut buf, body).expect("serialising a control body into memory cannot fail");
+    buf
+}
+
+/// Decodes the body of a cold frame whose header was read with [`read_header`].
+pub fn decode_message<T: DeserializeOwned>(header: &FrameHeader, rest: &[u8], kind: FrameKind) -> Result<T, WireError> {
+    expect_kind(header, kind, 4)?;
+    let mut rd = rest;
+    let body = rmp_serde::decode::from_read(&mut rd).map_err(malformed("body"))?;
+    if !rd.is_empty() {
+        return Err(WireError::Malformed(format!("{} trailing bytes", rd.len())));
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::EndOfStream;
+
+    fn ticks_frame() -> Vec<u8> {
+        let mut writer = TickBatchWriter::new(7);
+        writer.push("S0001", 100.5, 1_000, 3, 42, 0);
+        writer.seal(2_000).to_vec()
+    }
+
+    /// Golden bytes: if this test fails the format drifted and PROTOCOL_VERSION must change.
+    #[test]
+    fn tick_frame_golden_bytes() {
+        let expected: Vec<u8> = vec![
+            0x95, 0x01, 0x01, 0x07, // [version 1, kind Ticks, sender 7,
+            0xcf, 0, 0, 0, 0, 0, 0, 0x07, 0xd0, // t_sent 2000 (fixed u64),
+            0xdd, 0, 0, 0, 1, // one tick (fixed array32)
+            0x96, 0xa5, b'S', b'0', b'0', b'0', b'1', // [symbol,
+            0xcb, 0x40, 0x59, 0x20, 0, 0, 0, 0, 0, // price 100.5,
+            0xcd, 0x03, 0xe8, 0x03, 0x2a, 0x00, // t_inject 1000, injector 3, seq 42, t_router_in 0]]
+        ];
+        assert_eq!(ticks_frame(), expected);
+    }
+
+    #[test]
+    fn ticks_round_trip_and_buffer_reuse() {
+        let mut writer = TickBatchWriter::new(1);
+        let mut decoded = Vec::new();
+        for round in 0..3u64 {
+            writer.clear();
+            for seq in 0..100u64 {
+                writer.push(&format!("S{seq:04}"), 1.0 + seq as f64, seq * 10, 2, round * 100 + seq, seq);
+            }
+            let frame = writer.seal(round).to_vec();
+            let (header, rest) = read_header(&frame).unwrap();
+            assert_eq!(header.kind, FrameKind::Ticks);
+            assert_eq!(header.sender, 1);
+            assert_eq!(decode_ticks(&frame, &header, rest, &mut decoded).unwrap(), round);
+            assert_eq!(decoded.len(), 100);
+            assert_eq!(decoded[5].symbol(&frame), "S0005");
+            assert_eq!(decoded[5].seq, round * 100 + 5);
+            assert_eq!(decoded[99].price, 100.0);
+        }
+    }
+
+    #[test]
+    fn outputs_round_trip() {
+        let mut writer = OutputBatchWriter::new(4);
+        let stamps = Stamps { t_inject: 1, t_router_in: 2, t_router_out: 3, t_worker_in: 4, t_engine_out: u64::MAX };
+        writer.push(Rule::Trend, "S0009", 99.0, 3.0, 1, 77, &stamps);
+        let frame = writer.seal().to_vec();
+        let (header, rest) = read_header(&frame).unwrap();
+        let mut out = Vec::new();
+        decode_outputs(&frame, &header, rest, &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].rule, Rule::Trend);
+        assert_eq!(out[0].symbol(&frame), "S0009");
+        assert_eq!(out[0].stamps, stamps);
+    }
+
+    #[test]
+    fn cold_frame_golden_bytes_and_round_trip() {
+        let eos = EndOfStream { stream: 2, sent: 300, routed: 0 };
+        let frame = encode_message(FrameKind::EndOfStream, 9, &eos);
+        assert_eq!(frame, vec![0x94, 0x01, 0x02, 0x09, 0x93, 0x02, 0xcd, 0x01, 0x2c, 0x00]);
+        let (header, rest) = read_header(&frame).unwrap();
+        let back: EndOfStream = decode_message(&header, rest, FrameKind::EndOfStream).unwrap();
+        assert_eq!(back, eos);
+    }
+
+    #[test]
+    fn rejects_bad_frames_with_a_cause() {
+        assert_eq!(read_header(b"hello").unwrap_err().cause(), "malformed");
+        assert_eq!(read_header(&[]).unwrap_err().cause(), "malformed");
+        let mut other_version = ticks_frame();
+        other_version[1] = 2;
+        assert_eq!(read_header(&other_version).unwrap_err(), WireError::Version { got: 2 });
+        let mut unknown_kind = ticks_frame();
+        unknown_kind[2] = 0x7f;
+        assert_eq!(read_header(&unknown_kind).unwrap_err().cause(), "unexpected_kind");
+        let frame = ticks_frame();
+        assert_eq!(check_frame(&frame, 10).unwrap_err().cause(), "oversized");
+        // Truncated anywhere inside the batch: rejected whole.
+        let mut out = Vec::new();
+        for cut in 4..frame.len() {
+            let short = &frame[..cut];
+            if let Ok((header, rest)) = read_header(short) {
+                assert!(decode_ticks(short, &header, rest, &mut out).is_err(), "cut at {cut} decoded");
+            }
+        }
+        // A count that claims more ticks than the bytes could hold.
+        let mut liar = ticks_frame();
+        liar[16] = 0xff;
+        let (header, rest) = read_header(&liar).unwrap();
+        assert!(decode_ticks(&liar, &header, rest, &mut out).is_err());
+    }
+}

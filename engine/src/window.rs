@@ -1,0 +1,154 @@
+//! An event-time sliding window `(ts - length, ts]` of prices with an O(1) amortised,
+//! numerically stable population standard deviation.
+//!
+//! Sums are kept of deviations from an anchor close to the window's mean, so the
+//! `E[x^2] - E[x]^2` subtraction does not cancel catastrophically. Rounding error from
+//! adding and removing values would still accumulate over a long run, so the sums are rebuilt
+//! exactly (two passes over the window, re-anchoring at the mean) once as many values have
+//! been removed as the window holds: at most one extra pass per value, O(1) amortised.
+
+use std::collections::VecDeque;
+
+#[derive(Clone, Debug, Default)]
+pub struct PriceWindow {
+    values: VecDeque<(u64, f64)>,
+    anchor: f64,
+    sum: f64,
+    sum_sq: f64,
+    removed_since_rebuild: usize,
+}
+
+impl PriceWindow {
+    /// Adds a price at event time `ts` (ns), evicts what fell out of `(ts - length, ts]`,
+    /// and returns the population stddev of what remains. Times must not decrease; callers
+    /// pass the symbol's latest time for a late tick.
+    #[inline]
+    pub fn push(&mut self, ts: u64, price: f64, length: u64) -> f64 {
+        let horizon = ts.saturating_sub(length);
+        while let Some(&(t, p)) = self.values.front() {
+            if t > horizon || ts < length {
+                break;
+            }
+            self.values.pop_front();
+            let d = p - self.anchor;
+            self.sum -= d;
+            self.sum_sq -= d * d;
+            self.removed_since_rebuild += 1;
+        }
+        if self.values.is_empty() {
+            self.anchor = price;
+            self.sum = 0.0;
+            self.sum_sq = 0.0;
+            self.removed_since_rebuild = 0;
+        }
+        self.values.push_back((ts, price));
+        let d = price - self.anchor;
+        self.sum += d;
+        self.sum_sq += d * d;
+        if self.removed_since_rebuild > self.values.len().max(16) {
+            self.rebuild();
+        }
+        self.stddev()
+    }
+
+    fn rebuild(&mut self) {
+        let n = self.values.len() as f64;
+        let mean = self.values.iter().map(|&(_, p)| p).sum::<f64>() / n;
+        self.anchor = mean;
+        self.sum = 0.0;
+        self.sum_sq = 0.0;
+        for &(_, p) in &self.values {
+            let d = p - mean;
+            self.sum += d;
+            self.sum_sq += d * d;
+        }
+        self.removed_since_rebuild = 0;
+    }
+
+    /// Population standard deviation of the window (0 when empty).
+    #[inline]
+    pub fn stddev(&self) -> f64 {
+        let n = self.values.len() as f64;
+        if n == 0.0 {
+            return 0.0;
+        }
+        let mean = self.sum / n;
+        (self.sum_sq / n - mean * mean).max(0.0).sqrt()
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The latest event time in the window.
+    pub fn last_time(&self) -> Option<u64> {
+        self.values.back().map(|&(t, _)| t)
+    }
+}
+
+/// Two-pass population stddev, the reference the window is checked against.
+pub fn two_pass_stddev(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    (values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    #[test]
+    fn evicts_at_exactly_the_window_length() {
+        let mut window = PriceWindow::default();
+        assert_eq!(window.push(100 * SECOND, 10.0, 10 * SECOND), 0.0);
+        assert_eq!(window.push(105 * SECOND, 20.0, 10 * SECOND), 5.0);
+        // 110 s: the tick at 100 s is exactly 10 s old, outside (ts - 10 s, ts].
+        assert_eq!(window.push(110 * SECOND, 20.0, 10 * SECOND), 0.0);
+        assert_eq!(window.len(), 2);
+        // One ns earlier it would have stayed.
+        let mut window = PriceWindow::default();
+        window.push(100 * SECOND, 10.0, 10 * SECOND);
+        window.push(110 * SECOND - 1, 20.0, 10 * SECOND);
+        assert_eq!(window.len(), 2);
+    }
+
+    #[test]
+    fn early_timestamps_do_not_underflow() {
+        let mut window = PriceWindow::default();
+        window.push(1, 1.0, 10 * SECOND);
+        window.push(2, 3.0, 10 * SECOND);
+        assert_eq!(window.len(), 2);
+        assert_eq!(window.stddev(), 1.0);
+    }
+
+    proptest! {
+        #[test]
+        fn matches_two_pass_within_1e9(
+            start in 1.0f64..1e6,
+            steps in prop::collection::vec((0u64..3 * SECOND, -0.05f64..0.05), 1..600),
+        ) {
+            let mut window = PriceWindow::default();
+            let mut all: Vec<(u64, f64)> = Vec::new();
+            let (mut ts, mut price) = (20 * SECOND, start);
+            for (gap, change) in steps {
+                ts += gap;
+                price *= 1.0 + change;
+                let got = window.push(ts, price, 10 * SECOND);
+                all.push((ts, price));
+                let live: Vec<f64> = all.iter().filter(|(t, _)| *t + 10 * SECOND > ts).map(|&(_, p)| p).collect();
+                let want = two_pass_stddev(&live);
+                prop_assert!((got - want).abs() <= 1e-9 * want.max(price * 1e-6), "got {got}, want {want}");
+            }
+        }
+    }
+}
