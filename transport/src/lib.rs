@@ -1,1 +1,12 @@
-pub mod x;
+//! The only crate that knows ZeroMQ.
+//!
+//! - [`socket`]: typed PUSH/PULL sockets with the options every data socket gets (high-water
+//!   marks, finite linger, shutdown-aware blocking sends) and the smart-batching probe.
+//! - [`control`]: the router's control server (ROUTER) and its clients (REQ, with time-outs).
+//!
+//! ZeroMQ sockets are not thread-safe: each socket here is owned by exactly one thread.
+
+pub mod control;
+pub mod socket;
+
+pub use socket::{Context, Pull, Push, SocketOptions, TransportError};

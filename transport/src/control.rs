@@ -1,0 +1,124 @@
+//! The control channel: the router binds a ROUTER socket; every other process asks it
+//! questions over REQ. ROUTER lets the router hold an answer back (until the cluster is
+//! complete) while it keeps serving other clients.
+
+use crate::socket::TransportError;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use zmq::Context;
+
+fn socket_err(what: &'static str) -> impl FnOnce(zmq::Error) -> TransportError {
+    move |source| TransportError::Socket { what, source }
+}
+
+/// A client's identity on the control socket, used to address the answer.
+pub type ClientId = Vec<u8>;
+
+/// The router's end of the control channel.
+pub struct ControlServer {
+    socket: zmq::Socket,
+    endpoint: String,
+}
+
+impl ControlServer {
+    pub fn bind(context: &Context, endpoint: &str) -> Result<ControlServer, TransportError> {
+        let socket = context.socket(zmq::ROUTER).map_err(socket_err("create ROUTER socket"))?;
+        socket.set_linger(1000).map_err(socket_err("set linger"))?;
+        socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })?;
+        let endpoint = socket
+            .get_last_endpoint()
+            .map_err(socket_err("read bound endpoint"))?
+            .unwrap_or_else(|raw| String::from_utf8_lossy(&raw).into_owned());
+        Ok(ControlServer { socket, endpoint })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The next request, if one arrives within `timeout`. Requests that are not a REQ
+    /// envelope (`identity, empty, body`) are returned with an empty body.
+    pub fn recv(&self, timeout: Duration) -> Result<Option<(ClientId, Vec<u8>)>, TransportError> {
+        match self.socket.poll(zmq::POLLIN, timeout.as_millis() as i64) {
+            Ok(0) | Err(zmq::Error::EINTR) => return Ok(None),
+            Ok(_) => {}
+            Err(source) => return Err(TransportError::Socket { what: "poll control", source }),
+        }
+        let mut parts = self.socket.recv_multipart(zmq::DONTWAIT).map_err(socket_err("receive control"))?;
+        let body = parts.pop().unwrap_or_default();
+        let identity = parts.into_iter().next().unwrap_or_default();
+        Ok(Some((identity, body)))
+    }
+
+    /// Answers one client.
+    pub fn reply(&self, client: &[u8], body: &[u8]) -> Result<(), TransportError> {
+        self.socket
+            .send_multipart([client, &[][..], body], zmq::DONTWAIT)
+            .map_err(socket_err("answer control request"))
+    }
+}
+
+/// Sends one request to the router's control socket and waits for the answer, at most
+/// `timeout`, giving up early if `shutdown` is raised.
+pub fn request(
+    context: &Context,
+    endpoint: &str,
+    body: &[u8],
+    timeout: Duration,
+    shutdown: &AtomicBool,
+) -> Result<Vec<u8>, TransportError> {
+    let socket = context.socket(zmq::REQ).map_err(socket_err("create REQ socket"))?;
+    socket.set_linger(0).map_err(socket_err("set linger"))?;
+    socket
+        .connect(endpoint)
+        .map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
+    socket.send(body, 0).map_err(socket_err("send control request"))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || shutdown.load(Ordering::Relaxed) {
+            return Err(TransportError::Timeout { peer: endpoint.to_string(), timeout });
+        }
+        match socket.poll(zmq::POLLIN, left.min(Duration::from_millis(100)).as_millis() as i64) {
+            Ok(0) | Err(zmq::Error::EINTR) => continue,
+            Ok(_) => return socket.recv_bytes(0).map_err(socket_err("receive control answer")),
+            Err(source) => return Err(TransportError::Socket { what: "poll control", source }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_answers_reach_their_clients() {
+        let context = Context::new();
+        let server = ControlServer::bind(&context, "tcp://127.0.0.1:*").unwrap();
+        let endpoint = server.endpoint().to_string();
+        let shutdown = AtomicBool::new(false);
+        let clients: Vec<_> = (0..3u8)
+            .map(|i| {
+                let (context, endpoint) = (context.clone(), endpoint.clone());
+                std::thread::spawn(move || {
+                    request(&context, &endpoint, &[i], Duration::from_secs(10), &AtomicBool::new(false)).unwrap()
+                })
+            })
+            .collect();
+        let mut held = Vec::new();
+        while held.len() < 3 {
+            if let Some(request) = server.recv(Duration::from_secs(5)).unwrap() {
+                held.push(request);
+            }
+        }
+        for (client, body) in &held {
+            server.reply(client, &[body[0] + 10]).unwrap();
+        }
+        let mut answers: Vec<u8> = clients.into_iter().map(|c| c.join().unwrap()[0]).collect();
+        answers.sort();
+        assert_eq!(answers, vec![10, 11, 12]);
+        let silent = ControlServer::bind(&context, "tcp://127.0.0.1:*").unwrap();
+        let error = request(&context, silent.endpoint(), b"x", Duration::from_millis(200), &shutdown).unwrap_err();
+        assert!(error.to_string().starts_with("no answer from"), "{error}");
+    }
+}

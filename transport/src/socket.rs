@@ -1,0 +1,203 @@
+//! Data sockets.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub use zmq::Context;
+
+/// Socket errors a user can cause (a bad or busy address) or meet (a peer gone at shutdown).
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// Binding failed: the address is in use, malformed, or not local.
+    #[error("cannot bind {endpoint}: {source}")]
+    Bind { endpoint: String, source: zmq::Error },
+    /// Connecting failed: the endpoint is malformed or its host does not resolve.
+    #[error("cannot connect to {endpoint}: {source}")]
+    Connect { endpoint: String, source: zmq::Error },
+    /// Any other ZeroMQ failure.
+    #[error("{what}: {source}")]
+    Socket { what: &'static str, source: zmq::Error },
+    /// A blocking send was abandoned because the process is shutting down.
+    #[error("send to {peer} abandoned at shutdown")]
+    ShutdownWhileSending { peer: String },
+    /// The peer did not answer in time.
+    #[error("no answer from {peer} within {timeout:?}")]
+    Timeout { peer: String, timeout: Duration },
+}
+
+fn socket_err(what: &'static str) -> impl FnOnce(zmq::Error) -> TransportError {
+    move |source| TransportError::Socket { what, source }
+}
+
+/// Options shared by data sockets.
+#[derive(Clone, Debug)]
+pub struct SocketOptions {
+    /// Messages (batches) queued per peer before a send blocks: back-pressure, never loss.
+    pub high_water_mark: i32,
+    /// How long a closing socket may keep trying to deliver what it still holds.
+    pub linger: Duration,
+}
+
+impl Default for SocketOptions {
+    fn default() -> Self {
+        SocketOptions { high_water_mark: 1000, linger: Duration::from_secs(10) }
+    }
+}
+
+fn apply(socket: &zmq::Socket, options: &SocketOptions) -> Result<(), TransportError> {
+    socket.set_sndhwm(options.high_water_mark).map_err(socket_err("set send high-water mark"))?;
+    socket.set_rcvhwm(options.high_water_mark).map_err(socket_err("set receive high-water mark"))?;
+    socket.set_linger(options.linger.as_millis().min(i32::MAX as u128) as i32).map_err(socket_err("set linger"))?;
+    // Big socket buffers let the kernel absorb bursts between two batches.
+    socket.set_sndbuf(4 << 20).map_err(socket_err("set send buffer"))?;
+    socket.set_rcvbuf(4 << 20).map_err(socket_err("set receive buffer"))?;
+    Ok(())
+}
+
+/// The receiving end of a pipeline stage (one thread owns it).
+pub struct Pull {
+    socket: zmq::Socket,
+    endpoint: String,
+}
+
+impl Pull {
+    /// Binds a PULL socket. `tcp://host:*` picks a free port; see [`Pull::endpoint`].
+    pub fn bind(context: &Context, endpoint: &str, options: &SocketOptions) -> Result<Pull, TransportError> {
+        let socket = context.socket(zmq::PULL).map_err(socket_err("create PULL socket"))?;
+        apply(&socket, options)?;
+        socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })?;
+        let endpoint = socket
+            .get_last_endpoint()
+            .map_err(socket_err("read bound endpoint"))?
+            .unwrap_or_else(|raw| String::from_utf8_lossy(&raw).into_owned());
+        Ok(Pull { socket, endpoint })
+    }
+
+    /// The endpoint actually bound (with the port chosen for `*`).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Receives the next message into `message`, waiting at most `timeout`. Returns false
+    /// when nothing arrived in time.
+    pub fn recv(&self, message: &mut zmq::Message, timeout: Duration) -> Result<bool, TransportError> {
+        match self.socket.recv(message, zmq::DONTWAIT) {
+            Ok(()) => return Ok(true),
+            Err(zmq::Error::EAGAIN) => {}
+            Err(zmq::Error::EINTR) => return Ok(false),
+            Err(source) => return Err(TransportError::Socket { what: "receive", source }),
+        }
+        match self.socket.poll(zmq::POLLIN, timeout.as_millis().min(i64::MAX as u128) as i64) {
+            Ok(0) | Err(zmq::Error::EINTR) => Ok(false),
+            Ok(_) => match self.socket.recv(message, zmq::DONTWAIT) {
+                Ok(()) => Ok(true),
+                Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => Ok(false),
+                Err(source) => Err(TransportError::Socket { what: "receive", source }),
+            },
+            Err(source) => Err(TransportError::Socket { what: "poll", source }),
+        }
+    }
+
+    /// Smart batching's probe: is another message already waiting? If not, the caller flushes
+    /// what it has batched instead of waiting for more, so batching never adds latency.
+    #[inline]
+    pub fn has_pending(&self) -> bool {
+        self.socket.get_events().map(|events| events.contains(zmq::POLLIN)).unwrap_or(false)
+    }
+}
+
+/// The sending end towards one peer (one thread owns it).
+pub struct Push {
+    socket: zmq::Socket,
+    peer: String,
+}
+
+impl Push {
+    /// Connects a PUSH socket to a bound peer. ZeroMQ connects in the background, queueing
+    /// up to the high-water mark meanwhile.
+    pub fn connect(context: &Context, endpoint: &str, options: &SocketOptions) -> Result<Push, TransportError> {
+        let socket = context.socket(zmq::PUSH).map_err(socket_err("create PUSH socket"))?;
+        apply(&socket, options)?;
+        // A finite send time-out lets a blocked send notice a shutdown request.
+        socket.set_sndtimeo(100).map_err(socket_err("set send time-out"))?;
+        socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
+        Ok(Push { socket, peer: endpoint.to_string() })
+    }
+
+    /// Binds a PUSH socket (used by tests and benchmarks that play a fixed peer).
+    pub fn bind(context: &Context, endpoint: &str, options: &SocketOptions) -> Result<Push, TransportError> {
+        let socket = context.socket(zmq::PUSH).map_err(socket_err("create PUSH socket"))?;
+        apply(&socket, options)?;
+        socket.set_sndtimeo(100).map_err(socket_err("set send time-out"))?;
+        socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })?;
+        Ok(Push { socket, peer: endpoint.to_string() })
+    }
+
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    /// Sends one message, blocking while the peer's queue is full (lossless back-pressure).
+    /// Gives up only when `shutdown` is raised.
+    pub fn send(&self, bytes: &[u8], shutdown: &AtomicBool) -> Result<(), TransportError> {
+        loop {
+            match self.socket.send(bytes, 0) {
+                Ok(()) => return Ok(()),
+                Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => {
+                    if shutdown.load(Ordering::Relaxed) {
+                        return Err(TransportError::ShutdownWhileSending { peer: self.peer.clone() });
+                    }
+                }
+                Err(source) => return Err(TransportError::Socket { what: "send", source }),
+            }
+        }
+    }
+}
+
+/// Replaces the host of a bound endpoint (`tcp://0.0.0.0:4123`) with the host peers should
+/// use (`tcp://worker-3:4123`).
+pub fn advertised_endpoint(bound: &str, host: &str) -> String {
+    match (bound.strip_prefix("tcp://"), bound.rfind(':')) {
+        (Some(_), Some(colon)) => format!("tcp://{host}{}", &bound[colon..]),
+        _ => bound.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_pull_round_trip_and_pending_probe() {
+        let context = Context::new();
+        let options = SocketOptions::default();
+        let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options).unwrap();
+        let push = Push::connect(&context, pull.endpoint(), &options).unwrap();
+        let shutdown = AtomicBool::new(false);
+        push.send(b"one", &shutdown).unwrap();
+        push.send(b"two", &shutdown).unwrap();
+        let mut message = zmq::Message::new();
+        assert!(pull.recv(&mut message, Duration::from_secs(5)).unwrap());
+        assert_eq!(&message[..], b"one");
+        assert!(pull.recv(&mut message, Duration::from_secs(5)).unwrap());
+        assert_eq!(&message[..], b"two");
+        assert!(!pull.has_pending());
+        assert!(!pull.recv(&mut message, Duration::from_millis(10)).unwrap());
+    }
+
+    #[test]
+    fn address_in_use_is_a_clear_error() {
+        let context = Context::new();
+        let options = SocketOptions::default();
+        let first = Pull::bind(&context, "tcp://127.0.0.1:*", &options).unwrap();
+        let error = Pull::bind(&context, first.endpoint(), &options).err().unwrap().to_string();
+        assert!(error.starts_with(&format!("cannot bind {}", first.endpoint())), "{error}");
+        assert!(error.contains("in use"), "{error}");
+    }
+
+    #[test]
+    fn advertised_endpoint_swaps_the_host() {
+        assert_eq!(advertised_endpoint("tcp://0.0.0.0:4123", "worker-3"), "tcp://worker-3:4123");
+        assert_eq!(advertised_endpoint("ipc:///tmp/x", "h"), "ipc:///tmp/x");
+    }
+}
