@@ -75,3 +75,35 @@ pub struct RouterReport {
     /// Worker ids in ring order of registration.
     pub workers: Vec<String>,
 }
+
+/// Counts rejected frames and ticks by cause and logs them with their sender: the first few
+/// of each cause in full, then one line per 10,000, so a flood cannot drown the log.
+#[derive(Clone, Debug, Default)]
+pub struct Rejections {
+    counts: CauseCounts,
+    place: &'static str,
+}
+
+impl Rejections {
+    pub fn new(place: &'static str) -> Self {
+        Rejections { counts: CauseCounts::new(), place }
+    }
+
+    /// Counts one rejection; `sender` is the frame's sender id (or `None` if unreadable).
+    pub fn reject(&mut self, cause: &str, sender: Option<u32>, detail: &dyn std::fmt::Display) {
+        count_cause(&mut self.counts, cause);
+        let seen = self.counts[cause];
+        if seen <= 5 || seen % 10_000 == 0 {
+            let sender = sender.map_or_else(|| "unknown".to_string(), |id| id.to_string());
+            tracing::warn!(place = self.place, cause, sender, seen, "rejected: {detail}");
+        }
+    }
+
+    pub fn counts(&self) -> &CauseCounts {
+        &self.counts
+    }
+
+    pub fn total(&self) -> u64 {
+        self.counts.values().sum()
+    }
+}

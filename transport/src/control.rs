@@ -122,3 +122,40 @@ mod tests {
         assert!(error.to_string().starts_with("no answer from"), "{error}");
     }
 }
+
+/// Why a process could not join the run.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistrationError {
+    /// The router could not be reached or did not answer in time.
+    #[error("cannot register with the router at {router}: {source}")]
+    Unreachable { router: String, source: TransportError },
+    /// The router refused this process.
+    #[error("the router at {router} refused this process: {reason}")]
+    Refused { router: String, reason: String },
+    /// The router's answer did not decode.
+    #[error("the router at {router} answered with a bad frame: {source}")]
+    BadAnswer { router: String, source: cep_core::wire::WireError },
+}
+
+/// Registers with the router and waits until the run starts (the router answers once the
+/// whole cluster is present).
+pub fn register(
+    context: &Context,
+    router: &str,
+    registration: &cep_core::control::Register,
+    timeout: Duration,
+    shutdown: &AtomicBool,
+) -> Result<cep_core::control::Ready, RegistrationError> {
+    use cep_core::control::{Ready, Refused};
+    use cep_core::wire::{decode_message, encode_message, read_header, FrameKind};
+    let frame = encode_message(FrameKind::Register, 0, registration);
+    let answer = request(context, router, &frame, timeout, shutdown)
+        .map_err(|source| RegistrationError::Unreachable { router: router.to_string(), source })?;
+    let bad = |source| RegistrationError::BadAnswer { router: router.to_string(), source };
+    let (header, rest) = read_header(&answer).map_err(bad)?;
+    if header.kind == FrameKind::Refused {
+        let refused: Refused = decode_message(&header, rest, FrameKind::Refused).map_err(bad)?;
+        return Err(RegistrationError::Refused { router: router.to_string(), reason: refused.reason });
+    }
+    decode_message::<Ready>(&header, rest, FrameKind::Ready).map_err(bad)
+}

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use zmq::Context;
+pub use zmq::{Context, Message};
 
 /// Socket errors a user can cause (a bad or busy address) or meet (a peer gone at shutdown).
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,51 @@
+//! The router's flags.
+
+use clap::Args;
+
+/// Router settings; every flag can also be set from the environment.
+#[derive(Args, Clone, Debug)]
+pub struct RouterConfig {
+    /// Where injectors send ticks (PULL, bound).
+    #[arg(long, env = "CEP_ROUTER_LISTEN", default_value = "tcp://0.0.0.0:5555")]
+    pub listen: String,
+    /// Control endpoint where workers, the collector and injectors register (ROUTER, bound).
+    #[arg(long, env = "CEP_ROUTER_CONTROL", default_value = "tcp://0.0.0.0:5556")]
+    pub control: String,
+    /// Workers that must register before the run starts.
+    #[arg(long, env = "CEP_WORKERS", default_value_t = 2)]
+    pub workers: usize,
+    /// Injector streams (connections, over all injectors) that must register before the run starts.
+    #[arg(long, env = "CEP_STREAMS", default_value_t = 1)]
+    pub streams: u32,
+    /// Virtual nodes per worker on the hash ring.
+    #[arg(long, env = "CEP_VNODES", default_value_t = cep_core::partition::DEFAULT_VNODES)]
+    pub vnodes: usize,
+    /// Most ticks in one batch to a worker (batches are sent early when no input is waiting).
+    #[arg(long, env = "CEP_BATCH", default_value_t = 1024)]
+    pub batch: usize,
+    /// Frames larger than this many bytes are rejected.
+    #[arg(long, env = "CEP_MAX_FRAME_BYTES", default_value_t = cep_core::wire::DEFAULT_MAX_FRAME_BYTES)]
+    pub max_frame_bytes: usize,
+    /// Batches queued per worker before sending blocks (back-pressure; nothing is dropped).
+    #[arg(long, env = "CEP_HWM", default_value_t = 1000)]
+    pub hwm: i32,
+}
+
+impl RouterConfig {
+    /// Checks what clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.workers == 0 {
+            return Err("--workers must be at least 1".into());
+        }
+        if self.streams == 0 {
+            return Err("--streams must be at least 1".into());
+        }
+        if self.batch == 0 {
+            return Err("--batch must be at least 1".into());
+        }
+        if self.vnodes == 0 {
+            return Err("--vnodes must be at least 1".into());
+        }
+        Ok(())
+    }
+}

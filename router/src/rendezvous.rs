@@ -1,0 +1,172 @@
+//! Start-up: every process registers; the run starts only once the expected workers, the
+//! collector and the expected injector streams are all present, so no tick can reach a
+//! half-built cluster (ZeroMQ's slow joiner). A pure state machine: the caller does the I/O.
+
+use cep_core::control::{Ready, Register, Role, WorkerInfo};
+
+/// What to do with a registration.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Accepted: answer when the run starts.
+    Hold,
+    /// Refused now, with the reason.
+    Refuse(String),
+}
+
+/// The cluster as registered so far. `C` identifies a client to answer later.
+#[derive(Debug)]
+pub struct Rendezvous<C> {
+    expected_workers: usize,
+    expected_streams: u32,
+    workers: Vec<(C, WorkerInfo)>,
+    collector: Option<(C, String)>,
+    injectors: Vec<(C, u32, u64)>,
+    started: bool,
+}
+
+/// The answers to send when the run starts, and the run's worker list (ring order).
+pub struct Start<C> {
+    pub answers: Vec<(C, Ready)>,
+    pub workers: Vec<WorkerInfo>,
+    pub collector: String,
+}
+
+impl<C: Clone> Rendezvous<C> {
+    pub fn new(expected_workers: usize, expected_streams: u32) -> Self {
+        Rendezvous {
+            expected_workers,
+            expected_streams,
+            workers: Vec::new(),
+            collector: None,
+            injectors: Vec::new(),
+            started: false,
+        }
+    }
+
+    fn streams(&self) -> u32 {
+        self.injectors.iter().map(|(_, streams, _)| streams).sum()
+    }
+
+    pub fn offer(&mut self, client: C, registration: Register) -> Verdict {
+        if self.started {
+            return Verdict::Refuse(format!(
+                "the run has already started with {} workers; a process arriving late joins the next run",
+                self.workers.len()
+            ));
+        }
+        match registration.role {
+            Role::Worker => {
+                if self.workers.iter().any(|(_, w)| w.id == registration.id) {
+                    return Verdict::Refuse(format!("worker id `{}` is already registered", registration.id));
+                }
+                if self.workers.len() == self.expected_workers {
+                    return Verdict::Refuse(format!("all {} expected workers are already registered", self.expected_workers));
+                }
+                if registration.endpoint.is_empty() {
+                    return Verdict::Refuse("a worker must advertise its data endpoint".into());
+                }
+                self.workers.push((client, WorkerInfo { id: registration.id, endpoint: registration.endpoint }));
+            }
+            Role::Collector => {
+                if self.collector.is_some() {
+                    return Verdict::Refuse("a collector is already registered".into());
+                }
+                if registration.endpoint.is_empty() {
+                    return Verdict::Refuse("the collector must advertise its data endpoint".into());
+                }
+                self.collector = Some((client, registration.endpoint));
+            }
+            Role::Injector => {
+                let streams = registration.streams;
+                if streams == 0 || self.streams() + streams > self.expected_streams {
+                    return Verdict::Refuse(format!(
+                        "{streams} more streams would exceed the {} expected (already registered: {})",
+                        self.expected_streams,
+                        self.streams()
+                    ));
+                }
+                self.injectors.push((client, streams, registration.warmup_ns));
+            }
+        }
+        Verdict::Hold
+    }
+
+    pub fn is_complete(&self) -> bool {
+        !self.started
+            && self.workers.len() == self.expected_workers
+            && self.collector.is_some()
+            && self.streams() == self.expected_streams
+    }
+
+    /// What is still missing, for the log.
+    pub fn waiting_for(&self) -> String {
+        format!(
+            "workers {}/{}, collector {}, injector streams {}/{}",
+            self.workers.len(),
+            self.expected_workers,
+            if self.collector.is_some() { "1/1" } else { "0/1" },
+            self.streams(),
+            self.expected_streams
+        )
+    }
+
+    /// Starts the run (call once [`Self::is_complete`]); workers are ordered by id.
+    pub fn start(&mut self, start_ns: u64) -> Start<C> {
+        self.started = true;
+        self.workers.sort_by(|a, b| a.1.id.cmp(&b.1.id));
+        let workers: Vec<WorkerInfo> = self.workers.iter().map(|(_, w)| w.clone()).collect();
+        let (collector_client, collector) = self.collector.clone().expect("complete cluster has a collector");
+        let warmup_ns = self.injectors.iter().map(|(_, _, warmup)| *warmup).max().unwrap_or(0);
+        let ready = |assigned: u32| Ready {
+            assigned,
+            workers: workers.clone(),
+            collector: collector.clone(),
+            streams: self.expected_streams,
+            start_ns,
+            warmup_ns,
+        };
+        let mut answers: Vec<(C, Ready)> = Vec::new();
+        for (index, (client, _)) in self.workers.iter().enumerate() {
+            answers.push((client.clone(), ready(index as u32)));
+        }
+        answers.push((collector_client, ready(0)));
+        let mut first_stream = 0;
+        for (client, streams, _) in &self.injectors {
+            answers.push((client.clone(), ready(first_stream)));
+            first_stream += streams;
+        }
+        Start { answers, workers, collector }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn register(role: Role, id: &str, streams: u32) -> Register {
+        Register { role, id: id.into(), endpoint: format!("tcp://{id}:1"), streams, warmup_ns: streams as u64 }
+    }
+
+    #[test]
+    fn starts_only_when_complete_and_refuses_late_or_duplicate() {
+        let mut rendezvous = Rendezvous::new(2, 3);
+        assert_eq!(rendezvous.offer(1, register(Role::Worker, "b", 0)), Verdict::Hold);
+        assert!(matches!(rendezvous.offer(2, register(Role::Worker, "b", 0)), Verdict::Refuse(_)));
+        assert_eq!(rendezvous.offer(3, register(Role::Injector, "i", 2)), Verdict::Hold);
+        assert!(matches!(rendezvous.offer(4, register(Role::Injector, "j", 2)), Verdict::Refuse(_)));
+        assert_eq!(rendezvous.offer(5, register(Role::Collector, "c", 0)), Verdict::Hold);
+        assert!(!rendezvous.is_complete());
+        assert_eq!(rendezvous.offer(6, register(Role::Worker, "a", 0)), Verdict::Hold);
+        assert_eq!(rendezvous.offer(7, register(Role::Injector, "k", 1)), Verdict::Hold);
+        assert!(rendezvous.is_complete());
+        let start = rendezvous.start(99);
+        assert_eq!(start.workers.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), vec!["a", "b"]);
+        let assigned: Vec<(i32, u32)> = start.answers.iter().map(|(c, r)| (*c, r.assigned)).collect();
+        assert_eq!(assigned, vec![(6, 0), (1, 1), (5, 0), (3, 0), (7, 2)]);
+        assert!(start.answers.iter().all(|(_, r)| r.start_ns == 99 && r.warmup_ns == 2 && r.streams == 3));
+        match rendezvous.offer(8, register(Role::Worker, "late", 0)) {
+            Verdict::Refuse(reason) => assert!(reason.contains("already started"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

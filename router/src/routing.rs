@@ -1,0 +1,272 @@
+//! The router's run: rendezvous, then the data path until every stream has ended.
+
+use crate::config::RouterConfig;
+use crate::rendezvous::{Rendezvous, Verdict};
+use cep_core::clock::now_ns;
+use cep_core::control::{Refused, Register};
+use cep_core::partition::Partitioner;
+use cep_core::report::{EndOfStream, Rejections, RouterReport};
+use cep_core::tick::TickRecord;
+use cep_core::wire::{check_frame, decode_message, decode_ticks, encode_message, read_header, FrameKind, TickBatchWriter};
+use cep_transport::control::{ClientId, ControlServer};
+use cep_transport::{Context, Pull, Push, SocketOptions, TransportError};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// Sender id the router puts on its frames.
+pub const ROUTER_SENDER: u32 = 0;
+
+/// Errors that stop the router.
+#[derive(Debug, thiserror::Error)]
+pub enum RouterError {
+    #[error("invalid router configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("shut down before the cluster was complete ({0})")]
+    ShutdownBeforeStart(String),
+}
+
+/// Runs the router until every stream has ended (or `shutdown` is raised) and returns the
+/// report it also sent to the collector.
+pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterReport, RouterError> {
+    config.validate().map_err(RouterError::Config)?;
+    let context = Context::new();
+    let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
+    let control = ControlServer::bind(&context, &config.control)?;
+    let input = Pull::bind(&context, &config.listen, &options)?;
+    info!(data = input.endpoint(), control = control.endpoint(), workers = config.workers, streams = config.streams, "router listening");
+
+    let mut rendezvous = Rendezvous::<ClientId>::new(config.workers, config.streams);
+    let mut last_log = Instant::now();
+    while !rendezvous.is_complete() {
+        if shutdown.load(Ordering::Relaxed) {
+            return Err(RouterError::ShutdownBeforeStart(rendezvous.waiting_for()));
+        }
+        if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
+            serve_registration(&control, &mut rendezvous, client, &body);
+        }
+        if last_log.elapsed() > Duration::from_secs(5) {
+            info!("waiting for {}", rendezvous.waiting_for());
+            last_log = Instant::now();
+        }
+    }
+    let start = rendezvous.start(now_ns() + 20_000_000);
+    let worker_ids: Vec<String> = start.workers.iter().map(|w| w.id.clone()).collect();
+    let outputs: Vec<Push> = start
+        .workers
+        .iter()
+        .map(|w| Push::connect(&context, &w.endpoint, &options))
+        .collect::<Result<_, _>>()?;
+    let collector = Push::connect(&context, &start.collector, &options)?;
+    for (client, ready) in &start.answers {
+        control.reply(client, &encode_message(FrameKind::Ready, ROUTER_SENDER, ready))?;
+    }
+    info!(workers = ?worker_ids, collector = start.collector, "cluster complete, run started");
+
+    let mut path = DataPath::new(&config, Partitioner::new(&worker_ids, config.vnodes), outputs);
+    let mut message = cep_transport::Message::new();
+    let mut last_control = Instant::now();
+    while !path.all_ended() && !shutdown.load(Ordering::Relaxed) {
+        if input.recv(&mut message, Duration::from_millis(50))? {
+            path.handle(&message, &shutdown)?;
+            if !input.has_pending() {
+                path.flush_all(&shutdown)?;
+            }
+        } else {
+            path.flush_all(&shutdown)?;
+        }
+        if last_control.elapsed() > Duration::from_millis(100) {
+            while let Some((client, body)) = control.recv(Duration::ZERO)? {
+                serve_registration(&control, &mut rendezvous, client, &body);
+            }
+            last_control = Instant::now();
+        }
+    }
+    path.flush_all(&shutdown)?;
+    let report = RouterReport {
+        received: path.received.clone(),
+        routed: path.routed_total,
+        rejected: path.rejections.counts().clone(),
+        workers: worker_ids,
+    };
+    if let Err(error) = collector.send(&encode_message(FrameKind::RouterReport, ROUTER_SENDER, &report), &shutdown) {
+        warn!(%error, "router report not delivered");
+    }
+    info!(routed = report.routed, rejected = path.rejections.total(), "router done");
+    Ok(report)
+}
+
+fn serve_registration(control: &ControlServer, rendezvous: &mut Rendezvous<ClientId>, client: ClientId, body: &[u8]) {
+    let verdict = match read_header(body).and_then(|(header, rest)| decode_message::<Register>(&header, rest, FrameKind::Register)) {
+        Ok(registration) => {
+            let who = format!("{:?} `{}` at {}", registration.role, registration.id, registration.endpoint);
+            let verdict = rendezvous.offer(client.clone(), registration);
+            match &verdict {
+                Verdict::Hold => info!("registered {who}; waiting for {}", rendezvous.waiting_for()),
+                Verdict::Refuse(reason) => warn!("refused {who}: {reason}"),
+            }
+            verdict
+        }
+        Err(error) => {
+            warn!(%error, "bad registration frame");
+            Verdict::Refuse(format!("bad registration frame: {error}"))
+        }
+    };
+    if let Verdict::Refuse(reason) = verdict {
+        let frame = encode_message(FrameKind::Refused, ROUTER_SENDER, &Refused { reason });
+        if let Err(error) = control.reply(&client, &frame) {
+            warn!(%error, "could not answer a refused registration");
+        }
+    }
+}
+
+/// Per-run routing state.
+struct DataPath {
+    partitioner: Partitioner,
+    owners: FxHashMap<Box<str>, usize>,
+    outputs: Vec<Push>,
+    batches: Vec<TickBatchWriter>,
+    batch_limit: usize,
+    max_frame_bytes: usize,
+    streams: u32,
+    decoded: Vec<TickRecord>,
+    /// Valid ticks received per stream.
+    received: BTreeMap<u32, u64>,
+    /// Ticks routed per stream and worker (for the end-of-stream markers).
+    routed: Vec<Vec<u64>>,
+    routed_total: u64,
+    ended: Vec<bool>,
+    rejections: Rejections,
+}
+
+impl DataPath {
+    fn new(config: &RouterConfig, partitioner: Partitioner, outputs: Vec<Push>) -> Self {
+        let workers = outputs.len();
+        let streams = config.streams as usize;
+        DataPath {
+            partitioner,
+            owners: FxHashMap::default(),
+            batches: (0..workers).map(|_| TickBatchWriter::new(ROUTER_SENDER)).collect(),
+            outputs,
+            batch_limit: config.batch,
+            max_frame_bytes: config.max_frame_bytes,
+            streams: config.streams,
+            decoded: Vec::with_capacity(config.batch),
+            received: BTreeMap::new(),
+            routed: vec![vec![0; workers]; streams],
+            routed_total: 0,
+            ended: vec![false; streams],
+            rejections: Rejections::new("router"),
+        }
+    }
+
+    fn all_ended(&self) -> bool {
+        self.ended.iter().all(|ended| *ended)
+    }
+
+    fn handle(&mut self, frame: &[u8], shutdown: &AtomicBool) -> Result<(), TransportError> {
+        let t_in = now_ns();
+        let (header, rest) = match check_frame(frame, self.max_frame_bytes) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                self.rejections.reject(error.cause(), None, &error);
+                return Ok(());
+            }
+        };
+        match header.kind {
+            FrameKind::Ticks => {
+                let mut decoded = std::mem::take(&mut self.decoded);
+                match decode_ticks(frame, &header, rest, &mut decoded) {
+                    Ok(_) => {
+                        for tick in &decoded {
+                            self.route(frame, tick, header.sender, t_in, shutdown)?;
+                        }
+                    }
+                    Err(error) => self.rejections.reject(error.cause(), Some(header.sender), &error),
+                }
+                self.decoded = decoded;
+            }
+            FrameKind::EndOfStream => match decode_message::<EndOfStream>(&header, rest, FrameKind::EndOfStream) {
+                Ok(eos) => self.end_stream(eos, header.sender, shutdown)?,
+                Err(error) => self.rejections.reject(error.cause(), Some(header.sender), &error),
+            },
+            other => {
+                let error = cep_core::wire::WireError::UnexpectedKind(other as u64);
+                self.rejections.reject(error.cause(), Some(header.sender), &error);
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn route(&mut self, frame: &[u8], tick: &TickRecord, sender: u32, t_in: u64, shutdown: &AtomicBool) -> Result<(), TransportError> {
+        if let Some(cause) = tick.invalid_reason(frame) {
+            self.rejections.reject(cause, Some(sender), &format_args!("tick seq {} of stream {}", tick.seq, tick.injector));
+            return Ok(());
+        }
+        if tick.injector >= self.streams || self.ended[tick.injector as usize] {
+            let detail = format_args!("tick of stream {} (run has {} streams; ended streams take no ticks)", tick.injector, self.streams);
+            self.rejections.reject("unknown_stream", Some(sender), &detail);
+            return Ok(());
+        }
+        let symbol = tick.symbol(frame);
+        let owner = match self.owners.get(symbol) {
+            Some(&owner) => owner,
+            None => {
+                let owner = self.partitioner.owner(symbol);
+                self.owners.insert(symbol.into(), owner);
+                owner
+            }
+        };
+        *self.received.entry(tick.injector).or_insert(0) += 1;
+        self.routed[tick.injector as usize][owner] += 1;
+        self.routed_total += 1;
+        let batch = &mut self.batches[owner];
+        batch.push(symbol, tick.price, tick.t_inject, tick.injector, tick.seq, t_in);
+        if batch.len() >= self.batch_limit {
+            self.flush(owner, shutdown)?;
+        }
+        Ok(())
+    }
+
+    fn end_stream(&mut self, eos: EndOfStream, sender: u32, shutdown: &AtomicBool) -> Result<(), TransportError> {
+        let stream = eos.stream as usize;
+        if stream >= self.ended.len() || self.ended[stream] {
+            let detail = format_args!("end of stream {} (run has {} streams)", eos.stream, self.streams);
+            self.rejections.reject("unknown_stream", Some(sender), &detail);
+            return Ok(());
+        }
+        self.ended[stream] = true;
+        // The marker must follow the stream's last ticks on every worker's socket.
+        self.flush_all(shutdown)?;
+        for worker in 0..self.outputs.len() {
+            let marker = EndOfStream { stream: eos.stream, sent: eos.sent, routed: self.routed[stream][worker] };
+            self.outputs[worker].send(&encode_message(FrameKind::EndOfStream, ROUTER_SENDER, &marker), shutdown)?;
+        }
+        info!(stream = eos.stream, sent = eos.sent, received = self.received.get(&eos.stream).copied().unwrap_or(0), "stream ended");
+        Ok(())
+    }
+
+    fn flush(&mut self, worker: usize, shutdown: &AtomicBool) -> Result<(), TransportError> {
+        let batch = &mut self.batches[worker];
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let frame = batch.seal(now_ns());
+        self.outputs[worker].send(frame, shutdown)?;
+        batch.clear();
+        Ok(())
+    }
+
+    fn flush_all(&mut self, shutdown: &AtomicBool) -> Result<(), TransportError> {
+        for worker in 0..self.batches.len() {
+            self.flush(worker, shutdown)?;
+        }
+        Ok(())
+    }
+}
