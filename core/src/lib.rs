@@ -7,6 +7,7 @@
 //! - [`results`]: the `summary.json` schema that tests, benchmarks and users read.
 //! - [`gbm`]: the seeded, counter-based geometric-Brownian-motion tick model.
 //! - [`partition`]: the consistent-hash ring with its pinned hasher.
+//! - [`seen`]: exactly-once bookkeeping of sequence numbers.
 //! - [`clock`]: wall-clock nanoseconds, the unit of every timestamp.
 //! - [`duration`]: parsing of `30s` / `500ms` style durations for every CLI.
 
@@ -17,5 +18,6 @@ pub mod gbm;
 pub mod partition;
 pub mod report;
 pub mod results;
+pub mod seen;
 pub mod tick;
 pub mod wire;

@@ -37,10 +37,10 @@ pub struct WorkerProgress {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamAtWorker {
     pub stream: u32,
-    /// What the injector said it sent (from the end-of-stream marker).
-    pub sent: u64,
-    /// What the router said it routed to this worker.
-    pub routed: u64,
+    /// What the injector said it sent (from the end-of-stream marker; `None` if it never came).
+    pub sent: Option<u64>,
+    /// What the router said it routed to this worker (from the same marker).
+    pub routed: Option<u64>,
     /// Ticks of this stream the worker processed.
     pub processed: u64,
 }

@@ -81,4 +81,60 @@ pub struct Summary {
     pub complete: bool,
     /// Outputs whose tick was intended during the warm-up: counted, not in the histograms.
     pub warmup_outputs: u64,
+    /// Outputs the workers reported sending that never reached the collector.
+    pub outputs_lost: u64,
+}
+
+impl Summary {
+    /// The human summary in YCSB's style (`[SECTION], Metric, value`).
+    pub fn ycsb_report(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let mut line = |section: &str, metric: &str, value: String| {
+            let _ = writeln!(out, "[{section}], {metric}, {value}");
+        };
+        line("OVERALL", "RunTime(ms)", format!("{:.0}", self.duration_s * 1000.0));
+        line("OVERALL", "Throughput(ops/sec)", format!("{:.1}", self.throughput_eps));
+        line("OVERALL", "EventsSent", self.events_sent.to_string());
+        line("OVERALL", "EventsProcessed", self.events_processed.to_string());
+        line("OVERALL", "EventsLost", self.events_lost.to_string());
+        line("OVERALL", "Duplicates", self.duplicates.to_string());
+        line("OVERALL", "OutOfOrder", self.out_of_order.to_string());
+        line("OVERALL", "Complete", self.complete.to_string());
+        for (cause, count) in &self.lost_by_cause {
+            line("LOST", cause, count.to_string());
+        }
+        for (place, causes) in &self.rejected {
+            for (cause, count) in causes {
+                line("REJECTED", &format!("{place}:{cause}"), count.to_string());
+            }
+        }
+        line("OUTPUTS", "perc", self.outputs.perc.to_string());
+        line("OUTPUTS", "trend", self.outputs.trend.to_string());
+        line("OUTPUTS", "volatility", self.outputs.volatility.to_string());
+        let hops = [
+            ("END_TO_END", &self.latency_us.end_to_end),
+            ("INJECTOR_TO_ROUTER", &self.latency_us.injector_to_router),
+            ("ROUTER", &self.latency_us.router),
+            ("ROUTER_TO_WORKER", &self.latency_us.router_to_worker),
+            ("ENGINE", &self.latency_us.engine),
+            ("WORKER_TO_COLLECTOR", &self.latency_us.worker_to_collector),
+        ];
+        for (section, h) in hops {
+            line(section, "Operations", h.count.to_string());
+            line(section, "AverageLatency(us)", format!("{:.2}", h.mean));
+            line(section, "MinLatency(us)", format!("{:.2}", h.min));
+            line(section, "MaxLatency(us)", format!("{:.2}", h.max));
+            line(section, "50thPercentileLatency(us)", format!("{:.2}", h.p50));
+            line(section, "95thPercentileLatency(us)", format!("{:.2}", h.p95));
+            line(section, "99thPercentileLatency(us)", format!("{:.2}", h.p99));
+            line(section, "99.9thPercentileLatency(us)", format!("{:.2}", h.p999));
+            line(section, "99.99thPercentileLatency(us)", format!("{:.2}", h.p9999));
+        }
+        for worker in &self.workers {
+            line(&format!("WORKER {}", worker.id), "Events", worker.events.to_string());
+            line(&format!("WORKER {}", worker.id), "Symbols", worker.symbols.to_string());
+        }
+        out
+    }
 }

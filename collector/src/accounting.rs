@@ -1,0 +1,166 @@
+//! From the end-of-run reports and the collector's own counts to `summary.json`: every event
+//! sent is either processed or counted as lost, by the stage where it went missing.
+
+use cep_core::report::{CauseCounts, RouterReport, WorkerReport};
+use cep_core::results::{HopLatencies, OutputCounts, StreamSummary, Summary, WorkerSummary};
+use std::collections::BTreeMap;
+
+/// What the collector itself observed.
+#[derive(Debug, Default)]
+pub struct Observed {
+    pub outputs: [u64; 3],
+    pub output_duplicates: u64,
+    pub warmup_outputs: u64,
+    pub rejected: CauseCounts,
+    pub duration_s: f64,
+    pub latency: HopLatencies,
+}
+
+/// Builds the summary. `workers` are the run's worker ids (from the start), `reports` the
+/// reports that arrived (by worker index).
+pub fn summarize(
+    streams: u32,
+    workers: &[String],
+    reports: &BTreeMap<u32, WorkerReport>,
+    router: Option<&RouterReport>,
+    observed: Observed,
+) -> Summary {
+    let mut summary = Summary {
+        duration_s: observed.duration_s,
+        latency_us: observed.latency,
+        warmup_outputs: observed.warmup_outputs,
+        ..Summary::default()
+    };
+    let mut lost_by_cause: BTreeMap<String, u64> = BTreeMap::new();
+    for stream in 0..streams {
+        let at_workers = reports.values().filter_map(|r| r.streams.iter().find(|s| s.stream == stream));
+        let (mut sent, mut processed) = (None, 0);
+        for seen in at_workers {
+            processed += seen.processed;
+            sent = sent.max(seen.sent);
+        }
+        let received_by_router = router.and_then(|r| r.received.get(&stream).copied()).unwrap_or(0);
+        let known_sent = sent.unwrap_or(received_by_router.max(processed));
+        let lost = known_sent.saturating_sub(processed);
+        if sent.is_none() {
+            *lost_by_cause.entry("stream_never_ended".into()).or_default() += 1;
+        }
+        if router.is_some() {
+            let before_router = known_sent.saturating_sub(received_by_router);
+            let after_router = lost - before_router.min(lost);
+            *lost_by_cause.entry("not_received_by_router".into()).or_default() += before_router.min(lost);
+            *lost_by_cause.entry("not_processed_by_worker".into()).or_default() += after_router;
+        } else if lost > 0 {
+            *lost_by_cause.entry("unknown_router_report_missing".into()).or_default() += lost;
+        }
+        summary.events_sent += known_sent;
+        summary.events_processed += processed;
+        summary.events_lost += lost;
+        summary.streams.push(StreamSummary { stream, sent, received_by_router, processed, lost });
+    }
+    lost_by_cause.retain(|_, count| *count > 0);
+    summary.lost_by_cause = lost_by_cause;
+
+    let reported_outputs: u64 = reports.values().map(|r| r.outputs.iter().sum::<u64>()).sum();
+    let received_outputs: u64 = observed.outputs.iter().sum::<u64>();
+    summary.outputs_lost = reported_outputs.saturating_sub(received_outputs.saturating_sub(observed.output_duplicates));
+    summary.outputs = OutputCounts { perc: observed.outputs[0], trend: observed.outputs[1], volatility: observed.outputs[2] };
+    summary.duplicates = observed.output_duplicates + reports.values().map(|r| r.duplicates).sum::<u64>();
+    summary.out_of_order = reports.values().map(|r| r.out_of_order).sum();
+
+    for (index, id) in workers.iter().enumerate() {
+        let report = reports.get(&(index as u32));
+        summary.workers.push(WorkerSummary {
+            id: id.clone(),
+            events: report.map_or(0, |r| r.processed),
+            symbols: report.map_or(0, |r| r.symbols),
+        });
+        if let Some(report) = report.filter(|r| !r.rejected.is_empty()) {
+            summary.rejected.insert(format!("worker:{}", report.id), report.rejected.clone());
+        }
+    }
+    if let Some(router) = router.filter(|r| !r.rejected.is_empty()) {
+        summary.rejected.insert("router".into(), router.rejected.clone());
+    }
+    if !observed.rejected.is_empty() {
+        summary.rejected.insert("collector".into(), observed.rejected);
+    }
+    summary.complete = router.is_some()
+        && reports.len() == workers.len()
+        && summary.streams.iter().all(|s| s.sent.is_some());
+    summary.throughput_eps = if summary.duration_s > 0.0 { summary.events_processed as f64 / summary.duration_s } else { 0.0 };
+    summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_core::report::StreamAtWorker;
+
+    fn worker(index: u32, processed: [u64; 2], sent: [Option<u64>; 2]) -> WorkerReport {
+        WorkerReport {
+            id: format!("w{index}"),
+            index,
+            processed: processed.iter().sum(),
+            symbols: 3,
+            outputs: [1, 0, processed.iter().sum()],
+            streams: (0..2)
+                .map(|s| StreamAtWorker { stream: s as u32, sent: sent[s], routed: Some(processed[s]), processed: processed[s] })
+                .collect(),
+            duplicates: 0,
+            out_of_order: 0,
+            rejected: CauseCounts::new(),
+        }
+    }
+
+    fn router(received: [u64; 2]) -> RouterReport {
+        RouterReport {
+            received: [(0, received[0]), (1, received[1])].into_iter().collect(),
+            routed: received.iter().sum(),
+            rejected: [("malformed".to_string(), 2)].into_iter().collect(),
+            workers: vec!["w0".into(), "w1".into()],
+        }
+    }
+
+    fn observed(outputs: u64) -> Observed {
+        Observed { outputs: [2, 0, outputs], duration_s: 2.0, ..Observed::default() }
+    }
+
+    #[test]
+    fn balanced_run_has_nothing_lost() {
+        let reports: BTreeMap<u32, WorkerReport> =
+            [(0, worker(0, [10, 5], [Some(20), Some(9)])), (1, worker(1, [10, 4], [Some(20), Some(9)]))].into_iter().collect();
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        let summary = summarize(2, &ids, &reports, Some(&router([20, 9])), observed(29));
+        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (29, 29, 0));
+        assert!(summary.complete);
+        assert_eq!(summary.throughput_eps, 14.5);
+        assert_eq!(summary.workers[1].events, 14);
+        assert_eq!(summary.rejected["router"]["malformed"], 2);
+        assert_eq!(summary.outputs_lost, 0);
+        assert!(summary.lost_by_cause.is_empty());
+    }
+
+    #[test]
+    fn losses_are_attributed_to_the_stage_that_lost_them() {
+        // Stream 0: 20 sent, router got 18, workers processed 17.
+        let reports: BTreeMap<u32, WorkerReport> =
+            [(0, worker(0, [9, 5], [Some(20), Some(9)])), (1, worker(1, [8, 4], [Some(20), Some(9)]))].into_iter().collect();
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        let summary = summarize(2, &ids, &reports, Some(&router([18, 9])), observed(20));
+        assert_eq!(summary.events_lost, 3);
+        assert_eq!(summary.lost_by_cause["not_received_by_router"], 2);
+        assert_eq!(summary.lost_by_cause["not_processed_by_worker"], 1);
+        assert_eq!(summary.outputs_lost, 6);
+    }
+
+    #[test]
+    fn a_missing_worker_report_makes_the_run_incomplete() {
+        let reports: BTreeMap<u32, WorkerReport> = [(0, worker(0, [10, 5], [Some(20), Some(9)]))].into_iter().collect();
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        let summary = summarize(2, &ids, &reports, Some(&router([20, 9])), observed(15));
+        assert!(!summary.complete);
+        assert_eq!(summary.events_lost, 14);
+        assert_eq!(summary.workers[1].events, 0);
+    }
+}

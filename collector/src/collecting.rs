@@ -1,0 +1,219 @@
+//! The collector's run: register, receive until every report is in, write the results.
+
+use crate::accounting::{summarize, Observed};
+use crate::config::{CollectorConfig, CsvMode};
+use crate::csv::OutputsCsv;
+use crate::latency::HopHistograms;
+use cep_core::clock::now_ns;
+use cep_core::control::{Register, Role};
+use cep_core::report::{Rejections, RouterReport, WorkerProgress, WorkerReport};
+use cep_core::results::Summary;
+use cep_core::seen::{Arrival, SeenSet};
+use cep_core::tick::{OutputRecord, Rule};
+use cep_core::wire::{check_frame, decode_message, decode_outputs, FrameHeader, FrameKind, WireError};
+use cep_transport::control::{register, RegistrationError};
+use cep_transport::{advertised_endpoint, Context, Message, Pull, SocketOptions, TransportError};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// Errors that stop the collector.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectorError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error(transparent)]
+    Registration(#[from] RegistrationError),
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> CollectorError + '_ {
+    move |source| CollectorError::Write { path: path.to_path_buf(), source }
+}
+
+/// Runs the collector until every worker and the router have reported (or the idle
+/// time-out or `shutdown`), writes the results folder and returns the summary.
+pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary, CollectorError> {
+    std::fs::create_dir_all(&config.out).map_err(write_err(&config.out))?;
+    let csv_path = config.out.join("outputs.csv");
+    let mut csv = OutputsCsv::create(&csv_path).map_err(write_err(&csv_path))?;
+    let context = Context::new();
+    let input = Pull::bind(&context, &config.listen, &SocketOptions::default())?;
+    let endpoint = advertised_endpoint(input.endpoint(), &config.advertise);
+    let registration = Register { role: Role::Collector, id: "collector".into(), endpoint: endpoint.clone(), streams: 0, warmup_ns: 0 };
+    info!(endpoint, router = config.router, "collector registering");
+    let ready = register(&context, &config.router, &registration, config.start_timeout, &shutdown)?;
+    let worker_ids: Vec<String> = ready.workers.iter().map(|w| w.id.clone()).collect();
+    info!(workers = ?worker_ids, streams = ready.streams, "run started");
+
+    let mut state = Collecting {
+        csv_mode: config.csv,
+        max_frame_bytes: config.max_frame_bytes,
+        warmup_end_ns: ready.start_ns + ready.warmup_ns,
+        hops: HopHistograms::default(),
+        decoded: Vec::with_capacity(1024),
+        seen: (0..ready.streams).map(|_| Default::default()).collect(),
+        observed: Observed::default(),
+        progress: vec![WorkerProgress { processed: 0, outputs: 0 }; worker_ids.len()],
+        reports: BTreeMap::new(),
+        router: None,
+        last_report_ns: now_ns(),
+        rejections: Rejections::new("collector"),
+    };
+    let mut message = Message::new();
+    let started = Instant::now();
+    let mut last_message = Instant::now();
+    let mut last_progress = (Instant::now(), 0u64);
+    loop {
+        if state.reports.len() == worker_ids.len() && state.router.is_some() {
+            break;
+        }
+        if shutdown.load(Ordering::Relaxed) {
+            warn!("shutdown requested: writing partial results");
+            break;
+        }
+        if input.recv(&mut message, Duration::from_millis(100))? {
+            state.handle(&message, &mut csv).map_err(write_err(&csv_path))?;
+            last_message = Instant::now();
+        } else if last_message.elapsed() > config.idle_timeout {
+            warn!(idle = ?config.idle_timeout, "no message for the idle time-out: what is missing is reported as lost");
+            break;
+        }
+        if config.progress && last_progress.0.elapsed() >= Duration::from_secs(1) {
+            let processed: u64 = state.progress.iter().map(|p| p.processed).sum();
+            let rate = (processed - last_progress.1) as f64 / last_progress.0.elapsed().as_secs_f64();
+            let per_worker: Vec<String> = worker_ids.iter().zip(&state.progress).map(|(id, p)| format!("{id} {}", p.processed)).collect();
+            eprintln!(
+                "[progress] {:>5.1}s  processed {processed}  ({rate:.0} ev/s)  outputs {}  | {}",
+                started.elapsed().as_secs_f64(),
+                state.observed.outputs.iter().sum::<u64>(),
+                per_worker.join(" | ")
+            );
+            last_progress = (Instant::now(), processed);
+        }
+    }
+    let rows = csv.finish().map_err(write_err(&csv_path))?;
+    state.observed.duration_s = state.last_report_ns.saturating_sub(ready.start_ns) as f64 / 1e9;
+    state.observed.latency = state.hops.summary();
+    state.observed.rejected = state.rejections.counts().clone();
+    let summary = summarize(ready.streams, &worker_ids, &state.reports, state.router.as_ref(), state.observed);
+    write_results(&config.out, &summary)?;
+    info!(rows, sent = summary.events_sent, processed = summary.events_processed, lost = summary.events_lost, complete = summary.complete, "collector done");
+    Ok(summary)
+}
+
+/// Writes `summary.json` and `report.txt`.
+pub fn write_results(out: &Path, summary: &Summary) -> Result<(), CollectorError> {
+    let json_path = out.join("summary.json");
+    let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
+    std::fs::write(&json_path, json + "\n").map_err(write_err(&json_path))?;
+    let report_path = out.join("report.txt");
+    std::fs::write(&report_path, summary.ycsb_report()).map_err(write_err(&report_path))?;
+    Ok(())
+}
+
+struct Collecting {
+    csv_mode: CsvMode,
+    max_frame_bytes: usize,
+    warmup_end_ns: u64,
+    hops: HopHistograms,
+    decoded: Vec<OutputRecord>,
+    /// Per stream and rule: which ticks already produced that rule's output.
+    seen: Vec<[SeenSet; 3]>,
+    observed: Observed,
+    progress: Vec<WorkerProgress>,
+    reports: BTreeMap<u32, WorkerReport>,
+    router: Option<RouterReport>,
+    last_report_ns: u64,
+    rejections: Rejections,
+}
+
+impl Collecting {
+    fn handle(&mut self, frame: &[u8], csv: &mut OutputsCsv) -> std::io::Result<()> {
+        let t_collector = now_ns();
+        let (header, rest) = match check_frame(frame, self.max_frame_bytes) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                self.rejections.reject(error.cause(), None, &error);
+                return Ok(());
+            }
+        };
+        match header.kind {
+            FrameKind::Outputs => {
+                let mut decoded = std::mem::take(&mut self.decoded);
+                let result = match decode_outputs(frame, &header, rest, &mut decoded) {
+                    Ok(()) => self.record(frame, &decoded, t_collector, csv),
+                    Err(error) => {
+                        self.rejections.reject(error.cause(), Some(header.sender), &error);
+                        Ok(())
+                    }
+                };
+                self.decoded = decoded;
+                result?;
+            }
+            FrameKind::WorkerProgress => {
+                if let Some(progress) = self.decode_cold::<WorkerProgress>(&header, rest) {
+                    if let Some(slot) = self.progress.get_mut(header.sender as usize) {
+                        *slot = progress;
+                    }
+                }
+            }
+            FrameKind::WorkerReport => {
+                if let Some(report) = self.decode_cold::<WorkerReport>(&header, rest) {
+                    if let Some(slot) = self.progress.get_mut(report.index as usize) {
+                        *slot = WorkerProgress { processed: report.processed, outputs: report.outputs.iter().sum() };
+                    }
+                    self.last_report_ns = t_collector;
+                    self.reports.insert(report.index, report);
+                }
+            }
+            FrameKind::RouterReport => {
+                if let Some(report) = self.decode_cold::<RouterReport>(&header, rest) {
+                    self.router = Some(report);
+                }
+            }
+            other => {
+                let error = WireError::UnexpectedKind(other as u64);
+                self.rejections.reject(error.cause(), Some(header.sender), &error);
+            }
+        }
+        Ok(())
+    }
+
+    fn decode_cold<T: serde::de::DeserializeOwned>(&mut self, header: &FrameHeader, rest: &[u8]) -> Option<T> {
+        decode_message::<T>(header, rest, header.kind)
+            .map_err(|error| self.rejections.reject(error.cause(), Some(header.sender), &error))
+            .ok()
+    }
+
+    fn record(&mut self, frame: &[u8], outputs: &[OutputRecord], t_collector: u64, csv: &mut OutputsCsv) -> std::io::Result<()> {
+        for output in outputs {
+            let Some(seen) = self.seen.get_mut(output.injector as usize) else {
+                self.rejections.reject("unknown_stream", None, &format_args!("output of stream {}", output.injector));
+                continue;
+            };
+            if seen[output.rule as usize].insert(output.seq) == Arrival::Duplicate {
+                self.observed.output_duplicates += 1;
+            }
+            self.observed.outputs[output.rule as usize] += 1;
+            if output.stamps.t_inject < self.warmup_end_ns {
+                self.observed.warmup_outputs += 1;
+            } else {
+                self.hops.record(&output.stamps, t_collector);
+            }
+            let write = match self.csv_mode {
+                CsvMode::All => true,
+                CsvMode::Alerts => output.rule != Rule::Volatility,
+                CsvMode::None => false,
+            };
+            if write {
+                csv.write(output, output.symbol(frame), t_collector)?;
+            }
+        }
+        Ok(())
+    }
+}

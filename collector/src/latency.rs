@@ -1,0 +1,104 @@
+//! Latency per hop and end to end, in HdrHistograms of nanoseconds.
+
+use cep_core::results::{HopLatencies, LatencySummary};
+use cep_core::tick::Stamps;
+use hdrhistogram::Histogram;
+
+/// Longest latency recorded exactly (one hour); longer values are clamped to it.
+const MAX_NS: u64 = 3_600_000_000_000;
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_NS, 3).expect("static histogram bounds are valid")
+}
+
+/// The six histograms of DESIGN section 4.
+pub struct HopHistograms {
+    pub end_to_end: Histogram<u64>,
+    pub injector_to_router: Histogram<u64>,
+    pub router: Histogram<u64>,
+    pub router_to_worker: Histogram<u64>,
+    pub engine: Histogram<u64>,
+    pub worker_to_collector: Histogram<u64>,
+}
+
+impl Default for HopHistograms {
+    fn default() -> Self {
+        HopHistograms {
+            end_to_end: histogram(),
+            injector_to_router: histogram(),
+            router: histogram(),
+            router_to_worker: histogram(),
+            engine: histogram(),
+            worker_to_collector: histogram(),
+        }
+    }
+}
+
+#[inline]
+fn record(histogram: &mut Histogram<u64>, from: u64, to: u64) {
+    // Clocks are one host's wall clock, so a negative hop can only be a stamp taken in a
+    // different order than it was recorded; it counts as the smallest value.
+    histogram.saturating_record(to.saturating_sub(from).clamp(1, MAX_NS));
+}
+
+impl HopHistograms {
+    #[inline]
+    pub fn record(&mut self, stamps: &Stamps, t_collector: u64) {
+        record(&mut self.end_to_end, stamps.t_inject, t_collector);
+        record(&mut self.injector_to_router, stamps.t_inject, stamps.t_router_in);
+        record(&mut self.router, stamps.t_router_in, stamps.t_router_out);
+        record(&mut self.router_to_worker, stamps.t_router_out, stamps.t_worker_in);
+        record(&mut self.engine, stamps.t_worker_in, stamps.t_engine_out);
+        record(&mut self.worker_to_collector, stamps.t_engine_out, t_collector);
+    }
+
+    pub fn summary(&self) -> HopLatencies {
+        HopLatencies {
+            end_to_end: summarize(&self.end_to_end),
+            injector_to_router: summarize(&self.injector_to_router),
+            router: summarize(&self.router),
+            router_to_worker: summarize(&self.router_to_worker),
+            engine: summarize(&self.engine),
+            worker_to_collector: summarize(&self.worker_to_collector),
+        }
+    }
+}
+
+/// Microsecond summary of a nanosecond histogram.
+pub fn summarize(histogram: &Histogram<u64>) -> LatencySummary {
+    if histogram.is_empty() {
+        return LatencySummary::default();
+    }
+    let us = |ns: u64| ns as f64 / 1000.0;
+    LatencySummary {
+        count: histogram.len(),
+        mean: histogram.mean() / 1000.0,
+        min: us(histogram.min()),
+        p50: us(histogram.value_at_quantile(0.50)),
+        p95: us(histogram.value_at_quantile(0.95)),
+        p99: us(histogram.value_at_quantile(0.99)),
+        p999: us(histogram.value_at_quantile(0.999)),
+        p9999: us(histogram.value_at_quantile(0.9999)),
+        max: us(histogram.max()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hops_are_the_differences_of_consecutive_stamps() {
+        let mut hops = HopHistograms::default();
+        let stamps = Stamps { t_inject: 1_000, t_router_in: 3_000, t_router_out: 4_000, t_worker_in: 9_000, t_engine_out: 10_000 };
+        hops.record(&stamps, 21_000);
+        let summary = hops.summary();
+        assert_eq!(summary.end_to_end.count, 1);
+        assert!((summary.end_to_end.p50 - 20.0).abs() < 0.05);
+        assert!((summary.injector_to_router.max - 2.0).abs() < 0.01);
+        assert!((summary.router.min - 1.0).abs() < 0.01);
+        assert!((summary.router_to_worker.mean - 5.0).abs() < 0.01);
+        assert!((summary.engine.p99 - 1.0).abs() < 0.01);
+        assert!((summary.worker_to_collector.p9999 - 11.0).abs() < 0.02);
+    }
+}

@@ -1,0 +1,18 @@
+//! The collector: receives every output with its timestamp chain, records latency per hop and
+//! end to end, writes `outputs.csv`, and accounts for every event from the workers' and the
+//! router's end-of-run reports. It knows it has everything when every report has arrived.
+//!
+//! - [`config`]: flags.
+//! - [`latency`]: the per-hop HdrHistograms.
+//! - [`csv`]: the `outputs.csv` writer (no allocation per row).
+//! - [`accounting`]: turns the reports and counts into `summary.json`.
+//! - [`collecting`]: the run loop and the results folder.
+
+pub mod accounting;
+pub mod collecting;
+pub mod config;
+pub mod csv;
+pub mod latency;
+
+pub use collecting::run;
+pub use config::{CollectorConfig, CsvMode};

@@ -1,0 +1,78 @@
+//! The injector's flags.
+
+use cep_core::duration::parse_duration;
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Injector settings; every flag can also be set from the environment.
+#[derive(Args, Clone, Debug)]
+pub struct InjectorConfig {
+    /// The router's control endpoint.
+    #[arg(long, env = "CEP_ROUTER", default_value = "tcp://127.0.0.1:5556")]
+    pub router: String,
+    /// The router's data endpoint.
+    #[arg(long, env = "CEP_ROUTER_DATA", default_value = "tcp://127.0.0.1:5555")]
+    pub router_data: String,
+    /// Number of symbols (S0000, S0001, ...).
+    #[arg(long, env = "CEP_SYMBOLS", default_value_t = 1470)]
+    pub symbols: usize,
+    /// Connections (streams), one PUSH socket each; symbols are split evenly between them.
+    #[arg(long, env = "CEP_CONNECTIONS", default_value_t = 1)]
+    pub connections: usize,
+    /// Total ticks per second over all connections; 0 sends as fast as possible.
+    #[arg(long, env = "CEP_RATE", default_value_t = 0.0)]
+    pub rate: f64,
+    /// How long to send after the warm-up (e.g. 30s, 500ms).
+    #[arg(long, env = "CEP_DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Total ticks to send (the first N ticks of the reference stream); overrides --duration.
+    #[arg(long, env = "CEP_COUNT")]
+    pub count: Option<u64>,
+    /// Sent before the measured part; its outputs are kept out of the latency histograms.
+    #[arg(long, env = "CEP_WARMUP", default_value = "0s", value_parser = parse_duration)]
+    pub warmup: Duration,
+    /// Seed of the price model.
+    #[arg(long, env = "CEP_SEED", default_value_t = 42)]
+    pub seed: u64,
+    /// Replay ticks from a file of `symbol;price;timestamp` lines instead of generating them.
+    #[arg(long, env = "CEP_REPLAY")]
+    pub replay: Option<PathBuf>,
+    /// Record every tick sent to this CSV file (`injector,seq,symbol,price,t_inject_ns`).
+    #[arg(long, env = "CEP_RECORD")]
+    pub record: Option<PathBuf>,
+    /// Most ticks in one batch.
+    #[arg(long, env = "CEP_BATCH", default_value_t = 1024)]
+    pub batch: usize,
+    /// How long to wait for the run to start.
+    #[arg(long, env = "CEP_START_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub start_timeout: Duration,
+    /// Batches queued per connection before sending blocks.
+    #[arg(long, env = "CEP_HWM", default_value_t = 1000)]
+    pub hwm: i32,
+}
+
+impl InjectorConfig {
+    /// Checks what clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.symbols == 0 {
+            return Err("--symbols must be at least 1".into());
+        }
+        if self.connections == 0 {
+            return Err("--connections must be at least 1".into());
+        }
+        if self.replay.is_none() && self.connections > self.symbols {
+            return Err(format!("--connections {} exceeds --symbols {}: each connection needs a symbol", self.connections, self.symbols));
+        }
+        if !(self.rate.is_finite() && self.rate >= 0.0) {
+            return Err(format!("--rate must be a non-negative number, got {}", self.rate));
+        }
+        if self.batch == 0 {
+            return Err("--batch must be at least 1".into());
+        }
+        if self.replay.is_none() && self.count.is_none() && self.duration.is_none() {
+            return Err("give --duration or --count (or --replay a file)".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,19 @@
+//! The injector: registers its streams with the router, waits for the start, then sends
+//! ticks on one PUSH connection per stream, paced to each tick's intended send time, and
+//! ends every stream with an end-of-stream marker carrying its count.
+//!
+//! Latency is measured from the *intended* send time, so a stalled pipeline cannot hide its
+//! stall by slowing the injector down (no coordinated omission).
+//!
+//! - [`config`]: flags and their validation.
+//! - [`source`]: where ticks come from (the GBM model or a replay file), split per stream.
+//! - [`pacing`]: the schedule of intended send times.
+//! - [`sending`]: the per-stream send loop and the run.
+
+pub mod config;
+pub mod pacing;
+pub mod sending;
+pub mod source;
+
+pub use config::InjectorConfig;
+pub use sending::{run, InjectorReport};

@@ -1,0 +1,200 @@
+//! The injector's run: register, wait for the start, send every stream on its own thread.
+
+use crate::config::InjectorConfig;
+use crate::pacing::Schedule;
+use crate::source::{self, StreamSource};
+use cep_core::clock::now_ns;
+use cep_core::control::{Register, Role};
+use cep_core::report::EndOfStream;
+use cep_core::wire::{encode_message, FrameKind, TickBatchWriter};
+use cep_transport::control::{register, RegistrationError};
+use cep_transport::{Context, Push, SocketOptions, TransportError};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tracing::info;
+
+/// Errors that stop the injector.
+#[derive(Debug, thiserror::Error)]
+pub enum InjectorError {
+    #[error("invalid injector configuration: {0}")]
+    Config(String),
+    #[error("cannot read the replay file: {0}")]
+    Replay(String),
+    #[error("cannot write {path}: {source}")]
+    Record { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error(transparent)]
+    Registration(#[from] RegistrationError),
+    #[error("a sending thread panicked")]
+    Panicked,
+}
+
+/// What was sent, per stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InjectorReport {
+    /// (stream id, ticks sent).
+    pub streams: Vec<(u32, u64)>,
+}
+
+impl InjectorReport {
+    pub fn total(&self) -> u64 {
+        self.streams.iter().map(|(_, sent)| sent).sum()
+    }
+}
+
+type Recorder = Arc<Mutex<BufWriter<File>>>;
+
+/// Runs the injector: every stream is sent to the end (or until `shutdown`) and closed with
+/// its end-of-stream marker.
+pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<InjectorReport, InjectorError> {
+    config.validate().map_err(InjectorError::Config)?;
+    let sources = match &config.replay {
+        Some(path) => source::replay(path, config.connections).map_err(InjectorError::Replay)?,
+        None => source::model(config.seed, config.symbols, config.connections, config.count),
+    };
+    let recorder: Option<Recorder> = match &config.record {
+        Some(path) => {
+            let file = File::create(path).map_err(|source| InjectorError::Record { path: path.clone(), source })?;
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            writeln!(out, "injector,seq,symbol,price,t_inject_ns").map_err(|source| InjectorError::Record { path: path.clone(), source })?;
+            Some(Arc::new(Mutex::new(out)))
+        }
+        None => None,
+    };
+    let context = Context::new();
+    let registration = Register {
+        role: Role::Injector,
+        id: format!("injector-{}", std::process::id()),
+        endpoint: String::new(),
+        streams: config.connections as u32,
+        warmup_ns: config.warmup.as_nanos() as u64,
+    };
+    info!(router = config.router, streams = config.connections, "injector registering");
+    let ready = register(&context, &config.router, &registration, config.start_timeout, &shutdown)?;
+    info!(first_stream = ready.assigned, "run started");
+
+    let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
+    let mut threads = Vec::new();
+    for (c, (source, share)) in sources.streams.into_iter().zip(sources.shares).enumerate() {
+        let push = Push::connect(&context, &config.router_data, &options)?;
+        let rate = config.rate * share;
+        let plan = Plan {
+            stream: ready.assigned + c as u32,
+            schedule: Schedule::new(ready.start_ns, rate),
+            limit: tick_limit(&config, rate, &source),
+            deadline_ns: config.duration.map(|d| ready.start_ns + (config.warmup + d).as_nanos() as u64),
+            batch: config.batch,
+        };
+        let (names, recorder, shutdown) = (sources.names.clone(), recorder.clone(), shutdown.clone());
+        threads.push(std::thread::spawn(move || send_stream(plan, source, &names, &push, recorder.as_ref(), &shutdown)));
+    }
+    let mut report = InjectorReport { streams: Vec::new() };
+    for thread in threads {
+        report.streams.push(thread.join().map_err(|_| InjectorError::Panicked)??);
+    }
+    if let (Some(recorder), Some(path)) = (recorder, &config.record) {
+        let mut out = recorder.lock().expect("no sender panicked");
+        out.flush().map_err(|source| InjectorError::Record { path: path.clone(), source })?;
+    }
+    info!(sent = report.total(), "injector done");
+    Ok(report)
+}
+
+/// How many ticks a stream sends at most: `--count` is handled by the source; a paced run
+/// with a duration sends `rate x (warm-up + duration)`.
+fn tick_limit(config: &InjectorConfig, rate: f64, source: &StreamSource) -> u64 {
+    let by_time = match (config.count, config.duration) {
+        (None, Some(duration)) if rate > 0.0 => (rate * (config.warmup + duration).as_secs_f64()).round() as u64,
+        _ => u64::MAX,
+    };
+    by_time.min(source.len_hint().unwrap_or(u64::MAX))
+}
+
+struct Plan {
+    stream: u32,
+    schedule: Schedule,
+    limit: u64,
+    /// For unpaced runs with a duration: stop sending at this wall-clock time.
+    deadline_ns: Option<u64>,
+    batch: usize,
+}
+
+fn send_stream(
+    plan: Plan,
+    mut source: StreamSource,
+    names: &[String],
+    push: &Push,
+    recorder: Option<&Recorder>,
+    shutdown: &AtomicBool,
+) -> Result<(u32, u64), InjectorError> {
+    let mut batch = TickBatchWriter::new(plan.stream);
+    let mut rows = String::new();
+    let (mut ints, mut floats) = (itoa::Buffer::new(), ryu::Buffer::new());
+    let mut sent: u64 = 0;
+    Schedule::wait_until(plan.schedule.due(0));
+    let mut exhausted = false;
+    while !exhausted && sent < plan.limit && !shutdown.load(Ordering::Relaxed) {
+        let now = now_ns();
+        if plan.deadline_ns.is_some_and(|deadline| !plan.schedule.is_paced() && now >= deadline) {
+            break;
+        }
+        if plan.schedule.is_paced() && plan.schedule.due(sent) > now {
+            Schedule::wait_until(plan.schedule.due(sent));
+            continue;
+        }
+        // Everything already due goes out in one batch (at least one tick).
+        while batch.len() < plan.batch && sent < plan.limit {
+            let t_inject = if plan.schedule.is_paced() {
+                let due = plan.schedule.due(sent);
+                if due > now && !batch.is_empty() {
+                    break;
+                }
+                due
+            } else {
+                now
+            };
+            let Some((symbol, price)) = source.next_tick() else {
+                exhausted = true;
+                break;
+            };
+            let name = names[symbol as usize].as_str();
+            batch.push(name, price, t_inject, plan.stream, sent, 0);
+            if recorder.is_some() {
+                rows.push_str(ints.format(plan.stream));
+                rows.push(',');
+                rows.push_str(ints.format(sent));
+                rows.push(',');
+                rows.push_str(name);
+                rows.push(',');
+                rows.push_str(floats.format(price));
+                rows.push(',');
+                rows.push_str(ints.format(t_inject));
+                rows.push('\n');
+            }
+            sent += 1;
+        }
+        if !batch.is_empty() {
+            push.send(batch.seal(now_ns()), shutdown)?;
+            batch.clear();
+        }
+        if let Some(recorder) = recorder.filter(|_| rows.len() > 1 << 16) {
+            recorder.lock().expect("no sender panicked").write_all(rows.as_bytes()).map_err(record_err)?;
+            rows.clear();
+        }
+    }
+    if let Some(recorder) = recorder {
+        recorder.lock().expect("no sender panicked").write_all(rows.as_bytes()).map_err(record_err)?;
+    }
+    let marker = EndOfStream { stream: plan.stream, sent, routed: 0 };
+    push.send(&encode_message(FrameKind::EndOfStream, plan.stream, &marker), shutdown)?;
+    info!(stream = plan.stream, sent, "stream ended");
+    Ok((plan.stream, sent))
+}
+
+fn record_err(source: std::io::Error) -> InjectorError {
+    InjectorError::Record { path: PathBuf::from("input.csv"), source }
+}

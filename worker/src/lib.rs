@@ -1,0 +1,11 @@
+//! The worker: registers with the router, receives the ticks of the symbols it owns, runs
+//! the engine over them and pushes outputs, stamped, to the collector.
+//!
+//! - [`config`]: flags, including the rule flags shared with the launcher and benchmarks.
+//! - [`processing`]: the data path.
+
+pub mod config;
+pub mod processing;
+
+pub use config::{RulesArgs, WorkerConfig};
+pub use processing::run;
