@@ -58,7 +58,7 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
         decoded: Vec::with_capacity(1024),
         seen: (0..ready.streams).map(|_| Default::default()).collect(),
         observed: Observed::default(),
-        progress: vec![WorkerProgress { processed: 0, outputs: 0 }; worker_ids.len()],
+        progress: vec![WorkerProgress { processed: 0, outputs: 0, rejected: 0 }; worker_ids.len()],
         reports: BTreeMap::new(),
         router: None,
         last_report_ns: now_ns(),
@@ -165,7 +165,11 @@ impl Collecting {
             FrameKind::WorkerReport => {
                 if let Some(report) = self.decode_cold::<WorkerReport>(&header, rest) {
                     if let Some(slot) = self.progress.get_mut(report.index as usize) {
-                        *slot = WorkerProgress { processed: report.processed, outputs: report.outputs.iter().sum() };
+                        *slot = WorkerProgress {
+                            processed: report.processed,
+                            outputs: report.outputs.iter().sum(),
+                            rejected: report.rejected.values().sum(),
+                        };
                     }
                     self.last_report_ns = t_collector;
                     self.reports.insert(report.index, report);

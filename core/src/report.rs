@@ -31,6 +31,8 @@ pub fn count_cause(counts: &mut CauseCounts, cause: &str) {
 pub struct WorkerProgress {
     pub processed: u64,
     pub outputs: u64,
+    /// Frames and ticks rejected so far.
+    pub rejected: u64,
 }
 
 /// One stream as one worker saw it.

@@ -71,7 +71,11 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
             state.flush(&collector, &shutdown)?;
         }
         if last_progress.elapsed() >= Duration::from_millis(500) {
-            let progress = WorkerProgress { processed: state.engine.processed(), outputs: state.engine.outputs().iter().sum() };
+            let progress = WorkerProgress {
+                processed: state.engine.processed(),
+                outputs: state.engine.outputs().iter().sum(),
+                rejected: state.rejections.total(),
+            };
             collector.send(&encode_message(FrameKind::WorkerProgress, state.index, &progress), &shutdown)?;
             last_progress = Instant::now();
         }

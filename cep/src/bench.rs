@@ -1,0 +1,191 @@
+//! `cep bench`: in one run on this machine, the engine alone, one raw ZeroMQ PUSH/PULL hop
+//! (unbatched and batched), and the whole pipeline at full speed and at a fixed rate, side by
+//! side with the ratios. Absolute figures drift on shared machines; the ratios are the point.
+
+use crate::launcher::{run_cluster, LaunchArgs};
+use anyhow::Context as _;
+use cep_collector::CsvMode;
+use cep_core::gbm::{symbol_names, GbmStream};
+use cep_core::results::Summary;
+use cep_core::wire::TickBatchWriter;
+use cep_engine::{Engine, RulesConfig};
+use cep_transport::{Context, Message, Pull, Push, SocketOptions};
+use cep_worker::RulesArgs;
+use clap::Args;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Ticks through the engine alone.
+    #[arg(long, env = "CEP_BENCH_ENGINE_TICKS", default_value_t = 10_000_000)]
+    pub engine_ticks: u64,
+    /// Messages through the raw transport, unbatched.
+    #[arg(long, env = "CEP_BENCH_TRANSPORT_MESSAGES", default_value_t = 2_000_000)]
+    pub transport_messages: u64,
+    /// Ticks through the whole pipeline at full speed.
+    #[arg(long, env = "CEP_BENCH_PIPELINE_TICKS", default_value_t = 10_000_000)]
+    pub pipeline_ticks: u64,
+    /// The fixed rate of the latency run (ev/s).
+    #[arg(long, env = "CEP_BENCH_LATENCY_RATE", default_value_t = 200_000.0)]
+    pub latency_rate: f64,
+    /// How long the latency run measures.
+    #[arg(long, env = "CEP_BENCH_LATENCY_DURATION", default_value = "10s", value_parser = cep_core::duration::parse_duration)]
+    pub latency_duration: Duration,
+    /// Workers in the pipeline runs.
+    #[arg(long, env = "CEP_WORKERS", default_value_t = 2)]
+    pub workers: usize,
+    /// Where to write bench.json and each pipeline run's results.
+    #[arg(long, env = "CEP_OUT", default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Skip the pipeline runs (engine and transport only).
+    #[arg(long)]
+    pub no_pipeline: bool,
+}
+
+/// Everything one bench run measured.
+#[derive(Serialize, Debug, Default)]
+pub struct BenchResults {
+    pub engine_eps: f64,
+    pub engine_ns_per_event: f64,
+    pub transport_unbatched_msgs_per_s: f64,
+    pub transport_batched_eps: f64,
+    pub pipeline_eps: Option<f64>,
+    pub pipeline_lost: Option<u64>,
+    pub latency_rate_eps: Option<f64>,
+    pub latency_end_to_end_us: Option<cep_core::results::LatencySummary>,
+}
+
+/// Ticks of the reference stream as (symbol index, price, event time), made before timing.
+fn reference_ticks(count: u64, rate: f64) -> Vec<(u32, f64, u64)> {
+    GbmStream::all(42, 1470)
+        .take(count as usize)
+        .map(|t| (t.symbol as u32, t.price, (t.index as f64 * 1e9 / rate) as u64))
+        .collect()
+}
+
+/// The engine alone, R1+R2+R3, one core: symbols looked up by name as a worker does.
+pub fn bench_engine(ticks: u64) -> (f64, f64) {
+    let names = symbol_names(1470);
+    // Event time as if the ticks arrived at 1 M ev/s: the 10 s windows hold ~6,800 prices each.
+    let input = reference_ticks(ticks, 1e6);
+    let mut engine = Engine::new(RulesConfig::default());
+    let mut checksum = 0.0;
+    let start = Instant::now();
+    for &(symbol, price, ts) in &input {
+        engine.process_symbol(&names[symbol as usize], price, ts, |_, value| checksum += value);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    std::hint::black_box(checksum);
+    (ticks as f64 / elapsed, elapsed * 1e9 / ticks as f64)
+}
+
+/// One raw PUSH/PULL hop over TCP loopback between two threads: `per_message` ticks in each
+/// message, encoded as the pipeline encodes them. Returns events per second.
+pub fn bench_transport(messages: u64, per_message: usize) -> anyhow::Result<f64> {
+    let context = Context::new();
+    let options = SocketOptions::default();
+    let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options)?;
+    let push = Push::connect(&context, pull.endpoint(), &options)?;
+    let mut batch = TickBatchWriter::new(0);
+    for seq in 0..per_message as u64 {
+        batch.push("S0001", 100.0, 1_700_000_000_000_000_000, 0, seq, 0);
+    }
+    let frame = batch.seal(0).to_vec();
+    let sender = std::thread::spawn(move || -> anyhow::Result<()> {
+        let shutdown = AtomicBool::new(false);
+        for _ in 0..messages {
+            push.send(&frame, &shutdown)?;
+        }
+        Ok(())
+    });
+    let mut message = Message::new();
+    let mut received = 0;
+    let mut start = None;
+    while received < messages {
+        if pull.recv(&mut message, Duration::from_secs(10))? {
+            start.get_or_insert_with(Instant::now);
+            received += 1;
+        } else {
+            anyhow::bail!("raw transport stalled after {received} messages");
+        }
+    }
+    let elapsed = start.map_or(1.0, |s| s.elapsed().as_secs_f64());
+    sender.join().map_err(|_| anyhow::anyhow!("sender panicked"))??;
+    Ok(((received - 1) * per_message as u64) as f64 / elapsed)
+}
+
+fn pipeline(args: &BenchArgs, name: &str, rate: f64, count: Option<u64>, duration: Option<Duration>) -> anyhow::Result<Summary> {
+    let program = std::env::current_exe().context("cannot find the cep executable")?;
+    let launch = LaunchArgs {
+        workers: args.workers,
+        rate,
+        connections: 1,
+        symbols: 1470,
+        duration,
+        count,
+        warmup: Some(if rate > 0.0 { Duration::from_secs(1) } else { Duration::ZERO }),
+        seed: 42,
+        record_input: false,
+        csv: CsvMode::None,
+        out: args.out.join(name),
+        batch: 1024,
+        idle_timeout: Duration::from_secs(30),
+        quiet: true,
+        rules: RulesArgs::default(),
+    };
+    run_cluster(&program, &launch)
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    let mut results = BenchResults::default();
+    eprintln!("engine alone: {} ticks, R1+R2+R3 ...", args.engine_ticks);
+    (results.engine_eps, results.engine_ns_per_event) = bench_engine(args.engine_ticks);
+    eprintln!("raw ZeroMQ hop: {} single-tick messages, then 1024-tick batches ...", args.transport_messages);
+    results.transport_unbatched_msgs_per_s = bench_transport(args.transport_messages, 1)?;
+    results.transport_batched_eps = bench_transport((args.transport_messages / 100).max(100), 1024)?;
+    if !args.no_pipeline {
+        eprintln!("pipeline at full speed: {} ticks, {} workers ...", args.pipeline_ticks, args.workers);
+        let full = pipeline(&args, "pipeline-full-speed", 0.0, Some(args.pipeline_ticks), None)?;
+        results.pipeline_eps = Some(full.throughput_eps);
+        results.pipeline_lost = Some(full.events_lost);
+        eprintln!("pipeline at {} ev/s for {:?} ...", args.latency_rate, args.latency_duration);
+        let paced = pipeline(&args, "pipeline-latency", args.latency_rate, None, Some(args.latency_duration))?;
+        results.latency_rate_eps = Some(paced.throughput_eps);
+        results.latency_end_to_end_us = Some(paced.latency_us.end_to_end.clone());
+    }
+    let json = serde_json::to_string_pretty(&results)?;
+    std::fs::write(args.out.join("bench.json"), json + "\n")?;
+    print!("{}", render(&results));
+    Ok(())
+}
+
+/// The side-by-side table.
+pub fn render(r: &BenchResults) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let m = |eps: f64| format!("{:.2} M ev/s", eps / 1e6);
+    let _ = writeln!(out, "{:<44} {:>16}  {}", "measurement", "result", "target / peers (DESIGN section 5)");
+    let _ = writeln!(out, "{:<44} {:>16}  >= 10 M ev/s; Flink p=1 2.0 M, Esper 240k", "engine alone, R1+R2+R3, one core", m(r.engine_eps));
+    let _ = writeln!(out, "{:<44} {:>13.1} ns", "  cost per event", r.engine_ns_per_event);
+    let _ = writeln!(out, "{:<44} {:>16}  ~2.6 M msg/s on this box", "raw ZeroMQ hop, 1 tick per message", format!("{:.2} M msg/s", r.transport_unbatched_msgs_per_s / 1e6));
+    let _ = writeln!(out, "{:<44} {:>16}  ~7-11 M ev/s", "raw ZeroMQ hop, 1024 ticks per message", m(r.transport_batched_eps));
+    if let Some(eps) = r.pipeline_eps {
+        let _ = writeln!(out, "{:<44} {:>16}  >= 4 M ev/s; Flink p=2 2.9-3.15 M; OCTO 70k", "pipeline, 2 workers, full speed", m(eps));
+        let _ = writeln!(out, "{:<44} {:>16}  must be 0", "  events lost", r.pipeline_lost.unwrap_or(0));
+        let _ = writeln!(out, "{:<44} {:>15.1}%  >= 40 %", "  pipeline / raw batched hop", 100.0 * eps / r.transport_batched_eps);
+        let _ = writeln!(out, "{:<44} {:>15.1}%", "  pipeline / engine alone", 100.0 * eps / r.engine_eps);
+    }
+    if let (Some(rate), Some(h)) = (r.latency_rate_eps, &r.latency_end_to_end_us) {
+        let _ = writeln!(out, "{:<44} {:>16}", "paced pipeline, achieved rate", m(rate));
+        let _ = writeln!(out, "{:<44} {:>13.1} us  Flink 22 us", "  end to end p50", h.p50);
+        let _ = writeln!(out, "{:<44} {:>13.1} us  <= 120 us; Flink 122-134 us", "  end to end p99", h.p99);
+        let _ = writeln!(out, "{:<44} {:>13.1} us  Flink 1.8 ms", "  end to end p99.9", h.p999);
+        let _ = writeln!(out, "{:<44} {:>13.1} us  <= 2 ms", "  end to end p99.99", h.p9999);
+        let _ = writeln!(out, "{:<44} {:>13.1} us  Flink 6-12 ms", "  end to end max", h.max);
+    }
+    out
+}

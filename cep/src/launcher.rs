@@ -1,0 +1,284 @@
+//! `cep run`: a whole cluster as separate OS processes on loopback, with free ports, progress
+//! while it runs, the report at the end, and a non-zero exit if anything was lost. Ctrl-C
+//! stops every process cleanly (the collector still writes what it measured).
+
+use anyhow::{anyhow, bail, Context as _};
+use cep_collector::CsvMode;
+use cep_core::duration::parse_duration;
+use cep_core::results::Summary;
+use cep_worker::RulesArgs;
+use clap::Args;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::Duration;
+use tokio::process::Command;
+use tokio::task::JoinSet;
+
+/// `cep run` flags; every flag can also be set from the environment.
+#[derive(Args, Clone, Debug)]
+pub struct LaunchArgs {
+    /// Number of worker processes.
+    #[arg(long, env = "CEP_WORKERS", default_value_t = 2)]
+    pub workers: usize,
+    /// Total ticks per second; 0 sends as fast as possible.
+    #[arg(long, env = "CEP_RATE", default_value_t = 200_000.0)]
+    pub rate: f64,
+    /// Injector connections (streams); symbols are split evenly between them.
+    #[arg(long, env = "CEP_CONNECTIONS", default_value_t = 1)]
+    pub connections: usize,
+    /// Number of symbols.
+    #[arg(long, env = "CEP_SYMBOLS", default_value_t = 1470)]
+    pub symbols: usize,
+    /// How long to send after the warm-up (default 10s unless --count is given).
+    #[arg(long, env = "CEP_DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Total ticks to send instead of a duration.
+    #[arg(long, env = "CEP_COUNT", conflicts_with = "duration")]
+    pub count: Option<u64>,
+    /// Warm-up sent before the measured part, kept out of the latency histograms
+    /// (default 1s for a timed run, none with --count).
+    #[arg(long, env = "CEP_WARMUP", value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
+    /// Seed of the price model.
+    #[arg(long, env = "CEP_SEED", default_value_t = 42)]
+    pub seed: u64,
+    /// Also write input.csv, every tick sent.
+    #[arg(long, env = "CEP_RECORD_INPUT")]
+    pub record_input: bool,
+    /// Which outputs to write to outputs.csv.
+    #[arg(long, env = "CEP_CSV", value_enum, default_value_t = CsvMode::Alerts)]
+    pub csv: CsvMode,
+    /// The results folder.
+    #[arg(long, env = "CEP_OUT", default_value = "results")]
+    pub out: PathBuf,
+    /// Most events per batch on every hop.
+    #[arg(long, env = "CEP_BATCH", default_value_t = 1024)]
+    pub batch: usize,
+    /// The collector gives up after this long without any message.
+    #[arg(long, env = "CEP_IDLE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// No progress lines.
+    #[arg(long, env = "CEP_QUIET")]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub rules: RulesArgs,
+}
+
+impl LaunchArgs {
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.workers == 0 {
+            bail!("--workers must be at least 1");
+        }
+        if self.connections == 0 || self.connections > self.symbols {
+            bail!("--connections must be between 1 and --symbols ({})", self.symbols);
+        }
+        if !(self.rate.is_finite() && self.rate >= 0.0) {
+            bail!("--rate must be a non-negative number");
+        }
+        if self.batch == 0 {
+            bail!("--batch must be at least 1");
+        }
+        self.rules.to_config().map_err(|error| anyhow!("invalid rules: {error}"))?;
+        Ok(())
+    }
+}
+
+/// `cep run`: launches, prints the report, fails if anything was lost.
+pub fn launch(args: LaunchArgs) -> anyhow::Result<()> {
+    let program = std::env::current_exe().context("cannot find the cep executable")?;
+    let summary = match run_cluster(&program, &args) {
+        Ok(summary) => summary,
+        Err(error) => {
+            // An interrupted or failed run may still have written what it measured.
+            if let Ok(report) = std::fs::read_to_string(args.out.join("report.txt")) {
+                print!("{report}");
+                println!("partial results: {}", args.out.display());
+            }
+            return Err(error);
+        }
+    };
+    let report = std::fs::read_to_string(args.out.join("report.txt")).unwrap_or_else(|_| summary.ycsb_report());
+    print!("{report}");
+    println!("results: {}", args.out.display());
+    check_complete(&summary)
+}
+
+/// The verdict on a run: every event processed exactly once, every output delivered.
+pub fn check_complete(summary: &Summary) -> anyhow::Result<()> {
+    if !summary.complete {
+        bail!("run incomplete: {} of {} events processed, {} lost", summary.events_processed, summary.events_sent, summary.events_lost);
+    }
+    if summary.events_lost > 0 || summary.outputs_lost > 0 || summary.duplicates > 0 {
+        bail!(
+            "{} events lost ({:?}), {} outputs lost, {} duplicates",
+            summary.events_lost,
+            summary.lost_by_cause,
+            summary.outputs_lost,
+            summary.duplicates
+        );
+    }
+    Ok(())
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0").context("cannot find a free port on 127.0.0.1")?.local_addr()?.port())
+}
+
+/// Runs a cluster of `program` processes and returns the collector's summary.
+pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary> {
+    args.validate()?;
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    // Stale results must not pass for this run's.
+    for stale in ["summary.json", "report.txt"] {
+        let _ = std::fs::remove_file(args.out.join(stale));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(supervise(program, args))?;
+    let path = args.out.join("summary.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("the collector wrote no {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))
+}
+
+fn role_commands(args: &LaunchArgs) -> anyhow::Result<Vec<(String, Vec<String>)>> {
+    let (data, control, collector) = (free_port()?, free_port()?, free_port()?);
+    let router = format!("tcp://127.0.0.1:{control}");
+    let mut roles = vec![(
+        "router".to_string(),
+        vec![
+            "router".into(),
+            format!("--listen=tcp://127.0.0.1:{data}"),
+            format!("--control={router}"),
+            format!("--workers={}", args.workers),
+            format!("--streams={}", args.connections),
+            format!("--batch={}", args.batch),
+        ],
+    )];
+    let mut collector_args = vec![
+        "collector".into(),
+        format!("--listen=tcp://127.0.0.1:{collector}"),
+        format!("--router={router}"),
+        "--advertise=127.0.0.1".into(),
+        format!("--out={}", args.out.display()),
+        format!("--csv={}", match args.csv {
+            CsvMode::All => "all",
+            CsvMode::Alerts => "alerts",
+            CsvMode::None => "none",
+        }),
+        format!("--idle-timeout={}ms", args.idle_timeout.as_millis()),
+    ];
+    if !args.quiet {
+        collector_args.push("--progress".into());
+    }
+    roles.push(("collector".into(), collector_args));
+    for index in 0..args.workers {
+        let mut worker = vec![
+            "worker".into(),
+            format!("--router={router}"),
+            format!("--id={}", cep_core::partition::default_worker_id(index)),
+            "--listen=tcp://127.0.0.1:*".into(),
+            "--advertise=127.0.0.1".into(),
+            format!("--batch={}", args.batch),
+        ];
+        worker.extend(args.rules.to_args());
+        roles.push((cep_core::partition::default_worker_id(index), worker));
+    }
+    let mut injector = vec![
+        "injector".into(),
+        format!("--router={router}"),
+        format!("--router-data=tcp://127.0.0.1:{data}"),
+        format!("--symbols={}", args.symbols),
+        format!("--connections={}", args.connections),
+        format!("--rate={}", args.rate),
+        format!("--warmup={}ms", args.warmup.unwrap_or(if args.count.is_some() { Duration::ZERO } else { Duration::from_secs(1) }).as_millis()),
+        format!("--seed={}", args.seed),
+        format!("--batch={}", args.batch),
+    ];
+    match (args.count, args.duration) {
+        (Some(count), _) => injector.push(format!("--count={count}")),
+        (None, duration) => injector.push(format!("--duration={}ms", duration.unwrap_or(Duration::from_secs(10)).as_millis())),
+    }
+    if args.record_input {
+        injector.push(format!("--record={}", args.out.join("input.csv").display()));
+    }
+    roles.push(("injector".into(), injector));
+    Ok(roles)
+}
+
+fn terminate(pids: &[(String, u32)], signal: nix::sys::signal::Signal) {
+    for (_, pid) in pids {
+        // The process may already have exited; nothing to do then.
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), signal);
+    }
+}
+
+async fn supervise(program: &Path, args: &LaunchArgs) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate_signal = signal(SignalKind::terminate())?;
+    let mut children = JoinSet::new();
+    let mut pids: Vec<(String, u32)> = Vec::new();
+    for (name, role_args) in role_commands(args)? {
+        let mut command = Command::new(program);
+        command.args(&role_args).kill_on_drop(true).process_group(0);
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "warn");
+        }
+        let mut child = command.spawn().with_context(|| format!("cannot start the {name} process"))?;
+        pids.push((name.clone(), child.id().unwrap_or(0)));
+        children.spawn(async move {
+            let status = child.wait().await;
+            (name, status)
+        });
+    }
+    let mut failures: Vec<String> = Vec::new();
+    let mut interrupted = false;
+    let mut kill_deadline: Option<tokio::time::Instant> = None;
+    loop {
+        let deadline = kill_deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400 * 365));
+        tokio::select! {
+            finished = children.join_next() => {
+                let Some(finished) = finished else { break };
+                let (name, status) = finished?;
+                let status: ExitStatus = status?;
+                pids.retain(|(pid_name, _)| pid_name != &name);
+                if !status.success() && !interrupted {
+                    failures.push(format!("{name} exited with {status}"));
+                    // One role failing means the run cannot complete: stop the rest now.
+                    if kill_deadline.is_none() {
+                        terminate(&pids, nix::sys::signal::Signal::SIGTERM);
+                        kill_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(10));
+                    }
+                } else if name == "collector" && kill_deadline.is_none() {
+                    // The collector has everything; the others are finishing or stuck.
+                    kill_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(15));
+                }
+            }
+            _ = interrupt.recv() => {
+                eprintln!("interrupted: stopping every process (results so far are kept)");
+                interrupted = true;
+                terminate(&pids, nix::sys::signal::Signal::SIGTERM);
+                kill_deadline.get_or_insert(tokio::time::Instant::now() + Duration::from_secs(10));
+            }
+            _ = terminate_signal.recv() => {
+                interrupted = true;
+                terminate(&pids, nix::sys::signal::Signal::SIGTERM);
+                kill_deadline.get_or_insert(tokio::time::Instant::now() + Duration::from_secs(10));
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                for (name, _) in &pids {
+                    failures.push(format!("{name} did not stop in time and was killed"));
+                }
+                terminate(&pids, nix::sys::signal::Signal::SIGKILL);
+                kill_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(86_400));
+            }
+        }
+    }
+    if interrupted {
+        bail!("interrupted");
+    }
+    if !failures.is_empty() {
+        bail!("{}", failures.join("; "));
+    }
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! One place for logging and shutdown signals.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use tracing_subscriber::EnvFilter;
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+/// A flag raised by the first SIGINT or SIGTERM (graceful shutdown: results are still
+/// written); a second one ends the process at once.
+pub fn shutdown_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 130, flag.clone())?;
+        signal_hook::flag::register(signal, flag.clone())?;
+    }
+    Ok(flag)
+}
