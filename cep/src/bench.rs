@@ -117,7 +117,13 @@ pub fn bench_transport(messages: u64, per_message: usize) -> anyhow::Result<f64>
     Ok(((received - 1) * per_message as u64) as f64 / elapsed)
 }
 
-fn pipeline(args: &BenchArgs, name: &str, rate: f64, count: Option<u64>, duration: Option<Duration>) -> anyhow::Result<Summary> {
+fn pipeline(
+    args: &BenchArgs,
+    name: &str,
+    rate: f64,
+    count: Option<u64>,
+    duration: Option<Duration>,
+) -> anyhow::Result<Summary> {
     let program = std::env::current_exe().context("cannot find the cep executable")?;
     let launch = LaunchArgs {
         workers: args.workers,
@@ -168,15 +174,40 @@ pub fn render(r: &BenchResults) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let m = |eps: f64| format!("{:.2} M ev/s", eps / 1e6);
-    let _ = writeln!(out, "{:<44} {:>16}  {}", "measurement", "result", "target / peers (DESIGN section 5)");
-    let _ = writeln!(out, "{:<44} {:>16}  >= 10 M ev/s; Flink p=1 2.0 M, Esper 240k", "engine alone, R1+R2+R3, one core", m(r.engine_eps));
+    let _ = writeln!(out, "{:<44} {:>16}  target / peers (DESIGN section 5)", "measurement", "result");
+    let _ = writeln!(
+        out,
+        "{:<44} {:>16}  >= 10 M ev/s; Flink p=1 2.0 M, Esper 240k",
+        "engine alone, R1+R2+R3, one core",
+        m(r.engine_eps)
+    );
     let _ = writeln!(out, "{:<44} {:>13.1} ns", "  cost per event", r.engine_ns_per_event);
-    let _ = writeln!(out, "{:<44} {:>16}  ~2.6 M msg/s on this box", "raw ZeroMQ hop, 1 tick per message", format!("{:.2} M msg/s", r.transport_unbatched_msgs_per_s / 1e6));
-    let _ = writeln!(out, "{:<44} {:>16}  ~7-11 M ev/s", "raw ZeroMQ hop, 1024 ticks per message", m(r.transport_batched_eps));
+    let _ = writeln!(
+        out,
+        "{:<44} {:>16}  ~2.6 M msg/s on this box",
+        "raw ZeroMQ hop, 1 tick per message",
+        format!("{:.2} M msg/s", r.transport_unbatched_msgs_per_s / 1e6)
+    );
+    let _ = writeln!(
+        out,
+        "{:<44} {:>16}  ~7-11 M ev/s",
+        "raw ZeroMQ hop, 1024 ticks per message",
+        m(r.transport_batched_eps)
+    );
     if let Some(eps) = r.pipeline_eps {
-        let _ = writeln!(out, "{:<44} {:>16}  >= 4 M ev/s; Flink p=2 2.9-3.15 M; OCTO 70k", "pipeline, 2 workers, full speed", m(eps));
+        let _ = writeln!(
+            out,
+            "{:<44} {:>16}  >= 4 M ev/s; Flink p=2 2.9-3.15 M; OCTO 70k",
+            "pipeline, 2 workers, full speed",
+            m(eps)
+        );
         let _ = writeln!(out, "{:<44} {:>16}  must be 0", "  events lost", r.pipeline_lost.unwrap_or(0));
-        let _ = writeln!(out, "{:<44} {:>15.1}%  >= 40 %", "  pipeline / raw batched hop", 100.0 * eps / r.transport_batched_eps);
+        let _ = writeln!(
+            out,
+            "{:<44} {:>15.1}%  >= 40 %",
+            "  pipeline / raw batched hop",
+            100.0 * eps / r.transport_batched_eps
+        );
         let _ = writeln!(out, "{:<44} {:>15.1}%", "  pipeline / engine alone", 100.0 * eps / r.engine_eps);
     }
     if let (Some(rate), Some(h)) = (r.latency_rate_eps, &r.latency_end_to_end_us) {

@@ -43,7 +43,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Collector(config) => {
             let summary = cep_collector::run(config, crate::telemetry::shutdown_flag()?)?;
             if !summary.complete {
-                anyhow::bail!("run incomplete: {} of {} events processed", summary.events_processed, summary.events_sent);
+                anyhow::bail!(
+                    "run incomplete: {} of {} events processed",
+                    summary.events_processed,
+                    summary.events_sent
+                );
             }
             Ok(())
         }

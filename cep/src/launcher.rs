@@ -107,7 +107,12 @@ pub fn launch(args: LaunchArgs) -> anyhow::Result<()> {
 /// The verdict on a run: every event processed exactly once, every output delivered.
 pub fn check_complete(summary: &Summary) -> anyhow::Result<()> {
     if !summary.complete {
-        bail!("run incomplete: {} of {} events processed, {} lost", summary.events_processed, summary.events_sent, summary.events_lost);
+        bail!(
+            "run incomplete: {} of {} events processed, {} lost",
+            summary.events_processed,
+            summary.events_sent,
+            summary.events_lost
+        );
     }
     if summary.events_lost > 0 || summary.outputs_lost > 0 || summary.duplicates > 0 {
         bail!(
@@ -160,11 +165,14 @@ fn role_commands(args: &LaunchArgs) -> anyhow::Result<Vec<(String, Vec<String>)>
         format!("--router={router}"),
         "--advertise=127.0.0.1".into(),
         format!("--out={}", args.out.display()),
-        format!("--csv={}", match args.csv {
-            CsvMode::All => "all",
-            CsvMode::Alerts => "alerts",
-            CsvMode::None => "none",
-        }),
+        format!(
+            "--csv={}",
+            match args.csv {
+                CsvMode::All => "all",
+                CsvMode::Alerts => "alerts",
+                CsvMode::None => "none",
+            }
+        ),
         format!("--idle-timeout={}ms", args.idle_timeout.as_millis()),
     ];
     if !args.quiet {
@@ -190,13 +198,20 @@ fn role_commands(args: &LaunchArgs) -> anyhow::Result<Vec<(String, Vec<String>)>
         format!("--symbols={}", args.symbols),
         format!("--connections={}", args.connections),
         format!("--rate={}", args.rate),
-        format!("--warmup={}ms", args.warmup.unwrap_or(if args.count.is_some() { Duration::ZERO } else { Duration::from_secs(1) }).as_millis()),
+        format!(
+            "--warmup={}ms",
+            args.warmup
+                .unwrap_or(if args.count.is_some() { Duration::ZERO } else { Duration::from_secs(1) })
+                .as_millis()
+        ),
         format!("--seed={}", args.seed),
         format!("--batch={}", args.batch),
     ];
     match (args.count, args.duration) {
         (Some(count), _) => injector.push(format!("--count={count}")),
-        (None, duration) => injector.push(format!("--duration={}ms", duration.unwrap_or(Duration::from_secs(10)).as_millis())),
+        (None, duration) => {
+            injector.push(format!("--duration={}ms", duration.unwrap_or(Duration::from_secs(10)).as_millis()))
+        }
     }
     if args.record_input {
         injector.push(format!("--record={}", args.out.join("input.csv").display()));

@@ -6,7 +6,7 @@ fn main() {
     let cli = cep::cli::Cli::parse();
     cep::telemetry::init();
     if let Err(error) = cep::cli::dispatch(cli) {
-        eprintln!("error: {error:#}");
+        eprintln!("error: {}", cep::telemetry::one_line(&error));
         std::process::exit(1);
     }
 }

@@ -60,7 +60,11 @@ pub fn read_input(path: &Path) -> anyhow::Result<Vec<InputRow>> {
         })();
         match parsed {
             Some(row) => rows.push(row),
-            None => bail!("{}:{}: expected `injector,seq,symbol,price,t_inject_ns`, got `{line}`", path.display(), number + 1),
+            None => bail!(
+                "{}:{}: expected `injector,seq,symbol,price,t_inject_ns`, got `{line}`",
+                path.display(),
+                number + 1
+            ),
         }
     }
     Ok(rows)
@@ -72,7 +76,14 @@ pub fn evaluate(rows: &[InputRow], rules: RulesConfig) -> Vec<StandaloneOutput> 
     let mut outputs = Vec::new();
     for row in rows {
         engine.process_symbol(&row.symbol, row.price, row.t_inject, |rule, value| {
-            outputs.push(StandaloneOutput { rule, symbol: row.symbol.clone(), price: row.price, value, injector: row.injector, seq: row.seq });
+            outputs.push(StandaloneOutput {
+                rule,
+                symbol: row.symbol.clone(),
+                price: row.price,
+                value,
+                injector: row.injector,
+                seq: row.seq,
+            });
         });
     }
     outputs
@@ -82,7 +93,8 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
     let rules = args.rules.to_config().map_err(anyhow::Error::msg)?;
     let rows = read_input(&args.input)?;
     let outputs = evaluate(&rows, rules);
-    let file = std::fs::File::create(&args.output).with_context(|| format!("cannot write {}", args.output.display()))?;
+    let file =
+        std::fs::File::create(&args.output).with_context(|| format!("cannot write {}", args.output.display()))?;
     let mut out = BufWriter::new(file);
     writeln!(out, "rule,symbol,price,value,injector,seq")?;
     for o in &outputs {

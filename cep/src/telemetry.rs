@@ -7,7 +7,8 @@ use tracing_subscriber::EnvFilter;
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`).
 pub fn init() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
 }
 
 /// A flag raised by the first SIGINT or SIGTERM (graceful shutdown: results are still
@@ -20,4 +21,21 @@ pub fn shutdown_flag() -> anyhow::Result<Arc<AtomicBool>> {
         signal_hook::flag::register(signal, flag.clone())?;
     }
     Ok(flag)
+}
+
+/// An error and its causes on one line, leaving out causes whose text a message already
+/// includes (our error types quote their source).
+pub fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }

@@ -12,7 +12,14 @@ use std::process::Command;
 fn run_cluster(out: &Path, workers: usize, count: u64, connections: usize) -> Summary {
     let status = Command::new(env!("CARGO_BIN_EXE_cep"))
         .args(["run", "--rate", "0", "--csv", "all", "--record-input", "--quiet"])
-        .args(["--workers", &workers.to_string(), "--count", &count.to_string(), "--connections", &connections.to_string()])
+        .args([
+            "--workers",
+            &workers.to_string(),
+            "--count",
+            &count.to_string(),
+            "--connections",
+            &connections.to_string(),
+        ])
         .arg("--out")
         .arg(out)
         .env("RUST_LOG", "warn")
@@ -62,7 +69,10 @@ fn check(workers: usize, count: u64, connections: usize) {
     assert_eq!(summary.workers.iter().map(|w| w.symbols).sum::<u64>(), 1470);
     assert!(summary.workers.iter().all(|w| w.events > 0));
     assert_eq!(summary.outputs.volatility, count);
-    assert_eq!(summary.latency_us.end_to_end.count, summary.outputs.perc + summary.outputs.trend + summary.outputs.volatility);
+    assert_eq!(
+        summary.latency_us.end_to_end.count,
+        summary.outputs.perc + summary.outputs.trend + summary.outputs.volatility
+    );
 
     // The standalone engine over the recorded input gives exactly the cluster's outputs.
     let input = read_input(&dir.path().join("input.csv")).unwrap();

@@ -64,7 +64,8 @@ pub fn summarize(
     let reported_outputs: u64 = reports.values().map(|r| r.outputs.iter().sum::<u64>()).sum();
     let received_outputs: u64 = observed.outputs.iter().sum::<u64>();
     summary.outputs_lost = reported_outputs.saturating_sub(received_outputs.saturating_sub(observed.output_duplicates));
-    summary.outputs = OutputCounts { perc: observed.outputs[0], trend: observed.outputs[1], volatility: observed.outputs[2] };
+    summary.outputs =
+        OutputCounts { perc: observed.outputs[0], trend: observed.outputs[1], volatility: observed.outputs[2] };
     summary.duplicates = observed.output_duplicates + reports.values().map(|r| r.duplicates).sum::<u64>();
     summary.out_of_order = reports.values().map(|r| r.out_of_order).sum();
 
@@ -85,10 +86,10 @@ pub fn summarize(
     if !observed.rejected.is_empty() {
         summary.rejected.insert("collector".into(), observed.rejected);
     }
-    summary.complete = router.is_some()
-        && reports.len() == workers.len()
-        && summary.streams.iter().all(|s| s.sent.is_some());
-    summary.throughput_eps = if summary.duration_s > 0.0 { summary.events_processed as f64 / summary.duration_s } else { 0.0 };
+    summary.complete =
+        router.is_some() && reports.len() == workers.len() && summary.streams.iter().all(|s| s.sent.is_some());
+    summary.throughput_eps =
+        if summary.duration_s > 0.0 { summary.events_processed as f64 / summary.duration_s } else { 0.0 };
     summary
 }
 
@@ -105,7 +106,12 @@ mod tests {
             symbols: 3,
             outputs: [1, 0, processed.iter().sum()],
             streams: (0..2)
-                .map(|s| StreamAtWorker { stream: s as u32, sent: sent[s], routed: Some(processed[s]), processed: processed[s] })
+                .map(|s| StreamAtWorker {
+                    stream: s as u32,
+                    sent: sent[s],
+                    routed: Some(processed[s]),
+                    processed: processed[s],
+                })
                 .collect(),
             duplicates: 0,
             out_of_order: 0,
@@ -129,7 +135,9 @@ mod tests {
     #[test]
     fn balanced_run_has_nothing_lost() {
         let reports: BTreeMap<u32, WorkerReport> =
-            [(0, worker(0, [10, 5], [Some(20), Some(9)])), (1, worker(1, [10, 4], [Some(20), Some(9)]))].into_iter().collect();
+            [(0, worker(0, [10, 5], [Some(20), Some(9)])), (1, worker(1, [10, 4], [Some(20), Some(9)]))]
+                .into_iter()
+                .collect();
         let ids = vec!["w0".to_string(), "w1".to_string()];
         let summary = summarize(2, &ids, &reports, Some(&router([20, 9])), observed(29));
         assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (29, 29, 0));
@@ -145,7 +153,9 @@ mod tests {
     fn losses_are_attributed_to_the_stage_that_lost_them() {
         // Stream 0: 20 sent, router got 18, workers processed 17.
         let reports: BTreeMap<u32, WorkerReport> =
-            [(0, worker(0, [9, 5], [Some(20), Some(9)])), (1, worker(1, [8, 4], [Some(20), Some(9)]))].into_iter().collect();
+            [(0, worker(0, [9, 5], [Some(20), Some(9)])), (1, worker(1, [8, 4], [Some(20), Some(9)]))]
+                .into_iter()
+                .collect();
         let ids = vec!["w0".to_string(), "w1".to_string()];
         let summary = summarize(2, &ids, &reports, Some(&router([18, 9])), observed(20));
         assert_eq!(summary.events_lost, 3);

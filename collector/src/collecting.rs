@@ -44,7 +44,13 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
     let context = Context::new();
     let input = Pull::bind(&context, &config.listen, &SocketOptions::default())?;
     let endpoint = advertised_endpoint(input.endpoint(), &config.advertise);
-    let registration = Register { role: Role::Collector, id: "collector".into(), endpoint: endpoint.clone(), streams: 0, warmup_ns: 0 };
+    let registration = Register {
+        role: Role::Collector,
+        id: "collector".into(),
+        endpoint: endpoint.clone(),
+        streams: 0,
+        warmup_ns: 0,
+    };
     info!(endpoint, router = config.router, "collector registering");
     let ready = register(&context, &config.router, &registration, config.start_timeout, &shutdown)?;
     let worker_ids: Vec<String> = ready.workers.iter().map(|w| w.id.clone()).collect();
@@ -86,7 +92,8 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
         if config.progress && last_progress.0.elapsed() >= Duration::from_secs(1) {
             let processed: u64 = state.progress.iter().map(|p| p.processed).sum();
             let rate = (processed - last_progress.1) as f64 / last_progress.0.elapsed().as_secs_f64();
-            let per_worker: Vec<String> = worker_ids.iter().zip(&state.progress).map(|(id, p)| format!("{id} {}", p.processed)).collect();
+            let per_worker: Vec<String> =
+                worker_ids.iter().zip(&state.progress).map(|(id, p)| format!("{id} {}", p.processed)).collect();
             eprintln!(
                 "[progress] {:>5.1}s  processed {processed}  ({rate:.0} ev/s)  outputs {}  | {}",
                 started.elapsed().as_secs_f64(),
@@ -102,7 +109,14 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
     state.observed.rejected = state.rejections.counts().clone();
     let summary = summarize(ready.streams, &worker_ids, &state.reports, state.router.as_ref(), state.observed);
     write_results(&config.out, &summary)?;
-    info!(rows, sent = summary.events_sent, processed = summary.events_processed, lost = summary.events_lost, complete = summary.complete, "collector done");
+    info!(
+        rows,
+        sent = summary.events_sent,
+        processed = summary.events_processed,
+        lost = summary.events_lost,
+        complete = summary.complete,
+        "collector done"
+    );
     Ok(summary)
 }
 
@@ -194,7 +208,13 @@ impl Collecting {
             .ok()
     }
 
-    fn record(&mut self, frame: &[u8], outputs: &[OutputRecord], t_collector: u64, csv: &mut OutputsCsv) -> std::io::Result<()> {
+    fn record(
+        &mut self,
+        frame: &[u8],
+        outputs: &[OutputRecord],
+        t_collector: u64,
+        csv: &mut OutputsCsv,
+    ) -> std::io::Result<()> {
         for output in outputs {
             let Some(seen) = self.seen.get_mut(output.injector as usize) else {
                 self.rejections.reject("unknown_stream", None, &format_args!("output of stream {}", output.injector));

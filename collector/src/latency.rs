@@ -90,7 +90,13 @@ mod tests {
     #[test]
     fn hops_are_the_differences_of_consecutive_stamps() {
         let mut hops = HopHistograms::default();
-        let stamps = Stamps { t_inject: 1_000, t_router_in: 3_000, t_router_out: 4_000, t_worker_in: 9_000, t_engine_out: 10_000 };
+        let stamps = Stamps {
+            t_inject: 1_000,
+            t_router_in: 3_000,
+            t_router_out: 4_000,
+            t_worker_in: 9_000,
+            t_engine_out: 10_000,
+        };
         hops.record(&stamps, 21_000);
         let summary = hops.summary();
         assert_eq!(summary.end_to_end.count, 1);

@@ -2,7 +2,7 @@
 //! end to end, writes `outputs.csv`, and accounts for every event from the workers' and the
 //! router's end-of-run reports. It knows it has everything when every report has arrived.
 //!
-//! - [`config`]: flags.
+//! - [`config`]: the command-line flags.
 //! - [`latency`]: the per-hop HdrHistograms.
 //! - [`csv`]: the `outputs.csv` writer (no allocation per row).
 //! - [`accounting`]: turns the reports and counts into `summary.json`.

@@ -6,8 +6,5 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// Nanoseconds since the Unix epoch.
 #[inline]
 pub fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }

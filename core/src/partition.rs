@@ -67,10 +67,8 @@ pub struct Partitioner {
 impl Partitioner {
     /// A ring over `worker_ids` (unique) with `vnodes` virtual nodes each.
     pub fn new(worker_ids: &[String], vnodes: usize) -> Self {
-        let ring = RingBuilder::new(PinnedBuildHasher)
-            .vnodes(vnodes.max(1))
-            .nodes_iter(worker_ids.iter().cloned())
-            .build();
+        let ring =
+            RingBuilder::new(PinnedBuildHasher).vnodes(vnodes.max(1)).nodes_iter(worker_ids.iter().cloned()).build();
         Partitioner { ring, ids: worker_ids.to_vec() }
     }
 
@@ -138,7 +136,11 @@ mod tests {
                 }
             }
             let expected = symbols.len() as f64 / (n + 1) as f64;
-            assert!((moved as f64) > 0.6 * expected && (moved as f64) < 1.4 * expected, "{n}->{}: moved {moved}, expected about {expected:.0}", n + 1);
+            assert!(
+                (moved as f64) > 0.6 * expected && (moved as f64) < 1.4 * expected,
+                "{n}->{}: moved {moved}, expected about {expected:.0}",
+                n + 1
+            );
         }
     }
 

@@ -45,19 +45,9 @@ pub enum FrameKind {
 impl FrameKind {
     pub fn from_byte(byte: u8) -> Option<FrameKind> {
         use FrameKind::*;
-        [
-            Ticks,
-            EndOfStream,
-            Outputs,
-            WorkerProgress,
-            WorkerReport,
-            RouterReport,
-            Register,
-            Ready,
-            Refused,
-        ]
-        .into_iter()
-        .find(|kind| *kind as u8 == byte)
+        [Ticks, EndOfStream, Outputs, WorkerProgress, WorkerReport, RouterReport, Register, Ready, Refused]
+            .into_iter()
+            .find(|kind| *kind as u8 == byte)
     }
 }
 
@@ -115,10 +105,7 @@ pub fn read_header(frame: &[u8]) -> Result<(FrameHeader, &[u8]), WireError> {
         return Err(WireError::Version { got: version });
     }
     let kind: u64 = decode::read_int(&mut rd).map_err(malformed("kind"))?;
-    let kind = u8::try_from(kind)
-        .ok()
-        .and_then(FrameKind::from_byte)
-        .ok_or(WireError::UnexpectedKind(kind))?;
+    let kind = u8::try_from(kind).ok().and_then(FrameKind::from_byte).ok_or(WireError::UnexpectedKind(kind))?;
     let sender: u32 = decode::read_int(&mut rd).map_err(malformed("sender"))?;
     Ok((FrameHeader { kind, sender, fields }, rd))
 }
@@ -258,7 +245,8 @@ impl OutputBatchWriter {
         let _ = encode::write_f64(buf, value);
         let _ = encode::write_uint(buf, injector as u64);
         let _ = encode::write_uint(buf, seq);
-        for stamp in [stamps.t_inject, stamps.t_router_in, stamps.t_router_out, stamps.t_worker_in, stamps.t_engine_out] {
+        for stamp in [stamps.t_inject, stamps.t_router_in, stamps.t_router_out, stamps.t_worker_in, stamps.t_engine_out]
+        {
             let _ = encode::write_uint(buf, stamp);
         }
         self.0.count += 1;
@@ -313,14 +301,22 @@ fn expect_kind(header: &FrameHeader, kind: FrameKind, fields: u32) -> Result<(),
         return Err(WireError::UnexpectedKind(header.kind as u64));
     }
     if header.fields != fields {
-        return Err(WireError::Malformed(format!("{:?} frame has {} elements, expected {fields}", kind, header.fields)));
+        return Err(WireError::Malformed(format!(
+            "{:?} frame has {} elements, expected {fields}",
+            kind, header.fields
+        )));
     }
     Ok(())
 }
 
 /// Decodes a whole tick batch into `out` (cleared first) and returns its send stamp. A frame
 /// that fails anywhere is rejected whole, so no tick of a broken frame is half-processed.
-pub fn decode_ticks(frame: &[u8], header: &FrameHeader, rest: &[u8], out: &mut Vec<TickRecord>) -> Result<u64, WireError> {
+pub fn decode_ticks(
+    frame: &[u8],
+    header: &FrameHeader,
+    rest: &[u8],
+    out: &mut Vec<TickRecord>,
+) -> Result<u64, WireError> {
     expect_kind(header, FrameKind::Ticks, 5)?;
     out.clear();
     let mut rd = rest;
@@ -357,7 +353,12 @@ fn read_f64(rd: &mut &[u8], what: &'static str) -> Result<f64, WireError> {
 }
 
 /// Decodes a whole output batch into `out` (cleared first).
-pub fn decode_outputs(frame: &[u8], header: &FrameHeader, rest: &[u8], out: &mut Vec<OutputRecord>) -> Result<(), WireError> {
+pub fn decode_outputs(
+    frame: &[u8],
+    header: &FrameHeader,
+    rest: &[u8],
+    out: &mut Vec<OutputRecord>,
+) -> Result<(), WireError> {
     expect_kind(header, FrameKind::Outputs, 4)?;
     out.clear();
     let mut rd = rest;
@@ -369,7 +370,8 @@ pub fn decode_outputs(frame: &[u8], header: &FrameHeader, rest: &[u8], out: &mut
     for _ in 0..count {
         read_array(&mut rd, "output", 11)?;
         let rule_byte: u8 = decode::read_int(&mut rd).map_err(malformed("rule"))?;
-        let rule = Rule::from_byte(rule_byte).ok_or_else(|| WireError::Malformed(format!("unknown rule {rule_byte}")))?;
+        let rule =
+            Rule::from_byte(rule_byte).ok_or_else(|| WireError::Malformed(format!("unknown rule {rule_byte}")))?;
         let symbol = read_symbol(frame, &mut rd)?;
         let price = read_f64(&mut rd, "price")?;
         let value = read_f64(&mut rd, "value")?;

@@ -149,7 +149,8 @@ mod tests {
 
     #[test]
     fn perc_fires_beyond_two_percent_either_way() {
-        let ticks = [("A", 100.0, 0), ("A", 102.0, 1), ("A", 104.1, 2), ("A", 101.0, 3), ("A", 101.0, 4), ("B", 50.0, 5)];
+        let ticks =
+            [("A", 100.0, 0), ("A", 102.0, 1), ("A", 104.1, 2), ("A", 101.0, 3), ("A", 101.0, 4), ("B", 50.0, 5)];
         let out = run(only(Rule::Perc), &ticks);
         // 100 -> 102 is exactly 2 %: not above. 102 -> 104.1 is +2.06 %. 104.1 -> 101 is -2.98 %.
         let fired: Vec<usize> = out.iter().map(|o| o.0).collect();
@@ -170,7 +171,8 @@ mod tests {
 
     #[test]
     fn trend_is_per_symbol() {
-        let ticks = [("A", 1.0, 0), ("B", 5.0, 0), ("A", 2.0, 1), ("B", 4.0, 1), ("A", 3.0, 2), ("B", 3.0, 2), ("A", 4.0, 3)];
+        let ticks =
+            [("A", 1.0, 0), ("B", 5.0, 0), ("A", 2.0, 1), ("B", 4.0, 1), ("A", 3.0, 2), ("B", 3.0, 2), ("A", 4.0, 3)];
         let out = run(only(Rule::Trend), &ticks);
         assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), vec![6]);
     }
@@ -216,6 +218,8 @@ mod tests {
         assert!(RulesConfig::default().validate().is_ok());
         assert!(RulesConfig { perc_threshold: f64::NAN, ..RulesConfig::default() }.validate().is_err());
         assert!(RulesConfig { window_ns: 0, ..RulesConfig::default() }.validate().is_err());
-        assert!(RulesConfig { perc: false, trend: false, volatility: false, ..RulesConfig::default() }.validate().is_err());
+        assert!(RulesConfig { perc: false, trend: false, volatility: false, ..RulesConfig::default() }
+            .validate()
+            .is_err());
     }
 }

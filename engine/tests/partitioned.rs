@@ -22,7 +22,9 @@ fn tick_stream() -> impl Strategy<Value = Vec<(usize, f64, u64)>> {
 
 fn run(engine: &mut Engine, ticks: &[(usize, usize, f64, u64)], out: &mut Vec<Output>) {
     for &(index, symbol, price, ts) in ticks {
-        engine.process_symbol(&format!("S{symbol:04}"), price, ts, |rule, value| out.push((index, rule, value.to_bits())));
+        engine.process_symbol(&format!("S{symbol:04}"), price, ts, |rule, value| {
+            out.push((index, rule, value.to_bits()))
+        });
     }
 }
 

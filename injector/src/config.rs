@@ -62,7 +62,10 @@ impl InjectorConfig {
             return Err("--connections must be at least 1".into());
         }
         if self.replay.is_none() && self.connections > self.symbols {
-            return Err(format!("--connections {} exceeds --symbols {}: each connection needs a symbol", self.connections, self.symbols));
+            return Err(format!(
+                "--connections {} exceeds --symbols {}: each connection needs a symbol",
+                self.connections, self.symbols
+            ));
         }
         if !(self.rate.is_finite() && self.rate >= 0.0) {
             return Err(format!("--rate must be a non-negative number, got {}", self.rate));

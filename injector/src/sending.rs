@@ -60,7 +60,8 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
         Some(path) => {
             let file = File::create(path).map_err(|source| InjectorError::Record { path: path.clone(), source })?;
             let mut out = BufWriter::with_capacity(1 << 20, file);
-            writeln!(out, "injector,seq,symbol,price,t_inject_ns").map_err(|source| InjectorError::Record { path: path.clone(), source })?;
+            writeln!(out, "injector,seq,symbol,price,t_inject_ns")
+                .map_err(|source| InjectorError::Record { path: path.clone(), source })?;
             Some(Arc::new(Mutex::new(out)))
         }
         None => None,
@@ -90,7 +91,8 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
             batch: config.batch,
         };
         let (names, recorder, shutdown) = (sources.names.clone(), recorder.clone(), shutdown.clone());
-        threads.push(std::thread::spawn(move || send_stream(plan, source, &names, &push, recorder.as_ref(), &shutdown)));
+        threads
+            .push(std::thread::spawn(move || send_stream(plan, source, &names, &push, recorder.as_ref(), &shutdown)));
     }
     let mut report = InjectorReport { streams: Vec::new() };
     for thread in threads {

@@ -51,9 +51,13 @@ pub struct Sources {
 /// ticks of the whole stream are sent (each connection sends its symbols' part of them).
 pub fn model(seed: u64, symbols: usize, connections: usize, count: Option<u64>) -> Sources {
     let streams = (0..connections)
-        .map(|c| StreamSource::Model { stream: GbmStream::new(seed, symbols, connection_symbols(symbols, connections, c)), below_index: count })
+        .map(|c| StreamSource::Model {
+            stream: GbmStream::new(seed, symbols, connection_symbols(symbols, connections, c)),
+            below_index: count,
+        })
         .collect();
-    let shares = (0..connections).map(|c| connection_symbols(symbols, connections, c).len() as f64 / symbols as f64).collect();
+    let shares =
+        (0..connections).map(|c| connection_symbols(symbols, connections, c).len() as f64 / symbols as f64).collect();
     Sources { names: Arc::new(symbol_names(symbols)), streams, shares }
 }
 

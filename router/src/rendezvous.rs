@@ -60,7 +60,10 @@ impl<C: Clone> Rendezvous<C> {
                     return Verdict::Refuse(format!("worker id `{}` is already registered", registration.id));
                 }
                 if self.workers.len() == self.expected_workers {
-                    return Verdict::Refuse(format!("all {} expected workers are already registered", self.expected_workers));
+                    return Verdict::Refuse(format!(
+                        "all {} expected workers are already registered",
+                        self.expected_workers
+                    ));
                 }
                 if registration.endpoint.is_empty() {
                     return Verdict::Refuse("a worker must advertise its data endpoint".into());

@@ -7,7 +7,9 @@ use cep_core::control::{Refused, Register};
 use cep_core::partition::Partitioner;
 use cep_core::report::{EndOfStream, Rejections, RouterReport};
 use cep_core::tick::TickRecord;
-use cep_core::wire::{check_frame, decode_message, decode_ticks, encode_message, read_header, FrameKind, TickBatchWriter};
+use cep_core::wire::{
+    check_frame, decode_message, decode_ticks, encode_message, read_header, FrameKind, TickBatchWriter,
+};
 use cep_transport::control::{ClientId, ControlServer};
 use cep_transport::{Context, Pull, Push, SocketOptions, TransportError};
 use rustc_hash::FxHashMap;
@@ -39,7 +41,13 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
     let control = ControlServer::bind(&context, &config.control)?;
     let input = Pull::bind(&context, &config.listen, &options)?;
-    info!(data = input.endpoint(), control = control.endpoint(), workers = config.workers, streams = config.streams, "router listening");
+    info!(
+        data = input.endpoint(),
+        control = control.endpoint(),
+        workers = config.workers,
+        streams = config.streams,
+        "router listening"
+    );
 
     let mut rendezvous = Rendezvous::<ClientId>::new(config.workers, config.streams);
     let mut last_log = Instant::now();
@@ -57,11 +65,8 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     }
     let start = rendezvous.start(now_ns() + 20_000_000);
     let worker_ids: Vec<String> = start.workers.iter().map(|w| w.id.clone()).collect();
-    let outputs: Vec<Push> = start
-        .workers
-        .iter()
-        .map(|w| Push::connect(&context, &w.endpoint, &options))
-        .collect::<Result<_, _>>()?;
+    let outputs: Vec<Push> =
+        start.workers.iter().map(|w| Push::connect(&context, &w.endpoint, &options)).collect::<Result<_, _>>()?;
     let collector = Push::connect(&context, &start.collector, &options)?;
     for (client, ready) in &start.answers {
         control.reply(client, &encode_message(FrameKind::Ready, ROUTER_SENDER, ready))?;
@@ -102,7 +107,9 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
 }
 
 fn serve_registration(control: &ControlServer, rendezvous: &mut Rendezvous<ClientId>, client: ClientId, body: &[u8]) {
-    let verdict = match read_header(body).and_then(|(header, rest)| decode_message::<Register>(&header, rest, FrameKind::Register)) {
+    let verdict = match read_header(body)
+        .and_then(|(header, rest)| decode_message::<Register>(&header, rest, FrameKind::Register))
+    {
         Ok(registration) => {
             let who = format!("{:?} `{}` at {}", registration.role, registration.id, registration.endpoint);
             let verdict = rendezvous.offer(client.clone(), registration);
@@ -204,13 +211,27 @@ impl DataPath {
     }
 
     #[inline]
-    fn route(&mut self, frame: &[u8], tick: &TickRecord, sender: u32, t_in: u64, shutdown: &AtomicBool) -> Result<(), TransportError> {
+    fn route(
+        &mut self,
+        frame: &[u8],
+        tick: &TickRecord,
+        sender: u32,
+        t_in: u64,
+        shutdown: &AtomicBool,
+    ) -> Result<(), TransportError> {
         if let Some(cause) = tick.invalid_reason(frame) {
-            self.rejections.reject(cause, Some(sender), &format_args!("tick seq {} of stream {}", tick.seq, tick.injector));
+            self.rejections.reject(
+                cause,
+                Some(sender),
+                &format_args!("tick seq {} of stream {}", tick.seq, tick.injector),
+            );
             return Ok(());
         }
         if tick.injector >= self.streams || self.ended[tick.injector as usize] {
-            let detail = format_args!("tick of stream {} (run has {} streams; ended streams take no ticks)", tick.injector, self.streams);
+            let detail = format_args!(
+                "tick of stream {} (run has {} streams; ended streams take no ticks)",
+                tick.injector, self.streams
+            );
             self.rejections.reject("unknown_stream", Some(sender), &detail);
             return Ok(());
         }
@@ -248,7 +269,12 @@ impl DataPath {
             let marker = EndOfStream { stream: eos.stream, sent: eos.sent, routed: self.routed[stream][worker] };
             self.outputs[worker].send(&encode_message(FrameKind::EndOfStream, ROUTER_SENDER, &marker), shutdown)?;
         }
-        info!(stream = eos.stream, sent = eos.sent, received = self.received.get(&eos.stream).copied().unwrap_or(0), "stream ended");
+        info!(
+            stream = eos.stream,
+            sent = eos.sent,
+            received = self.received.get(&eos.stream).copied().unwrap_or(0),
+            "stream ended"
+        );
         Ok(())
     }
 

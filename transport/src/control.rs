@@ -52,9 +52,7 @@ impl ControlServer {
 
     /// Answers one client.
     pub fn reply(&self, client: &[u8], body: &[u8]) -> Result<(), TransportError> {
-        self.socket
-            .send_multipart([client, &[][..], body], zmq::DONTWAIT)
-            .map_err(socket_err("answer control request"))
+        self.socket.send_multipart([client, &[][..], body], zmq::DONTWAIT).map_err(socket_err("answer control request"))
     }
 }
 
@@ -69,9 +67,7 @@ pub fn request(
 ) -> Result<Vec<u8>, TransportError> {
     let socket = context.socket(zmq::REQ).map_err(socket_err("create REQ socket"))?;
     socket.set_linger(0).map_err(socket_err("set linger"))?;
-    socket
-        .connect(endpoint)
-        .map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
+    socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
     socket.send(body, 0).map_err(socket_err("send control request"))?;
     let deadline = Instant::now() + timeout;
     loop {

@@ -120,7 +120,9 @@ impl Push {
         apply(&socket, options)?;
         // A finite send time-out lets a blocked send notice a shutdown request.
         socket.set_sndtimeo(100).map_err(socket_err("set send time-out"))?;
-        socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
+        socket
+            .connect(endpoint)
+            .map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
         Ok(Push { socket, peer: endpoint.to_string() })
     }
 

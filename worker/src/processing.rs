@@ -6,7 +6,9 @@ use cep_core::control::{Register, Role};
 use cep_core::report::{EndOfStream, Rejections, StreamAtWorker, WorkerProgress, WorkerReport};
 use cep_core::seen::{Arrival, SeenSet};
 use cep_core::tick::{Rule, Stamps, TickRecord};
-use cep_core::wire::{check_frame, decode_message, decode_ticks, encode_message, FrameKind, OutputBatchWriter, WireError};
+use cep_core::wire::{
+    check_frame, decode_message, decode_ticks, encode_message, FrameKind, OutputBatchWriter, WireError,
+};
 use cep_engine::{Engine, SymbolId};
 use cep_transport::control::{register, RegistrationError};
 use cep_transport::{advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};
@@ -39,7 +41,8 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
     let input = Pull::bind(&context, &config.listen, &options)?;
     let endpoint = advertised_endpoint(input.endpoint(), &config.advertise);
-    let registration = Register { role: Role::Worker, id: id.clone(), endpoint: endpoint.clone(), streams: 0, warmup_ns: 0 };
+    let registration =
+        Register { role: Role::Worker, id: id.clone(), endpoint: endpoint.clone(), streams: 0, warmup_ns: 0 };
     info!(id, endpoint, router = config.router, "worker registering");
     let ready = register(&context, &config.router, &registration, config.start_timeout, &shutdown)?;
     let collector = Push::connect(&context, &ready.collector, &options)?;
@@ -154,7 +157,11 @@ impl WorkerState {
             FrameKind::EndOfStream => match decode_message::<EndOfStream>(&header, rest, FrameKind::EndOfStream) {
                 Ok(eos) => match self.streams.get_mut(eos.stream as usize) {
                     Some(stream) if stream.end.is_none() => stream.end = Some(eos),
-                    _ => self.rejections.reject("unknown_stream", Some(header.sender), &format_args!("end of stream {}", eos.stream)),
+                    _ => self.rejections.reject(
+                        "unknown_stream",
+                        Some(header.sender),
+                        &format_args!("end of stream {}", eos.stream),
+                    ),
                 },
                 Err(error) => self.rejections.reject(error.cause(), Some(header.sender), &error),
             },
@@ -169,7 +176,11 @@ impl WorkerState {
     #[inline]
     fn process(&mut self, frame: &[u8], tick: &TickRecord, sender: u32) {
         if let Some(cause) = tick.invalid_reason(frame) {
-            self.rejections.reject(cause, Some(sender), &format_args!("tick seq {} of stream {}", tick.seq, tick.injector));
+            self.rejections.reject(
+                cause,
+                Some(sender),
+                &format_args!("tick seq {} of stream {}", tick.seq, tick.injector),
+            );
             return;
         }
         let Some(stream) = self.streams.get_mut(tick.injector as usize).filter(|s| s.end.is_none()) else {
@@ -197,16 +208,30 @@ impl WorkerState {
         }
         self.symbol_last_seq[slot] = self.symbol_last_seq[slot].max(tick.seq + 1);
         let pending = &mut self.pending;
-        let (price, stream_id, seq, t_inject, t_router_in) = (tick.price, tick.injector, tick.seq, tick.t_inject, tick.t_router_in);
+        let (price, stream_id, seq, t_inject, t_router_in) =
+            (tick.price, tick.injector, tick.seq, tick.t_inject, tick.t_router_in);
         self.engine.process(symbol, price, t_inject, |rule, value| {
             pending.push(PendingOutput { rule, symbol, price, value, stream: stream_id, seq, t_inject, t_router_in });
         });
     }
 
-    fn emit_pending(&mut self, t_router_out: u64, t_worker_in: u64, t_engine_out: u64, collector: &Push, shutdown: &AtomicBool) -> Result<(), TransportError> {
+    fn emit_pending(
+        &mut self,
+        t_router_out: u64,
+        t_worker_in: u64,
+        t_engine_out: u64,
+        collector: &Push,
+        shutdown: &AtomicBool,
+    ) -> Result<(), TransportError> {
         for index in 0..self.pending.len() {
             let output = &self.pending[index];
-            let stamps = Stamps { t_inject: output.t_inject, t_router_in: output.t_router_in, t_router_out, t_worker_in, t_engine_out };
+            let stamps = Stamps {
+                t_inject: output.t_inject,
+                t_router_in: output.t_router_in,
+                t_router_out,
+                t_worker_in,
+                t_engine_out,
+            };
             let symbol = self.engine.symbol_name(output.symbol);
             self.outputs.push(output.rule, symbol, output.price, output.value, output.stream, output.seq, &stamps);
             if self.outputs.len() >= self.batch_limit {

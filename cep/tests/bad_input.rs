@@ -1,0 +1,208 @@
+//! Bad frames and bad ticks fed to a running router and worker: each is counted under its
+//! cause, nothing crashes, and the valid traffic around them is processed in full. The test
+//! plays the injector and the collector itself, so it controls the order of every frame.
+
+use cep_core::control::{Ready, Register, Role};
+use cep_core::report::{CauseCounts, EndOfStream, RouterReport, WorkerProgress, WorkerReport};
+use cep_core::tick::{Rule, Stamps};
+use cep_core::wire::{
+    decode_message, decode_outputs, encode_message, read_header, FrameKind, OutputBatchWriter, TickBatchWriter,
+};
+use cep_router::RouterConfig;
+use cep_transport::control::register;
+use cep_transport::{Context, Message, Pull, Push, SocketOptions};
+use cep_worker::{RulesArgs, WorkerConfig};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MAX_FRAME: usize = 64 * 1024;
+
+fn free_endpoint() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    format!("tcp://127.0.0.1:{port}")
+}
+
+fn valid_ticks(from: u64, to: u64) -> Vec<u8> {
+    let mut batch = TickBatchWriter::new(0);
+    for seq in from..to {
+        batch.push(&format!("S{:04}", seq % 50), 100.0 + (seq % 7) as f64, 1_000_000 + seq, 0, seq, 0);
+    }
+    batch.seal(0).to_vec()
+}
+
+fn bad_ticks() -> Vec<u8> {
+    let mut batch = TickBatchWriter::new(0);
+    batch.push("S0001", f64::NAN, 1, 0, 90_000, 0);
+    batch.push("S0001", f64::INFINITY, 1, 0, 90_001, 0);
+    batch.push("S0001", -1.0, 1, 0, 90_002, 0);
+    batch.push("S0001", 0.0, 1, 0, 90_003, 0);
+    batch.push("", 10.0, 1, 0, 90_004, 0);
+    batch.push("S0001", 10.0, 1, 7, 0, 0);
+    batch.seal(0).to_vec()
+}
+
+/// One of each kind of bad frame.
+fn bad_frames() -> Vec<Vec<u8>> {
+    let mut other_version = valid_ticks(0, 3);
+    other_version[1] = 2;
+    let mut outputs = OutputBatchWriter::new(0);
+    outputs.push(Rule::Perc, "S0001", 1.0, 3.0, 0, 1, &Stamps::default());
+    let truncated = valid_ticks(0, 3);
+    vec![
+        b"definitely not MessagePack".to_vec(),
+        other_version,
+        vec![0x90; MAX_FRAME + 1],
+        outputs.seal().to_vec(),
+        truncated[..truncated.len() - 4].to_vec(),
+    ]
+}
+
+fn counts(pairs: &[(&str, u64)]) -> CauseCounts {
+    pairs.iter().map(|(cause, n)| (cause.to_string(), *n)).collect()
+}
+
+fn register_as(
+    context: &Context,
+    control: &str,
+    role: Role,
+    endpoint: &str,
+    streams: u32,
+) -> std::thread::JoinHandle<Ready> {
+    let (context, control) = (context.clone(), control.to_string());
+    let registration =
+        Register { role, id: format!("{role:?}"), endpoint: endpoint.to_string(), streams, warmup_ns: 0 };
+    std::thread::spawn(move || {
+        register(&context, &control, &registration, Duration::from_secs(30), &AtomicBool::new(false)).unwrap()
+    })
+}
+
+#[test]
+fn bad_frames_are_counted_and_valid_traffic_survives() {
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let (data, control) = (free_endpoint(), free_endpoint());
+    let router_config = RouterConfig {
+        listen: data.clone(),
+        control: control.clone(),
+        workers: 1,
+        streams: 1,
+        vnodes: 16,
+        batch: 64,
+        max_frame_bytes: MAX_FRAME,
+        hwm: 1000,
+    };
+    let router = {
+        let shutdown = shutdown.clone();
+        std::thread::spawn(move || cep_router::run(router_config, shutdown))
+    };
+    let worker_config = WorkerConfig {
+        router: control.clone(),
+        id: Some("worker-0".into()),
+        listen: "tcp://127.0.0.1:*".into(),
+        advertise: "127.0.0.1".into(),
+        batch: 64,
+        max_frame_bytes: MAX_FRAME,
+        hwm: 1000,
+        start_timeout: Duration::from_secs(30),
+        rules: RulesArgs::default(),
+    };
+    let worker = {
+        let shutdown = shutdown.clone();
+        std::thread::spawn(move || cep_worker::run(worker_config, shutdown))
+    };
+    let context = Context::new();
+    let options = SocketOptions::default();
+    let collector = Pull::bind(&context, "tcp://127.0.0.1:*", &options).unwrap();
+    let as_collector = register_as(&context, &control, Role::Collector, collector.endpoint(), 0);
+    let as_injector = register_as(&context, &control, Role::Injector, "", 1);
+    let ready = as_injector.join().unwrap();
+    as_collector.join().unwrap();
+    let never = AtomicBool::new(false);
+
+    // Straight to the worker: every bad frame plus one bad tick; wait until it has counted them.
+    let to_worker = Push::connect(&context, &ready.workers[0].endpoint, &options).unwrap();
+    let mut direct = bad_frames();
+    let mut nan_tick = TickBatchWriter::new(9);
+    nan_tick.push("S0001", f64::NAN, 1, 0, 99_999, 0);
+    direct.push(nan_tick.seal(0).to_vec());
+    for frame in &direct {
+        to_worker.send(frame, &never).unwrap();
+    }
+    let mut message = Message::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut outputs_received = 0u64;
+    loop {
+        assert!(Instant::now() < deadline, "the worker never reported its rejections");
+        if !collector.recv(&mut message, Duration::from_millis(100)).unwrap() {
+            continue;
+        }
+        let (header, rest) = read_header(&message).unwrap();
+        if header.kind == FrameKind::WorkerProgress {
+            let progress: WorkerProgress = decode_message(&header, rest, FrameKind::WorkerProgress).unwrap();
+            if progress.rejected == direct.len() as u64 {
+                break;
+            }
+        }
+    }
+
+    // Through the router, on the injector's own connection: valid, bad, valid, end.
+    let to_router = Push::connect(&context, &data, &options).unwrap();
+    to_router.send(&valid_ticks(0, 500), &never).unwrap();
+    for frame in bad_frames() {
+        to_router.send(&frame, &never).unwrap();
+    }
+    to_router.send(&bad_ticks(), &never).unwrap();
+    to_router.send(&valid_ticks(500, 1000), &never).unwrap();
+    to_router
+        .send(&encode_message(FrameKind::EndOfStream, 0, &EndOfStream { stream: 0, sent: 1000, routed: 0 }), &never)
+        .unwrap();
+
+    let (mut worker_report, mut router_report): (Option<WorkerReport>, Option<RouterReport>) = (None, None);
+    let mut decoded = Vec::new();
+    while worker_report.is_none() || router_report.is_none() {
+        assert!(Instant::now() < deadline, "reports never arrived");
+        if !collector.recv(&mut message, Duration::from_millis(100)).unwrap() {
+            continue;
+        }
+        let (header, rest) = read_header(&message).unwrap();
+        match header.kind {
+            FrameKind::Outputs => {
+                decode_outputs(&message, &header, rest, &mut decoded).unwrap();
+                outputs_received += decoded.len() as u64;
+            }
+            FrameKind::WorkerReport => {
+                worker_report = Some(decode_message(&header, rest, FrameKind::WorkerReport).unwrap())
+            }
+            FrameKind::RouterReport => {
+                router_report = Some(decode_message(&header, rest, FrameKind::RouterReport).unwrap())
+            }
+            _ => {}
+        }
+    }
+    let (worker_report, router_report) = (worker_report.unwrap(), router_report.unwrap());
+
+    let frame_causes = [("malformed", 2), ("bad_version", 1), ("oversized", 1), ("unexpected_kind", 1)];
+    let mut router_expected = frame_causes.to_vec();
+    router_expected.extend([
+        ("non_finite_price", 2),
+        ("non_positive_price", 2),
+        ("empty_symbol", 1),
+        ("unknown_stream", 1),
+    ]);
+    assert_eq!(router_report.rejected, counts(&router_expected));
+    let mut worker_expected = frame_causes.to_vec();
+    worker_expected.push(("non_finite_price", 1));
+    assert_eq!(worker_report.rejected, counts(&worker_expected));
+
+    assert_eq!(router_report.received.get(&0), Some(&1000));
+    assert_eq!(worker_report.processed, 1000);
+    assert_eq!(worker_report.streams[0].sent, Some(1000));
+    assert_eq!(worker_report.streams[0].routed, Some(1000));
+    assert_eq!(worker_report.streams[0].processed, 1000);
+    assert_eq!(worker_report.duplicates, 0);
+    assert_eq!(outputs_received, worker_report.outputs.iter().sum::<u64>());
+    assert_eq!(worker_report.outputs[Rule::Volatility as usize], 1000);
+
+    assert!(router.join().unwrap().is_ok());
+    assert!(worker.join().unwrap().is_ok());
+}

@@ -1,0 +1,53 @@
+//! Mistakes a user can make: one clear line saying what and where, and a non-zero exit.
+
+use std::process::{Command, Output};
+
+fn cep(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cep")).args(args).env("RUST_LOG", "off").output().expect("cep runs")
+}
+
+fn error_line(output: &Output) -> String {
+    assert!(!output.status.success(), "expected failure, got {:?}", output.status);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines.first().map(|l| l.to_string()).unwrap_or_default()
+}
+
+#[test]
+fn bad_flag_values() {
+    assert_eq!(error_line(&cep(&["run", "--workers", "0"])), "error: --workers must be at least 1");
+    let line = error_line(&cep(&["run", "--duration", "soon"]));
+    assert!(line.contains("invalid value 'soon' for '--duration"), "{line}");
+    let line = error_line(&cep(&["run", "--perc-threshold=-1", "--count", "10"]));
+    assert_eq!(line, "error: invalid rules: perc threshold must be a positive number, got -1");
+    let line = error_line(&cep(&["injector", "--connections", "3", "--symbols", "2", "--count", "5"]));
+    assert!(line.contains("--connections 3 exceeds --symbols 2"), "{line}");
+}
+
+#[test]
+fn address_in_use() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("tcp://127.0.0.1:{}", taken.local_addr().unwrap().port());
+    let line = error_line(&cep(&["router", "--listen", &endpoint, "--control", "tcp://127.0.0.1:*"]));
+    assert_eq!(line, format!("error: cannot bind {endpoint}: Address already in use"));
+}
+
+#[test]
+fn unreachable_router() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let router = format!("tcp://127.0.0.1:{free}");
+    let line = error_line(&cep(&["worker", "--router", &router, "--start-timeout", "300ms"]));
+    assert_eq!(
+        line,
+        format!("error: cannot register with the router at {router}: no answer from {router} within 300ms")
+    );
+}
+
+#[test]
+fn bad_replay_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ticks.txt");
+    std::fs::write(&file, "AAA;1.0;1\nAAA;abc;2\n").unwrap();
+    let line = error_line(&cep(&["injector", "--replay", file.to_str().unwrap(), "--start-timeout", "300ms"]));
+    assert_eq!(line, format!("error: cannot read the replay file: {}:2: price `abc` is not a number", file.display()));
+}
