@@ -235,7 +235,7 @@ impl Collecting {
                 CsvMode::None => false,
             };
             if write {
-                csv.write(output, output.symbol(frame), t_collector)?;
+                csv.write(output, output.symbol_bytes(frame), t_collector)?;
             }
         }
         Ok(())

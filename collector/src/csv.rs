@@ -36,10 +36,10 @@ impl OutputsCsv {
     }
 
     #[inline]
-    pub fn write(&mut self, output: &OutputRecord, symbol: &str, t_collector: u64) -> io::Result<()> {
+    pub fn write(&mut self, output: &OutputRecord, symbol: &[u8], t_collector: u64) -> io::Result<()> {
         self.out.write_all(output.rule.name().as_bytes())?;
         self.out.write_all(b",")?;
-        self.out.write_all(symbol.as_bytes())?;
+        self.out.write_all(symbol)?;
         self.out.write_all(b",")?;
         self.float(output.price)?;
         self.float(output.value)?;

@@ -1,6 +1,7 @@
 //! Shared vocabulary of the cluster.
 //!
 //! - [`tick`]: ticks, outputs, rule kinds and the hop timestamps they carry.
+//! - [`msgpack`]: the hand-written MessagePack reader and writer of the hot frames.
 //! - [`wire`]: the versioned MessagePack frame format (the only place that encodes or decodes bytes).
 //! - [`control`]: registration and start-up messages exchanged with the router.
 //! - [`report`]: end-of-run reports that workers and the router send to the collector.
@@ -15,6 +16,7 @@ pub mod clock;
 pub mod control;
 pub mod duration;
 pub mod gbm;
+pub mod msgpack;
 pub mod partition;
 pub mod report;
 pub mod results;

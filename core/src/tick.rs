@@ -57,21 +57,25 @@ pub struct TickRecord {
 
 impl TickRecord {
     /// The symbol, resolved against the frame the record was decoded from.
-    #[inline]
     pub fn symbol<'a>(&self, frame: &'a [u8]) -> &'a str {
-        std::str::from_utf8(&frame[self.symbol.clone()]).unwrap_or("")
+        std::str::from_utf8(self.symbol_bytes(frame)).unwrap_or("")
+    }
+
+    /// The symbol's UTF-8 bytes (checked when the frame was decoded).
+    #[inline]
+    pub fn symbol_bytes<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
+        &frame[self.symbol.clone()]
     }
 
     /// Why the tick cannot be processed, if it cannot.
-    pub fn invalid_reason(&self, frame: &[u8]) -> Option<&'static str> {
+    #[inline]
+    pub fn invalid_reason(&self) -> Option<&'static str> {
         if self.symbol.is_empty() {
             Some("empty_symbol")
         } else if !self.price.is_finite() {
             Some("non_finite_price")
         } else if self.price <= 0.0 {
             Some("non_positive_price")
-        } else if std::str::from_utf8(&frame[self.symbol.clone()]).is_err() {
-            Some("malformed")
         } else {
             None
         }
@@ -101,8 +105,13 @@ pub struct OutputRecord {
 }
 
 impl OutputRecord {
-    #[inline]
     pub fn symbol<'a>(&self, frame: &'a [u8]) -> &'a str {
         std::str::from_utf8(&frame[self.symbol.clone()]).unwrap_or("")
+    }
+
+    /// The symbol's UTF-8 bytes (checked when the frame was decoded).
+    #[inline]
+    pub fn symbol_bytes<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
+        &frame[self.symbol.clone()]
     }
 }

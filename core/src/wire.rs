@@ -3,13 +3,12 @@
 //! Every frame is a MessagePack array whose first three elements are
 //! `[version: uint, kind: uint, sender: uint]`; the rest depends on the kind. See
 //! `docs/PROTOCOL.md` for the full description and the golden-byte tests below for the exact
-//! bytes. Hot frames (ticks, outputs) are written and read with `rmp` directly, into reused
+//! bytes. Hot frames (ticks, outputs) are written and read by hand (`msgpack`), into reused
 //! buffers, so that a batch costs no allocation per event; cold frames (markers, reports,
 //! control) carry a `rmp-serde` body (structs as arrays).
 
+use crate::msgpack::{self, DecodeError, Reader};
 use crate::tick::{OutputRecord, Rule, Stamps, TickRecord};
-use rmp::decode;
-use rmp::encode;
 use serde::{de::DeserializeOwned, Serialize};
 
 /// The protocol version this build speaks. A frame of any other version is rejected.
@@ -80,8 +79,8 @@ impl WireError {
     }
 }
 
-fn malformed<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> WireError {
-    move |error| WireError::Malformed(format!("{what}: {error}"))
+fn malformed(error: DecodeError) -> WireError {
+    WireError::Malformed(error.to_string())
 }
 
 /// The first three elements of every frame.
@@ -91,23 +90,26 @@ pub struct FrameHeader {
     pub sender: u32,
     /// Number of elements in the frame's top-level array.
     fields: u32,
+    /// Where the kind-specific part starts.
+    body_at: usize,
 }
 
 /// Reads and checks a frame's header; returns it and the bytes after it.
 pub fn read_header(frame: &[u8]) -> Result<(FrameHeader, &[u8]), WireError> {
-    let mut rd = frame;
-    let fields = decode::read_array_len(&mut rd).map_err(malformed("frame is not an array"))?;
+    let mut rd = Reader::new(frame);
+    let fields = rd.array_len().map_err(malformed)?;
     if fields < 3 {
         return Err(WireError::Malformed(format!("frame has {fields} elements, need at least 3")));
     }
-    let version: u64 = decode::read_int(&mut rd).map_err(malformed("version"))?;
+    let version = rd.uint().map_err(malformed)?;
     if version != PROTOCOL_VERSION as u64 {
         return Err(WireError::Version { got: version });
     }
-    let kind: u64 = decode::read_int(&mut rd).map_err(malformed("kind"))?;
+    let kind = rd.uint().map_err(malformed)?;
     let kind = u8::try_from(kind).ok().and_then(FrameKind::from_byte).ok_or(WireError::UnexpectedKind(kind))?;
-    let sender: u32 = decode::read_int(&mut rd).map_err(malformed("sender"))?;
-    Ok((FrameHeader { kind, sender, fields }, rd))
+    let sender = rd.u32().map_err(malformed)?;
+    let body_at = rd.position();
+    Ok((FrameHeader { kind, sender, fields, body_at }, &frame[body_at..]))
 }
 
 /// Like [`read_header`], but also rejects frames larger than `max_bytes`.
@@ -118,12 +120,11 @@ pub fn check_frame(frame: &[u8], max_bytes: usize) -> Result<(FrameHeader, &[u8]
     read_header(frame)
 }
 
-fn write_header(buf: &mut Vec<u8>, fields: u32, kind: FrameKind, sender: u32) {
-    // Writing into a Vec cannot fail.
-    let _ = encode::write_array_len(buf, fields);
-    let _ = encode::write_uint(buf, PROTOCOL_VERSION as u64);
-    let _ = encode::write_uint(buf, kind as u64);
-    let _ = encode::write_uint(buf, sender as u64);
+fn write_header(buf: &mut Vec<u8>, fields: u8, kind: FrameKind, sender: u32) {
+    msgpack::write_fixarray(buf, fields);
+    msgpack::write_uint(buf, PROTOCOL_VERSION as u64);
+    msgpack::write_uint(buf, kind as u64);
+    msgpack::write_uint(buf, sender as u64);
 }
 
 /// Reserves a u64 (always 9 bytes) or an array32 length to be patched when the batch is sealed.
@@ -139,10 +140,6 @@ fn reserve_array32(buf: &mut Vec<u8>) -> usize {
     buf.push(0xdd);
     buf.extend_from_slice(&[0; 4]);
     at
-}
-
-fn write_str(buf: &mut Vec<u8>, text: &str) {
-    let _ = encode::write_str(buf, text);
 }
 
 /// Builds a frame of many records into one reused buffer: the record count (and, for ticks,
@@ -187,16 +184,17 @@ impl TickBatchWriter {
         TickBatchWriter(BatchBuffer::new(FrameKind::Ticks, sender, true))
     }
 
+    /// Appends a tick; `symbol` is UTF-8.
     #[inline]
-    pub fn push(&mut self, symbol: &str, price: f64, t_inject: u64, injector: u32, seq: u64, t_router_in: u64) {
+    pub fn push(&mut self, symbol: &[u8], price: f64, t_inject: u64, injector: u32, seq: u64, t_router_in: u64) {
         let buf = &mut self.0.buf;
-        let _ = encode::write_array_len(buf, 6);
-        write_str(buf, symbol);
-        let _ = encode::write_f64(buf, price);
-        let _ = encode::write_uint(buf, t_inject);
-        let _ = encode::write_uint(buf, injector as u64);
-        let _ = encode::write_uint(buf, seq);
-        let _ = encode::write_uint(buf, t_router_in);
+        msgpack::write_fixarray(buf, 6);
+        msgpack::write_str(buf, symbol);
+        msgpack::write_f64(buf, price);
+        msgpack::write_uint(buf, t_inject);
+        msgpack::write_uint(buf, injector as u64);
+        msgpack::write_uint(buf, seq);
+        msgpack::write_uint(buf, t_router_in);
         self.0.count += 1;
     }
 
@@ -234,20 +232,30 @@ impl OutputBatchWriter {
         OutputBatchWriter(BatchBuffer::new(FrameKind::Outputs, sender, false))
     }
 
+    /// Appends an output; `symbol` is UTF-8.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    pub fn push(&mut self, rule: Rule, symbol: &str, price: f64, value: f64, injector: u32, seq: u64, stamps: &Stamps) {
+    pub fn push(
+        &mut self,
+        rule: Rule,
+        symbol: &[u8],
+        price: f64,
+        value: f64,
+        injector: u32,
+        seq: u64,
+        stamps: &Stamps,
+    ) {
         let buf = &mut self.0.buf;
-        let _ = encode::write_array_len(buf, 11);
-        let _ = encode::write_uint(buf, rule as u64);
-        write_str(buf, symbol);
-        let _ = encode::write_f64(buf, price);
-        let _ = encode::write_f64(buf, value);
-        let _ = encode::write_uint(buf, injector as u64);
-        let _ = encode::write_uint(buf, seq);
+        msgpack::write_fixarray(buf, 11);
+        msgpack::write_uint(buf, rule as u64);
+        msgpack::write_str(buf, symbol);
+        msgpack::write_f64(buf, price);
+        msgpack::write_f64(buf, value);
+        msgpack::write_uint(buf, injector as u64);
+        msgpack::write_uint(buf, seq);
         for stamp in [stamps.t_inject, stamps.t_router_in, stamps.t_router_out, stamps.t_worker_in, stamps.t_engine_out]
         {
-            let _ = encode::write_uint(buf, stamp);
+            msgpack::write_uint(buf, stamp);
         }
         self.0.count += 1;
     }
@@ -273,27 +281,14 @@ impl OutputBatchWriter {
     }
 }
 
-/// Offset of `rest` inside `frame` (both slices of the same buffer).
-fn offset(frame: &[u8], rest: &[u8]) -> usize {
-    frame.len() - rest.len()
-}
-
-fn read_symbol(frame: &[u8], rd: &mut &[u8]) -> Result<std::ops::Range<usize>, WireError> {
-    let len = decode::read_str_len(rd).map_err(malformed("symbol"))? as usize;
-    if rd.len() < len {
-        return Err(WireError::Malformed("symbol runs past the end of the frame".into()));
+/// Reads a symbol's range and checks it is UTF-8 (once, so later lookups can use bytes).
+#[inline]
+fn read_symbol(frame: &[u8], rd: &mut Reader<'_>) -> Result<std::ops::Range<usize>, WireError> {
+    let range = rd.str_range().map_err(malformed)?;
+    if std::str::from_utf8(&frame[range.clone()]).is_err() {
+        return Err(WireError::Malformed(format!("symbol at byte {} is not UTF-8", range.start)));
     }
-    let start = offset(frame, rd);
-    *rd = &rd[len..];
-    Ok(start..start + len)
-}
-
-fn read_array(rd: &mut &[u8], what: &'static str, want: u32) -> Result<(), WireError> {
-    let len = decode::read_array_len(rd).map_err(malformed(what))?;
-    if len != want {
-        return Err(WireError::Malformed(format!("{what} has {len} fields, expected {want}")));
-    }
-    Ok(())
+    Ok(range)
 }
 
 fn expect_kind(header: &FrameHeader, kind: FrameKind, fields: u32) -> Result<(), WireError> {
@@ -314,72 +309,63 @@ fn expect_kind(header: &FrameHeader, kind: FrameKind, fields: u32) -> Result<(),
 pub fn decode_ticks(
     frame: &[u8],
     header: &FrameHeader,
-    rest: &[u8],
+    _rest: &[u8],
     out: &mut Vec<TickRecord>,
 ) -> Result<u64, WireError> {
     expect_kind(header, FrameKind::Ticks, 5)?;
     out.clear();
-    let mut rd = rest;
-    let t_sent: u64 = decode::read_int(&mut rd).map_err(malformed("t_sent"))?;
-    let count = decode::read_array_len(&mut rd).map_err(malformed("tick list"))?;
+    let mut rd = Reader::at(frame, header.body_at);
+    let t_sent = rd.uint().map_err(malformed)?;
+    let count = rd.array_len().map_err(malformed)?;
     // Each tick takes at least 12 bytes; a count beyond that is a lie, not a reason to allocate.
-    if count as usize > rd.len() / 12 + 1 {
+    if count as usize > rd.remaining() / 12 + 1 {
         return Err(WireError::Malformed(format!("tick count {count} exceeds the frame")));
     }
     out.reserve(count as usize);
     for _ in 0..count {
-        read_array(&mut rd, "tick", 6)?;
+        rd.array_of(6, "a tick of 6 fields").map_err(malformed)?;
         let symbol = read_symbol(frame, &mut rd)?;
-        let price = read_f64(&mut rd, "price")?;
-        let t_inject = decode::read_int(&mut rd).map_err(malformed("t_inject"))?;
-        let injector = decode::read_int(&mut rd).map_err(malformed("injector"))?;
-        let seq = decode::read_int(&mut rd).map_err(malformed("seq"))?;
-        let t_router_in = decode::read_int(&mut rd).map_err(malformed("t_router_in"))?;
+        let price = rd.float().map_err(malformed)?;
+        let t_inject = rd.uint().map_err(malformed)?;
+        let injector = rd.u32().map_err(malformed)?;
+        let seq = rd.uint().map_err(malformed)?;
+        let t_router_in = rd.uint().map_err(malformed)?;
         out.push(TickRecord { symbol, price, t_inject, injector, seq, t_router_in });
     }
-    if !rd.is_empty() {
-        return Err(WireError::Malformed(format!("{} trailing bytes", rd.len())));
+    if rd.remaining() != 0 {
+        return Err(WireError::Malformed(format!("{} trailing bytes", rd.remaining())));
     }
     Ok(t_sent)
-}
-
-fn read_f64(rd: &mut &[u8], what: &'static str) -> Result<f64, WireError> {
-    // A producer may legitimately shorten a float to f32; accept both.
-    let marker = rd.first().copied().ok_or_else(|| WireError::Malformed(format!("{what}: end of frame")))?;
-    if marker == 0xca {
-        return decode::read_f32(rd).map(f64::from).map_err(malformed(what));
-    }
-    decode::read_f64(rd).map_err(malformed(what))
 }
 
 /// Decodes a whole output batch into `out` (cleared first).
 pub fn decode_outputs(
     frame: &[u8],
     header: &FrameHeader,
-    rest: &[u8],
+    _rest: &[u8],
     out: &mut Vec<OutputRecord>,
 ) -> Result<(), WireError> {
     expect_kind(header, FrameKind::Outputs, 4)?;
     out.clear();
-    let mut rd = rest;
-    let count = decode::read_array_len(&mut rd).map_err(malformed("output list"))?;
-    if count as usize > rd.len() / 20 + 1 {
+    let mut rd = Reader::at(frame, header.body_at);
+    let count = rd.array_len().map_err(malformed)?;
+    if count as usize > rd.remaining() / 20 + 1 {
         return Err(WireError::Malformed(format!("output count {count} exceeds the frame")));
     }
     out.reserve(count as usize);
     for _ in 0..count {
-        read_array(&mut rd, "output", 11)?;
-        let rule_byte: u8 = decode::read_int(&mut rd).map_err(malformed("rule"))?;
-        let rule =
-            Rule::from_byte(rule_byte).ok_or_else(|| WireError::Malformed(format!("unknown rule {rule_byte}")))?;
+        rd.array_of(11, "an output of 11 fields").map_err(malformed)?;
+        let at = rd.position();
+        let rule = Rule::from_byte(rd.uint().map_err(malformed)? as u8)
+            .ok_or_else(|| WireError::Malformed(format!("unknown rule at byte {at}")))?;
         let symbol = read_symbol(frame, &mut rd)?;
-        let price = read_f64(&mut rd, "price")?;
-        let value = read_f64(&mut rd, "value")?;
-        let injector = decode::read_int(&mut rd).map_err(malformed("injector"))?;
-        let seq = decode::read_int(&mut rd).map_err(malformed("seq"))?;
+        let price = rd.float().map_err(malformed)?;
+        let value = rd.float().map_err(malformed)?;
+        let injector = rd.u32().map_err(malformed)?;
+        let seq = rd.uint().map_err(malformed)?;
         let mut stamp = [0u64; 5];
         for slot in &mut stamp {
-            *slot = decode::read_int(&mut rd).map_err(malformed("timestamp"))?;
+            *slot = rd.uint().map_err(malformed)?;
         }
         let stamps = Stamps {
             t_inject: stamp[0],
@@ -390,8 +376,8 @@ pub fn decode_outputs(
         };
         out.push(OutputRecord { rule, symbol, price, value, injector, seq, stamps });
     }
-    if !rd.is_empty() {
-        return Err(WireError::Malformed(format!("{} trailing bytes", rd.len())));
+    if rd.remaining() != 0 {
+        return Err(WireError::Malformed(format!("{} trailing bytes", rd.remaining())));
     }
     Ok(())
 }
@@ -408,7 +394,7 @@ pub fn encode_message<T: Serialize>(kind: FrameKind, sender: u32, body: &T) -> V
 pub fn decode_message<T: DeserializeOwned>(header: &FrameHeader, rest: &[u8], kind: FrameKind) -> Result<T, WireError> {
     expect_kind(header, kind, 4)?;
     let mut rd = rest;
-    let body = rmp_serde::decode::from_read(&mut rd).map_err(malformed("body"))?;
+    let body = rmp_serde::decode::from_read(&mut rd).map_err(|error| WireError::Malformed(format!("body: {error}")))?;
     if !rd.is_empty() {
         return Err(WireError::Malformed(format!("{} trailing bytes", rd.len())));
     }
@@ -422,7 +408,7 @@ mod tests {
 
     fn ticks_frame() -> Vec<u8> {
         let mut writer = TickBatchWriter::new(7);
-        writer.push("S0001", 100.5, 1_000, 3, 42, 0);
+        writer.push(b"S0001", 100.5, 1_000, 3, 42, 0);
         writer.seal(2_000).to_vec()
     }
 
@@ -447,7 +433,7 @@ mod tests {
         for round in 0..3u64 {
             writer.clear();
             for seq in 0..100u64 {
-                writer.push(&format!("S{seq:04}"), 1.0 + seq as f64, seq * 10, 2, round * 100 + seq, seq);
+                writer.push(format!("S{seq:04}").as_bytes(), 1.0 + seq as f64, seq * 10, 2, round * 100 + seq, seq);
             }
             let frame = writer.seal(round).to_vec();
             let (header, rest) = read_header(&frame).unwrap();
@@ -465,7 +451,7 @@ mod tests {
     fn outputs_round_trip() {
         let mut writer = OutputBatchWriter::new(4);
         let stamps = Stamps { t_inject: 1, t_router_in: 2, t_router_out: 3, t_worker_in: 4, t_engine_out: u64::MAX };
-        writer.push(Rule::Trend, "S0009", 99.0, 3.0, 1, 77, &stamps);
+        writer.push(Rule::Trend, b"S0009", 99.0, 3.0, 1, 77, &stamps);
         let frame = writer.seal().to_vec();
         let (header, rest) = read_header(&frame).unwrap();
         let mut out = Vec::new();

@@ -23,7 +23,7 @@ struct SymbolState {
 #[derive(Debug)]
 pub struct Engine {
     config: RulesConfig,
-    ids: FxHashMap<Box<str>, SymbolId>,
+    ids: FxHashMap<Box<[u8]>, SymbolId>,
     names: Vec<Box<str>>,
     states: Vec<SymbolState>,
     processed: u64,
@@ -50,12 +50,26 @@ impl Engine {
     /// The symbol's id, interning it on first sight (the only allocation, once per symbol).
     #[inline]
     pub fn intern(&mut self, symbol: &str) -> SymbolId {
+        self.intern_bytes(symbol.as_bytes())
+    }
+
+    /// [`Self::intern`] for a symbol already known to be UTF-8 (as decoded frames are): the
+    /// lookup hashes bytes; text is made only on first sight.
+    #[inline]
+    pub fn intern_bytes(&mut self, symbol: &[u8]) -> SymbolId {
         if let Some(&id) = self.ids.get(symbol) {
             return id;
         }
+        self.insert(symbol)
+    }
+
+    #[cold]
+    fn insert(&mut self, bytes: &[u8]) -> SymbolId {
+        let symbol = String::from_utf8_lossy(bytes);
+        let symbol: &str = &symbol;
         let id = self.names.len() as SymbolId;
         let monitored = self.config.monitored.as_ref().is_none_or(|set| set.contains(symbol));
-        self.ids.insert(symbol.into(), id);
+        self.ids.insert(bytes.into(), id);
         self.names.push(symbol.into());
         self.states.push(SymbolState { monitored, previous: f64::NAN, rises: 0, window: PriceWindow::default() });
         id
@@ -63,6 +77,10 @@ impl Engine {
 
     pub fn symbol_name(&self, id: SymbolId) -> &str {
         &self.names[id as usize]
+    }
+
+    pub fn symbol_bytes(&self, id: SymbolId) -> &[u8] {
+        self.names[id as usize].as_bytes()
     }
 
     /// Number of distinct symbols seen.

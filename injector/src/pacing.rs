@@ -5,6 +5,9 @@
 use cep_core::clock::now_ns;
 use std::time::Duration;
 
+/// The last stretch of a wait that is yielded rather than slept (a sleep can overshoot).
+const SPIN_NS: u64 = 20_000;
+
 #[derive(Clone, Copy, Debug)]
 pub struct Schedule {
     start_ns: u64,
@@ -27,7 +30,8 @@ impl Schedule {
         self.start_ns + (k as f64 * self.period_ns) as u64
     }
 
-    /// Waits until `deadline_ns` (wall clock).
+    /// Waits until `deadline_ns` (wall clock): sleeps for all but the last few microseconds,
+    /// then yields until the deadline.
     pub fn wait_until(deadline_ns: u64) {
         loop {
             let now = now_ns();
@@ -35,12 +39,19 @@ impl Schedule {
                 return;
             }
             let left = deadline_ns - now;
-            if left > 300_000 {
-                std::thread::sleep(Duration::from_nanos(left - 200_000));
+            if left > SPIN_NS {
+                std::thread::sleep(Duration::from_nanos(left - SPIN_NS));
             } else {
                 std::thread::yield_now();
             }
         }
+    }
+
+    /// Asks the kernel to wake this thread's sleeps on time: the default timer slack (50 us)
+    /// would show up as latency. Best effort: without it pacing is only coarser.
+    pub fn tighten_timer_slack() {
+        #[cfg(target_os = "linux")]
+        let _ = nix::sys::prctl::set_timerslack(1_000);
     }
 }
 

@@ -139,6 +139,7 @@ fn send_stream(
     let mut sent: u64 = 0;
     Schedule::wait_until(plan.schedule.due(0));
     let mut exhausted = false;
+    Schedule::tighten_timer_slack();
     while !exhausted && sent < plan.limit && !shutdown.load(Ordering::Relaxed) {
         let now = now_ns();
         if plan.deadline_ns.is_some_and(|deadline| !plan.schedule.is_paced() && now >= deadline) {
@@ -164,7 +165,7 @@ fn send_stream(
                 break;
             };
             let name = names[symbol as usize].as_str();
-            batch.push(name, price, t_inject, plan.stream, sent, 0);
+            batch.push(name.as_bytes(), price, t_inject, plan.stream, sent, 0);
             if recorder.is_some() {
                 rows.push_str(ints.format(plan.stream));
                 rows.push(',');

@@ -135,7 +135,7 @@ fn serve_registration(control: &ControlServer, rendezvous: &mut Rendezvous<Clien
 /// Per-run routing state.
 struct DataPath {
     partitioner: Partitioner,
-    owners: FxHashMap<Box<str>, usize>,
+    owners: FxHashMap<Box<[u8]>, usize>,
     outputs: Vec<Push>,
     batches: Vec<TickBatchWriter>,
     batch_limit: usize,
@@ -219,7 +219,7 @@ impl DataPath {
         t_in: u64,
         shutdown: &AtomicBool,
     ) -> Result<(), TransportError> {
-        if let Some(cause) = tick.invalid_reason(frame) {
+        if let Some(cause) = tick.invalid_reason() {
             self.rejections.reject(
                 cause,
                 Some(sender),
@@ -235,11 +235,11 @@ impl DataPath {
             self.rejections.reject("unknown_stream", Some(sender), &detail);
             return Ok(());
         }
-        let symbol = tick.symbol(frame);
+        let symbol = tick.symbol_bytes(frame);
         let owner = match self.owners.get(symbol) {
             Some(&owner) => owner,
             None => {
-                let owner = self.partitioner.owner(symbol);
+                let owner = self.partitioner.owner(tick.symbol(frame));
                 self.owners.insert(symbol.into(), owner);
                 owner
             }

@@ -175,7 +175,7 @@ impl WorkerState {
 
     #[inline]
     fn process(&mut self, frame: &[u8], tick: &TickRecord, sender: u32) {
-        if let Some(cause) = tick.invalid_reason(frame) {
+        if let Some(cause) = tick.invalid_reason() {
             self.rejections.reject(
                 cause,
                 Some(sender),
@@ -197,7 +197,7 @@ impl WorkerState {
             Arrival::Late | Arrival::InOrder => {}
         }
         stream.processed += 1;
-        let symbol = self.engine.intern(tick.symbol(frame));
+        let symbol = self.engine.intern_bytes(tick.symbol_bytes(frame));
         let slot = symbol as usize;
         if slot >= self.symbol_last_seq.len() {
             self.symbol_last_seq.resize(slot + 1, 0);
@@ -232,7 +232,7 @@ impl WorkerState {
                 t_worker_in,
                 t_engine_out,
             };
-            let symbol = self.engine.symbol_name(output.symbol);
+            let symbol = self.engine.symbol_bytes(output.symbol);
             self.outputs.push(output.rule, symbol, output.price, output.value, output.stream, output.seq, &stamps);
             if self.outputs.len() >= self.batch_limit {
                 collector.send(self.outputs.seal(), shutdown)?;
