@@ -52,6 +52,7 @@ pub struct BenchResults {
     pub engine_ns_per_event: f64,
     pub transport_unbatched_msgs_per_s: f64,
     pub transport_batched_eps: f64,
+    pub transport_hop_latency_us: cep_core::results::LatencySummary,
     pub pipeline_eps: Option<f64>,
     pub pipeline_lost: Option<u64>,
     pub latency_rate_eps: Option<f64>,
@@ -117,6 +118,36 @@ pub fn bench_transport(messages: u64, per_message: usize) -> anyhow::Result<f64>
     Ok(((received - 1) * per_message as u64) as f64 / elapsed)
 }
 
+/// One-way latency of one raw PUSH/PULL hop between two ZeroMQ contexts (each with its own
+/// I/O thread, as two processes have), at a gentle fixed rate: the floor under each of the
+/// pipeline's three hops on this machine.
+pub fn bench_hop_latency(messages: u64, rate: f64) -> anyhow::Result<cep_core::results::LatencySummary> {
+    let receiving = Context::new();
+    let options = SocketOptions::default();
+    let pull = Pull::bind(&receiving, "tcp://127.0.0.1:*", &options)?;
+    let push = Push::connect(&Context::new(), pull.endpoint(), &options)?;
+    let sender = std::thread::spawn(move || -> anyhow::Result<()> {
+        let shutdown = AtomicBool::new(false);
+        let period = Duration::from_secs_f64(1.0 / rate);
+        for _ in 0..messages {
+            std::thread::sleep(period);
+            push.send(&cep_core::clock::now_ns().to_le_bytes(), &shutdown)?;
+        }
+        Ok(())
+    });
+    let mut histogram = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+    let mut message = Message::new();
+    for received in 0..messages {
+        if !pull.recv(&mut message, Duration::from_secs(10))? {
+            anyhow::bail!("raw transport stalled after {received} messages");
+        }
+        let sent = u64::from_le_bytes(message[..8].try_into()?);
+        histogram.saturating_record(cep_core::clock::now_ns().saturating_sub(sent).max(1));
+    }
+    sender.join().map_err(|_| anyhow::anyhow!("sender panicked"))??;
+    Ok(cep_collector::latency::summarize(&histogram))
+}
+
 fn pipeline(
     args: &BenchArgs,
     name: &str,
@@ -139,6 +170,7 @@ fn pipeline(
         out: args.out.join(name),
         batch: 1024,
         idle_timeout: Duration::from_secs(30),
+        transport: crate::launcher::LocalTransport::Tcp,
         quiet: true,
         rules: RulesArgs::default(),
     };
@@ -153,6 +185,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     eprintln!("raw ZeroMQ hop: {} single-tick messages, then 1024-tick batches ...", args.transport_messages);
     results.transport_unbatched_msgs_per_s = bench_transport(args.transport_messages, 1)?;
     results.transport_batched_eps = bench_transport((args.transport_messages / 100).max(100), 1024)?;
+    eprintln!("raw ZeroMQ hop latency: 20000 messages at 10k msg/s ...");
+    results.transport_hop_latency_us = bench_hop_latency(20_000, 10_000.0)?;
     if !args.no_pipeline {
         eprintln!("pipeline at full speed: {} ticks, {} workers ...", args.pipeline_ticks, args.workers);
         let full = pipeline(&args, "pipeline-full-speed", 0.0, Some(args.pipeline_ticks), None)?;
@@ -194,6 +228,12 @@ pub fn render(r: &BenchResults) -> String {
         "raw ZeroMQ hop, 1024 ticks per message",
         m(r.transport_batched_eps)
     );
+    let hop = &r.transport_hop_latency_us;
+    let _ = writeln!(
+        out,
+        "{:<44} {:>13.1} us  p99 {:.1} us (the floor under each of 3 hops)",
+        "raw ZeroMQ hop latency p50, 10k msg/s", hop.p50, hop.p99
+    );
     if let Some(eps) = r.pipeline_eps {
         let _ = writeln!(
             out,
@@ -217,6 +257,7 @@ pub fn render(r: &BenchResults) -> String {
         let _ = writeln!(out, "{:<44} {:>13.1} us  Flink 1.8 ms", "  end to end p99.9", h.p999);
         let _ = writeln!(out, "{:<44} {:>13.1} us  <= 2 ms", "  end to end p99.99", h.p9999);
         let _ = writeln!(out, "{:<44} {:>13.1} us  Flink 6-12 ms", "  end to end max", h.max);
+        let _ = writeln!(out, "{:<44} {:>15.1}x", "  p50 / (3 x raw hop p50)", h.p50 / (3.0 * hop.p50.max(0.001)));
     }
     out
 }

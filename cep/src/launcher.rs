@@ -58,6 +58,9 @@ pub struct LaunchArgs {
     /// The collector gives up after this long without any message.
     #[arg(long, env = "CEP_IDLE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
+    /// How the processes talk: tcp on loopback, or ipc (Unix domain sockets).
+    #[arg(long, env = "CEP_TRANSPORT", value_enum, default_value_t = LocalTransport::Tcp)]
+    pub transport: LocalTransport,
     /// No progress lines.
     #[arg(long, env = "CEP_QUIET")]
     pub quiet: bool,
@@ -130,6 +133,57 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0").context("cannot find a free port on 127.0.0.1")?.local_addr()?.port())
 }
 
+/// How the local processes talk to each other.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocalTransport {
+    /// TCP on 127.0.0.1 with free ports: what a multi-host cluster uses.
+    Tcp,
+    /// Unix domain sockets: no TCP stack between the processes of one machine.
+    Ipc,
+}
+
+/// The endpoints of one local cluster.
+struct Endpoints {
+    transport: LocalTransport,
+    router_data: String,
+    router_control: String,
+    collector: String,
+    ipc_dir: PathBuf,
+}
+
+impl Endpoints {
+    fn new(transport: LocalTransport) -> anyhow::Result<Endpoints> {
+        let ipc_dir = std::env::temp_dir().join(format!("cep-{}", std::process::id()));
+        Ok(match transport {
+            LocalTransport::Tcp => Endpoints {
+                transport,
+                router_data: format!("tcp://127.0.0.1:{}", free_port()?),
+                router_control: format!("tcp://127.0.0.1:{}", free_port()?),
+                collector: format!("tcp://127.0.0.1:{}", free_port()?),
+                ipc_dir,
+            },
+            LocalTransport::Ipc => {
+                std::fs::create_dir_all(&ipc_dir).with_context(|| format!("cannot create {}", ipc_dir.display()))?;
+                let at = |name: &str| format!("ipc://{}", ipc_dir.join(name).display());
+                Endpoints {
+                    transport,
+                    router_data: at("router-data"),
+                    router_control: at("router-control"),
+                    collector: at("collector"),
+                    ipc_dir,
+                }
+            }
+        })
+    }
+
+    fn worker(&self, index: usize) -> String {
+        match self.transport {
+            LocalTransport::Tcp => "tcp://127.0.0.1:*".into(),
+            LocalTransport::Ipc => format!("ipc://{}", self.ipc_dir.join(format!("worker-{index}")).display()),
+        }
+    }
+}
+
 /// Runs a cluster of `program` processes and returns the collector's summary.
 pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary> {
     args.validate()?;
@@ -139,20 +193,24 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
         let _ = std::fs::remove_file(args.out.join(stale));
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(supervise(program, args))?;
+    let endpoints = Endpoints::new(args.transport)?;
+    let outcome = runtime.block_on(supervise(program, args, &endpoints));
+    if args.transport == LocalTransport::Ipc {
+        let _ = std::fs::remove_dir_all(&endpoints.ipc_dir);
+    }
+    outcome?;
     let path = args.out.join("summary.json");
     let text = std::fs::read_to_string(&path).with_context(|| format!("the collector wrote no {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))
 }
 
-fn role_commands(args: &LaunchArgs) -> anyhow::Result<Vec<(String, Vec<String>)>> {
-    let (data, control, collector) = (free_port()?, free_port()?, free_port()?);
-    let router = format!("tcp://127.0.0.1:{control}");
+fn role_commands(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<Vec<(String, Vec<String>)>> {
+    let (data, router, collector) = (&endpoints.router_data, &endpoints.router_control, &endpoints.collector);
     let mut roles = vec![(
         "router".to_string(),
         vec![
             "router".into(),
-            format!("--listen=tcp://127.0.0.1:{data}"),
+            format!("--listen={data}"),
             format!("--control={router}"),
             format!("--workers={}", args.workers),
             format!("--streams={}", args.connections),
@@ -161,7 +219,7 @@ fn role_commands(args: &LaunchArgs) -> anyhow::Result<Vec<(String, Vec<String>)>
     )];
     let mut collector_args = vec![
         "collector".into(),
-        format!("--listen=tcp://127.0.0.1:{collector}"),
+        format!("--listen={collector}"),
         format!("--router={router}"),
         "--advertise=127.0.0.1".into(),
         format!("--out={}", args.out.display()),
@@ -184,7 +242,7 @@ fn role_commands(args: &LaunchArgs) -> anyhow::Result<Vec<(String, Vec<String>)>
             "worker".into(),
             format!("--router={router}"),
             format!("--id={}", cep_core::partition::default_worker_id(index)),
-            "--listen=tcp://127.0.0.1:*".into(),
+            format!("--listen={}", endpoints.worker(index)),
             "--advertise=127.0.0.1".into(),
             format!("--batch={}", args.batch),
         ];
@@ -194,7 +252,7 @@ fn role_commands(args: &LaunchArgs) -> anyhow::Result<Vec<(String, Vec<String>)>
     let mut injector = vec![
         "injector".into(),
         format!("--router={router}"),
-        format!("--router-data=tcp://127.0.0.1:{data}"),
+        format!("--router-data={data}"),
         format!("--symbols={}", args.symbols),
         format!("--connections={}", args.connections),
         format!("--rate={}", args.rate),
@@ -227,13 +285,13 @@ fn terminate(pids: &[(String, u32)], signal: nix::sys::signal::Signal) {
     }
 }
 
-async fn supervise(program: &Path, args: &LaunchArgs) -> anyhow::Result<()> {
+async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate_signal = signal(SignalKind::terminate())?;
     let mut children = JoinSet::new();
     let mut pids: Vec<(String, u32)> = Vec::new();
-    for (name, role_args) in role_commands(args)? {
+    for (name, role_args) in role_commands(args, endpoints)? {
         let mut command = Command::new(program);
         command.args(&role_args).kill_on_drop(true).process_group(0);
         if std::env::var_os("RUST_LOG").is_none() {

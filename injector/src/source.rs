@@ -115,8 +115,8 @@ mod tests {
 
     #[test]
     fn replay_reports_the_bad_line() {
-        let dir = std::env::temp_dir().join(format!("cep-replay-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let good = dir.join("good.txt");
         std::fs::write(&good, "# comment\nAAA;10.5;1000\nBBB;20;1001\nAAA;10.6;1002\n").unwrap();
         let mut sources = replay(&good, 2).unwrap();
