@@ -4,7 +4,7 @@
 
 use cep_core::control::{Ready, Register, Role};
 use cep_core::report::{CauseCounts, EndOfStream, RouterReport, WorkerProgress, WorkerReport};
-use cep_core::tick::{Rule, Stamps};
+use cep_core::tick::Rule;
 use cep_core::wire::{
     decode_message, decode_outputs, encode_message, read_header, FrameKind, OutputBatchWriter, TickBatchWriter,
 };
@@ -47,13 +47,13 @@ fn bad_frames() -> Vec<Vec<u8>> {
     let mut other_version = valid_ticks(0, 3);
     other_version[1] = 2;
     let mut outputs = OutputBatchWriter::new(0);
-    outputs.push(Rule::Perc, b"S0001", 1.0, 3.0, 0, 1, &Stamps::default());
+    outputs.push(Rule::Perc, b"S0001", 1.0, 3.0, 0, 1, 1, 1);
     let truncated = valid_ticks(0, 3);
     vec![
         b"definitely not MessagePack".to_vec(),
         other_version,
         vec![0x90; MAX_FRAME + 1],
-        outputs.seal().to_vec(),
+        outputs.seal(0, 0, 0).to_vec(),
         truncated[..truncated.len() - 4].to_vec(),
     ]
 }

@@ -215,6 +215,7 @@ impl Collecting {
         t_collector: u64,
         csv: &mut OutputsCsv,
     ) -> std::io::Result<()> {
+        let mut measured = 0;
         for output in outputs {
             let Some(seen) = self.seen.get_mut(output.injector as usize) else {
                 self.rejections.reject("unknown_stream", None, &format_args!("output of stream {}", output.injector));
@@ -227,7 +228,8 @@ impl Collecting {
             if output.stamps.t_inject < self.warmup_end_ns {
                 self.observed.warmup_outputs += 1;
             } else {
-                self.hops.record(&output.stamps, t_collector);
+                self.hops.record_output(&output.stamps, t_collector);
+                measured += 1;
             }
             let write = match self.csv_mode {
                 CsvMode::All => true,
@@ -237,6 +239,10 @@ impl Collecting {
             if write {
                 csv.write(output, output.symbol_bytes(frame), t_collector)?;
             }
+        }
+        // The batch's own hops are the same for every output in it.
+        if let Some(first) = outputs.first() {
+            self.hops.record_batch(&first.stamps, t_collector, measured);
         }
         Ok(())
     }

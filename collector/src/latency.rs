@@ -19,6 +19,8 @@ pub struct HopHistograms {
     pub router_to_worker: Histogram<u64>,
     pub engine: Histogram<u64>,
     pub worker_to_collector: Histogram<u64>,
+    /// Consecutive outputs usually share their router hop (one router batch): record a run once.
+    router_run: (u64, u64),
 }
 
 impl Default for HopHistograms {
@@ -30,29 +32,58 @@ impl Default for HopHistograms {
             router_to_worker: histogram(),
             engine: histogram(),
             worker_to_collector: histogram(),
+            router_run: (0, 0),
         }
     }
 }
 
+/// A hop's latency; clocks are one host's wall clock, so a negative hop can only be a stamp
+/// taken in a different order than it was recorded, and counts as the smallest value.
 #[inline]
-fn record(histogram: &mut Histogram<u64>, from: u64, to: u64) {
-    // Clocks are one host's wall clock, so a negative hop can only be a stamp taken in a
-    // different order than it was recorded; it counts as the smallest value.
-    histogram.saturating_record(to.saturating_sub(from).clamp(1, MAX_NS));
+fn hop(from: u64, to: u64) -> u64 {
+    to.saturating_sub(from).clamp(1, MAX_NS)
 }
 
 impl HopHistograms {
+    /// Records one output's own hops (those that differ from output to output).
     #[inline]
-    pub fn record(&mut self, stamps: &Stamps, t_collector: u64) {
-        record(&mut self.end_to_end, stamps.t_inject, t_collector);
-        record(&mut self.injector_to_router, stamps.t_inject, stamps.t_router_in);
-        record(&mut self.router, stamps.t_router_in, stamps.t_router_out);
-        record(&mut self.router_to_worker, stamps.t_router_out, stamps.t_worker_in);
-        record(&mut self.engine, stamps.t_worker_in, stamps.t_engine_out);
-        record(&mut self.worker_to_collector, stamps.t_engine_out, t_collector);
+    pub fn record_output(&mut self, stamps: &Stamps, t_collector: u64) {
+        self.end_to_end.saturating_record(hop(stamps.t_inject, t_collector));
+        self.injector_to_router.saturating_record(hop(stamps.t_inject, stamps.t_router_in));
+        let router = hop(stamps.t_router_in, stamps.t_router_out);
+        if router == self.router_run.0 {
+            self.router_run.1 += 1;
+        } else {
+            self.flush_router_run();
+            self.router_run = (router, 1);
+        }
     }
 
-    pub fn summary(&self) -> HopLatencies {
+    /// Records the hops a whole output batch shares (`count` outputs of it were measured).
+    pub fn record_batch(&mut self, stamps: &Stamps, t_collector: u64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        self.router_to_worker.saturating_record_n(hop(stamps.t_router_out, stamps.t_worker_in), count);
+        self.engine.saturating_record_n(hop(stamps.t_worker_in, stamps.t_engine_out), count);
+        self.worker_to_collector.saturating_record_n(hop(stamps.t_engine_out, t_collector), count);
+    }
+
+    /// Records one output completely.
+    pub fn record(&mut self, stamps: &Stamps, t_collector: u64) {
+        self.record_output(stamps, t_collector);
+        self.record_batch(stamps, t_collector, 1);
+    }
+
+    fn flush_router_run(&mut self) {
+        let (value, count) = std::mem::take(&mut self.router_run);
+        if count > 0 {
+            self.router.saturating_record_n(value, count);
+        }
+    }
+
+    pub fn summary(&mut self) -> HopLatencies {
+        self.flush_router_run();
         HopLatencies {
             end_to_end: summarize(&self.end_to_end),
             injector_to_router: summarize(&self.injector_to_router),
@@ -90,6 +121,7 @@ mod tests {
     #[test]
     fn hops_are_the_differences_of_consecutive_stamps() {
         let mut hops = HopHistograms::default();
+        let mut other = HopHistograms::default();
         let stamps = Stamps {
             t_inject: 1_000,
             t_router_in: 3_000,
@@ -98,7 +130,15 @@ mod tests {
             t_engine_out: 10_000,
         };
         hops.record(&stamps, 21_000);
+        // The same output recorded per output and per batch gives the same figures.
+        other.record_output(&stamps, 21_000);
+        other.record_output(&stamps, 21_000);
+        other.record_batch(&stamps, 21_000, 2);
         let summary = hops.summary();
+        let doubled = other.summary();
+        assert_eq!(doubled.router.count, 2);
+        assert_eq!(doubled.engine.count, 2);
+        assert_eq!((doubled.end_to_end.p50, doubled.router.max), (summary.end_to_end.p50, summary.router.max));
         assert_eq!(summary.end_to_end.count, 1);
         assert!((summary.end_to_end.p50 - 20.0).abs() < 0.05);
         assert!((summary.injector_to_router.max - 2.0).abs() < 0.01);

@@ -142,23 +142,26 @@ fn reserve_array32(buf: &mut Vec<u8>) -> usize {
     at
 }
 
-/// Builds a frame of many records into one reused buffer: the record count (and, for ticks,
-/// the send stamp) are patched in when the batch is sealed, so nothing is copied twice.
+/// Builds a frame of many records into one reused buffer: the batch's stamps and its record
+/// count are patched in when the batch is sealed, so nothing is copied twice.
 #[derive(Debug)]
-struct BatchBuffer {
+struct BatchBuffer<const STAMPS: usize> {
     buf: Vec<u8>,
     count: u32,
     count_at: usize,
-    stamp_at: Option<usize>,
+    stamps_at: usize,
 }
 
-impl BatchBuffer {
-    fn new(kind: FrameKind, sender: u32, with_stamp: bool) -> Self {
+impl<const STAMPS: usize> BatchBuffer<STAMPS> {
+    fn new(kind: FrameKind, sender: u32) -> Self {
         let mut buf = Vec::with_capacity(64 * 1024);
-        write_header(&mut buf, if with_stamp { 5 } else { 4 }, kind, sender);
-        let stamp_at = with_stamp.then(|| reserve_u64(&mut buf));
+        write_header(&mut buf, 4 + STAMPS as u8, kind, sender);
+        let stamps_at = buf.len();
+        for _ in 0..STAMPS {
+            reserve_u64(&mut buf);
+        }
         let count_at = reserve_array32(&mut buf);
-        BatchBuffer { buf, count: 0, count_at, stamp_at }
+        BatchBuffer { buf, count: 0, count_at, stamps_at }
     }
 
     fn clear(&mut self) {
@@ -166,9 +169,10 @@ impl BatchBuffer {
         self.count = 0;
     }
 
-    fn seal(&mut self, stamp: u64) -> &[u8] {
-        if let Some(at) = self.stamp_at {
-            self.buf[at + 1..at + 9].copy_from_slice(&stamp.to_be_bytes());
+    fn seal(&mut self, stamps: [u64; STAMPS]) -> &[u8] {
+        for (i, stamp) in stamps.iter().enumerate() {
+            let at = self.stamps_at + 9 * i + 1;
+            self.buf[at..at + 8].copy_from_slice(&stamp.to_be_bytes());
         }
         self.buf[self.count_at + 1..self.count_at + 5].copy_from_slice(&self.count.to_be_bytes());
         &self.buf
@@ -177,11 +181,11 @@ impl BatchBuffer {
 
 /// Writes `[1, Ticks, sender, t_sent, [[symbol, price, t_inject, injector, seq, t_router_in], ...]]`.
 #[derive(Debug)]
-pub struct TickBatchWriter(BatchBuffer);
+pub struct TickBatchWriter(BatchBuffer<1>);
 
 impl TickBatchWriter {
     pub fn new(sender: u32) -> Self {
-        TickBatchWriter(BatchBuffer::new(FrameKind::Ticks, sender, true))
+        TickBatchWriter(BatchBuffer::new(FrameKind::Ticks, sender))
     }
 
     /// Appends a tick; `symbol` is UTF-8.
@@ -214,7 +218,7 @@ impl TickBatchWriter {
 
     /// Stamps the send time into the batch and returns the frame; call [`Self::clear`] after sending.
     pub fn seal(&mut self, t_sent: u64) -> &[u8] {
-        self.0.seal(t_sent)
+        self.0.seal([t_sent])
     }
 
     pub fn clear(&mut self) {
@@ -222,14 +226,16 @@ impl TickBatchWriter {
     }
 }
 
-/// Writes `[1, Outputs, sender, [[rule, symbol, price, value, injector, seq, t_inject,
-/// t_router_in, t_router_out, t_worker_in, t_engine_out], ...]]`.
+/// Writes `[1, Outputs, sender, t_router_out, t_worker_in, t_engine_out, [[rule, symbol,
+/// price, value, injector, seq, t_inject, t_router_in], ...]]`: one batch holds the outputs of
+/// ticks that left the router, reached the worker and left the engine together, so those
+/// three stamps are the batch's.
 #[derive(Debug)]
-pub struct OutputBatchWriter(BatchBuffer);
+pub struct OutputBatchWriter(BatchBuffer<3>);
 
 impl OutputBatchWriter {
     pub fn new(sender: u32) -> Self {
-        OutputBatchWriter(BatchBuffer::new(FrameKind::Outputs, sender, false))
+        OutputBatchWriter(BatchBuffer::new(FrameKind::Outputs, sender))
     }
 
     /// Appends an output; `symbol` is UTF-8.
@@ -243,20 +249,19 @@ impl OutputBatchWriter {
         value: f64,
         injector: u32,
         seq: u64,
-        stamps: &Stamps,
+        t_inject: u64,
+        t_router_in: u64,
     ) {
         let buf = &mut self.0.buf;
-        msgpack::write_fixarray(buf, 11);
+        msgpack::write_fixarray(buf, 8);
         msgpack::write_uint(buf, rule as u64);
         msgpack::write_str(buf, symbol);
         msgpack::write_f64(buf, price);
         msgpack::write_f64(buf, value);
         msgpack::write_uint(buf, injector as u64);
         msgpack::write_uint(buf, seq);
-        for stamp in [stamps.t_inject, stamps.t_router_in, stamps.t_router_out, stamps.t_worker_in, stamps.t_engine_out]
-        {
-            msgpack::write_uint(buf, stamp);
-        }
+        msgpack::write_uint(buf, t_inject);
+        msgpack::write_uint(buf, t_router_in);
         self.0.count += 1;
     }
 
@@ -272,8 +277,9 @@ impl OutputBatchWriter {
         self.0.buf.len()
     }
 
-    pub fn seal(&mut self) -> &[u8] {
-        self.0.seal(0)
+    /// Stamps the batch and returns the frame; call [`Self::clear`] after sending.
+    pub fn seal(&mut self, t_router_out: u64, t_worker_in: u64, t_engine_out: u64) -> &[u8] {
+        self.0.seal([t_router_out, t_worker_in, t_engine_out])
     }
 
     pub fn clear(&mut self) {
@@ -345,16 +351,19 @@ pub fn decode_outputs(
     _rest: &[u8],
     out: &mut Vec<OutputRecord>,
 ) -> Result<(), WireError> {
-    expect_kind(header, FrameKind::Outputs, 4)?;
+    expect_kind(header, FrameKind::Outputs, 7)?;
     out.clear();
     let mut rd = Reader::at(frame, header.body_at);
+    let t_router_out = rd.uint().map_err(malformed)?;
+    let t_worker_in = rd.uint().map_err(malformed)?;
+    let t_engine_out = rd.uint().map_err(malformed)?;
     let count = rd.array_len().map_err(malformed)?;
     if count as usize > rd.remaining() / 20 + 1 {
         return Err(WireError::Malformed(format!("output count {count} exceeds the frame")));
     }
     out.reserve(count as usize);
     for _ in 0..count {
-        rd.array_of(11, "an output of 11 fields").map_err(malformed)?;
+        rd.array_of(8, "an output of 8 fields").map_err(malformed)?;
         let at = rd.position();
         let rule = Rule::from_byte(rd.uint().map_err(malformed)? as u8)
             .ok_or_else(|| WireError::Malformed(format!("unknown rule at byte {at}")))?;
@@ -363,17 +372,9 @@ pub fn decode_outputs(
         let value = rd.float().map_err(malformed)?;
         let injector = rd.u32().map_err(malformed)?;
         let seq = rd.uint().map_err(malformed)?;
-        let mut stamp = [0u64; 5];
-        for slot in &mut stamp {
-            *slot = rd.uint().map_err(malformed)?;
-        }
-        let stamps = Stamps {
-            t_inject: stamp[0],
-            t_router_in: stamp[1],
-            t_router_out: stamp[2],
-            t_worker_in: stamp[3],
-            t_engine_out: stamp[4],
-        };
+        let t_inject = rd.uint().map_err(malformed)?;
+        let t_router_in = rd.uint().map_err(malformed)?;
+        let stamps = Stamps { t_inject, t_router_in, t_router_out, t_worker_in, t_engine_out };
         out.push(OutputRecord { rule, symbol, price, value, injector, seq, stamps });
     }
     if rd.remaining() != 0 {
@@ -451,8 +452,8 @@ mod tests {
     fn outputs_round_trip() {
         let mut writer = OutputBatchWriter::new(4);
         let stamps = Stamps { t_inject: 1, t_router_in: 2, t_router_out: 3, t_worker_in: 4, t_engine_out: u64::MAX };
-        writer.push(Rule::Trend, b"S0009", 99.0, 3.0, 1, 77, &stamps);
-        let frame = writer.seal().to_vec();
+        writer.push(Rule::Trend, b"S0009", 99.0, 3.0, 1, 77, 1, 2);
+        let frame = writer.seal(3, 4, u64::MAX).to_vec();
         let (header, rest) = read_header(&frame).unwrap();
         let mut out = Vec::new();
         decode_outputs(&frame, &header, rest, &mut out).unwrap();

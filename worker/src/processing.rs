@@ -5,11 +5,11 @@ use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
 use cep_core::report::{EndOfStream, Rejections, StreamAtWorker, WorkerProgress, WorkerReport};
 use cep_core::seen::{Arrival, SeenSet};
-use cep_core::tick::{Rule, Stamps, TickRecord};
+use cep_core::tick::TickRecord;
 use cep_core::wire::{
     check_frame, decode_message, decode_ticks, encode_message, FrameKind, OutputBatchWriter, WireError,
 };
-use cep_engine::{Engine, SymbolId};
+use cep_engine::Engine;
 use cep_transport::control::{register, RegistrationError};
 use cep_transport::{advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,7 +55,6 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
         batch_limit: config.batch,
         max_frame_bytes: config.max_frame_bytes,
         decoded: Vec::with_capacity(1024),
-        pending: Vec::with_capacity(2048),
         symbol_last_seq: Vec::new(),
         streams: (0..ready.streams).map(|_| StreamState::default()).collect(),
         duplicates: 0,
@@ -67,11 +66,6 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
     while !state.all_ended() && !shutdown.load(Ordering::Relaxed) {
         if input.recv(&mut message, Duration::from_millis(50))? {
             state.handle(&message, &collector, &shutdown)?;
-            if !input.has_pending() {
-                state.flush(&collector, &shutdown)?;
-            }
-        } else {
-            state.flush(&collector, &shutdown)?;
         }
         if last_progress.elapsed() >= Duration::from_millis(500) {
             let progress = WorkerProgress {
@@ -83,7 +77,6 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
             last_progress = Instant::now();
         }
     }
-    state.flush(&collector, &shutdown)?;
     let report = state.report(id);
     collector.send(&encode_message(FrameKind::WorkerReport, report.index, &report), &shutdown)?;
     info!(processed = report.processed, symbols = report.symbols, "worker done");
@@ -97,18 +90,6 @@ struct StreamState {
     end: Option<EndOfStream>,
 }
 
-/// An output waiting for its engine-exit stamp (taken once per input batch).
-struct PendingOutput {
-    rule: Rule,
-    symbol: SymbolId,
-    price: f64,
-    value: f64,
-    stream: u32,
-    seq: u64,
-    t_inject: u64,
-    t_router_in: u64,
-}
-
 struct WorkerState {
     engine: Engine,
     index: u32,
@@ -116,7 +97,6 @@ struct WorkerState {
     batch_limit: usize,
     max_frame_bytes: usize,
     decoded: Vec<TickRecord>,
-    pending: Vec<PendingOutput>,
     /// One past the highest sequence number seen per symbol, for the per-key order check.
     symbol_last_seq: Vec<u64>,
     streams: Vec<StreamState>,
@@ -146,9 +126,12 @@ impl WorkerState {
                     Ok(t_router_out) => {
                         for tick in &decoded {
                             self.process(frame, tick, header.sender);
+                            if self.outputs.len() >= self.batch_limit {
+                                self.send_outputs(t_router_out, t_worker_in, collector, shutdown)?;
+                            }
                         }
-                        let t_engine_out = now_ns();
-                        self.emit_pending(t_router_out, t_worker_in, t_engine_out, collector, shutdown)?;
+                        // One input batch, one output batch: the stamps are the batch's.
+                        self.send_outputs(t_router_out, t_worker_in, collector, shutdown)?;
                     }
                     Err(error) => self.rejections.reject(error.cause(), Some(header.sender), &error),
                 }
@@ -207,45 +190,26 @@ impl WorkerState {
             self.out_of_order += 1;
         }
         self.symbol_last_seq[slot] = self.symbol_last_seq[slot].max(tick.seq + 1);
-        let pending = &mut self.pending;
+        let outputs = &mut self.outputs;
+        let symbol_bytes = tick.symbol_bytes(frame);
         let (price, stream_id, seq, t_inject, t_router_in) =
             (tick.price, tick.injector, tick.seq, tick.t_inject, tick.t_router_in);
         self.engine.process(symbol, price, t_inject, |rule, value| {
-            pending.push(PendingOutput { rule, symbol, price, value, stream: stream_id, seq, t_inject, t_router_in });
+            outputs.push(rule, symbol_bytes, price, value, stream_id, seq, t_inject, t_router_in);
         });
     }
 
-    fn emit_pending(
+    /// Sends the outputs of the ticks processed since the last send, stamped with their
+    /// batch's router exit, worker arrival and engine exit (now).
+    fn send_outputs(
         &mut self,
         t_router_out: u64,
         t_worker_in: u64,
-        t_engine_out: u64,
         collector: &Push,
         shutdown: &AtomicBool,
     ) -> Result<(), TransportError> {
-        for index in 0..self.pending.len() {
-            let output = &self.pending[index];
-            let stamps = Stamps {
-                t_inject: output.t_inject,
-                t_router_in: output.t_router_in,
-                t_router_out,
-                t_worker_in,
-                t_engine_out,
-            };
-            let symbol = self.engine.symbol_bytes(output.symbol);
-            self.outputs.push(output.rule, symbol, output.price, output.value, output.stream, output.seq, &stamps);
-            if self.outputs.len() >= self.batch_limit {
-                collector.send(self.outputs.seal(), shutdown)?;
-                self.outputs.clear();
-            }
-        }
-        self.pending.clear();
-        Ok(())
-    }
-
-    fn flush(&mut self, collector: &Push, shutdown: &AtomicBool) -> Result<(), TransportError> {
         if !self.outputs.is_empty() {
-            collector.send(self.outputs.seal(), shutdown)?;
+            collector.send(self.outputs.seal(t_router_out, t_worker_in, now_ns()), shutdown)?;
             self.outputs.clear();
         }
         Ok(())
