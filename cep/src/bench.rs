@@ -168,7 +168,7 @@ fn pipeline(
         record_input: false,
         csv: CsvMode::None,
         out: args.out.join(name),
-        batch: 1024,
+        batch: cep_core::wire::DEFAULT_BATCH,
         idle_timeout: Duration::from_secs(30),
         transport: crate::launcher::LocalTransport::Tcp,
         quiet: true,
@@ -182,9 +182,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut results = BenchResults::default();
     eprintln!("engine alone: {} ticks, R1+R2+R3 ...", args.engine_ticks);
     (results.engine_eps, results.engine_ns_per_event) = bench_engine(args.engine_ticks);
-    eprintln!("raw ZeroMQ hop: {} single-tick messages, then 1024-tick batches ...", args.transport_messages);
+    eprintln!(
+        "raw ZeroMQ hop: {} single-tick messages, then {}-tick batches ...",
+        args.transport_messages,
+        cep_core::wire::DEFAULT_BATCH
+    );
     results.transport_unbatched_msgs_per_s = bench_transport(args.transport_messages, 1)?;
-    results.transport_batched_eps = bench_transport((args.transport_messages / 100).max(100), 1024)?;
+    results.transport_batched_eps =
+        bench_transport((args.transport_messages / 100).max(100), cep_core::wire::DEFAULT_BATCH)?;
     eprintln!("raw ZeroMQ hop latency: 20000 messages at 10k msg/s ...");
     results.transport_hop_latency_us = bench_hop_latency(20_000, 10_000.0)?;
     if !args.no_pipeline {
@@ -225,7 +230,7 @@ pub fn render(r: &BenchResults) -> String {
     let _ = writeln!(
         out,
         "{:<44} {:>16}  ~7-11 M ev/s",
-        "raw ZeroMQ hop, 1024 ticks per message",
+        "raw ZeroMQ hop, 4096 ticks per message",
         m(r.transport_batched_eps)
     );
     let hop = &r.transport_hop_latency_us;

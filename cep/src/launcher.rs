@@ -53,7 +53,7 @@ pub struct LaunchArgs {
     #[arg(long, env = "CEP_OUT", default_value = "results")]
     pub out: PathBuf,
     /// Most events per batch on every hop.
-    #[arg(long, env = "CEP_BATCH", default_value_t = 1024)]
+    #[arg(long, env = "CEP_BATCH", default_value_t = cep_core::wire::DEFAULT_BATCH)]
     pub batch: usize,
     /// The collector gives up after this long without any message.
     #[arg(long, env = "CEP_IDLE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]

@@ -1,7 +1,7 @@
 //! From the end-of-run reports and the collector's own counts to `summary.json`: every event
 //! sent is either processed or counted as lost, by the stage where it went missing.
 
-use cep_core::report::{CauseCounts, RouterReport, WorkerReport};
+use cep_core::report::{CauseCounts, RouterReport, WorkerProgress, WorkerReport};
 use cep_core::results::{HopLatencies, OutputCounts, StreamSummary, Summary, WorkerSummary};
 use std::collections::BTreeMap;
 
@@ -17,11 +17,13 @@ pub struct Observed {
 }
 
 /// Builds the summary. `workers` are the run's worker ids (from the start), `reports` the
-/// reports that arrived (by worker index).
+/// reports that arrived (by worker index), `progress` the last progress of each worker (what
+/// an interrupted run knows of a worker that never reported).
 pub fn summarize(
     streams: u32,
     workers: &[String],
     reports: &BTreeMap<u32, WorkerReport>,
+    progress: &[WorkerProgress],
     router: Option<&RouterReport>,
     observed: Observed,
 ) -> Summary {
@@ -43,9 +45,10 @@ pub fn summarize(
         let known_sent = sent.unwrap_or(received_by_router.max(processed));
         let lost = known_sent.saturating_sub(processed);
         if sent.is_none() {
-            *lost_by_cause.entry("stream_never_ended".into()).or_default() += 1;
-        }
-        if router.is_some() {
+            // Without its end marker a stream's count is unknown: what the router saw and the
+            // workers did not process is the least that was lost.
+            *lost_by_cause.entry("stream_never_ended".into()).or_default() += lost;
+        } else if router.is_some() {
             let before_router = known_sent.saturating_sub(received_by_router);
             let after_router = lost - before_router.min(lost);
             *lost_by_cause.entry("not_received_by_router".into()).or_default() += before_router.min(lost);
@@ -57,6 +60,17 @@ pub fn summarize(
         summary.events_processed += processed;
         summary.events_lost += lost;
         summary.streams.push(StreamSummary { stream, sent, received_by_router, processed, lost });
+    }
+    // Workers that never reported still told their progress.
+    let progressed: u64 = (0..workers.len() as u32)
+        .map(|index| {
+            reports.get(&index).map_or_else(|| progress.get(index as usize).map_or(0, |p| p.processed), |r| r.processed)
+        })
+        .sum();
+    if progressed > summary.events_processed {
+        summary.events_processed = progressed;
+        summary.events_sent = summary.events_sent.max(progressed);
+        summary.events_lost = summary.events_sent - progressed;
     }
     lost_by_cause.retain(|_, count| *count > 0);
     summary.lost_by_cause = lost_by_cause;
@@ -71,9 +85,10 @@ pub fn summarize(
 
     for (index, id) in workers.iter().enumerate() {
         let report = reports.get(&(index as u32));
+        let progressed = progress.get(index).map_or(0, |p| p.processed);
         summary.workers.push(WorkerSummary {
             id: id.clone(),
-            events: report.map_or(0, |r| r.processed),
+            events: report.map_or(progressed, |r| r.processed),
             symbols: report.map_or(0, |r| r.symbols),
         });
         if let Some(report) = report.filter(|r| !r.rejected.is_empty()) {
@@ -139,7 +154,7 @@ mod tests {
                 .into_iter()
                 .collect();
         let ids = vec!["w0".to_string(), "w1".to_string()];
-        let summary = summarize(2, &ids, &reports, Some(&router([20, 9])), observed(29));
+        let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), observed(29));
         assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (29, 29, 0));
         assert!(summary.complete);
         assert_eq!(summary.throughput_eps, 14.5);
@@ -157,7 +172,7 @@ mod tests {
                 .into_iter()
                 .collect();
         let ids = vec!["w0".to_string(), "w1".to_string()];
-        let summary = summarize(2, &ids, &reports, Some(&router([18, 9])), observed(20));
+        let summary = summarize(2, &ids, &reports, &[], Some(&router([18, 9])), observed(20));
         assert_eq!(summary.events_lost, 3);
         assert_eq!(summary.lost_by_cause["not_received_by_router"], 2);
         assert_eq!(summary.lost_by_cause["not_processed_by_worker"], 1);
@@ -168,9 +183,16 @@ mod tests {
     fn a_missing_worker_report_makes_the_run_incomplete() {
         let reports: BTreeMap<u32, WorkerReport> = [(0, worker(0, [10, 5], [Some(20), Some(9)]))].into_iter().collect();
         let ids = vec!["w0".to_string(), "w1".to_string()];
-        let summary = summarize(2, &ids, &reports, Some(&router([20, 9])), observed(15));
+        let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), observed(15));
         assert!(!summary.complete);
         assert_eq!(summary.events_lost, 14);
         assert_eq!(summary.workers[1].events, 0);
+        // Its last progress counts for what it processed.
+        let progress = [
+            WorkerProgress { processed: 15, outputs: 0, rejected: 0 },
+            WorkerProgress { processed: 10, outputs: 0, rejected: 0 },
+        ];
+        let summary = summarize(2, &ids, &reports, &progress, Some(&router([20, 9])), observed(15));
+        assert_eq!((summary.events_processed, summary.events_lost, summary.workers[1].events), (25, 4, 10));
     }
 }

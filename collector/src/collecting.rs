@@ -68,6 +68,7 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
         reports: BTreeMap::new(),
         router: None,
         last_report_ns: now_ns(),
+        last_frame_ns: now_ns(),
         rejections: Rejections::new("collector"),
     };
     let mut message = Message::new();
@@ -84,6 +85,7 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
         }
         if input.recv(&mut message, Duration::from_millis(100))? {
             state.handle(&message, &mut csv).map_err(write_err(&csv_path))?;
+            state.last_frame_ns = now_ns();
             last_message = Instant::now();
         } else if last_message.elapsed() > config.idle_timeout {
             warn!(idle = ?config.idle_timeout, "no message for the idle time-out: what is missing is reported as lost");
@@ -104,10 +106,13 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
         }
     }
     let rows = csv.finish().map_err(write_err(&csv_path))?;
-    state.observed.duration_s = state.last_report_ns.saturating_sub(ready.start_ns) as f64 / 1e9;
+    // A complete run ends with the last report; an interrupted one with the last frame.
+    let end_ns = if state.reports.len() == worker_ids.len() { state.last_report_ns } else { state.last_frame_ns };
+    state.observed.duration_s = end_ns.saturating_sub(ready.start_ns) as f64 / 1e9;
     state.observed.latency = state.hops.summary();
     state.observed.rejected = state.rejections.counts().clone();
-    let summary = summarize(ready.streams, &worker_ids, &state.reports, state.router.as_ref(), state.observed);
+    let summary =
+        summarize(ready.streams, &worker_ids, &state.reports, &state.progress, state.router.as_ref(), state.observed);
     write_results(&config.out, &summary)?;
     info!(
         rows,
@@ -143,6 +148,7 @@ struct Collecting {
     reports: BTreeMap<u32, WorkerReport>,
     router: Option<RouterReport>,
     last_report_ns: u64,
+    last_frame_ns: u64,
     rejections: Rejections,
 }
 

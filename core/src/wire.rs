@@ -14,6 +14,10 @@ use serde::{de::DeserializeOwned, Serialize};
 /// The protocol version this build speaks. A frame of any other version is rejected.
 pub const PROTOCOL_VERSION: u8 = 1;
 
+/// Most events in one batch, on every hop, unless configured otherwise. Batches fill only
+/// while input is waiting (smart batching), so this bounds size, not latency.
+pub const DEFAULT_BATCH: usize = 4096;
+
 /// Frames above this size are rejected unread (they are counted as `oversized`).
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 << 20;
 

@@ -42,7 +42,7 @@ pub struct InjectorConfig {
     #[arg(long, env = "CEP_RECORD")]
     pub record: Option<PathBuf>,
     /// Most ticks in one batch.
-    #[arg(long, env = "CEP_BATCH", default_value_t = 1024)]
+    #[arg(long, env = "CEP_BATCH", default_value_t = cep_core::wire::DEFAULT_BATCH)]
     pub batch: usize,
     /// How long to wait for the run to start.
     #[arg(long, env = "CEP_START_TIMEOUT", default_value = "60s", value_parser = parse_duration)]

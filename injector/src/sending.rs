@@ -48,6 +48,9 @@ impl InjectorReport {
 
 type Recorder = Arc<Mutex<BufWriter<File>>>;
 
+/// How long an interrupted injector still tries to deliver its end-of-stream markers.
+const SHUTDOWN_LINGER: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Runs the injector: every stream is sent to the end (or until `shutdown`) and closed with
 /// its end-of-stream marker.
 pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<InjectorReport, InjectorError> {
@@ -194,6 +197,9 @@ fn send_stream(
     }
     let marker = EndOfStream { stream: plan.stream, sent, routed: 0 };
     push.send(&encode_message(FrameKind::EndOfStream, plan.stream, &marker), shutdown)?;
+    if shutdown.load(Ordering::Relaxed) {
+        push.shorten_linger(SHUTDOWN_LINGER);
+    }
     info!(stream = plan.stream, sent, "stream ended");
     Ok((plan.stream, sent))
 }

@@ -21,7 +21,7 @@ pub struct RouterConfig {
     #[arg(long, env = "CEP_VNODES", default_value_t = cep_core::partition::DEFAULT_VNODES)]
     pub vnodes: usize,
     /// Most ticks in one batch to a worker (batches are sent early when no input is waiting).
-    #[arg(long, env = "CEP_BATCH", default_value_t = 1024)]
+    #[arg(long, env = "CEP_BATCH", default_value_t = cep_core::wire::DEFAULT_BATCH)]
     pub batch: usize,
     /// Frames larger than this many bytes are rejected.
     #[arg(long, env = "CEP_MAX_FRAME_BYTES", default_value_t = cep_core::wire::DEFAULT_MAX_FRAME_BYTES)]

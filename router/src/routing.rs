@@ -102,6 +102,11 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     if let Err(error) = collector.send(&encode_message(FrameKind::RouterReport, ROUTER_SENDER, &report), &shutdown) {
         warn!(%error, "router report not delivered");
     }
+    if shutdown.load(Ordering::Relaxed) {
+        for push in path.outputs.iter().chain([&collector]) {
+            push.shorten_linger(Duration::from_millis(500));
+        }
+    }
     info!(routed = report.routed, rejected = path.rejections.total(), "router done");
     Ok(report)
 }

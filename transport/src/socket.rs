@@ -139,6 +139,12 @@ impl Push {
         &self.peer
     }
 
+    /// Limits how long closing may wait to deliver what is still queued: on an interrupted
+    /// run the peer may be gone, and a shutdown must not wait the full linger for it.
+    pub fn shorten_linger(&self, linger: Duration) {
+        let _ = self.socket.set_linger(linger.as_millis().min(i32::MAX as u128) as i32);
+    }
+
     /// Sends one message, blocking while the peer's queue is full (lossless back-pressure).
     /// Gives up only when `shutdown` is raised.
     pub fn send(&self, bytes: &[u8], shutdown: &AtomicBool) -> Result<(), TransportError> {
@@ -147,6 +153,9 @@ impl Push {
                 Ok(()) => return Ok(()),
                 Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => {
                     if shutdown.load(Ordering::Relaxed) {
+                        // Whatever is still queued for this peer will not be delivered either:
+                        // do not let closing wait for it.
+                        let _ = self.socket.set_linger(0);
                         return Err(TransportError::ShutdownWhileSending { peer: self.peer.clone() });
                     }
                 }

@@ -114,7 +114,7 @@ pub struct WorkerConfig {
     #[arg(long, env = "CEP_ADVERTISE", default_value = "127.0.0.1")]
     pub advertise: String,
     /// Most outputs in one batch to the collector.
-    #[arg(long, env = "CEP_BATCH", default_value_t = 1024)]
+    #[arg(long, env = "CEP_BATCH", default_value_t = cep_core::wire::DEFAULT_BATCH)]
     pub batch: usize,
     /// Frames larger than this many bytes are rejected.
     #[arg(long, env = "CEP_MAX_FRAME_BYTES", default_value_t = cep_core::wire::DEFAULT_MAX_FRAME_BYTES)]

@@ -79,6 +79,9 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
     }
     let report = state.report(id);
     collector.send(&encode_message(FrameKind::WorkerReport, report.index, &report), &shutdown)?;
+    if shutdown.load(Ordering::Relaxed) {
+        collector.shorten_linger(Duration::from_millis(500));
+    }
     info!(processed = report.processed, symbols = report.symbols, "worker done");
     Ok(report)
 }
