@@ -10,7 +10,7 @@ use cep_core::report::{Rejections, RouterReport, WorkerProgress, WorkerReport};
 use cep_core::results::Summary;
 use cep_core::seen::{Arrival, SeenSet};
 use cep_core::tick::{OutputRecord, Rule};
-use cep_core::wire::{check_frame, decode_message, decode_outputs, FrameHeader, FrameKind, WireError};
+use cep_core::wire::{decode_message, decode_outputs, FrameHeader, FrameKind};
 use cep_transport::control::{register, RegistrationError};
 use cep_transport::{advertised_endpoint, Context, Message, Pull, SocketOptions, TransportError};
 use std::collections::BTreeMap;
@@ -155,12 +155,8 @@ struct Collecting {
 impl Collecting {
     fn handle(&mut self, frame: &[u8], csv: &mut OutputsCsv) -> std::io::Result<()> {
         let t_collector = now_ns();
-        let (header, rest) = match check_frame(frame, self.max_frame_bytes) {
-            Ok(parsed) => parsed,
-            Err(error) => {
-                self.rejections.reject(error.cause(), None, &error);
-                return Ok(());
-            }
+        let Some((header, rest)) = self.rejections.accept(frame, self.max_frame_bytes) else {
+            return Ok(());
         };
         match header.kind {
             FrameKind::Outputs => {
@@ -200,10 +196,7 @@ impl Collecting {
                     self.router = Some(report);
                 }
             }
-            other => {
-                let error = WireError::UnexpectedKind(other as u64);
-                self.rejections.reject(error.cause(), Some(header.sender), &error);
-            }
+            _ => self.rejections.unexpected(&header),
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! In-band markers and end-of-run reports (cold frames, `rmp-serde` bodies).
 
+use crate::wire::{check_frame, FrameHeader, WireError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -99,6 +100,23 @@ impl Rejections {
             let sender = sender.map_or_else(|| "unknown".to_string(), |id| id.to_string());
             tracing::warn!(place = self.place, cause, sender, seen, "rejected: {detail}");
         }
+    }
+
+    /// Checks a received frame's size and header; a frame that fails is counted and `None`.
+    pub fn accept<'a>(&mut self, frame: &'a [u8], max_bytes: usize) -> Option<(FrameHeader, &'a [u8])> {
+        match check_frame(frame, max_bytes) {
+            Ok(parsed) => Some(parsed),
+            Err(error) => {
+                self.reject(error.cause(), None, &error);
+                None
+            }
+        }
+    }
+
+    /// Counts a well-formed frame of a kind this receiver does not take.
+    pub fn unexpected(&mut self, header: &FrameHeader) {
+        let error = WireError::UnexpectedKind(header.kind as u64);
+        self.reject(error.cause(), Some(header.sender), &error);
     }
 
     pub fn counts(&self) -> &CauseCounts {

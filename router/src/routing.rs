@@ -7,9 +7,7 @@ use cep_core::control::{Refused, Register};
 use cep_core::partition::Partitioner;
 use cep_core::report::{EndOfStream, Rejections, RouterReport};
 use cep_core::tick::TickRecord;
-use cep_core::wire::{
-    check_frame, decode_message, decode_ticks, encode_message, read_header, FrameKind, TickBatchWriter,
-};
+use cep_core::wire::{decode_message, decode_ticks, encode_message, read_header, FrameKind, TickBatchWriter};
 use cep_transport::control::{ClientId, ControlServer};
 use cep_transport::{Context, Pull, Push, SocketOptions, TransportError};
 use rustc_hash::FxHashMap;
@@ -183,12 +181,8 @@ impl DataPath {
 
     fn handle(&mut self, frame: &[u8], shutdown: &AtomicBool) -> Result<(), TransportError> {
         let t_in = now_ns();
-        let (header, rest) = match check_frame(frame, self.max_frame_bytes) {
-            Ok(parsed) => parsed,
-            Err(error) => {
-                self.rejections.reject(error.cause(), None, &error);
-                return Ok(());
-            }
+        let Some((header, rest)) = self.rejections.accept(frame, self.max_frame_bytes) else {
+            return Ok(());
         };
         match header.kind {
             FrameKind::Ticks => {
@@ -207,10 +201,7 @@ impl DataPath {
                 Ok(eos) => self.end_stream(eos, header.sender, shutdown)?,
                 Err(error) => self.rejections.reject(error.cause(), Some(header.sender), &error),
             },
-            other => {
-                let error = cep_core::wire::WireError::UnexpectedKind(other as u64);
-                self.rejections.reject(error.cause(), Some(header.sender), &error);
-            }
+            _ => self.rejections.unexpected(&header),
         }
         Ok(())
     }

@@ -6,9 +6,7 @@ use cep_core::control::{Register, Role};
 use cep_core::report::{EndOfStream, Rejections, StreamAtWorker, WorkerProgress, WorkerReport};
 use cep_core::seen::{Arrival, SeenSet};
 use cep_core::tick::TickRecord;
-use cep_core::wire::{
-    check_frame, decode_message, decode_ticks, encode_message, FrameKind, OutputBatchWriter, WireError,
-};
+use cep_core::wire::{decode_message, decode_ticks, encode_message, FrameKind, OutputBatchWriter};
 use cep_engine::Engine;
 use cep_transport::control::{register, RegistrationError};
 use cep_transport::{advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};
@@ -115,12 +113,8 @@ impl WorkerState {
 
     fn handle(&mut self, frame: &[u8], collector: &Push, shutdown: &AtomicBool) -> Result<(), TransportError> {
         let t_worker_in = now_ns();
-        let (header, rest) = match check_frame(frame, self.max_frame_bytes) {
-            Ok(parsed) => parsed,
-            Err(error) => {
-                self.rejections.reject(error.cause(), None, &error);
-                return Ok(());
-            }
+        let Some((header, rest)) = self.rejections.accept(frame, self.max_frame_bytes) else {
+            return Ok(());
         };
         match header.kind {
             FrameKind::Ticks => {
@@ -151,10 +145,7 @@ impl WorkerState {
                 },
                 Err(error) => self.rejections.reject(error.cause(), Some(header.sender), &error),
             },
-            other => {
-                let error = WireError::UnexpectedKind(other as u64);
-                self.rejections.reject(error.cause(), Some(header.sender), &error);
-            }
+            _ => self.rejections.unexpected(&header),
         }
         Ok(())
     }
