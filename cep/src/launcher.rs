@@ -8,7 +8,6 @@ use cep_core::duration::parse_duration;
 use cep_core::results::Summary;
 use cep_worker::RulesArgs;
 use clap::Args;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -129,58 +128,45 @@ pub fn check_complete(summary: &Summary) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0").context("cannot find a free port on 127.0.0.1")?.local_addr()?.port())
-}
-
 /// How the local processes talk to each other.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LocalTransport {
-    /// TCP on 127.0.0.1 with free ports: what a multi-host cluster uses.
+    /// TCP on 127.0.0.1, ports chosen by the kernel: what a multi-host cluster uses.
     Tcp,
     /// Unix domain sockets: no TCP stack between the processes of one machine.
     Ipc,
 }
 
-/// The endpoints of one local cluster.
+/// Where the processes of one local cluster bind. TCP endpoints use `*` ports, which the
+/// kernel picks without races; the router announces its ports in a file the launcher reads.
 struct Endpoints {
     transport: LocalTransport,
-    router_data: String,
-    router_control: String,
-    collector: String,
-    ipc_dir: PathBuf,
+    scratch: PathBuf,
 }
 
 impl Endpoints {
     fn new(transport: LocalTransport) -> anyhow::Result<Endpoints> {
-        let ipc_dir = std::env::temp_dir().join(format!("cep-{}", std::process::id()));
-        Ok(match transport {
-            LocalTransport::Tcp => Endpoints {
-                transport,
-                router_data: format!("tcp://127.0.0.1:{}", free_port()?),
-                router_control: format!("tcp://127.0.0.1:{}", free_port()?),
-                collector: format!("tcp://127.0.0.1:{}", free_port()?),
-                ipc_dir,
-            },
-            LocalTransport::Ipc => {
-                std::fs::create_dir_all(&ipc_dir).with_context(|| format!("cannot create {}", ipc_dir.display()))?;
-                let at = |name: &str| format!("ipc://{}", ipc_dir.join(name).display());
-                Endpoints {
-                    transport,
-                    router_data: at("router-data"),
-                    router_control: at("router-control"),
-                    collector: at("collector"),
-                    ipc_dir,
-                }
-            }
-        })
+        let scratch = std::env::temp_dir().join(format!("cep-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
+        Ok(Endpoints { transport, scratch })
     }
 
-    fn worker(&self, index: usize) -> String {
+    fn bind(&self, name: &str) -> String {
         match self.transport {
             LocalTransport::Tcp => "tcp://127.0.0.1:*".into(),
-            LocalTransport::Ipc => format!("ipc://{}", self.ipc_dir.join(format!("worker-{index}")).display()),
+            LocalTransport::Ipc => format!("ipc://{}", self.scratch.join(name).display()),
         }
+    }
+
+    fn announce_file(&self) -> PathBuf {
+        self.scratch.join("router.endpoints")
+    }
+
+    /// The router's (data, control) endpoints, once it has announced them.
+    fn announced(&self) -> Option<(String, String)> {
+        let text = std::fs::read_to_string(self.announce_file()).ok()?;
+        let field = |key: &str| text.lines().find_map(|line| line.strip_prefix(key)).map(str::to_string);
+        Some((field("data=")?, field("control=")?))
     }
 }
 
@@ -195,31 +181,31 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let endpoints = Endpoints::new(args.transport)?;
     let outcome = runtime.block_on(supervise(program, args, &endpoints));
-    if args.transport == LocalTransport::Ipc {
-        let _ = std::fs::remove_dir_all(&endpoints.ipc_dir);
-    }
+    let _ = std::fs::remove_dir_all(&endpoints.scratch);
     outcome?;
     let path = args.out.join("summary.json");
     let text = std::fs::read_to_string(&path).with_context(|| format!("the collector wrote no {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))
 }
 
-fn role_commands(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<Vec<(String, Vec<String>)>> {
-    let (data, router, collector) = (&endpoints.router_data, &endpoints.router_control, &endpoints.collector);
-    let mut roles = vec![(
-        "router".to_string(),
-        vec![
-            "router".into(),
-            format!("--listen={data}"),
-            format!("--control={router}"),
-            format!("--workers={}", args.workers),
-            format!("--streams={}", args.connections),
-            format!("--batch={}", args.batch),
-        ],
-    )];
+fn router_command(args: &LaunchArgs, endpoints: &Endpoints) -> Vec<String> {
+    vec![
+        "router".into(),
+        format!("--listen={}", endpoints.bind("router-data")),
+        format!("--control={}", endpoints.bind("router-control")),
+        format!("--announce={}", endpoints.announce_file().display()),
+        format!("--workers={}", args.workers),
+        format!("--streams={}", args.connections),
+        format!("--batch={}", args.batch),
+    ]
+}
+
+/// The other roles, given where the router listens.
+fn role_commands(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &str) -> Vec<(String, Vec<String>)> {
+    let mut roles = Vec::new();
     let mut collector_args = vec![
         "collector".into(),
-        format!("--listen={collector}"),
+        format!("--listen={}", endpoints.bind("collector")),
         format!("--router={router}"),
         "--advertise=127.0.0.1".into(),
         format!("--out={}", args.out.display()),
@@ -242,7 +228,7 @@ fn role_commands(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<Vec
             "worker".into(),
             format!("--router={router}"),
             format!("--id={}", cep_core::partition::default_worker_id(index)),
-            format!("--listen={}", endpoints.worker(index)),
+            format!("--listen={}", endpoints.bind(&cep_core::partition::default_worker_id(index))),
             "--advertise=127.0.0.1".into(),
             format!("--batch={}", args.batch),
         ];
@@ -275,7 +261,7 @@ fn role_commands(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<Vec
         injector.push(format!("--record={}", args.out.join("input.csv").display()));
     }
     roles.push(("injector".into(), injector));
-    Ok(roles)
+    roles
 }
 
 fn terminate(pids: &[(String, u32)], signal: nix::sys::signal::Signal) {
@@ -285,24 +271,54 @@ fn terminate(pids: &[(String, u32)], signal: nix::sys::signal::Signal) {
     }
 }
 
+type Children = JoinSet<(String, std::io::Result<ExitStatus>)>;
+
+/// Starts one role in its own process group (so a terminal's Ctrl-C reaches only the
+/// launcher, which then stops every role once, in order).
+fn spawn(
+    program: &Path,
+    name: String,
+    role_args: Vec<String>,
+    children: &mut Children,
+    pids: &mut Vec<(String, u32)>,
+) -> anyhow::Result<()> {
+    let mut command = Command::new(program);
+    command.args(&role_args).kill_on_drop(true).process_group(0);
+    if std::env::var_os("RUST_LOG").is_none() {
+        command.env("RUST_LOG", "warn");
+    }
+    let mut child = command.spawn().with_context(|| format!("cannot start the {name} process"))?;
+    pids.push((name.clone(), child.id().unwrap_or(0)));
+    children.spawn(async move {
+        let status = child.wait().await;
+        (name, status)
+    });
+    Ok(())
+}
+
 async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate_signal = signal(SignalKind::terminate())?;
-    let mut children = JoinSet::new();
+    let mut children = Children::new();
     let mut pids: Vec<(String, u32)> = Vec::new();
-    for (name, role_args) in role_commands(args, endpoints)? {
-        let mut command = Command::new(program);
-        command.args(&role_args).kill_on_drop(true).process_group(0);
-        if std::env::var_os("RUST_LOG").is_none() {
-            command.env("RUST_LOG", "warn");
+    spawn(program, "router".into(), router_command(args, endpoints), &mut children, &mut pids)?;
+    let started = tokio::time::Instant::now();
+    let (data, control) = loop {
+        if let Some(announced) = endpoints.announced() {
+            break announced;
         }
-        let mut child = command.spawn().with_context(|| format!("cannot start the {name} process"))?;
-        pids.push((name.clone(), child.id().unwrap_or(0)));
-        children.spawn(async move {
-            let status = child.wait().await;
-            (name, status)
-        });
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!("the router did not start listening within 30 s");
+        }
+        if let Some(finished) = children.try_join_next() {
+            let (_, status) = finished?;
+            bail!("the router exited before listening ({})", status?);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    for (name, role_args) in role_commands(args, endpoints, &data, &control) {
+        spawn(program, name, role_args, &mut children, &mut pids)?;
     }
     let mut failures: Vec<String> = Vec::new();
     let mut interrupted = false;

@@ -90,6 +90,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         batch: 64,
         max_frame_bytes: MAX_FRAME,
         hwm: 1000,
+        announce: None,
     };
     let router = {
         let shutdown = shutdown.clone();
@@ -118,6 +119,20 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     let ready = as_injector.join().unwrap();
     as_collector.join().unwrap();
     let never = AtomicBool::new(false);
+
+    // A worker arriving after the start is refused with the reason, and the run goes on.
+    let late = Register {
+        role: Role::Worker,
+        id: "late".into(),
+        endpoint: "tcp://127.0.0.1:1".into(),
+        streams: 0,
+        warmup_ns: 0,
+    };
+    let refused = register(&context, &control, &late, Duration::from_secs(10), &AtomicBool::new(false)).unwrap_err();
+    assert!(
+        refused.to_string().contains("refused this process: the run has already started with 1 workers"),
+        "{refused}"
+    );
 
     // Straight to the worker: every bad frame plus one bad tick; wait until it has counted them.
     let to_worker = Push::connect(&context, &ready.workers[0].endpoint, &options).unwrap();

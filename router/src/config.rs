@@ -29,6 +29,10 @@ pub struct RouterConfig {
     /// Batches queued per worker before sending blocks (back-pressure; nothing is dropped).
     #[arg(long, env = "CEP_HWM", default_value_t = 1000)]
     pub hwm: i32,
+    /// Write the endpoints actually bound (`data=...`, `control=...`) to this file once
+    /// listening, so that `*` ports can be used and found (the launcher does).
+    #[arg(long, env = "CEP_ANNOUNCE")]
+    pub announce: Option<std::path::PathBuf>,
 }
 
 impl RouterConfig {

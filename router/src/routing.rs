@@ -27,6 +27,8 @@ pub enum RouterError {
     Config(String),
     #[error(transparent)]
     Transport(#[from] TransportError),
+    #[error("cannot write the announce file {0}")]
+    Announce(String),
     #[error("shut down before the cluster was complete ({0})")]
     ShutdownBeforeStart(String),
 }
@@ -39,6 +41,9 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
     let control = ControlServer::bind(&context, &config.control)?;
     let input = Pull::bind(&context, &config.listen, &options)?;
+    if let Some(path) = &config.announce {
+        announce(path, input.endpoint(), control.endpoint())?;
+    }
     info!(
         data = input.endpoint(),
         control = control.endpoint(),
@@ -107,6 +112,15 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     }
     info!(routed = report.routed, rejected = path.rejections.total(), "router done");
     Ok(report)
+}
+
+/// Writes the bound endpoints for whoever started the router; written whole, then renamed,
+/// so a reader never sees half a file.
+fn announce(path: &std::path::Path, data: &str, control: &str) -> Result<(), RouterError> {
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, format!("data={data}\ncontrol={control}\n"))
+        .and_then(|()| std::fs::rename(&partial, path))
+        .map_err(|error| RouterError::Announce(format!("{}: {error}", path.display())))
 }
 
 fn serve_registration(control: &ControlServer, rendezvous: &mut Rendezvous<ClientId>, client: ClientId, body: &[u8]) {
