@@ -83,13 +83,13 @@ pub fn bench_engine(ticks: u64) -> (f64, f64) {
     (ticks as f64 / elapsed, elapsed * 1e9 / ticks as f64)
 }
 
-/// One raw PUSH/PULL hop over TCP loopback between two threads: `per_message` ticks in each
-/// message, encoded as the pipeline encodes them. Returns events per second.
+/// One raw PUSH/PULL hop over TCP loopback between two threads with a ZeroMQ context (and
+/// so an I/O thread) each, as two processes have: `per_message` ticks in each message,
+/// encoded as the pipeline encodes them. Returns events per second.
 pub fn bench_transport(messages: u64, per_message: usize) -> anyhow::Result<f64> {
-    let context = Context::new();
     let options = SocketOptions::default();
-    let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options)?;
-    let push = Push::connect(&context, pull.endpoint(), &options)?;
+    let pull = Pull::bind(&Context::new(), "tcp://127.0.0.1:*", &options)?;
+    let push = Push::connect(&Context::new(), pull.endpoint(), &options)?;
     let mut batch = TickBatchWriter::new(0);
     for seq in 0..per_message as u64 {
         batch.push(b"S0001", 100.0, 1_700_000_000_000_000_000, 0, seq, 0);
