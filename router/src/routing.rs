@@ -11,7 +11,6 @@ use cep_core::wire::{decode_message, decode_ticks, encode_message, read_header, 
 use cep_transport::control::{ClientId, ControlServer};
 use cep_transport::{Context, Pull, Push, SocketOptions, TransportError};
 use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,7 +96,7 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     }
     path.flush_all(&shutdown)?;
     let report = RouterReport {
-        received: path.received.clone(),
+        received: path.received.iter().enumerate().map(|(stream, count)| (stream as u32, *count)).collect(),
         routed: path.routed_total,
         rejected: path.rejections.counts().clone(),
         workers: worker_ids,
@@ -160,7 +159,7 @@ struct DataPath {
     streams: u32,
     decoded: Vec<TickRecord>,
     /// Valid ticks received per stream.
-    received: BTreeMap<u32, u64>,
+    received: Vec<u64>,
     /// Ticks routed per stream and worker (for the end-of-stream markers).
     routed: Vec<Vec<u64>>,
     routed_total: u64,
@@ -181,7 +180,7 @@ impl DataPath {
             max_frame_bytes: config.max_frame_bytes,
             streams: config.streams,
             decoded: Vec::with_capacity(config.batch),
-            received: BTreeMap::new(),
+            received: vec![0; streams],
             routed: vec![vec![0; workers]; streams],
             routed_total: 0,
             ended: vec![false; streams],
@@ -254,7 +253,7 @@ impl DataPath {
                 owner
             }
         };
-        *self.received.entry(tick.injector).or_insert(0) += 1;
+        self.received[tick.injector as usize] += 1;
         self.routed[tick.injector as usize][owner] += 1;
         self.routed_total += 1;
         let batch = &mut self.batches[owner];
@@ -279,12 +278,7 @@ impl DataPath {
             let marker = EndOfStream { stream: eos.stream, sent: eos.sent, routed: self.routed[stream][worker] };
             self.outputs[worker].send(&encode_message(FrameKind::EndOfStream, ROUTER_SENDER, &marker), shutdown)?;
         }
-        info!(
-            stream = eos.stream,
-            sent = eos.sent,
-            received = self.received.get(&eos.stream).copied().unwrap_or(0),
-            "stream ended"
-        );
+        info!(stream = eos.stream, sent = eos.sent, received = self.received[stream], "stream ended");
         Ok(())
     }
 
