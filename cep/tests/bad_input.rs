@@ -85,6 +85,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         listen: data.clone(),
         control: control.clone(),
         workers: 1,
+        settle: Duration::from_secs(1),
         streams: 1,
         vnodes: 16,
         batch: 64,

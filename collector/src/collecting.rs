@@ -12,7 +12,7 @@ use cep_core::seen::{Arrival, SeenSet};
 use cep_core::tick::{OutputRecord, Rule};
 use cep_core::wire::{decode_message, decode_outputs, FrameHeader, FrameKind};
 use cep_transport::control::{register, RegistrationError};
-use cep_transport::{advertised_endpoint, Context, Message, Pull, SocketOptions, TransportError};
+use cep_transport::{advertise_host, advertised_endpoint, Context, Message, Pull, SocketOptions, TransportError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +27,8 @@ pub enum CollectorError {
     Transport(#[from] TransportError),
     #[error(transparent)]
     Registration(#[from] RegistrationError),
+    #[error("cannot find the address to advertise: {0}")]
+    Advertise(String),
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
 }
@@ -43,7 +45,8 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
     let mut csv = OutputsCsv::create(&csv_path).map_err(write_err(&csv_path))?;
     let context = Context::new();
     let input = Pull::bind(&context, &config.listen, &SocketOptions::default())?;
-    let endpoint = advertised_endpoint(input.endpoint(), &config.advertise);
+    let host = advertise_host(&config.advertise, &config.router).map_err(CollectorError::Advertise)?;
+    let endpoint = advertised_endpoint(input.endpoint(), &host);
     let registration = Register {
         role: Role::Collector,
         id: "collector".into(),

@@ -25,8 +25,9 @@ pub struct CollectorConfig {
     /// The router's control endpoint.
     #[arg(long, env = "CEP_ROUTER", default_value = "tcp://127.0.0.1:5556")]
     pub router: String,
-    /// The host name or address workers should use to reach this collector.
-    #[arg(long, env = "CEP_ADVERTISE", default_value = "127.0.0.1")]
+    /// The host name or address the router should use to reach this collector; `auto` picks
+    /// this host's address on the route to the router.
+    #[arg(long, env = "CEP_ADVERTISE", default_value = "auto")]
     pub advertise: String,
     /// The results folder.
     #[arg(long, env = "CEP_OUT", default_value = "results")]

@@ -11,9 +11,13 @@ pub struct RouterConfig {
     /// Control endpoint where workers, the collector and injectors register (ROUTER, bound).
     #[arg(long, env = "CEP_ROUTER_CONTROL", default_value = "tcp://0.0.0.0:5556")]
     pub control: String,
-    /// Workers that must register before the run starts.
+    /// Workers that must register before the run starts; 0 takes every worker that registers
+    /// until none has arrived for `--settle` (how `docker compose up --scale worker=N` works).
     #[arg(long, env = "CEP_WORKERS", default_value_t = 2)]
     pub workers: usize,
+    /// With `--workers 0`: how long registrations must pause before the run starts.
+    #[arg(long, env = "CEP_SETTLE", default_value = "3s", value_parser = cep_core::duration::parse_duration)]
+    pub settle: std::time::Duration,
     /// Injector streams (connections, over all injectors) that must register before the run starts.
     #[arg(long, env = "CEP_STREAMS", default_value_t = 1)]
     pub streams: u32,
@@ -38,9 +42,6 @@ pub struct RouterConfig {
 impl RouterConfig {
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
-        if self.workers == 0 {
-            return Err("--workers must be at least 1".into());
-        }
         if self.streams == 0 {
             return Err("--streams must be at least 1".into());
         }

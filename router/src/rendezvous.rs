@@ -3,6 +3,16 @@
 //! half-built cluster (ZeroMQ's slow joiner). A pure state machine: the caller does the I/O.
 
 use cep_core::control::{Ready, Register, Role, WorkerInfo};
+use std::time::{Duration, Instant};
+
+/// How many workers a run waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerCount {
+    /// Exactly this many.
+    Exactly(usize),
+    /// Everyone who registers until no worker has arrived for this long (at least one).
+    Settle(Duration),
+}
 
 /// What to do with a registration.
 #[derive(Debug, PartialEq, Eq)]
@@ -16,7 +26,8 @@ pub enum Verdict {
 /// The cluster as registered so far. `C` identifies a client to answer later.
 #[derive(Debug)]
 pub struct Rendezvous<C> {
-    expected_workers: usize,
+    expected_workers: WorkerCount,
+    last_worker_at: Option<Instant>,
     expected_streams: u32,
     workers: Vec<(C, WorkerInfo)>,
     collector: Option<(C, String)>,
@@ -32,9 +43,10 @@ pub struct Start<C> {
 }
 
 impl<C: Clone> Rendezvous<C> {
-    pub fn new(expected_workers: usize, expected_streams: u32) -> Self {
+    pub fn new(expected_workers: WorkerCount, expected_streams: u32) -> Self {
         Rendezvous {
             expected_workers,
+            last_worker_at: None,
             expected_streams,
             workers: Vec::new(),
             collector: None,
@@ -47,7 +59,8 @@ impl<C: Clone> Rendezvous<C> {
         self.injectors.iter().map(|(_, streams, _)| streams).sum()
     }
 
-    pub fn offer(&mut self, client: C, registration: Register) -> Verdict {
+    /// Takes a registration arriving at `now`.
+    pub fn offer(&mut self, client: C, registration: Register, now: Instant) -> Verdict {
         if self.started {
             return Verdict::Refuse(format!(
                 "the run has already started with {} workers; a process arriving late joins the next run",
@@ -59,16 +72,17 @@ impl<C: Clone> Rendezvous<C> {
                 if self.workers.iter().any(|(_, w)| w.id == registration.id) {
                     return Verdict::Refuse(format!("worker id `{}` is already registered", registration.id));
                 }
-                if self.workers.len() == self.expected_workers {
+                if self.expected_workers == WorkerCount::Exactly(self.workers.len()) {
                     return Verdict::Refuse(format!(
                         "all {} expected workers are already registered",
-                        self.expected_workers
+                        self.workers.len()
                     ));
                 }
                 if registration.endpoint.is_empty() {
                     return Verdict::Refuse("a worker must advertise its data endpoint".into());
                 }
                 self.workers.push((client, WorkerInfo { id: registration.id, endpoint: registration.endpoint }));
+                self.last_worker_at = Some(now);
             }
             Role::Collector => {
                 if self.collector.is_some() {
@@ -94,19 +108,25 @@ impl<C: Clone> Rendezvous<C> {
         Verdict::Hold
     }
 
-    pub fn is_complete(&self) -> bool {
-        !self.started
-            && self.workers.len() == self.expected_workers
-            && self.collector.is_some()
-            && self.streams() == self.expected_streams
+    /// Whether the run can start at `now`.
+    pub fn is_complete(&self, now: Instant) -> bool {
+        let workers_complete = match self.expected_workers {
+            WorkerCount::Exactly(n) => self.workers.len() == n,
+            WorkerCount::Settle(settle) => self.last_worker_at.is_some_and(|at| now.duration_since(at) >= settle),
+        };
+        !self.started && workers_complete && self.collector.is_some() && self.streams() == self.expected_streams
     }
 
     /// What is still missing, for the log.
     pub fn waiting_for(&self) -> String {
+        let expected = match self.expected_workers {
+            WorkerCount::Exactly(n) => n.to_string(),
+            WorkerCount::Settle(settle) => format!("any (settling {settle:?})"),
+        };
         format!(
             "workers {}/{}, collector {}, injector streams {}/{}",
             self.workers.len(),
-            self.expected_workers,
+            expected,
             if self.collector.is_some() { "1/1" } else { "0/1" },
             self.streams(),
             self.expected_streams
@@ -152,24 +172,42 @@ mod tests {
 
     #[test]
     fn starts_only_when_complete_and_refuses_late_or_duplicate() {
-        let mut rendezvous = Rendezvous::new(2, 3);
-        assert_eq!(rendezvous.offer(1, register(Role::Worker, "b", 0)), Verdict::Hold);
-        assert!(matches!(rendezvous.offer(2, register(Role::Worker, "b", 0)), Verdict::Refuse(_)));
-        assert_eq!(rendezvous.offer(3, register(Role::Injector, "i", 2)), Verdict::Hold);
-        assert!(matches!(rendezvous.offer(4, register(Role::Injector, "j", 2)), Verdict::Refuse(_)));
-        assert_eq!(rendezvous.offer(5, register(Role::Collector, "c", 0)), Verdict::Hold);
-        assert!(!rendezvous.is_complete());
-        assert_eq!(rendezvous.offer(6, register(Role::Worker, "a", 0)), Verdict::Hold);
-        assert_eq!(rendezvous.offer(7, register(Role::Injector, "k", 1)), Verdict::Hold);
-        assert!(rendezvous.is_complete());
+        let now = Instant::now();
+        let mut rendezvous = Rendezvous::new(WorkerCount::Exactly(2), 3);
+        assert_eq!(rendezvous.offer(1, register(Role::Worker, "b", 0), now), Verdict::Hold);
+        assert!(matches!(rendezvous.offer(2, register(Role::Worker, "b", 0), now), Verdict::Refuse(_)));
+        assert_eq!(rendezvous.offer(3, register(Role::Injector, "i", 2), now), Verdict::Hold);
+        assert!(matches!(rendezvous.offer(4, register(Role::Injector, "j", 2), now), Verdict::Refuse(_)));
+        assert_eq!(rendezvous.offer(5, register(Role::Collector, "c", 0), now), Verdict::Hold);
+        assert!(!rendezvous.is_complete(now));
+        assert_eq!(rendezvous.offer(6, register(Role::Worker, "a", 0), now), Verdict::Hold);
+        assert!(matches!(rendezvous.offer(9, register(Role::Worker, "c", 0), now), Verdict::Refuse(_)));
+        assert_eq!(rendezvous.offer(7, register(Role::Injector, "k", 1), now), Verdict::Hold);
+        assert!(rendezvous.is_complete(now));
         let start = rendezvous.start(99);
         assert_eq!(start.workers.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), vec!["a", "b"]);
         let assigned: Vec<(i32, u32)> = start.answers.iter().map(|(c, r)| (*c, r.assigned)).collect();
         assert_eq!(assigned, vec![(6, 0), (1, 1), (5, 0), (3, 0), (7, 2)]);
         assert!(start.answers.iter().all(|(_, r)| r.start_ns == 99 && r.warmup_ns == 2 && r.streams == 3));
-        match rendezvous.offer(8, register(Role::Worker, "late", 0)) {
+        match rendezvous.offer(8, register(Role::Worker, "late", 0), now) {
             Verdict::Refuse(reason) => assert!(reason.contains("already started"), "{reason}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn settle_mode_takes_every_worker_until_they_stop_arriving() {
+        let t0 = Instant::now();
+        let settle = Duration::from_secs(3);
+        let mut rendezvous = Rendezvous::new(WorkerCount::Settle(settle), 1);
+        rendezvous.offer(1, register(Role::Collector, "c", 0), t0);
+        rendezvous.offer(2, register(Role::Injector, "i", 1), t0);
+        assert!(!rendezvous.is_complete(t0 + settle * 10), "no worker yet");
+        for (i, id) in ["w1", "w2", "w3"].iter().enumerate() {
+            rendezvous.offer(10 + i as i32, register(Role::Worker, id, 0), t0 + Duration::from_secs(i as u64));
+        }
+        assert!(!rendezvous.is_complete(t0 + Duration::from_secs(4)));
+        assert!(rendezvous.is_complete(t0 + Duration::from_secs(5)));
+        assert_eq!(rendezvous.start(1).workers.len(), 3);
     }
 }

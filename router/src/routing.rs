@@ -1,7 +1,7 @@
 //! The router's run: rendezvous, then the data path until every stream has ended.
 
 use crate::config::RouterConfig;
-use crate::rendezvous::{Rendezvous, Verdict};
+use crate::rendezvous::{Rendezvous, Verdict, WorkerCount};
 use cep_core::clock::now_ns;
 use cep_core::control::{Refused, Register};
 use cep_core::partition::Partitioner;
@@ -51,9 +51,13 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
         "router listening"
     );
 
-    let mut rendezvous = Rendezvous::<ClientId>::new(config.workers, config.streams);
+    let expected = match config.workers {
+        0 => WorkerCount::Settle(config.settle),
+        n => WorkerCount::Exactly(n),
+    };
+    let mut rendezvous = Rendezvous::<ClientId>::new(expected, config.streams);
     let mut last_log = Instant::now();
-    while !rendezvous.is_complete() {
+    while !rendezvous.is_complete(Instant::now()) {
         if shutdown.load(Ordering::Relaxed) {
             return Err(RouterError::ShutdownBeforeStart(rendezvous.waiting_for()));
         }
@@ -128,7 +132,7 @@ fn serve_registration(control: &ControlServer, rendezvous: &mut Rendezvous<Clien
     {
         Ok(registration) => {
             let who = format!("{:?} `{}` at {}", registration.role, registration.id, registration.endpoint);
-            let verdict = rendezvous.offer(client.clone(), registration);
+            let verdict = rendezvous.offer(client.clone(), registration, Instant::now());
             match &verdict {
                 Verdict::Hold => info!("registered {who}; waiting for {}", rendezvous.waiting_for()),
                 Verdict::Refuse(reason) => warn!("refused {who}: {reason}"),

@@ -9,4 +9,4 @@
 pub mod control;
 pub mod socket;
 
-pub use socket::{advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};
+pub use socket::{advertise_host, advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};

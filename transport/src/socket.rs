@@ -165,6 +165,35 @@ impl Push {
     }
 }
 
+/// The address this host uses to reach `peer` (a `tcp://host:port` endpoint): the local end
+/// of a UDP socket connected towards it (nothing is sent). This is how a worker in a
+/// container or on another host finds the address to advertise.
+pub fn local_address_towards(peer: &str) -> Result<String, String> {
+    use std::net::{ToSocketAddrs, UdpSocket};
+    let host_port = peer.strip_prefix("tcp://").ok_or_else(|| format!("`{peer}` is not a tcp:// endpoint"))?;
+    let target = host_port
+        .to_socket_addrs()
+        .map_err(|error| format!("cannot resolve `{host_port}`: {error}"))?
+        .next()
+        .ok_or_else(|| format!("`{host_port}` resolves to no address"))?;
+    let probe = UdpSocket::bind(if target.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" })
+        .and_then(|socket| socket.connect(target).map(|()| socket))
+        .and_then(|socket| socket.local_addr())
+        .map_err(|error| format!("no route to {target}: {error}"))?;
+    Ok(probe.ip().to_string())
+}
+
+/// The host to advertise: `auto` means the local address towards `peer`.
+pub fn advertise_host(advertise: &str, peer: &str) -> Result<String, String> {
+    if advertise != "auto" {
+        return Ok(advertise.to_string());
+    }
+    if !peer.starts_with("tcp://") {
+        return Ok("127.0.0.1".to_string());
+    }
+    local_address_towards(peer)
+}
+
 /// Replaces the host of a bound endpoint (`tcp://0.0.0.0:4123`) with the host peers should
 /// use (`tcp://worker-3:4123`).
 pub fn advertised_endpoint(bound: &str, host: &str) -> String {
@@ -204,6 +233,14 @@ mod tests {
         let error = Pull::bind(&context, first.endpoint(), &options).err().unwrap().to_string();
         assert!(error.starts_with(&format!("cannot bind {}", first.endpoint())), "{error}");
         assert!(error.contains("in use"), "{error}");
+    }
+
+    #[test]
+    fn auto_advertise_finds_the_local_address() {
+        assert_eq!(advertise_host("auto", "tcp://127.0.0.1:5556").unwrap(), "127.0.0.1");
+        assert_eq!(advertise_host("worker-3", "tcp://127.0.0.1:5556").unwrap(), "worker-3");
+        let error = advertise_host("auto", "tcp://no-such-host.invalid:1").unwrap_err();
+        assert!(error.starts_with("cannot resolve `no-such-host.invalid:1`"), "{error}");
     }
 
     #[test]

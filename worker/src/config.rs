@@ -104,14 +104,15 @@ pub struct WorkerConfig {
     /// The router's control endpoint.
     #[arg(long, env = "CEP_ROUTER", default_value = "tcp://127.0.0.1:5556")]
     pub router: String,
-    /// This worker's id, unique in the cluster (default: worker-<pid>).
+    /// This worker's id, unique in the cluster (default: <host name>-<pid>).
     #[arg(long, env = "CEP_WORKER_ID")]
     pub id: Option<String>,
     /// Where to receive ticks (PULL, bound; `*` picks a free port).
     #[arg(long, env = "CEP_WORKER_LISTEN", default_value = "tcp://0.0.0.0:*")]
     pub listen: String,
-    /// The host name or address the router should use to reach this worker.
-    #[arg(long, env = "CEP_ADVERTISE", default_value = "127.0.0.1")]
+    /// The host name or address the router should use to reach this worker; `auto` picks
+    /// this host's address on the route to the router.
+    #[arg(long, env = "CEP_ADVERTISE", default_value = "auto")]
     pub advertise: String,
     /// Most outputs in one batch to the collector.
     #[arg(long, env = "CEP_BATCH", default_value_t = cep_core::wire::DEFAULT_BATCH)]
@@ -131,6 +132,11 @@ pub struct WorkerConfig {
 
 impl WorkerConfig {
     pub fn worker_id(&self) -> String {
-        self.id.clone().unwrap_or_else(|| format!("worker-{}", std::process::id()))
+        self.id.clone().unwrap_or_else(|| {
+            // In containers every process is pid 1: the host name tells them apart.
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            let host = host.trim();
+            format!("{}-{}", if host.is_empty() { "worker" } else { host }, std::process::id())
+        })
     }
 }

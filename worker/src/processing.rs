@@ -9,7 +9,7 @@ use cep_core::tick::TickRecord;
 use cep_core::wire::{decode_message, decode_ticks, encode_message, FrameKind, OutputBatchWriter};
 use cep_engine::Engine;
 use cep_transport::control::{register, RegistrationError};
-use cep_transport::{advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};
+use cep_transport::{advertise_host, advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +20,8 @@ use tracing::info;
 pub enum WorkerError {
     #[error("invalid rules: {0}")]
     Rules(String),
+    #[error("cannot find the address to advertise: {0}")]
+    Advertise(String),
     #[error("--batch must be at least 1")]
     Batch,
     #[error(transparent)]
@@ -38,7 +40,8 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
     let context = Context::new();
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
     let input = Pull::bind(&context, &config.listen, &options)?;
-    let endpoint = advertised_endpoint(input.endpoint(), &config.advertise);
+    let host = advertise_host(&config.advertise, &config.router).map_err(WorkerError::Advertise)?;
+    let endpoint = advertised_endpoint(input.endpoint(), &host);
     let registration =
         Register { role: Role::Worker, id: id.clone(), endpoint: endpoint.clone(), streams: 0, warmup_ns: 0 };
     info!(id, endpoint, router = config.router, "worker registering");
