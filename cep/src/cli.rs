@@ -26,6 +26,11 @@ pub enum Command {
     Engine(crate::standalone::EngineArgs),
     /// Measure the engine alone, one raw ZeroMQ hop and the whole pipeline, side by side.
     Bench(crate::bench::BenchArgs),
+    /// Health check: exit 0 if something accepts TCP connections at the endpoint.
+    Probe {
+        /// A `tcp://host:port` endpoint.
+        endpoint: String,
+    },
 }
 
 /// Runs the chosen command.
@@ -57,5 +62,20 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Engine(args) => crate::standalone::run(args),
         Command::Bench(args) => crate::bench::run(args),
+        Command::Probe { endpoint } => probe(&endpoint),
     }
+}
+
+fn probe(endpoint: &str) -> anyhow::Result<()> {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let host_port =
+        endpoint.strip_prefix("tcp://").ok_or_else(|| anyhow::anyhow!("`{endpoint}` is not a tcp:// endpoint"))?;
+    let address = host_port
+        .to_socket_addrs()
+        .map_err(|error| anyhow::anyhow!("cannot resolve `{host_port}`: {error}"))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("`{host_port}` resolves to no address"))?;
+    TcpStream::connect_timeout(&address, std::time::Duration::from_secs(1))
+        .map_err(|error| anyhow::anyhow!("nothing accepts connections at {endpoint}: {error}"))?;
+    Ok(())
 }
