@@ -44,6 +44,40 @@ fn unreachable_router() {
 }
 
 #[test]
+fn router_host_that_does_not_resolve() {
+    // Found while choosing the address to advertise (the route to the router)...
+    let line = error_line(&cep(&["worker", "--router", "tcp://no-such-host.invalid:5556", "--start-timeout", "300ms"]));
+    assert!(
+        line.starts_with("error: cannot find the address to advertise: cannot resolve `no-such-host.invalid:5556`"),
+        "{line}"
+    );
+    // ... or while registering, when the address is given.
+    let line = error_line(&cep(&[
+        "worker",
+        "--router",
+        "tcp://no-such-host.invalid:5556",
+        "--advertise",
+        "127.0.0.1",
+        "--start-timeout",
+        "300ms",
+    ]));
+    let expected = "error: cannot register with the router at tcp://no-such-host.invalid:5556: the host of tcp://no-such-host.invalid:5556 does not resolve";
+    assert!(line.starts_with(expected), "{line}");
+}
+
+#[test]
+fn bad_value_from_the_environment() {
+    let output = Command::new(env!("CARGO_BIN_EXE_cep"))
+        .args(["injector", "--count", "10"])
+        .env("CEP_RATE", "fast")
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let line = error_line(&output);
+    assert!(line.contains("invalid value 'fast' for '--rate <RATE>'"), "{line}");
+}
+
+#[test]
 fn bad_replay_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("ticks.txt");

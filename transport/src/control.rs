@@ -56,6 +56,27 @@ impl ControlServer {
     }
 }
 
+/// ZeroMQ resolves host names in the background and retries silently, so a name that never
+/// resolves would look like a peer that never answers. Resolve it here first, retrying until
+/// the deadline (a container's name appears only once it runs), and say so if it never does.
+fn wait_until_resolvable(endpoint: &str, deadline: Instant, shutdown: &AtomicBool) -> Result<(), TransportError> {
+    use std::net::ToSocketAddrs;
+    let Some(host_port) = endpoint.strip_prefix("tcp://") else {
+        return Ok(());
+    };
+    loop {
+        let error = match host_port.to_socket_addrs().map(|mut addresses| addresses.next()) {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) => "no address".to_string(),
+            Err(error) => error.to_string(),
+        };
+        if Instant::now() >= deadline || shutdown.load(Ordering::Relaxed) {
+            return Err(TransportError::Unresolvable { endpoint: endpoint.to_string(), reason: error });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Sends one request to the router's control socket and waits for the answer, at most
 /// `timeout`, giving up early if `shutdown` is raised.
 pub fn request(
@@ -65,11 +86,12 @@ pub fn request(
     timeout: Duration,
     shutdown: &AtomicBool,
 ) -> Result<Vec<u8>, TransportError> {
+    let deadline = Instant::now() + timeout;
+    wait_until_resolvable(endpoint, deadline, shutdown)?;
     let socket = context.socket(zmq::REQ).map_err(socket_err("create REQ socket"))?;
     socket.set_linger(0).map_err(socket_err("set linger"))?;
     socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
     socket.send(body, 0).map_err(socket_err("send control request"))?;
-    let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || shutdown.load(Ordering::Relaxed) {

@@ -20,6 +20,9 @@ pub enum TransportError {
     /// A blocking send was abandoned because the process is shutting down.
     #[error("send to {peer} abandoned at shutdown")]
     ShutdownWhileSending { peer: String },
+    /// The peer's host name does not resolve.
+    #[error("the host of {endpoint} does not resolve: {reason}")]
+    Unresolvable { endpoint: String, reason: String },
     /// The peer did not answer in time.
     #[error("no answer from {peer} within {timeout:?}")]
     Timeout { peer: String, timeout: Duration },
