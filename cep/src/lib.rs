@@ -3,6 +3,7 @@
 //! - [`cli`]: the command line (one subcommand per role, plus `run`, `engine` and `bench`).
 //! - [`telemetry`]: logging and the shutdown flag raised by Ctrl-C / SIGTERM.
 //! - [`launcher`]: `cep run`, a whole cluster as local processes on loopback.
+//! - [`node`]: `cep node`, one role of a multi-host cluster from the shared cluster file.
 //! - [`standalone`]: `cep engine`, the engine alone over a recorded input (the sources'
 //!   "standalone mode"), also the reference the integration tests compare against.
 //! - [`bench`]: `cep bench`, engine vs raw transport vs the whole pipeline, in one run.
@@ -10,5 +11,6 @@
 pub mod bench;
 pub mod cli;
 pub mod launcher;
+pub mod node;
 pub mod standalone;
 pub mod telemetry;
