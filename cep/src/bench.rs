@@ -171,6 +171,7 @@ fn pipeline(
         batch: cep_core::wire::DEFAULT_BATCH,
         idle_timeout: Duration::from_secs(30),
         transport: crate::launcher::LocalTransport::Tcp,
+        worker0_clock_skew: None,
         quiet: true,
         rules: RulesArgs::default(),
     };

@@ -8,6 +8,9 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Test hook: run this process with its clock this far off (e.g. `-50ms`).
+    #[arg(long, global = true, hide = true, env = "CEP_CLOCK_SKEW", allow_hyphen_values = true, value_parser = cep_core::clock::parse_skew)]
+    pub clock_skew: Option<i64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -37,6 +40,9 @@ pub enum Command {
 
 /// Runs the chosen command.
 pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    if let Some(skew) = cli.clock_skew {
+        cep_core::clock::set_skew(skew);
+    }
     match cli.command {
         Command::Run(args) => crate::launcher::launch(args),
         Command::Router(config) => {

@@ -60,6 +60,9 @@ pub struct LaunchArgs {
     /// How the processes talk: tcp on loopback, or ipc (Unix domain sockets).
     #[arg(long, env = "CEP_TRANSPORT", value_enum, default_value_t = LocalTransport::Tcp)]
     pub transport: LocalTransport,
+    /// Test hook: run worker 0 with its clock this far off (the offset estimate must cancel it).
+    #[arg(long, hide = true, allow_hyphen_values = true, value_parser = cep_core::clock::parse_skew)]
+    pub worker0_clock_skew: Option<i64>,
     /// No progress lines.
     #[arg(long, env = "CEP_QUIET")]
     pub quiet: bool,
@@ -206,6 +209,7 @@ fn role_commands(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &
     let mut collector_args = vec![
         "collector".into(),
         format!("--listen={}", endpoints.bind("collector")),
+        format!("--clock-listen={}", endpoints.bind("collector-clock")),
         format!("--router={router}"),
         "--advertise=127.0.0.1".into(),
         format!("--out={}", args.out.display()),
@@ -233,6 +237,9 @@ fn role_commands(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &
             format!("--batch={}", args.batch),
         ];
         worker.extend(args.rules.to_args());
+        if let (0, Some(skew)) = (index, args.worker0_clock_skew) {
+            worker.push(format!("--clock-skew={skew}ns"));
+        }
         roles.push((cep_core::partition::default_worker_id(index), worker));
     }
     let mut injector = vec![

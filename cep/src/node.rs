@@ -249,8 +249,8 @@ fn line_of(text: &str, offset: usize) -> usize {
 pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     let cluster = ClusterFile::load(&args.config)?;
     let role_args = cluster.role_args(args.role, args.id.as_deref())?;
-    let cli = crate::cli::Cli::try_parse_from(std::iter::once("cep".to_string()).chain(role_args))
-        .map_err(|error| {
+    let cli =
+        crate::cli::Cli::try_parse_from(std::iter::once("cep".to_string()).chain(role_args)).map_err(|error| {
             let message = error.to_string();
             anyhow::anyhow!("{}: {}", args.config.display(), message.lines().next().unwrap_or_default())
         })?;

@@ -70,8 +70,14 @@ fn register_as(
     streams: u32,
 ) -> std::thread::JoinHandle<Ready> {
     let (context, control) = (context.clone(), control.to_string());
-    let registration =
-        Register { role, id: format!("{role:?}"), endpoint: endpoint.to_string(), streams, warmup_ns: 0 };
+    let registration = Register {
+        role,
+        id: format!("{role:?}"),
+        endpoint: endpoint.to_string(),
+        streams,
+        warmup_ns: 0,
+        clock_endpoint: String::new(),
+    };
     std::thread::spawn(move || {
         register(&context, &control, &registration, Duration::from_secs(30), &AtomicBool::new(false)).unwrap()
     })
@@ -128,6 +134,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         endpoint: "tcp://127.0.0.1:1".into(),
         streams: 0,
         warmup_ns: 0,
+        clock_endpoint: String::new(),
     };
     let refused = register(&context, &control, &late, Duration::from_secs(10), &AtomicBool::new(false)).unwrap_err();
     assert!(

@@ -114,3 +114,40 @@ fn one_worker() {
 fn three_workers_three_connections() {
     check(3, 100_000, 3);
 }
+
+/// A worker whose clock is 250 ms ahead: its offset to the collector is measured within the
+/// reported uncertainty and its stamps are corrected, so the hops on either side of it stay
+/// true (uncorrected, half the outputs would show +250 ms on one hop and nothing on the other).
+#[test]
+fn a_skewed_worker_clock_is_measured_and_corrected() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_cep"))
+        .args(["run", "--rate", "50000", "--count", "50000", "--csv", "none", "--quiet", "--workers", "2"])
+        .arg("--worker0-clock-skew=250ms")
+        .arg("--out")
+        .arg(dir.path())
+        .env("RUST_LOG", "warn")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let summary: Summary =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap();
+    assert!(summary.complete && summary.events_lost == 0);
+    let mut nodes: Vec<&str> = summary.clock_offsets.iter().map(|c| c.node.as_str()).collect();
+    nodes.sort();
+    assert_eq!(nodes, vec!["injector-0", "router", "worker-0", "worker-1"]);
+    for clock in &summary.clock_offsets {
+        let truth = if clock.node == "worker-0" { -250_000.0 } else { 0.0 };
+        assert!(
+            (clock.offset_us - truth).abs() <= clock.uncertainty_us + 1.0,
+            "{}: offset {} us, uncertainty {} us, truth {truth} us",
+            clock.node,
+            clock.offset_us,
+            clock.uncertainty_us
+        );
+    }
+    let hops = &summary.latency_us;
+    assert!(hops.router_to_worker.p99 < 100_000.0, "router -> worker p99 {} us", hops.router_to_worker.p99);
+    assert!(hops.worker_to_collector.p99 < 100_000.0, "worker -> collector p99 {} us", hops.worker_to_collector.p99);
+    assert!(hops.end_to_end.p99 < 100_000.0, "end to end p99 {} us", hops.end_to_end.p99);
+}

@@ -2,7 +2,7 @@
 //! sent is either processed or counted as lost, by the stage where it went missing.
 
 use cep_core::report::{CauseCounts, RouterReport, WorkerProgress, WorkerReport};
-use cep_core::results::{HopLatencies, OutputCounts, StreamSummary, Summary, WorkerSummary};
+use cep_core::results::{ClockOffset, HopLatencies, OutputCounts, StreamSummary, Summary, WorkerSummary};
 use std::collections::BTreeMap;
 
 /// What the collector itself observed.
@@ -14,6 +14,7 @@ pub struct Observed {
     pub rejected: CauseCounts,
     pub duration_s: f64,
     pub latency: HopLatencies,
+    pub clock_offsets: Vec<ClockOffset>,
 }
 
 /// Builds the summary. `workers` are the run's worker ids (from the start), `reports` the
@@ -31,6 +32,7 @@ pub fn summarize(
         duration_s: observed.duration_s,
         latency_us: observed.latency,
         warmup_outputs: observed.warmup_outputs,
+        clock_offsets: observed.clock_offsets.clone(),
         ..Summary::default()
     };
     let mut lost_by_cause: BTreeMap<String, u64> = BTreeMap::new();

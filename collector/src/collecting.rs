@@ -6,11 +6,13 @@ use crate::csv::OutputsCsv;
 use crate::latency::HopHistograms;
 use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
-use cep_core::report::{Rejections, RouterReport, WorkerProgress, WorkerReport};
+use cep_core::report::{ClockReport, Rejections, RouterReport, WorkerProgress, WorkerReport};
+use cep_core::results::ClockOffset;
 use cep_core::results::Summary;
 use cep_core::seen::{Arrival, SeenSet};
 use cep_core::tick::{OutputRecord, Rule};
 use cep_core::wire::{decode_message, decode_outputs, FrameHeader, FrameKind};
+use cep_transport::clock::ClockServer;
 use cep_transport::control::{register, RegistrationError};
 use cep_transport::{advertise_host, advertised_endpoint, Context, Message, Pull, SocketOptions, TransportError};
 use std::collections::BTreeMap;
@@ -47,12 +49,15 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
     let input = Pull::bind(&context, &config.listen, &SocketOptions::default())?;
     let host = advertise_host(&config.advertise, &config.router).map_err(CollectorError::Advertise)?;
     let endpoint = advertised_endpoint(input.endpoint(), &host);
+    // The collector's clock is the run's reference: it serves it to every other node.
+    let clock = ClockServer::start(&context, &config.clock_listen)?;
     let registration = Register {
         role: Role::Collector,
         id: "collector".into(),
         endpoint: endpoint.clone(),
         streams: 0,
         warmup_ns: 0,
+        clock_endpoint: advertised_endpoint(clock.endpoint(), &host),
     };
     info!(endpoint, router = config.router, "collector registering");
     let ready = register(&context, &config.router, &registration, config.start_timeout, &shutdown)?;
@@ -108,6 +113,7 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
             last_progress = (Instant::now(), processed);
         }
     }
+    drop(clock);
     let rows = csv.finish().map_err(write_err(&csv_path))?;
     // A complete run ends with the last report; an interrupted one with the last frame.
     let end_ns = if state.reports.len() == worker_ids.len() { state.last_report_ns } else { state.last_frame_ns };
@@ -197,6 +203,15 @@ impl Collecting {
             FrameKind::RouterReport => {
                 if let Some(report) = self.decode_cold::<RouterReport>(&header, rest) {
                     self.router = Some(report);
+                }
+            }
+            FrameKind::ClockReport => {
+                if let Some(report) = self.decode_cold::<ClockReport>(&header, rest) {
+                    self.observed.clock_offsets.push(ClockOffset {
+                        node: report.node,
+                        offset_us: report.estimate.offset_ns as f64 / 1000.0,
+                        uncertainty_us: report.estimate.uncertainty_ns as f64 / 1000.0,
+                    });
                 }
             }
             _ => self.rejections.unexpected(&header),

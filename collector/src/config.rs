@@ -29,6 +29,9 @@ pub struct CollectorConfig {
     /// this host's address on the route to the router.
     #[arg(long, env = "CEP_ADVERTISE", default_value = "auto")]
     pub advertise: String,
+    /// The collector's clock service (REP, bound): every node measures its offset here.
+    #[arg(long, env = "CEP_CLOCK_LISTEN", default_value = "tcp://0.0.0.0:5558")]
+    pub clock_listen: String,
     /// The results folder.
     #[arg(long, env = "CEP_OUT", default_value = "results")]
     pub out: PathBuf,

@@ -1,10 +1,103 @@
 //! Every timestamp in the system is nanoseconds since the Unix epoch, read from the wall clock
-//! so that stamps taken by different processes on one host are comparable.
+//! so that stamps taken by different processes are comparable.
+//!
+//! Hosts' clocks differ. Each node measures its offset to the collector's clock when a run
+//! starts ([`estimate_offset`] over samples taken by the transport) and [`set_offset`]s it,
+//! so that every stamp it takes from then on is in the collector's time. For tests, a node can
+//! be given an artificial skew ([`set_skew`]) that the estimate must then cancel.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Nanoseconds since the Unix epoch.
+static SKEW_NS: AtomicI64 = AtomicI64::new(0);
+static OFFSET_NS: AtomicI64 = AtomicI64::new(0);
+
+fn system_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+/// This host's clock (with any artificial skew), before offset correction.
+#[inline]
+pub fn local_ns() -> u64 {
+    system_ns().wrapping_add_signed(SKEW_NS.load(Ordering::Relaxed))
+}
+
+/// Nanoseconds since the Unix epoch in the run's reference time (the collector's clock, once
+/// this node has estimated its offset).
 #[inline]
 pub fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    local_ns().wrapping_add_signed(OFFSET_NS.load(Ordering::Relaxed))
+}
+
+/// Makes this process's clock run `skew_ns` off (tests of the offset estimate).
+pub fn set_skew(skew_ns: i64) {
+    SKEW_NS.store(skew_ns, Ordering::Relaxed);
+}
+
+/// Applies an estimated offset to every later [`now_ns`].
+pub fn set_offset(offset_ns: i64) {
+    OFFSET_NS.store(offset_ns, Ordering::Relaxed);
+}
+
+/// One NTP-style exchange: local send time, the reference's time, local receive time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockSample {
+    pub sent: u64,
+    pub reference: u64,
+    pub received: u64,
+}
+
+/// An offset estimate: add `offset_ns` to local time to get reference time; the true offset
+/// lies within `uncertainty_ns` of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct OffsetEstimate {
+    pub offset_ns: i64,
+    pub uncertainty_ns: u64,
+}
+
+/// The best of several samples: the one with the shortest round trip, whose reference reading
+/// is the most tightly bracketed (NTP's clock filter, in its simplest form).
+pub fn estimate_offset(samples: &[ClockSample]) -> Option<OffsetEstimate> {
+    samples.iter().filter(|s| s.received >= s.sent).min_by_key(|s| s.received - s.sent).map(|s| {
+        let midpoint = s.sent as i128 + (s.received - s.sent) as i128 / 2;
+        OffsetEstimate {
+            offset_ns: (s.reference as i128 - midpoint) as i64,
+            uncertainty_ns: (s.received - s.sent).div_ceil(2),
+        }
+    })
+}
+
+/// Parses a signed duration such as `-50ms` or `2s` into nanoseconds.
+pub fn parse_skew(text: &str) -> Result<i64, String> {
+    let (sign, magnitude) = match text.trim().strip_prefix('-') {
+        Some(rest) => (-1, rest),
+        None => (1, text.trim()),
+    };
+    let duration = crate::duration::parse_duration(magnitude)?;
+    Ok(sign * duration.as_nanos() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shortest_round_trip_wins() {
+        // True offset +1000 ns; the second sample has the tightest bracket.
+        let samples = [
+            ClockSample { sent: 100, reference: 1_400, received: 700 },
+            ClockSample { sent: 1_000, reference: 2_050, received: 1_100 },
+            ClockSample { sent: 2_000, reference: 3_500, received: 2_900 },
+        ];
+        let estimate = estimate_offset(&samples).unwrap();
+        assert_eq!(estimate, OffsetEstimate { offset_ns: 1_000, uncertainty_ns: 50 });
+        assert!(estimate_offset(&[]).is_none());
+    }
+
+    #[test]
+    fn skews_parse_with_a_sign() {
+        assert_eq!(parse_skew("-50ms").unwrap(), -50_000_000);
+        assert_eq!(parse_skew("2s").unwrap(), 2_000_000_000);
+        assert!(parse_skew("-soon").is_err());
+    }
 }

@@ -48,6 +48,8 @@ pub struct Register {
     pub streams: u32,
     /// Warm-up an injector sends before the measured part, in ns; 0 for other roles.
     pub warmup_ns: u64,
+    /// The collector's clock socket, where nodes sample its time; empty for other roles.
+    pub clock_endpoint: String,
 }
 
 /// A worker as every process learns it.
@@ -71,6 +73,8 @@ pub struct Ready {
     /// Longest warm-up of any injector: outputs of ticks intended before
     /// `start_ns + warmup_ns` are counted but kept out of the latency histograms.
     pub warmup_ns: u64,
+    /// The collector's clock socket: every node measures its clock offset against it.
+    pub collector_clock: String,
 }
 
 /// Registration refused.

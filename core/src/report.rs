@@ -66,6 +66,13 @@ pub struct WorkerReport {
     pub rejected: CauseCounts,
 }
 
+/// A node's clock offset to the collector, measured when the run started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockReport {
+    pub node: String,
+    pub estimate: crate::clock::OffsetEstimate,
+}
+
 /// The router's final accounting, sent to the collector once every stream has ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RouterReport {

@@ -56,6 +56,14 @@ pub struct StreamSummary {
     pub lost: u64,
 }
 
+/// One node's clock offset.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClockOffset {
+    pub node: String,
+    pub offset_us: f64,
+    pub uncertainty_us: f64,
+}
+
 /// `summary.json`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -83,6 +91,9 @@ pub struct Summary {
     pub warmup_outputs: u64,
     /// Outputs the workers reported sending that never reached the collector.
     pub outputs_lost: u64,
+    /// Each node's clock offset to the collector (whose clock all stamps are in), and the
+    /// uncertainty of that estimate, in microseconds.
+    pub clock_offsets: Vec<ClockOffset>,
 }
 
 impl Summary {
@@ -130,6 +141,10 @@ impl Summary {
             line(section, "99thPercentileLatency(us)", format!("{:.2}", h.p99));
             line(section, "99.9thPercentileLatency(us)", format!("{:.2}", h.p999));
             line(section, "99.99thPercentileLatency(us)", format!("{:.2}", h.p9999));
+        }
+        for clock in &self.clock_offsets {
+            line(&format!("CLOCK {}", clock.node), "OffsetToCollector(us)", format!("{:.1}", clock.offset_us));
+            line(&format!("CLOCK {}", clock.node), "Uncertainty(us)", format!("{:.1}", clock.uncertainty_us));
         }
         for worker in &self.workers {
             line(&format!("WORKER {}", worker.id), "Events", worker.events.to_string());

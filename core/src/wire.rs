@@ -43,14 +43,33 @@ pub enum FrameKind {
     Ready = 8,
     /// Registration refused, with the reason: router -> process (control socket).
     Refused = 9,
+    /// Asks for the collector's time: any node -> collector (clock socket).
+    ClockRequest = 10,
+    /// The collector's time: collector -> node (clock socket).
+    ClockReply = 11,
+    /// A node's clock offset to the collector: any node -> collector.
+    ClockReport = 12,
 }
 
 impl FrameKind {
     pub fn from_byte(byte: u8) -> Option<FrameKind> {
         use FrameKind::*;
-        [Ticks, EndOfStream, Outputs, WorkerProgress, WorkerReport, RouterReport, Register, Ready, Refused]
-            .into_iter()
-            .find(|kind| *kind as u8 == byte)
+        [
+            Ticks,
+            EndOfStream,
+            Outputs,
+            WorkerProgress,
+            WorkerReport,
+            RouterReport,
+            Register,
+            Ready,
+            Refused,
+            ClockRequest,
+            ClockReply,
+            ClockReport,
+        ]
+        .into_iter()
+        .find(|kind| *kind as u8 == byte)
     }
 }
 

@@ -101,6 +101,9 @@ if summary["outputs"]["volatility"] != 200000:
 ids = sorted(w["id"] for w in summary["workers"])
 if ids != ["worker-0", "worker-1"] or any(w["events"] == 0 for w in summary["workers"]):
     problems.append(f"workers: {summary['workers']}")
+clocks = sorted(c["node"] for c in summary["clock_offsets"])
+if clocks != ["injector-0", "router", "worker-0", "worker-1"]:
+    problems.append(f"clock offsets measured for {clocks}")
 if problems:
     sys.exit("namespace test failed: " + "; ".join(problems))
 print(f"namespace test passed: 200000 events over {ids} on 5 hosts, end-to-end p50 "

@@ -5,8 +5,9 @@ use crate::pacing::Schedule;
 use crate::source::{self, StreamSource};
 use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
-use cep_core::report::EndOfStream;
+use cep_core::report::{ClockReport, EndOfStream};
 use cep_core::wire::{encode_message, FrameKind, TickBatchWriter};
+use cep_transport::clock::synchronise;
 use cep_transport::control::{register, RegistrationError};
 use cep_transport::{Context, Push, SocketOptions, TransportError};
 use std::fs::File;
@@ -76,10 +77,17 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
         endpoint: String::new(),
         streams: config.connections as u32,
         warmup_ns: config.warmup.as_nanos() as u64,
+        clock_endpoint: String::new(),
     };
     info!(router = config.router, streams = config.connections, "injector registering");
     let ready = register(&context, &config.router, &registration, config.start_timeout, &shutdown)?;
     info!(first_stream = ready.assigned, "run started");
+    // Intended send times are in the collector's clock, like every other stamp.
+    if let Some(estimate) = synchronise(&context, &ready.collector_clock, &shutdown)? {
+        let collector = Push::connect(&context, &ready.collector, &SocketOptions::default())?;
+        let report = ClockReport { node: format!("injector-{}", ready.assigned), estimate };
+        collector.send(&encode_message(FrameKind::ClockReport, ready.assigned, &report), &shutdown)?;
+    }
 
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
     let mut threads = Vec::new();

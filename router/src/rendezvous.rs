@@ -30,7 +30,7 @@ pub struct Rendezvous<C> {
     last_worker_at: Option<Instant>,
     expected_streams: u32,
     workers: Vec<(C, WorkerInfo)>,
-    collector: Option<(C, String)>,
+    collector: Option<(C, String, String)>,
     injectors: Vec<(C, u32, u64)>,
     started: bool,
 }
@@ -91,7 +91,7 @@ impl<C: Clone> Rendezvous<C> {
                 if registration.endpoint.is_empty() {
                     return Verdict::Refuse("the collector must advertise its data endpoint".into());
                 }
-                self.collector = Some((client, registration.endpoint));
+                self.collector = Some((client, registration.endpoint, registration.clock_endpoint));
             }
             Role::Injector => {
                 let streams = registration.streams;
@@ -117,6 +117,11 @@ impl<C: Clone> Rendezvous<C> {
         !self.started && workers_complete && self.collector.is_some() && self.streams() == self.expected_streams
     }
 
+    /// The collector's clock socket, once it has registered (empty if it has none).
+    pub fn collector_clock(&self) -> Option<&str> {
+        self.collector.as_ref().map(|(_, _, clock)| clock.as_str())
+    }
+
     /// What is still missing, for the log.
     pub fn waiting_for(&self) -> String {
         let expected = match self.expected_workers {
@@ -138,7 +143,8 @@ impl<C: Clone> Rendezvous<C> {
         self.started = true;
         self.workers.sort_by(|a, b| a.1.id.cmp(&b.1.id));
         let workers: Vec<WorkerInfo> = self.workers.iter().map(|(_, w)| w.clone()).collect();
-        let (collector_client, collector) = self.collector.clone().expect("complete cluster has a collector");
+        let (collector_client, collector, collector_clock) =
+            self.collector.clone().expect("complete cluster has a collector");
         let warmup_ns = self.injectors.iter().map(|(_, _, warmup)| *warmup).max().unwrap_or(0);
         let ready = |assigned: u32| Ready {
             assigned,
@@ -147,6 +153,7 @@ impl<C: Clone> Rendezvous<C> {
             streams: self.expected_streams,
             start_ns,
             warmup_ns,
+            collector_clock: collector_clock.clone(),
         };
         let mut answers: Vec<(C, Ready)> = Vec::new();
         for (index, (client, _)) in self.workers.iter().enumerate() {
@@ -167,7 +174,14 @@ mod tests {
     use super::*;
 
     fn register(role: Role, id: &str, streams: u32) -> Register {
-        Register { role, id: id.into(), endpoint: format!("tcp://{id}:1"), streams, warmup_ns: streams as u64 }
+        Register {
+            role,
+            id: id.into(),
+            endpoint: format!("tcp://{id}:1"),
+            streams,
+            warmup_ns: streams as u64,
+            clock_endpoint: String::new(),
+        }
     }
 
     #[test]

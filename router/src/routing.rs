@@ -5,9 +5,10 @@ use crate::rendezvous::{Rendezvous, Verdict, WorkerCount};
 use cep_core::clock::now_ns;
 use cep_core::control::{Refused, Register};
 use cep_core::partition::Partitioner;
-use cep_core::report::{EndOfStream, Rejections, RouterReport};
+use cep_core::report::{ClockReport, EndOfStream, Rejections, RouterReport};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{decode_message, decode_ticks, encode_message, read_header, FrameKind, TickBatchWriter};
+use cep_transport::clock::synchronise;
 use cep_transport::control::{ClientId, ControlServer};
 use cep_transport::{Context, Pull, Push, SocketOptions, TransportError};
 use rustc_hash::FxHashMap;
@@ -18,6 +19,9 @@ use tracing::{info, warn};
 
 /// Sender id the router puts on its frames.
 pub const ROUTER_SENDER: u32 = 0;
+
+/// How far ahead of the answers the run starts.
+const START_DELAY_NS: u64 = 100_000_000;
 
 /// Errors that stop the router.
 #[derive(Debug, thiserror::Error)]
@@ -69,11 +73,18 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
             last_log = Instant::now();
         }
     }
-    let start = rendezvous.start(now_ns() + 20_000_000);
+    // Stamps are taken in the collector's time: measure this host's offset to it first.
+    let clock = synchronise(&context, rendezvous.collector_clock().unwrap_or_default(), &shutdown)?;
+    // Far enough ahead for every node to measure its own clock offset first.
+    let start = rendezvous.start(now_ns() + START_DELAY_NS);
     let worker_ids: Vec<String> = start.workers.iter().map(|w| w.id.clone()).collect();
     let outputs: Vec<Push> =
         start.workers.iter().map(|w| Push::connect(&context, &w.endpoint, &options)).collect::<Result<_, _>>()?;
     let collector = Push::connect(&context, &start.collector, &options)?;
+    if let Some(estimate) = clock {
+        let report = ClockReport { node: "router".into(), estimate };
+        collector.send(&encode_message(FrameKind::ClockReport, ROUTER_SENDER, &report), &shutdown)?;
+    }
     for (client, ready) in &start.answers {
         control.reply(client, &encode_message(FrameKind::Ready, ROUTER_SENDER, ready))?;
     }

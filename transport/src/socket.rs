@@ -23,6 +23,9 @@ pub enum TransportError {
     /// The peer's host name does not resolve.
     #[error("the host of {endpoint} does not resolve: {reason}")]
     Unresolvable { endpoint: String, reason: String },
+    /// The peer answered with something that is not the expected frame.
+    #[error("bad answer from {peer}: {reason}")]
+    BadAnswer { peer: String, reason: String },
     /// The peer did not answer in time.
     #[error("no answer from {peer} within {timeout:?}")]
     Timeout { peer: String, timeout: Duration },

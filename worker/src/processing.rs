@@ -3,11 +3,12 @@
 use crate::config::WorkerConfig;
 use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
-use cep_core::report::{EndOfStream, Rejections, StreamAtWorker, WorkerProgress, WorkerReport};
+use cep_core::report::{ClockReport, EndOfStream, Rejections, StreamAtWorker, WorkerProgress, WorkerReport};
 use cep_core::seen::{Arrival, SeenSet};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{decode_message, decode_ticks, encode_message, FrameKind, OutputBatchWriter};
 use cep_engine::Engine;
+use cep_transport::clock::synchronise;
 use cep_transport::control::{register, RegistrationError};
 use cep_transport::{advertise_host, advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,11 +43,21 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
     let input = Pull::bind(&context, &config.listen, &options)?;
     let host = advertise_host(&config.advertise, &config.router).map_err(WorkerError::Advertise)?;
     let endpoint = advertised_endpoint(input.endpoint(), &host);
-    let registration =
-        Register { role: Role::Worker, id: id.clone(), endpoint: endpoint.clone(), streams: 0, warmup_ns: 0 };
+    let registration = Register {
+        role: Role::Worker,
+        id: id.clone(),
+        endpoint: endpoint.clone(),
+        streams: 0,
+        warmup_ns: 0,
+        clock_endpoint: String::new(),
+    };
     info!(id, endpoint, router = config.router, "worker registering");
     let ready = register(&context, &config.router, &registration, config.start_timeout, &shutdown)?;
     let collector = Push::connect(&context, &ready.collector, &options)?;
+    if let Some(estimate) = synchronise(&context, &ready.collector_clock, &shutdown)? {
+        let report = ClockReport { node: id.clone(), estimate };
+        collector.send(&encode_message(FrameKind::ClockReport, ready.assigned, &report), &shutdown)?;
+    }
     info!(id, index = ready.assigned, workers = ready.workers.len(), "run started");
 
     let mut state = WorkerState {
