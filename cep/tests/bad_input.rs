@@ -98,6 +98,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         max_frame_bytes: MAX_FRAME,
         hwm: 1000,
         announce: None,
+        start_timeout: Duration::ZERO,
     };
     let router = {
         let shutdown = shutdown.clone();

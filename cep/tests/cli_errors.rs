@@ -78,6 +78,23 @@ fn bad_value_from_the_environment() {
 }
 
 #[test]
+fn incomplete_cluster_times_out() {
+    let line = error_line(&cep(&[
+        "router",
+        "--listen",
+        "tcp://127.0.0.1:*",
+        "--control",
+        "tcp://127.0.0.1:*",
+        "--start-timeout",
+        "200ms",
+    ]));
+    assert_eq!(
+        line,
+        "error: the cluster was not complete within 200ms: workers 0/2, collector 0/1, injector streams 0/1"
+    );
+}
+
+#[test]
 fn bad_replay_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("ticks.txt");

@@ -33,6 +33,10 @@ pub struct RouterConfig {
     /// Batches queued per worker before sending blocks (back-pressure; nothing is dropped).
     #[arg(long, env = "CEP_HWM", default_value_t = 1000)]
     pub hwm: i32,
+    /// Give up if the cluster is not complete this long after the router started (0: wait
+    /// for ever).
+    #[arg(long, env = "CEP_START_TIMEOUT", default_value = "0s", value_parser = cep_core::duration::parse_duration)]
+    pub start_timeout: std::time::Duration,
     /// Write the endpoints actually bound (`data=...`, `control=...`) to this file once
     /// listening, so that `*` ports can be used and found (the launcher does).
     #[arg(long, env = "CEP_ANNOUNCE")]

@@ -32,6 +32,8 @@ pub enum RouterError {
     Transport(#[from] TransportError),
     #[error("cannot write the announce file {0}")]
     Announce(String),
+    #[error("the cluster was not complete within {waited:?}: {missing}")]
+    Incomplete { waited: Duration, missing: String },
     #[error("shut down before the cluster was complete ({0})")]
     ShutdownBeforeStart(String),
 }
@@ -61,9 +63,13 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     };
     let mut rendezvous = Rendezvous::<ClientId>::new(expected, config.streams);
     let mut last_log = Instant::now();
+    let listening_since = Instant::now();
     while !rendezvous.is_complete(Instant::now()) {
         if shutdown.load(Ordering::Relaxed) {
             return Err(RouterError::ShutdownBeforeStart(rendezvous.waiting_for()));
+        }
+        if !config.start_timeout.is_zero() && listening_since.elapsed() > config.start_timeout {
+            return Err(RouterError::Incomplete { waited: config.start_timeout, missing: rendezvous.waiting_for() });
         }
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
             serve_registration(&control, &mut rendezvous, client, &body);
