@@ -166,6 +166,7 @@ fn pipeline(
         warmup: Some(if rate > 0.0 { Duration::from_secs(1) } else { Duration::ZERO }),
         seed: 42,
         record_input: false,
+        replay: None,
         csv: CsvMode::None,
         out: args.out.join(name),
         batch: cep_core::wire::DEFAULT_BATCH,

@@ -36,12 +36,15 @@ pub struct LaunchArgs {
     #[arg(long, env = "CEP_COUNT", conflicts_with = "duration")]
     pub count: Option<u64>,
     /// Warm-up sent before the measured part, kept out of the latency histograms
-    /// (default 1s for a timed run, none with --count).
+    /// (default 1s for a timed run, none with --count or --replay).
     #[arg(long, env = "CEP_WARMUP", value_parser = parse_duration)]
     pub warmup: Option<Duration>,
     /// Seed of the price model.
     #[arg(long, env = "CEP_SEED", default_value_t = 42)]
     pub seed: u64,
+    /// Replay a file of `symbol;price;timestamp` lines instead of generating ticks.
+    #[arg(long, env = "CEP_REPLAY")]
+    pub replay: Option<PathBuf>,
     /// Also write input.csv, every tick sent.
     #[arg(long, env = "CEP_RECORD_INPUT")]
     pub record_input: bool,
@@ -252,17 +255,25 @@ fn role_commands(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &
         format!(
             "--warmup={}ms",
             args.warmup
-                .unwrap_or(if args.count.is_some() { Duration::ZERO } else { Duration::from_secs(1) })
+                .unwrap_or(if args.count.is_some() || args.replay.is_some() {
+                    Duration::ZERO
+                } else {
+                    Duration::from_secs(1)
+                })
                 .as_millis()
         ),
         format!("--seed={}", args.seed),
         format!("--batch={}", args.batch),
     ];
-    match (args.count, args.duration) {
-        (Some(count), _) => injector.push(format!("--count={count}")),
-        (None, duration) => {
-            injector.push(format!("--duration={}ms", duration.unwrap_or(Duration::from_secs(10)).as_millis()))
-        }
+    match (args.count, args.duration, &args.replay) {
+        (Some(count), _, _) => injector.push(format!("--count={count}")),
+        (None, Some(duration), _) => injector.push(format!("--duration={}ms", duration.as_millis())),
+        // A replay ends with its file.
+        (None, None, Some(_)) => {}
+        (None, None, None) => injector.push("--duration=10000ms".into()),
+    }
+    if let Some(file) = &args.replay {
+        injector.push(format!("--replay={}", file.display()));
     }
     if args.record_input {
         injector.push(format!("--record={}", args.out.join("input.csv").display()));

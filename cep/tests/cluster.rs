@@ -9,22 +9,35 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-fn run_cluster(out: &Path, workers: usize, count: u64, connections: usize) -> Summary {
-    let status = Command::new(env!("CARGO_BIN_EXE_cep"))
+/// One cluster run to check.
+struct Scenario {
+    workers: usize,
+    /// Ticks the run sends.
+    count: u64,
+    connections: usize,
+    /// Distinct symbols in the stream.
+    symbols: u64,
+    rules: RulesConfig,
+    /// More `cep run` arguments (rules, a replay file).
+    extra: Vec<String>,
+}
+
+impl Scenario {
+    fn new(workers: usize, count: u64, connections: usize) -> Self {
+        Scenario { workers, count, connections, symbols: 1470, rules: RulesConfig::default(), extra: Vec::new() }
+    }
+}
+
+fn run_cluster(out: &Path, scenario: &Scenario) -> Summary {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cep"));
+    command
         .args(["run", "--rate", "0", "--csv", "all", "--record-input", "--quiet"])
-        .args([
-            "--workers",
-            &workers.to_string(),
-            "--count",
-            &count.to_string(),
-            "--connections",
-            &connections.to_string(),
-        ])
-        .arg("--out")
-        .arg(out)
-        .env("RUST_LOG", "warn")
-        .status()
-        .expect("cep runs");
+        .args(["--workers", &scenario.workers.to_string(), "--connections", &scenario.connections.to_string()])
+        .args(&scenario.extra);
+    if !scenario.extra.iter().any(|arg| arg.starts_with("--replay")) {
+        command.args(["--count", &scenario.count.to_string()]);
+    }
+    let status = command.arg("--out").arg(out).env("RUST_LOG", "warn").status().expect("cep runs");
     assert!(status.success(), "cep run failed: {status}");
     let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
     serde_json::from_str(&text).expect("summary.json parses")
@@ -56,9 +69,10 @@ fn read_outputs(path: &Path) -> (Outputs, Vec<String>) {
     (outputs, rows)
 }
 
-fn check(workers: usize, count: u64, connections: usize) {
+fn check(scenario: Scenario) {
+    let Scenario { workers, count, .. } = scenario;
     let dir = tempfile::tempdir().unwrap();
-    let summary = run_cluster(dir.path(), workers, count, connections);
+    let summary = run_cluster(dir.path(), &scenario);
     assert!(summary.complete);
     assert_eq!(summary.events_sent, count);
     assert_eq!(summary.events_processed, count);
@@ -66,9 +80,9 @@ fn check(workers: usize, count: u64, connections: usize) {
     assert!(summary.rejected.is_empty(), "{:?}", summary.rejected);
     assert_eq!(summary.workers.len(), workers);
     assert_eq!(summary.workers.iter().map(|w| w.events).sum::<u64>(), count);
-    assert_eq!(summary.workers.iter().map(|w| w.symbols).sum::<u64>(), 1470);
+    assert_eq!(summary.workers.iter().map(|w| w.symbols).sum::<u64>(), scenario.symbols);
     assert!(summary.workers.iter().all(|w| w.events > 0));
-    assert_eq!(summary.outputs.volatility, count);
+    assert_eq!(summary.outputs.volatility, if scenario.rules.volatility { count } else { 0 });
     assert_eq!(
         summary.latency_us.end_to_end.count,
         summary.outputs.perc + summary.outputs.trend + summary.outputs.volatility
@@ -77,7 +91,8 @@ fn check(workers: usize, count: u64, connections: usize) {
     // The standalone engine over the recorded input gives exactly the cluster's outputs.
     let input = read_input(&dir.path().join("input.csv")).unwrap();
     assert_eq!(input.len() as u64, count);
-    let expected = evaluate(&input, RulesConfig::default());
+    let expected = evaluate(&input, scenario.rules.clone());
+    assert!(!expected.is_empty());
     let (outputs, rows) = read_outputs(&dir.path().join("outputs.csv"));
     assert_eq!(outputs.len(), expected.len());
     for o in &expected {
@@ -102,17 +117,40 @@ fn check(workers: usize, count: u64, connections: usize) {
 
 #[test]
 fn two_workers_few_hundred_thousand_ticks() {
-    check(2, 300_000, 1);
+    check(Scenario::new(2, 300_000, 1));
 }
 
 #[test]
 fn one_worker() {
-    check(1, 50_000, 1);
+    check(Scenario::new(1, 50_000, 1));
 }
 
 #[test]
 fn three_workers_three_connections() {
-    check(3, 100_000, 3);
+    check(Scenario::new(3, 100_000, 3));
+}
+
+/// The Oracle white paper's workload: R1 and R2 on 200 monitored symbols, the rest filtered.
+#[test]
+fn oracle_variant() {
+    check(Scenario {
+        rules: RulesConfig::oracle(200),
+        extra: ["--rules=perc,trend", "--monitor-first=200"].map(String::from).to_vec(),
+        ..Scenario::new(2, 100_000, 2)
+    });
+}
+
+/// A replayed file of `symbol;price;timestamp` lines goes through the cluster like the model.
+#[test]
+fn replay_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ticks.txt");
+    let mut text = String::from("# symbol;price;timestamp\n");
+    for tick in cep_core::gbm::GbmStream::all(7, 40).take(20_000) {
+        text.push_str(&format!("R{:02};{};{}\n", tick.symbol, tick.price, 1_700_000_000_000 + tick.index));
+    }
+    std::fs::write(&file, text).unwrap();
+    check(Scenario { symbols: 40, extra: vec![format!("--replay={}", file.display())], ..Scenario::new(2, 20_000, 2) });
 }
 
 /// A worker whose clock is 250 ms ahead: its offset to the collector is measured within the
