@@ -3,6 +3,7 @@
 use crate::accounting::{summarize, Observed};
 use crate::config::{CollectorConfig, CsvMode};
 use crate::csv::OutputsCsv;
+use crate::intervals::IntervalRecorder;
 use crate::latency::HopHistograms;
 use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
@@ -69,6 +70,8 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
         max_frame_bytes: config.max_frame_bytes,
         warmup_end_ns: ready.start_ns + ready.warmup_ns,
         hops: HopHistograms::default(),
+        intervals: IntervalRecorder::create(&config.out, ready.start_ns, Duration::from_secs(1))
+            .map_err(write_err(&config.out))?,
         decoded: Vec::with_capacity(1024),
         seen: (0..ready.streams).map(|_| Default::default()).collect(),
         observed: Observed::default(),
@@ -115,6 +118,7 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
     }
     drop(clock);
     let rows = csv.finish().map_err(write_err(&csv_path))?;
+    state.intervals.finish().map_err(write_err(&config.out))?;
     // A complete run ends with the last report; an interrupted one with the last frame.
     let end_ns = if state.reports.len() == worker_ids.len() { state.last_report_ns } else { state.last_frame_ns };
     state.observed.duration_s = end_ns.saturating_sub(ready.start_ns) as f64 / 1e9;
@@ -149,6 +153,7 @@ struct Collecting {
     max_frame_bytes: usize,
     warmup_end_ns: u64,
     hops: HopHistograms,
+    intervals: IntervalRecorder,
     decoded: Vec<OutputRecord>,
     /// Per stream and rule: which ticks already produced that rule's output.
     seen: Vec<[SeenSet; 3]>,
@@ -246,6 +251,7 @@ impl Collecting {
                 self.observed.warmup_outputs += 1;
             } else {
                 self.hops.record_output(&output.stamps, t_collector);
+                self.intervals.record(t_collector.saturating_sub(output.stamps.t_inject), t_collector)?;
                 measured += 1;
             }
             let write = match self.csv_mode {

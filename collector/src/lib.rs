@@ -5,6 +5,7 @@
 //! - [`config`]: the command-line flags.
 //! - [`latency`]: the per-hop HdrHistograms.
 //! - [`csv`]: the `outputs.csv` writer (no allocation per row).
+//! - [`intervals`]: latency per second, as CSV and as an HdrHistogram interval log.
 //! - [`accounting`]: turns the reports and counts into `summary.json`.
 //! - [`collecting`]: the run loop and the results folder.
 
@@ -12,6 +13,7 @@ pub mod accounting;
 pub mod collecting;
 pub mod config;
 pub mod csv;
+pub mod intervals;
 pub mod latency;
 
 pub use collecting::run;

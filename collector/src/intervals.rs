@@ -1,0 +1,135 @@
+//! End-to-end latency per one-second interval (by arrival at the collector): `intervals.csv`
+//! for plots of latency over time, and `latency.hlog` in HdrHistogram's standard interval-log
+//! format, which users' existing HdrHistogram tools read.
+
+use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::Histogram;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
+
+pub const INTERVALS_HEADER: &str = "interval_start_s,count,mean_us,p50_us,p99_us,p999_us,max_us";
+
+pub struct IntervalRecorder {
+    start_ns: u64,
+    interval_ns: u64,
+    current_start_ns: u64,
+    histogram: Histogram<u64>,
+    csv: BufWriter<File>,
+    log: BufWriter<File>,
+    serializer: V2DeflateSerializer,
+}
+
+impl IntervalRecorder {
+    /// Intervals of `interval` from `start_ns` (the run's start, collector time).
+    pub fn create(out: &Path, start_ns: u64, interval: Duration) -> io::Result<IntervalRecorder> {
+        let mut csv = BufWriter::new(File::create(out.join("intervals.csv"))?);
+        writeln!(csv, "{INTERVALS_HEADER}")?;
+        let mut log = BufWriter::new(File::create(out.join("latency.hlog"))?);
+        let start_s = start_ns as f64 / 1e9;
+        writeln!(log, "#[Histogram log format version 1.3]")?;
+        writeln!(log, "#[End-to-end latency in nanoseconds, from each tick's intended send time]")?;
+        writeln!(log, "#[StartTime: {start_s:.3} (seconds since epoch)]")?;
+        writeln!(log, "#[BaseTime: {start_s:.3} (seconds since epoch)]")?;
+        writeln!(log, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")?;
+        Ok(IntervalRecorder {
+            start_ns,
+            interval_ns: interval.as_nanos().max(1) as u64,
+            current_start_ns: start_ns,
+            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid"),
+            csv,
+            log,
+            serializer: V2DeflateSerializer::new(),
+        })
+    }
+
+    /// Records one output's end-to-end latency, arrived at `t_collector`.
+    #[inline]
+    pub fn record(&mut self, latency_ns: u64, t_collector: u64) -> io::Result<()> {
+        if t_collector >= self.current_start_ns + self.interval_ns {
+            self.rotate(t_collector)?;
+        }
+        self.histogram.saturating_record(latency_ns.max(1));
+        Ok(())
+    }
+
+    fn rotate(&mut self, t_collector: u64) -> io::Result<()> {
+        self.flush_interval()?;
+        let elapsed = t_collector.saturating_sub(self.start_ns);
+        self.current_start_ns = self.start_ns + elapsed / self.interval_ns * self.interval_ns;
+        Ok(())
+    }
+
+    fn flush_interval(&mut self) -> io::Result<()> {
+        if self.histogram.is_empty() {
+            return Ok(());
+        }
+        let h = &self.histogram;
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let offset = Duration::from_nanos(self.current_start_ns.saturating_sub(self.start_ns));
+        writeln!(
+            self.csv,
+            "{:.3},{},{:.2},{:.2},{:.2},{:.2},{:.2}",
+            offset.as_secs_f64(),
+            h.len(),
+            h.mean() / 1000.0,
+            us(h.value_at_quantile(0.5)),
+            us(h.value_at_quantile(0.99)),
+            us(h.value_at_quantile(0.999)),
+            us(h.max())
+        )?;
+        // The log writer borrows its sink: one short-lived writer per interval line.
+        let mut line = Vec::new();
+        let mut writer = IntervalLogWriterBuilder::new()
+            .with_base_time(UNIX_EPOCH + Duration::from_nanos(self.start_ns))
+            .begin_log_with(&mut line, &mut self.serializer)?;
+        writer
+            .write_histogram(h, offset, Duration::from_nanos(self.interval_ns), None)
+            .map_err(|error| io::Error::other(format!("{error:?}")))?;
+        let text = String::from_utf8_lossy(&line);
+        // Keep only the histogram line (the builder writes its own BaseTime comment first).
+        for row in text.lines().filter(|row| !row.starts_with('#')) {
+            writeln!(self.log, "{row}")?;
+        }
+        self.histogram.reset();
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> io::Result<()> {
+        self.flush_interval()?;
+        self.csv.flush()?;
+        self.log.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+    #[test]
+    fn writes_one_row_and_one_log_line_per_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = 1_700_000_000_000_000_000;
+        let mut recorder = IntervalRecorder::create(dir.path(), start, Duration::from_secs(1)).unwrap();
+        recorder.record(1_000, start + 10).unwrap();
+        recorder.record(3_000, start + 500_000_000).unwrap();
+        recorder.record(9_000, start + 2_100_000_000).unwrap();
+        recorder.finish().unwrap();
+        let csv = std::fs::read_to_string(dir.path().join("intervals.csv")).unwrap();
+        let rows: Vec<&str> = csv.lines().collect();
+        assert_eq!(rows.len(), 3, "{csv}");
+        assert!(rows[1].starts_with("0.000,2,"), "{}", rows[1]);
+        assert!(rows[2].starts_with("2.000,1,"), "{}", rows[2]);
+        let log = std::fs::read(dir.path().join("latency.hlog")).unwrap();
+        let histograms: Vec<_> = IntervalLogIterator::new(&log)
+            .filter_map(|entry| match entry.unwrap() {
+                LogEntry::Interval(interval) => Some(interval.start_timestamp()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(histograms, vec![Duration::ZERO, Duration::from_secs(2)]);
+    }
+}
