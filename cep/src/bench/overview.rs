@@ -1,4 +1,4 @@
-//! `cep bench`: in one run on this machine, the engine alone, one raw ZeroMQ PUSH/PULL hop
+//! `cep bench` (overview): in one run on this machine, the engine alone, one raw ZeroMQ PUSH/PULL hop
 //! (unbatched and batched), and the whole pipeline at full speed and at a fixed rate, side by
 //! side with the ratios. Absolute figures drift on shared machines; the ratios are the point.
 
@@ -18,7 +18,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
-pub struct BenchArgs {
+pub struct OverviewArgs {
     /// Ticks through the engine alone.
     #[arg(long, env = "CEP_BENCH_ENGINE_TICKS", default_value_t = 10_000_000)]
     pub engine_ticks: u64,
@@ -41,7 +41,7 @@ pub struct BenchArgs {
     #[arg(long, env = "CEP_OUT", default_value = "bench-results")]
     pub out: PathBuf,
     /// Skip the pipeline runs (engine and transport only).
-    #[arg(long)]
+    #[arg(long, env = "CEP_BENCH_NO_PIPELINE")]
     pub no_pipeline: bool,
 }
 
@@ -59,8 +59,10 @@ pub struct BenchResults {
     pub latency_end_to_end_us: Option<cep_core::results::LatencySummary>,
 }
 
-/// Ticks of the reference stream as (symbol index, price, event time), made before timing.
-fn reference_ticks(count: u64, rate: f64) -> Vec<(u32, f64, u64)> {
+/// Ticks of the reference stream as (symbol index, price, event time), made before timing;
+/// event time as if the ticks arrived at `rate` (at 1 M ev/s the 10 s windows hold ~6,800
+/// prices each).
+pub fn reference_ticks(count: u64, rate: f64) -> Vec<(u32, f64, u64)> {
     GbmStream::all(42, 1470)
         .take(count as usize)
         .map(|t| (t.symbol as u32, t.price, (t.index as f64 * 1e9 / rate) as u64))
@@ -69,23 +71,35 @@ fn reference_ticks(count: u64, rate: f64) -> Vec<(u32, f64, u64)> {
 
 /// The engine alone, R1+R2+R3, one core: symbols looked up by name as a worker does.
 pub fn bench_engine(ticks: u64) -> (f64, f64) {
+    let run = bench_rules(&reference_ticks(ticks, 1e6), RulesConfig::default());
+    (run.events as f64 / run.seconds, run.seconds * 1e9 / run.events as f64)
+}
+
+/// One engine run over prepared ticks.
+pub struct EngineRun {
+    pub events: u64,
+    pub seconds: f64,
+    pub outputs: u64,
+}
+
+/// The engine alone over `input` with `rules`, looking symbols up by name as a worker does.
+pub fn bench_rules(input: &[(u32, f64, u64)], rules: RulesConfig) -> EngineRun {
     let names = symbol_names(1470);
-    // Event time as if the ticks arrived at 1 M ev/s: the 10 s windows hold ~6,800 prices each.
-    let input = reference_ticks(ticks, 1e6);
-    let mut engine = Engine::new(RulesConfig::default());
+    let mut engine = Engine::new(rules);
     let mut checksum = 0.0;
     let start = Instant::now();
-    for &(symbol, price, ts) in &input {
+    for &(symbol, price, ts) in input {
         engine.process_symbol(&names[symbol as usize], price, ts, |_, value| checksum += value);
     }
-    let elapsed = start.elapsed().as_secs_f64();
+    let seconds = start.elapsed().as_secs_f64().max(1e-9);
     std::hint::black_box(checksum);
-    (ticks as f64 / elapsed, elapsed * 1e9 / ticks as f64)
+    EngineRun { events: input.len() as u64, seconds, outputs: engine.outputs().iter().sum() }
 }
 
 /// One raw PUSH/PULL hop over TCP loopback between two threads with a ZeroMQ context (and
 /// so an I/O thread) each, as two processes have: `per_message` ticks in each message,
-/// encoded as the pipeline encodes them. Returns events per second.
+/// encoded as the pipeline encodes them. Returns events per second. (`cep bench transport`
+/// measures the full matrix between two processes.)
 pub fn bench_transport(messages: u64, per_message: usize) -> anyhow::Result<f64> {
     let options = SocketOptions::default();
     let pull = Pull::bind(&Context::new(), "tcp://127.0.0.1:*", &options)?;
@@ -149,7 +163,7 @@ pub fn bench_hop_latency(messages: u64, rate: f64) -> anyhow::Result<cep_core::r
 }
 
 fn pipeline(
-    args: &BenchArgs,
+    args: &OverviewArgs,
     name: &str,
     rate: f64,
     count: Option<u64>,
@@ -179,7 +193,7 @@ fn pipeline(
     run_cluster(&program, &launch)
 }
 
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+pub fn run(args: OverviewArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let mut results = BenchResults::default();
     eprintln!("engine alone: {} ticks, R1+R2+R3 ...", args.engine_ticks);

@@ -1,0 +1,303 @@
+//! `cep bench transport`: raw ZeroMQ PUSH/PULL, the ceiling every pipeline figure is compared
+//! to. tcp and ipc run between two processes (the sender is `cep bench transport-peer`),
+//! inproc between two threads of one process (the only way it exists). Messages are tick
+//! batches encoded as the pipeline encodes them, 1 to 2,048 ticks (~40 B to ~70 KiB) each.
+//! Each point runs twice: unpaced for throughput, then paced for latency (from the send stamp
+//! in each message; one host's clock).
+
+use super::report::{line_chart, table, Report, Scale, Series};
+use anyhow::{bail, Context as _};
+use cep_core::clock::now_ns;
+use cep_core::duration::parse_duration;
+use cep_core::report::EndOfStream;
+use cep_core::results::LatencySummary;
+use cep_core::wire::{decode_message, encode_message, read_header, FrameKind, TickBatchWriter};
+use cep_transport::{Context, Message, Pull, Push, SocketOptions};
+use clap::Args;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Tcp,
+    Ipc,
+    Inproc,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Tcp => "tcp",
+            Kind::Ipc => "ipc",
+            Kind::Inproc => "inproc",
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct TransportArgs {
+    /// Transports to measure.
+    #[arg(long, value_delimiter = ',', default_value = "tcp,ipc,inproc")]
+    pub transports: Vec<Kind>,
+    /// Ticks per message, one point each.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64,256,1024,2048")]
+    pub events_per_message: Vec<usize>,
+    /// How long each throughput measurement runs (the latency one runs half as long).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Messages per second of the latency measurement.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub latency_rate: f64,
+    /// Where to write results.json, transport.csv and report.html.
+    #[arg(long, env = "CEP_OUT", default_value = "bench-results/transport")]
+    pub out: PathBuf,
+}
+
+/// The sending side, in its own process.
+#[derive(Args, Debug)]
+pub struct PeerArgs {
+    #[arg(long)]
+    pub endpoint: String,
+    #[arg(long)]
+    pub per_message: usize,
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Messages per second; 0 sends as fast as possible.
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
+}
+
+/// One point of the matrix.
+#[derive(Serialize, Debug, Clone)]
+pub struct TransportPoint {
+    pub transport: Kind,
+    pub events_per_message: usize,
+    pub message_bytes: usize,
+    pub messages_per_s: f64,
+    pub events_per_s: f64,
+    pub megabytes_per_s: f64,
+    pub latency_us: LatencySummary,
+}
+
+fn frame(per_message: usize) -> TickBatchWriter {
+    let mut batch = TickBatchWriter::new(0);
+    for seq in 0..per_message as u64 {
+        batch.push(b"S0001", 100.0 + seq as f64 * 0.01, 1_700_000_000_000_000_000 + seq, 0, seq, 0);
+    }
+    batch
+}
+
+/// Sends tick batches to `endpoint` for `duration` (paced at `rate` messages/s, 0 = unpaced),
+/// each sealed with its send time, then an end-of-stream marker with the count.
+fn send(context: &Context, args: &PeerArgs) -> anyhow::Result<()> {
+    let push = Push::connect(context, &args.endpoint, &SocketOptions::default())?;
+    let never = AtomicBool::new(false);
+    let mut batch = frame(args.per_message);
+    let start = Instant::now();
+    let mut sent: u64 = 0;
+    while start.elapsed() < args.duration {
+        if args.rate > 0.0 {
+            let due = start + Duration::from_secs_f64(sent as f64 / args.rate);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+        push.send(batch.seal(now_ns()), &never)?;
+        sent += 1;
+    }
+    push.send(&encode_message(FrameKind::EndOfStream, 0, &EndOfStream { stream: 0, sent, routed: 0 }), &never)?;
+    Ok(())
+}
+
+pub fn peer(args: PeerArgs) -> anyhow::Result<()> {
+    send(&Context::new(), &args)
+}
+
+/// Receives until the end marker: (messages, seconds from first to last, latency).
+fn receive(pull: &Pull) -> anyhow::Result<(u64, f64, LatencySummary)> {
+    let mut histogram = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+    let mut message = Message::new();
+    let (mut first, mut last, mut count) = (None, Instant::now(), 0u64);
+    loop {
+        if !pull.recv(&mut message, Duration::from_secs(30))? {
+            bail!("the sender went silent after {count} messages");
+        }
+        let t = now_ns();
+        let (header, rest) = read_header(&message)?;
+        if header.kind == FrameKind::EndOfStream {
+            let eos: EndOfStream = decode_message(&header, rest, FrameKind::EndOfStream)?;
+            if eos.sent != count {
+                bail!("{} messages sent, {count} received", eos.sent);
+            }
+            break;
+        }
+        // The send stamp is the first field after the header (a fixed 9-byte u64).
+        let t_sent = u64::from_be_bytes(rest[1..9].try_into()?);
+        histogram.saturating_record(t.saturating_sub(t_sent).max(1));
+        first.get_or_insert_with(Instant::now);
+        last = Instant::now();
+        count += 1;
+    }
+    let seconds = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
+    Ok((count, seconds, cep_collector::latency::summarize(&histogram)))
+}
+
+fn measure(
+    kind: Kind,
+    per_message: usize,
+    duration: Duration,
+    rate: f64,
+    point: usize,
+) -> anyhow::Result<(u64, f64, LatencySummary)> {
+    let context = Context::new();
+    let bind = match kind {
+        Kind::Tcp => "tcp://127.0.0.1:*".to_string(),
+        Kind::Ipc => format!(
+            "ipc://{}",
+            std::env::temp_dir().join(format!("cep-bench-{}-{point}", std::process::id())).display()
+        ),
+        Kind::Inproc => format!("inproc://bench-{point}"),
+    };
+    let pull = Pull::bind(&context, &bind, &SocketOptions::default())?;
+    let peer = PeerArgs { endpoint: pull.endpoint().to_string(), per_message, duration, rate };
+    let result = if kind == Kind::Inproc {
+        let sender_context = context.clone();
+        let sender = std::thread::spawn(move || send(&sender_context, &peer));
+        let received = receive(&pull);
+        sender.join().map_err(|_| anyhow::anyhow!("sender thread panicked"))??;
+        received
+    } else {
+        let program = std::env::current_exe().context("cannot find the cep executable")?;
+        let mut child = std::process::Command::new(program)
+            .args(["bench", "transport-peer", "--endpoint", &peer.endpoint])
+            .arg(format!("--per-message={per_message}"))
+            .arg(format!("--duration={}ms", duration.as_millis()))
+            .arg(format!("--rate={rate}"))
+            .spawn()
+            .context("cannot start the sending process")?;
+        let received = receive(&pull);
+        let status = child.wait()?;
+        if !status.success() {
+            bail!("the sending process failed: {status}");
+        }
+        received
+    };
+    if kind == Kind::Ipc {
+        let _ = std::fs::remove_file(bind.trim_start_matches("ipc://"));
+    }
+    result
+}
+
+pub fn run(args: TransportArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.out)?;
+    let total = (args.transports.len() * args.events_per_message.len()) as u64;
+    let bar = super::progress(total, "transport");
+    let stop = super::stop_flag();
+    let mut points = Vec::new();
+    'all: for &kind in &args.transports {
+        for &per_message in &args.events_per_message {
+            if stop.load(Ordering::Relaxed) {
+                break 'all;
+            }
+            bar.set_message(format!("{} x{per_message}", kind.name()));
+            let index = points.len();
+            let (messages, seconds, _) = measure(kind, per_message, args.duration, 0.0, 2 * index)?;
+            let (_, _, latency) = measure(kind, per_message, args.duration / 2, args.latency_rate, 2 * index + 1)?;
+            let message_bytes = frame(per_message).seal(0).len();
+            let messages_per_s = messages.saturating_sub(1) as f64 / seconds.max(1e-9);
+            points.push(TransportPoint {
+                transport: kind,
+                events_per_message: per_message,
+                message_bytes,
+                messages_per_s,
+                events_per_s: messages_per_s * per_message as f64,
+                megabytes_per_s: messages_per_s * message_bytes as f64 / 1e6,
+                latency_us: latency,
+            });
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    write(&args.out, &points, args.latency_rate)?;
+    for p in &points {
+        println!(
+            "[TRANSPORT {} x{}], Throughput(msgs/sec), {:.0}, Throughput(events/sec), {:.0}, MB/sec, {:.1}, 99thPercentileLatency(us), {:.1}",
+            p.transport.name(),
+            p.events_per_message,
+            p.messages_per_s,
+            p.events_per_s,
+            p.megabytes_per_s,
+            p.latency_us.p99
+        );
+    }
+    Ok(())
+}
+
+/// Writes results.json, transport.csv and report.html.
+pub fn write(out: &std::path::Path, points: &[TransportPoint], latency_rate: f64) -> anyhow::Result<()> {
+    super::write_json(out, "results.json", &points)?;
+    let mut csv = String::from("transport,events_per_message,message_bytes,messages_per_s,events_per_s,megabytes_per_s,latency_p50_us,latency_p99_us,latency_p999_us,latency_max_us\n");
+    for p in points {
+        let l = &p.latency_us;
+        csv += &format!(
+            "{},{},{},{:.1},{:.1},{:.2},{:.2},{:.2},{:.2},{:.2}\n",
+            p.transport.name(),
+            p.events_per_message,
+            p.message_bytes,
+            p.messages_per_s,
+            p.events_per_s,
+            p.megabytes_per_s,
+            l.p50,
+            l.p99,
+            l.p999,
+            l.max
+        );
+    }
+    std::fs::write(out.join("transport.csv"), csv)?;
+    let series = |value: &dyn Fn(&TransportPoint) -> f64| -> Vec<Series> {
+        [Kind::Tcp, Kind::Ipc, Kind::Inproc]
+            .iter()
+            .map(|kind| Series {
+                name: kind.name().to_string(),
+                points: points
+                    .iter()
+                    .filter(|p| p.transport == *kind)
+                    .map(|p| (p.events_per_message as f64, value(p)))
+                    .collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect()
+    };
+    let rows: Vec<Vec<String>> = points
+        .iter()
+        .map(|p| {
+            vec![
+                p.transport.name().to_string(),
+                p.events_per_message.to_string(),
+                p.message_bytes.to_string(),
+                format!("{:.0}", p.messages_per_s),
+                format!("{:.2} M", p.events_per_s / 1e6),
+                format!("{:.1}", p.megabytes_per_s),
+                format!("{:.1}", p.latency_us.p50),
+                format!("{:.1}", p.latency_us.p99),
+                format!("{:.1}", p.latency_us.max),
+            ]
+        })
+        .collect();
+    let mut report = Report::new("Raw ZeroMQ PUSH/PULL");
+    report
+        .note("tcp and ipc between two processes, inproc between two threads. Messages are tick batches as the pipeline encodes them. Throughput: unpaced sender. Latency: paced sender, from the send stamp in each message to its receipt.")
+        .note(&format!("Latency measured at {latency_rate:.0} messages/s."))
+        .section("Events per second", line_chart("throughput", "events per message", "events/s", &series(&|p| p.events_per_s), Scale::Log, Scale::Log))
+        .section("Messages per second", line_chart("message rate", "events per message", "messages/s", &series(&|p| p.messages_per_s), Scale::Log, Scale::Log))
+        .section("MB per second", line_chart("bandwidth", "events per message", "MB/s", &series(&|p| p.megabytes_per_s), Scale::Log, Scale::Linear))
+        .section("Latency p99", line_chart("latency p99", "events per message", "us", &series(&|p| p.latency_us.p99), Scale::Log, Scale::Log))
+        .section(
+            "Figures",
+            table(&["transport", "events/msg", "bytes/msg", "msgs/s", "events/s", "MB/s", "p50 us", "p99 us", "max us"], &rows),
+        );
+    report.write(out)
+}

@@ -1,0 +1,106 @@
+//! The bench code paths at tiny sizes, so the suite cannot rot: each kind runs and writes
+//! well-formed results (valid JSON, the CSV header, an HTML report holding its charts).
+
+use std::path::Path;
+use std::process::Command;
+
+fn bench(args: &[&str], out: &Path) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_cep"))
+        .arg("bench")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("cep runs");
+    assert!(output.status.success(), "cep bench {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn assert_report(dir: &Path, charts: usize) {
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
+    assert_eq!(html.matches("<svg").count(), charts, "charts in the report");
+    assert!(
+        !html.contains("http://")
+            || html.matches("http://").all(|_| html.contains("xmlns=\"http://www.w3.org/2000/svg\""))
+    );
+}
+
+#[test]
+fn engine_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = bench(&["engine", "--ticks", "20000"], dir.path());
+    assert!(stdout.contains("[ENGINE R1+R2+R3], Throughput(ops/sec), "), "{stdout}");
+    let results = json(&dir.path().join("results.json"));
+    let sets: Vec<&str> = results.as_array().unwrap().iter().map(|r| r["rule_set"].as_str().unwrap()).collect();
+    assert_eq!(sets, ["R1 perc", "R2 trend", "R3 volatility", "R1+R2", "R1+R2+R3", "Oracle 400 queries"]);
+    assert!(results
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["events"] == 20000 && r["events_per_s"].as_f64().unwrap() > 0.0));
+    let csv = std::fs::read_to_string(dir.path().join("engine.csv")).unwrap();
+    assert!(csv.starts_with("rule_set,events,seconds,events_per_s,ns_per_event,outputs\n"));
+    assert_eq!(csv.lines().count(), 7);
+    assert_report(dir.path(), 1);
+}
+
+#[test]
+fn transport_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "transport",
+        "--transports",
+        "tcp,ipc,inproc",
+        "--events-per-message",
+        "1,16",
+        "--duration",
+        "100ms",
+        "--latency-rate",
+        "2000",
+    ];
+    let stdout = bench(&args, dir.path());
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("[TRANSPORT ")).count(), 6, "{stdout}");
+    let points = json(&dir.path().join("results.json"));
+    let points = points.as_array().unwrap();
+    assert_eq!(points.len(), 6);
+    for p in points {
+        assert!(p["messages_per_s"].as_f64().unwrap() > 0.0, "{p}");
+        assert!(p["latency_us"]["count"].as_u64().unwrap() > 0, "{p}");
+    }
+    let csv = std::fs::read_to_string(dir.path().join("transport.csv")).unwrap();
+    assert!(csv.starts_with("transport,events_per_message,message_bytes,messages_per_s,"));
+    assert_report(dir.path(), 4);
+}
+
+#[test]
+fn overview_kind_with_a_small_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--engine-ticks",
+        "20000",
+        "--transport-messages",
+        "2000",
+        "--pipeline-ticks",
+        "20000",
+        "--latency-rate",
+        "20000",
+        "--latency-duration",
+        "500ms",
+    ];
+    let stdout = bench(&args, dir.path());
+    assert!(stdout.contains("pipeline, 2 workers, full speed"), "{stdout}");
+    let results = json(&dir.path().join("bench.json"));
+    assert_eq!(results["pipeline_lost"], 0);
+    assert!(results["pipeline_eps"].as_f64().unwrap() > 0.0);
+    for run in ["pipeline-full-speed", "pipeline-latency"] {
+        let summary = json(&dir.path().join(run).join("summary.json"));
+        assert_eq!(summary["complete"], true, "{run}");
+        assert!(dir.path().join(run).join("latency.hlog").exists());
+    }
+}
