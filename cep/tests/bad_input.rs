@@ -99,6 +99,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         hwm: 1000,
         announce: None,
         start_timeout: Duration::ZERO,
+        end_timeout: Duration::from_secs(30),
     };
     let router = {
         let shutdown = shutdown.clone();
@@ -113,6 +114,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         max_frame_bytes: MAX_FRAME,
         hwm: 1000,
         start_timeout: Duration::from_secs(30),
+        end_timeout: Duration::from_secs(30),
         rules: RulesArgs::default(),
     };
     let worker = {
@@ -227,6 +229,9 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     assert_eq!(outputs_received, worker_report.outputs.iter().sum::<u64>());
     assert_eq!(worker_report.outputs[Rule::Volatility as usize], 1000);
 
+    // As the collector would: the run is over, everyone may close.
+    cep_transport::control::end_of_run(&context, &control, FrameKind::RunFinished, Duration::from_secs(10), &never)
+        .unwrap();
     assert!(router.join().unwrap().is_ok());
     assert!(worker.join().unwrap().is_ok());
 }

@@ -104,3 +104,50 @@ fn overview_kind_with_a_small_pipeline() {
         assert!(dir.path().join(run).join("latency.hlog").exists());
     }
 }
+
+#[test]
+fn sweep_kind_two_points_and_a_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "sweep",
+        "--connections",
+        "1",
+        "--rate-per-connection",
+        "20000",
+        "--rate-steps",
+        "40000",
+        "--point-duration",
+        "400ms",
+        "--warmup",
+        "0s",
+        // A bound no run can keep: the search stops at its first probe.
+        "--p99-bound",
+        "1us",
+    ];
+    let stdout = bench(&args, dir.path());
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("[SWEEP ")).count(), 3, "{stdout}");
+    let results = json(&dir.path().join("results.json"));
+    let points = results["points"].as_array().unwrap();
+    let sweeps: Vec<&str> = points.iter().map(|p| p["sweep"].as_str().unwrap()).collect();
+    assert_eq!(sweeps, ["a", "b", "saturation"]);
+    assert!(points.iter().all(|p| p["events_lost"] == 0 && p["complete"] == true), "{points:?}");
+    assert!(results["saturation_rate"].is_null());
+    let csv = std::fs::read_to_string(dir.path().join("sweep.csv")).unwrap();
+    assert!(csv.starts_with("sweep,connections,rate_per_connection,target_rate,insert_rate,output_rate,events_lost,"));
+    assert_eq!(csv.lines().count(), 4);
+    // Throughput and latency per sweep (3 x 2), and the heaviest point's four latency charts.
+    assert_report(dir.path(), 10);
+}
+
+#[test]
+fn scale_kind_one_and_two_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = bench(&["scale", "--max-workers", "2", "--ticks", "20000"], dir.path());
+    assert!(stdout.contains("[SCALE 2 workers], Throughput(ops/sec), "), "{stdout}");
+    assert!(stdout.contains("the cores, not the design") || stdout.contains("the design's scaling"), "{stdout}");
+    let results = json(&dir.path().join("results.json"));
+    assert_eq!(results["points"].as_array().unwrap().len(), 2);
+    let csv = std::fs::read_to_string(dir.path().join("scale.csv")).unwrap();
+    assert!(csv.starts_with("workers,throughput_eps,events_lost,p50_us,p99_us,max_us,core_bound\n"));
+    assert_report(dir.path(), 2);
+}

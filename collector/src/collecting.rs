@@ -14,7 +14,7 @@ use cep_core::seen::{Arrival, SeenSet};
 use cep_core::tick::{OutputRecord, Rule};
 use cep_core::wire::{decode_message, decode_outputs, FrameHeader, FrameKind};
 use cep_transport::clock::ClockServer;
-use cep_transport::control::{register, RegistrationError};
+use cep_transport::control::{end_of_run, register, RegistrationError};
 use cep_transport::{advertise_host, advertised_endpoint, Context, Message, Pull, SocketOptions, TransportError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -117,8 +117,17 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
         }
     }
     drop(clock);
+    // Everyone keeps their sockets open until the collector has everything: say so now.
+    if !shutdown.load(Ordering::Relaxed) {
+        if let Err(error) =
+            end_of_run(&context, &config.router, FrameKind::RunFinished, Duration::from_secs(5), &shutdown)
+        {
+            warn!(%error, "could not tell the router the run is over");
+        }
+    }
     let rows = csv.finish().map_err(write_err(&csv_path))?;
     state.intervals.finish().map_err(write_err(&config.out))?;
+    crate::latency::write_distribution(&config.out, &state.hops.end_to_end).map_err(write_err(&config.out))?;
     // A complete run ends with the last report; an interrupted one with the last frame.
     let end_ns = if state.reports.len() == worker_ids.len() { state.last_report_ns } else { state.last_frame_ns };
     state.observed.duration_s = end_ns.saturating_sub(ready.start_ns) as f64 / 1e9;

@@ -114,6 +114,36 @@ pub fn summarize(histogram: &Histogram<u64>) -> LatencySummary {
     }
 }
 
+/// Writes the end-to-end distribution of the whole run: `percentiles.csv`, the HdrHistogram
+/// percentile spectrum, and `latency_histogram.csv`, counts in logarithmic buckets.
+pub fn write_distribution(out: &std::path::Path, histogram: &Histogram<u64>) -> std::io::Result<()> {
+    use std::fmt::Write;
+    let mut percentiles = String::from("percentile,value_us,count_below\n");
+    let mut histo = String::from("bucket_upper_us,count\n");
+    if !histogram.is_empty() {
+        let mut below = 0;
+        for step in histogram.iter_quantiles(4) {
+            below += step.count_since_last_iteration();
+            let _ = writeln!(
+                percentiles,
+                "{:.6},{:.3},{below}",
+                step.quantile_iterated_to() * 100.0,
+                step.value_iterated_to() as f64 / 1000.0
+            );
+        }
+        for step in histogram.iter_log(1_000, 1.25) {
+            let _ = writeln!(
+                histo,
+                "{:.3},{}",
+                step.value_iterated_to() as f64 / 1000.0,
+                step.count_since_last_iteration()
+            );
+        }
+    }
+    std::fs::write(out.join("percentiles.csv"), percentiles)?;
+    std::fs::write(out.join("latency_histogram.csv"), histo)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,6 +49,12 @@ pub enum FrameKind {
     ClockReply = 11,
     /// A node's clock offset to the collector: any node -> collector.
     ClockReport = 12,
+    /// "Tell me when the run is over": a node that has sent everything -> router (control).
+    AwaitEnd = 13,
+    /// The collector has everything (or gave up): collector -> router (control).
+    RunFinished = 14,
+    /// The run is over; sockets may close: router -> waiting node or collector (control).
+    EndAck = 15,
 }
 
 impl FrameKind {
@@ -67,6 +73,9 @@ impl FrameKind {
             ClockRequest,
             ClockReply,
             ClockReport,
+            AwaitEnd,
+            RunFinished,
+            EndAck,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)

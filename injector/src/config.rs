@@ -47,6 +47,10 @@ pub struct InjectorConfig {
     /// How long to wait for the run to start.
     #[arg(long, env = "CEP_START_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub start_timeout: Duration,
+    /// After the last end-of-stream marker: how long to keep the sockets open waiting for the
+    /// end of the run.
+    #[arg(long, env = "CEP_END_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub end_timeout: Duration,
     /// Batches queued per connection before sending blocks.
     #[arg(long, env = "CEP_HWM", default_value_t = 1000)]
     pub hwm: i32,

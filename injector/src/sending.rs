@@ -8,7 +8,7 @@ use cep_core::control::{Register, Role};
 use cep_core::report::{ClockReport, EndOfStream};
 use cep_core::wire::{encode_message, FrameKind, TickBatchWriter};
 use cep_transport::clock::synchronise;
-use cep_transport::control::{register, RegistrationError};
+use cep_transport::control::{end_of_run, register, RegistrationError};
 use cep_transport::{Context, Push, SocketOptions, TransportError};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -102,13 +102,24 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
             batch: config.batch,
         };
         let (names, recorder, shutdown) = (sources.names.clone(), recorder.clone(), shutdown.clone());
-        threads
-            .push(std::thread::spawn(move || send_stream(plan, source, &names, &push, recorder.as_ref(), &shutdown)));
+        // Each thread hands its socket back so that it stays open until the run is over.
+        threads.push(std::thread::spawn(move || {
+            send_stream(plan, source, &names, &push, recorder.as_ref(), &shutdown).map(|sent| (sent, push))
+        }));
     }
     let mut report = InjectorReport { streams: Vec::new() };
+    let mut sockets = Vec::new();
     for thread in threads {
-        report.streams.push(thread.join().map_err(|_| InjectorError::Panicked)??);
+        let (sent, push) = thread.join().map_err(|_| InjectorError::Panicked)??;
+        report.streams.push(sent);
+        sockets.push(push);
     }
+    if !shutdown.load(Ordering::Relaxed) {
+        if let Err(error) = end_of_run(&context, &config.router, FrameKind::AwaitEnd, config.end_timeout, &shutdown) {
+            tracing::warn!(%error, "no end-of-run signal from the router");
+        }
+    }
+    drop(sockets);
     if let (Some(recorder), Some(path)) = (recorder, &config.record) {
         let mut out = recorder.lock().expect("no sender panicked");
         out.flush().map_err(|source| InjectorError::Record { path: path.clone(), source })?;

@@ -37,6 +37,10 @@ pub struct RouterConfig {
     /// for ever).
     #[arg(long, env = "CEP_START_TIMEOUT", default_value = "0s", value_parser = cep_core::duration::parse_duration)]
     pub start_timeout: std::time::Duration,
+    /// After the last stream ended: how long to keep the sockets open waiting for the collector
+    /// to say it has everything.
+    #[arg(long, env = "CEP_END_TIMEOUT", default_value = "60s", value_parser = cep_core::duration::parse_duration)]
+    pub end_timeout: std::time::Duration,
     /// Write the endpoints actually bound (`data=...`, `control=...`) to this file once
     /// listening, so that `*` ports can be used and found (the launcher does).
     #[arg(long, env = "CEP_ANNOUNCE")]

@@ -62,6 +62,7 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
         n => WorkerCount::Exactly(n),
     };
     let mut rendezvous = Rendezvous::<ClientId>::new(expected, config.streams);
+    let mut ending = Ending::default();
     let mut last_log = Instant::now();
     let listening_since = Instant::now();
     while !rendezvous.is_complete(Instant::now()) {
@@ -72,7 +73,7 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
             return Err(RouterError::Incomplete { waited: config.start_timeout, missing: rendezvous.waiting_for() });
         }
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
-            serve_registration(&control, &mut rendezvous, client, &body);
+            serve_control(&control, &mut rendezvous, &mut ending, client, &body);
         }
         if last_log.elapsed() > Duration::from_secs(5) {
             info!("waiting for {}", rendezvous.waiting_for());
@@ -110,7 +111,7 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
         }
         if last_control.elapsed() > Duration::from_millis(100) {
             while let Some((client, body)) = control.recv(Duration::ZERO)? {
-                serve_registration(&control, &mut rendezvous, client, &body);
+                serve_control(&control, &mut rendezvous, &mut ending, client, &body);
             }
             last_control = Instant::now();
         }
@@ -125,6 +126,17 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     if let Err(error) = collector.send(&encode_message(FrameKind::RouterReport, ROUTER_SENDER, &report), &shutdown) {
         warn!(%error, "router report not delivered");
     }
+    // Keep every socket open until the collector has everything (see `Ending`).
+    let ending_since = Instant::now();
+    while !ending.finished && !shutdown.load(Ordering::Relaxed) && ending_since.elapsed() < config.end_timeout {
+        if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
+            serve_control(&control, &mut rendezvous, &mut ending, client, &body);
+        }
+    }
+    if !ending.finished && !shutdown.load(Ordering::Relaxed) {
+        warn!(waited = ?config.end_timeout, "the collector never said it had everything; ending anyway");
+    }
+    ending.release(&control);
     if shutdown.load(Ordering::Relaxed) {
         for push in path.outputs.iter().chain([&collector]) {
             push.shorten_linger(Duration::from_millis(500));
@@ -132,6 +144,47 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     }
     info!(routed = report.routed, rejected = path.rejections.total(), "router done");
     Ok(report)
+}
+
+/// The end of a run. ZeroMQ (4.3) can drop messages a peer had already sent when that peer
+/// disconnects while the receiver's queue is full, so no node closes its data sockets before
+/// the collector has everything: nodes that are done ask the router to be told (AwaitEnd), the
+/// collector says when it is done (RunFinished), and the router then answers them all.
+#[derive(Default)]
+struct Ending {
+    waiting: Vec<ClientId>,
+    finished: bool,
+}
+
+impl Ending {
+    fn release(&mut self, control: &ControlServer) {
+        for client in self.waiting.drain(..) {
+            if let Err(error) = control.reply(&client, &encode_message(FrameKind::EndAck, ROUTER_SENDER, &())) {
+                warn!(%error, "could not release a node at the end of the run");
+            }
+        }
+    }
+}
+
+/// Serves one control request: a registration, or the end-of-run exchange.
+fn serve_control(
+    control: &ControlServer,
+    rendezvous: &mut Rendezvous<ClientId>,
+    ending: &mut Ending,
+    client: ClientId,
+    body: &[u8],
+) {
+    match read_header(body).map(|(header, _)| header.kind) {
+        Ok(FrameKind::AwaitEnd) => ending.waiting.push(client),
+        Ok(FrameKind::RunFinished) => {
+            ending.finished = true;
+            ending.waiting.push(client);
+        }
+        _ => serve_registration(control, rendezvous, client, body),
+    }
+    if ending.finished {
+        ending.release(control);
+    }
 }
 
 /// Writes the bound endpoints for whoever started the router; written whole, then renamed,

@@ -141,6 +141,29 @@ mod tests {
     }
 }
 
+/// Asks the router (`kind`: AwaitEnd or RunFinished) and waits for its EndAck, at most
+/// `timeout`. Nodes keep their data sockets open until then: ZeroMQ can drop what a peer had
+/// already sent if the peer disconnects while the receiver's queue is full, so nobody
+/// disconnects before the collector has everything.
+pub fn end_of_run(
+    context: &Context,
+    router: &str,
+    kind: cep_core::wire::FrameKind,
+    timeout: Duration,
+    shutdown: &AtomicBool,
+) -> Result<(), TransportError> {
+    use cep_core::wire::{encode_message, read_header, FrameKind};
+    let answer = request(context, router, &encode_message(kind, 0, &()), timeout, shutdown)?;
+    match read_header(&answer) {
+        Ok((header, _)) if header.kind == FrameKind::EndAck => Ok(()),
+        Ok((header, _)) => Err(TransportError::BadAnswer {
+            peer: router.to_string(),
+            reason: format!("{:?} instead of EndAck", header.kind),
+        }),
+        Err(error) => Err(TransportError::BadAnswer { peer: router.to_string(), reason: error.to_string() }),
+    }
+}
+
 /// Why a process could not join the run.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistrationError {

@@ -126,6 +126,9 @@ pub struct WorkerConfig {
     /// How long to wait for the run to start.
     #[arg(long, env = "CEP_START_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub start_timeout: Duration,
+    /// After its report: how long to keep the sockets open waiting for the end of the run.
+    #[arg(long, env = "CEP_END_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub end_timeout: Duration,
     #[command(flatten)]
     pub rules: RulesArgs,
 }

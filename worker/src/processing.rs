@@ -9,7 +9,7 @@ use cep_core::tick::TickRecord;
 use cep_core::wire::{decode_message, decode_ticks, encode_message, FrameKind, OutputBatchWriter};
 use cep_engine::Engine;
 use cep_transport::clock::synchronise;
-use cep_transport::control::{register, RegistrationError};
+use cep_transport::control::{end_of_run, register, RegistrationError};
 use cep_transport::{advertise_host, advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -93,6 +93,10 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
     collector.send(&encode_message(FrameKind::WorkerReport, report.index, &report), &shutdown)?;
     if shutdown.load(Ordering::Relaxed) {
         collector.shorten_linger(Duration::from_millis(500));
+    } else if let Err(error) = end_of_run(&context, &config.router, FrameKind::AwaitEnd, config.end_timeout, &shutdown)
+    {
+        // Everything was sent; the end signal only guards delivery, so this is a warning.
+        tracing::warn!(%error, "no end-of-run signal from the router");
     }
     info!(processed = report.processed, symbols = report.symbols, "worker done");
     Ok(report)

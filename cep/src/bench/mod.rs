@@ -4,11 +4,15 @@
 //!   side by side, with the ratios measured in one run.
 //! - [`transport`]: raw PUSH/PULL over tcp, ipc and inproc, by events per message.
 //! - [`engine`]: the engine alone per rule set.
+//! - [`sweep`]: the Oracle white paper's sweeps on the whole pipeline, and a saturation search.
+//! - [`scale`]: throughput and latency against the number of workers.
 //! - [`report`]: the self-contained HTML report with SVG charts every kind writes.
 
 pub mod engine;
 pub mod overview;
 pub mod report;
+pub mod scale;
+pub mod sweep;
 pub mod transport;
 
 use anyhow::Context as _;
@@ -32,6 +36,10 @@ pub enum BenchKind {
     Transport(transport::TransportArgs),
     /// The engine alone, one core, per rule set.
     Engine(engine::EngineBenchArgs),
+    /// The Oracle white paper's sweeps on the whole pipeline, and a saturation search.
+    Sweep(sweep::SweepArgs),
+    /// Throughput and latency at saturation against the number of workers.
+    Scale(scale::ScaleArgs),
     /// Hidden: the sending side of a transport measurement, in its own process.
     #[command(hide = true)]
     TransportPeer(transport::PeerArgs),
@@ -43,8 +51,48 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(BenchKind::Overview(overview)) => overview::run(overview),
         Some(BenchKind::Transport(transport)) => transport::run(transport),
         Some(BenchKind::Engine(engine)) => engine::run(engine),
+        Some(BenchKind::Sweep(sweep)) => sweep::run(sweep),
+        Some(BenchKind::Scale(scale)) => scale::run(scale),
         Some(BenchKind::TransportPeer(peer)) => transport::peer(peer),
     }
+}
+
+/// One run of the whole pipeline, as the sweeps and the overview make them.
+#[derive(Clone, Debug)]
+pub struct PipelinePoint {
+    pub workers: usize,
+    pub connections: usize,
+    /// Total ticks per second; 0 = as fast as possible.
+    pub rate: f64,
+    pub count: Option<u64>,
+    pub duration: Option<std::time::Duration>,
+    pub warmup: std::time::Duration,
+}
+
+/// Runs a local cluster for `point` (results into `out`) and returns its summary.
+pub fn pipeline_run(point: &PipelinePoint, out: &Path) -> anyhow::Result<cep_core::results::Summary> {
+    let program = std::env::current_exe().context("cannot find the cep executable")?;
+    let launch = crate::launcher::LaunchArgs {
+        workers: point.workers,
+        rate: point.rate,
+        connections: point.connections,
+        symbols: 1470,
+        duration: point.duration,
+        count: point.count,
+        warmup: Some(point.warmup),
+        seed: 42,
+        record_input: false,
+        replay: None,
+        csv: cep_collector::CsvMode::None,
+        out: out.to_path_buf(),
+        batch: cep_core::wire::DEFAULT_BATCH,
+        idle_timeout: std::time::Duration::from_secs(30),
+        transport: crate::launcher::LocalTransport::Tcp,
+        worker0_clock_skew: None,
+        quiet: true,
+        rules: cep_worker::RulesArgs::default(),
+    };
+    crate::launcher::run_cluster(&program, &launch)
 }
 
 /// Writes `value` as pretty JSON to `dir/name`.

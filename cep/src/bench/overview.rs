@@ -2,15 +2,12 @@
 //! (unbatched and batched), and the whole pipeline at full speed and at a fixed rate, side by
 //! side with the ratios. Absolute figures drift on shared machines; the ratios are the point.
 
-use crate::launcher::{run_cluster, LaunchArgs};
 use anyhow::Context as _;
-use cep_collector::CsvMode;
 use cep_core::gbm::{symbol_names, GbmStream};
 use cep_core::results::Summary;
 use cep_core::wire::TickBatchWriter;
 use cep_engine::{Engine, RulesConfig};
 use cep_transport::{Context, Message, Pull, Push, SocketOptions};
-use cep_worker::RulesArgs;
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -169,28 +166,11 @@ fn pipeline(
     count: Option<u64>,
     duration: Option<Duration>,
 ) -> anyhow::Result<Summary> {
-    let program = std::env::current_exe().context("cannot find the cep executable")?;
-    let launch = LaunchArgs {
-        workers: args.workers,
-        rate,
-        connections: 1,
-        symbols: 1470,
-        duration,
-        count,
-        warmup: Some(if rate > 0.0 { Duration::from_secs(1) } else { Duration::ZERO }),
-        seed: 42,
-        record_input: false,
-        replay: None,
-        csv: CsvMode::None,
-        out: args.out.join(name),
-        batch: cep_core::wire::DEFAULT_BATCH,
-        idle_timeout: Duration::from_secs(30),
-        transport: crate::launcher::LocalTransport::Tcp,
-        worker0_clock_skew: None,
-        quiet: true,
-        rules: RulesArgs::default(),
-    };
-    run_cluster(&program, &launch)
+    let warmup = if rate > 0.0 { Duration::from_secs(1) } else { Duration::ZERO };
+    super::pipeline_run(
+        &super::PipelinePoint { workers: args.workers, connections: 1, rate, count, duration, warmup },
+        &args.out.join(name),
+    )
 }
 
 pub fn run(args: OverviewArgs) -> anyhow::Result<()> {

@@ -219,6 +219,85 @@ impl Report {
     }
 }
 
+fn read_csv(path: &std::path::Path) -> Vec<Vec<f64>> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .map(|line| line.split(',').map(|f| f.parse().unwrap_or(f64::NAN)).collect())
+        .collect()
+}
+
+/// The latency charts of one pipeline run, from its results folder: the end-to-end histogram
+/// on a linear and on a log scale (the Oracle white paper's figures 8 and 9), the percentile
+/// spectrum, and latency over time.
+pub fn pipeline_charts(run: &std::path::Path, title: &str) -> Vec<(String, String)> {
+    let buckets: Vec<(f64, f64)> =
+        read_csv(&run.join("latency_histogram.csv")).iter().filter(|r| r.len() == 2).map(|r| (r[0], r[1])).collect();
+    let nonzero: Vec<(f64, f64)> = buckets.iter().copied().filter(|b| b.1 > 0.0).collect();
+    let spectrum: Vec<(f64, f64)> = read_csv(&run.join("percentiles.csv"))
+        .iter()
+        .filter(|r| r.len() == 3 && r[0] < 100.0)
+        // x = 1 / (1 - percentile): the usual HdrHistogram plot, spreading the tail.
+        .map(|r| (1.0 / (1.0 - r[0] / 100.0), r[1]))
+        .collect();
+    let intervals = read_csv(&run.join("intervals.csv"));
+    let over_time = |column: usize| -> Vec<(f64, f64)> {
+        intervals.iter().filter(|r| r.len() == 7).map(|r| (r[0], r[column])).collect()
+    };
+    let single = |name: &str, points: Vec<(f64, f64)>| vec![Series { name: name.to_string(), points }];
+    vec![
+        (
+            format!("{title}: end-to-end latency histogram (linear)"),
+            line_chart(
+                "latency histogram",
+                "latency (us)",
+                "outputs",
+                &single("count", nonzero.clone()),
+                Scale::Linear,
+                Scale::Linear,
+            ),
+        ),
+        (
+            format!("{title}: end-to-end latency histogram (log)"),
+            line_chart(
+                "latency histogram",
+                "latency (us)",
+                "outputs",
+                &single("count", nonzero),
+                Scale::Log,
+                Scale::Log,
+            ),
+        ),
+        (
+            format!("{title}: percentile spectrum"),
+            line_chart(
+                "percentile spectrum",
+                "1/(1-percentile): 10 = p90, 100 = p99, 1000 = p99.9",
+                "latency (us)",
+                &single("latency", spectrum),
+                Scale::Log,
+                Scale::Log,
+            ),
+        ),
+        (
+            format!("{title}: latency over time"),
+            line_chart(
+                "latency per second",
+                "seconds since start",
+                "latency (us)",
+                &[
+                    Series { name: "p50".into(), points: over_time(3) },
+                    Series { name: "p99".into(), points: over_time(4) },
+                    Series { name: "max".into(), points: over_time(6) },
+                ],
+                Scale::Linear,
+                Scale::Log,
+            ),
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

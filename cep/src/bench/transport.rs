@@ -93,7 +93,11 @@ fn frame(per_message: usize) -> TickBatchWriter {
 /// Sends tick batches to `endpoint` for `duration` (paced at `rate` messages/s, 0 = unpaced),
 /// each sealed with its send time, then an end-of-stream marker with the count.
 fn send(context: &Context, args: &PeerArgs) -> anyhow::Result<()> {
-    let push = Push::connect(context, &args.endpoint, &SocketOptions::default())?;
+    let push = Push::connect(
+        context,
+        &args.endpoint,
+        &SocketOptions { linger: Duration::from_secs(3600), ..SocketOptions::default() },
+    )?;
     let never = AtomicBool::new(false);
     let mut batch = frame(args.per_message);
     let start = Instant::now();
@@ -161,8 +165,15 @@ fn measure(
         ),
         Kind::Inproc => format!("inproc://bench-{point}"),
     };
-    let pull = Pull::bind(&context, &bind, &SocketOptions::default())?;
+    // No receive limit: ZeroMQ 4.3 can drop what a sender had sent if it disconnects while the
+    // receiver's queue is full, and the peer process exits right after its last message.
+    let pull = Pull::bind(&context, &bind, &SocketOptions { high_water_mark: 0, ..SocketOptions::default() })?;
     let peer = PeerArgs { endpoint: pull.endpoint().to_string(), per_message, duration, rate };
+    let what = format!(
+        "{} with {per_message} ticks per message at {}",
+        kind.name(),
+        if rate > 0.0 { format!("{rate} msg/s") } else { "full speed".into() }
+    );
     let result = if kind == Kind::Inproc {
         let sender_context = context.clone();
         let sender = std::thread::spawn(move || send(&sender_context, &peer));
@@ -188,7 +199,7 @@ fn measure(
     if kind == Kind::Ipc {
         let _ = std::fs::remove_file(bind.trim_start_matches("ipc://"));
     }
-    result
+    result.with_context(|| what)
 }
 
 pub fn run(args: TransportArgs) -> anyhow::Result<()> {

@@ -1,0 +1,152 @@
+//! `cep bench scale`: throughput and latency at saturation against the number of workers.
+//! Each worker is a process; with the injector, the router and the collector that makes
+//! `workers + 3` busy processes (plus a ZeroMQ I/O thread each), so once they outnumber the
+//! cores, adding workers adds contention, not capacity. The report says where that is.
+
+use super::report::{line_chart, table, Report, Scale, Series};
+use super::{pipeline_run, PipelinePoint};
+use cep_core::results::LatencySummary;
+use clap::Args;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct ScaleArgs {
+    /// Runs with 1..=N workers.
+    #[arg(long, default_value_t = 4)]
+    pub max_workers: usize,
+    /// Ticks per run (sent as fast as possible).
+    #[arg(long, default_value_t = 5_000_000)]
+    pub ticks: u64,
+    /// Where to write results.json, scale.csv, report.html and each run's results folder.
+    #[arg(long, env = "CEP_OUT", default_value = "bench-results/scale")]
+    pub out: PathBuf,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct ScalePoint {
+    pub workers: usize,
+    pub throughput_eps: f64,
+    pub events_lost: u64,
+    pub end_to_end_us: LatencySummary,
+    /// Busy processes (workers + injector + router + collector) outnumber the cores.
+    pub core_bound: bool,
+}
+
+#[derive(Serialize, Debug, Default)]
+pub struct ScaleResults {
+    pub cores: usize,
+    pub points: Vec<ScalePoint>,
+}
+
+pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.out)?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stop = super::stop_flag();
+    let bar = super::progress(args.max_workers as u64, "scale");
+    let mut results = ScaleResults { cores, points: Vec::new() };
+    for workers in 1..=args.max_workers {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        bar.set_message(format!("{workers} workers"));
+        let point = PipelinePoint {
+            workers,
+            connections: 1,
+            rate: 0.0,
+            count: Some(args.ticks),
+            duration: None,
+            warmup: Duration::ZERO,
+        };
+        let summary = pipeline_run(&point, &args.out.join(format!("workers-{workers}")))?;
+        results.points.push(ScalePoint {
+            workers,
+            throughput_eps: summary.throughput_eps,
+            events_lost: summary.events_lost,
+            end_to_end_us: summary.latency_us.end_to_end.clone(),
+            core_bound: workers + 3 > cores,
+        });
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    write(&args.out, &results)?;
+    for p in &results.points {
+        println!(
+            "[SCALE {} workers], Throughput(ops/sec), {:.0}, 99thPercentileLatency(us), {:.1}, Lost, {}, CoreBound, {}",
+            p.workers, p.throughput_eps, p.end_to_end_us.p99, p.events_lost, p.core_bound
+        );
+    }
+    println!("{}", verdict(&results));
+    Ok(())
+}
+
+/// Says whether the cores or the design limit scaling.
+pub fn verdict(results: &ScaleResults) -> String {
+    let first_bound = results.points.iter().find(|p| p.core_bound).map(|p| p.workers);
+    match first_bound {
+        Some(1) => format!(
+            "This machine has {} cores: even one worker makes 4 busy processes, so the cores, not the design, limit every point; scaling needs a machine with at least workers + 3 cores.",
+            results.cores
+        ),
+        Some(n) => format!("This machine has {} cores: from {n} workers on the busy processes outnumber them, so the cores, not the design, limit those points.", results.cores),
+        None => format!("This machine has {} cores, enough for every point: the figures show the design's scaling.", results.cores),
+    }
+}
+
+pub fn write(out: &Path, results: &ScaleResults) -> anyhow::Result<()> {
+    super::write_json(out, "results.json", results)?;
+    let mut csv = String::from("workers,throughput_eps,events_lost,p50_us,p99_us,max_us,core_bound\n");
+    for p in &results.points {
+        let l = &p.end_to_end_us;
+        csv += &format!(
+            "{},{:.1},{},{:.2},{:.2},{:.2},{}\n",
+            p.workers, p.throughput_eps, p.events_lost, l.p50, l.p99, l.max, p.core_bound
+        );
+    }
+    std::fs::write(out.join("scale.csv"), csv)?;
+    let throughput: Vec<(f64, f64)> = results.points.iter().map(|p| (p.workers as f64, p.throughput_eps)).collect();
+    let p99: Vec<(f64, f64)> = results.points.iter().map(|p| (p.workers as f64, p.end_to_end_us.p99)).collect();
+    let rows: Vec<Vec<String>> = results
+        .points
+        .iter()
+        .map(|p| {
+            vec![
+                p.workers.to_string(),
+                format!("{:.2} M", p.throughput_eps / 1e6),
+                format!("{:.1}", p.end_to_end_us.p99),
+                p.events_lost.to_string(),
+                p.core_bound.to_string(),
+            ]
+        })
+        .collect();
+    let mut report = Report::new("Scaling with workers");
+    report
+        .note("Whole pipeline at full speed (unpaced injector), R1+R2+R3; latency from each tick's intended send time.")
+        .note(&verdict(results))
+        .section(
+            "Throughput",
+            line_chart(
+                "throughput against workers",
+                "workers",
+                "ticks/s",
+                &[Series { name: "throughput".into(), points: throughput }],
+                Scale::Linear,
+                Scale::Linear,
+            ),
+        )
+        .section(
+            "Latency",
+            line_chart(
+                "end-to-end p99 against workers",
+                "workers",
+                "us",
+                &[Series { name: "p99".into(), points: p99 }],
+                Scale::Linear,
+                Scale::Log,
+            ),
+        )
+        .section("Figures", table(&["workers", "throughput", "p99 us", "lost", "core-bound"], &rows));
+    report.write(out)
+}
