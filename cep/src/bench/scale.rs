@@ -60,7 +60,12 @@ pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
             duration: None,
             warmup: Duration::ZERO,
         };
-        let summary = pipeline_run(&point, &args.out.join(format!("workers-{workers}")))?;
+        let summary = match pipeline_run(&point, &args.out.join(format!("workers-{workers}"))) {
+            Ok(summary) => summary,
+            // Interrupted: keep what was measured.
+            Err(_) if stop.load(Ordering::Relaxed) => break,
+            Err(error) => return Err(error),
+        };
         results.points.push(ScalePoint {
             workers,
             throughput_eps: summary.throughput_eps,

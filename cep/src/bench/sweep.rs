@@ -134,7 +134,12 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
             break;
         }
         bar.set_message(format!("(a) {connections} x {:.0}/s", args.rate_per_connection));
-        results.points.push(measure(&args, "a", connections, args.rate_per_connection, args.point_duration)?);
+        match measure(&args, "a", connections, args.rate_per_connection, args.point_duration) {
+            Ok(point) => results.points.push(point),
+            // Interrupted: keep what was measured.
+            Err(_) if stop.load(Ordering::Relaxed) => break,
+            Err(error) => return Err(error),
+        }
         bar.inc(1);
     }
     for &rate in &args.rate_steps {
@@ -142,7 +147,11 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
             break;
         }
         bar.set_message(format!("(b) {} x {rate:.0}/s", args.connections));
-        results.points.push(measure(&args, "b", args.connections, rate, args.point_duration)?);
+        match measure(&args, "b", args.connections, rate, args.point_duration) {
+            Ok(point) => results.points.push(point),
+            Err(_) if stop.load(Ordering::Relaxed) => break,
+            Err(error) => return Err(error),
+        }
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -171,10 +180,16 @@ fn saturation_search(
     stop: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<Option<f64>> {
     let probe = |rate: f64, points: &mut Vec<SweepPoint>| -> anyhow::Result<bool> {
-        let point = measure(args, "saturation", 1, rate, args.point_duration.min(Duration::from_secs(3)))?;
-        let ok = point.sustained(bound_us);
-        points.push(point);
-        Ok(ok)
+        match measure(args, "saturation", 1, rate, args.point_duration.min(Duration::from_secs(3))) {
+            Ok(point) => {
+                let ok = point.sustained(bound_us);
+                points.push(point);
+                Ok(ok)
+            }
+            // Interrupted: the search ends with what it knows.
+            Err(_) if stop.load(Ordering::Relaxed) => Ok(false),
+            Err(error) => Err(error),
+        }
     };
     let (mut good, mut bad) = (None::<f64>, None::<f64>);
     let mut rate = 100_000.0;
