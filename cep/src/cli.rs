@@ -57,9 +57,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             let summary = cep_collector::run(config, crate::telemetry::shutdown_flag()?)?;
             if !summary.complete {
                 anyhow::bail!(
-                    "run incomplete: {} of {} events processed",
+                    "run incomplete (not every worker and the router reported): {} events processed, {} lost as far as known",
                     summary.events_processed,
-                    summary.events_sent
+                    summary.events_lost
                 );
             }
             Ok(())
