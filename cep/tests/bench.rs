@@ -22,6 +22,8 @@ fn json(path: &Path) -> serde_json::Value {
 }
 
 fn assert_report(dir: &Path, charts: usize) {
+    let summary = std::fs::read_to_string(dir.join("summary.txt")).expect("summary.txt written");
+    assert!(summary.lines().all(|line| line.starts_with('[') || line.starts_with("This machine")), "{summary}");
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
     assert_eq!(html.matches("<svg").count(), charts, "charts in the report");

@@ -73,18 +73,25 @@ pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
             end_to_end_us: summary.latency_us.end_to_end.clone(),
             core_bound: workers + 3 > cores,
         });
+        bar.set_message(format!("last: {:.2} M ticks/s", summary.throughput_eps / 1e6));
         bar.inc(1);
     }
     bar.finish_and_clear();
     write(&args.out, &results)?;
+    print!("{}", summary_text(&results));
+    Ok(())
+}
+
+/// The YCSB-style lines and the verdict, printed and saved as summary.txt.
+fn summary_text(results: &ScaleResults) -> String {
+    let mut text = String::new();
     for p in &results.points {
-        println!(
-            "[SCALE {} workers], Throughput(ops/sec), {:.0}, 99thPercentileLatency(us), {:.1}, Lost, {}, CoreBound, {}",
+        text += &format!(
+            "[SCALE {} workers], Throughput(ops/sec), {:.0}, 99thPercentileLatency(us), {:.1}, Lost, {}, CoreBound, {}\n",
             p.workers, p.throughput_eps, p.end_to_end_us.p99, p.events_lost, p.core_bound
         );
     }
-    println!("{}", verdict(&results));
-    Ok(())
+    text + &verdict(results) + "\n"
 }
 
 /// Says whether the cores or the design limit scaling.
@@ -111,6 +118,7 @@ pub fn write(out: &Path, results: &ScaleResults) -> anyhow::Result<()> {
         );
     }
     std::fs::write(out.join("scale.csv"), csv)?;
+    std::fs::write(out.join("summary.txt"), summary_text(results))?;
     let throughput: Vec<(f64, f64)> = results.points.iter().map(|p| (p.workers as f64, p.throughput_eps)).collect();
     let p99: Vec<(f64, f64)> = results.points.iter().map(|p| (p.workers as f64, p.end_to_end_us.p99)).collect();
     let rows: Vec<Vec<String>> = results

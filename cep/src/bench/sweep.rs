@@ -135,7 +135,13 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         }
         bar.set_message(format!("(a) {connections} x {:.0}/s", args.rate_per_connection));
         match measure(&args, "a", connections, args.rate_per_connection, args.point_duration) {
-            Ok(point) => results.points.push(point),
+            Ok(point) => {
+                bar.set_message(format!(
+                    "last: {:.0} ticks/s, p99 {:.0} us",
+                    point.insert_rate, point.end_to_end_us.p99
+                ));
+                results.points.push(point)
+            }
             // Interrupted: keep what was measured.
             Err(_) if stop.load(Ordering::Relaxed) => break,
             Err(error) => return Err(error),
@@ -159,16 +165,26 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         results.saturation_rate = saturation_search(&args, bound_us, &mut results.points, &stop)?;
     }
     write(&args.out, &results)?;
+    print!("{}", summary_text(&results));
+    Ok(())
+}
+
+/// The YCSB-style lines, printed and saved as summary.txt.
+fn summary_text(results: &SweepResults) -> String {
+    let mut text = String::new();
     for p in &results.points {
-        println!(
-            "[SWEEP {} {}x{:.0}], InsertRate(ops/sec), {:.0}, OutputRate(ops/sec), {:.0}, 99thPercentileLatency(us), {:.1}, Lost, {}",
-            p.sweep, p.connections, p.rate_per_connection, p.insert_rate, p.output_rate, p.end_to_end_us.p99, p.events_lost
+        text += &format!(
+            "[SWEEP {} {}x{:.0}], InsertRate(ops/sec), {:.0}, OutputRate(ops/sec), {:.0}, AverageLatency(us), {:.1}, 99thPercentileLatency(us), {:.1}, 99.99thPercentileLatency(us), {:.1}, MaxLatency(us), {:.1}, Lost, {}\n",
+            p.sweep, p.connections, p.rate_per_connection, p.insert_rate, p.output_rate, p.end_to_end_us.mean, p.end_to_end_us.p99, p.end_to_end_us.p9999, p.end_to_end_us.max, p.events_lost
         );
     }
     if let Some(rate) = results.saturation_rate {
-        println!("[SATURATION], Throughput(ops/sec), {rate:.0}, 99thPercentileBound(us), {bound_us:.0}");
+        text += &format!(
+            "[SATURATION], Throughput(ops/sec), {rate:.0}, 99thPercentileBound(us), {:.0}\n",
+            results.p99_bound_us
+        );
     }
-    Ok(())
+    text
 }
 
 /// Doubles the total rate until a point is not sustained, then bisects (four steps) between
@@ -248,6 +264,7 @@ pub fn write(out: &Path, results: &SweepResults) -> anyhow::Result<()> {
         );
     }
     std::fs::write(out.join("sweep.csv"), csv)?;
+    std::fs::write(out.join("summary.txt"), summary_text(results))?;
     let mut report = Report::new("Pipeline sweeps");
     report.note("Whole pipeline (injector, router, workers, collector as processes on loopback), R1+R2+R3. Latency is measured end to end from each tick's intended send time, so a stalled pipeline cannot hide its stall (no coordinated omission).");
     if let Some(rate) = results.saturation_rate {

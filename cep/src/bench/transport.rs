@@ -228,23 +228,32 @@ pub fn run(args: TransportArgs) -> anyhow::Result<()> {
                 megabytes_per_s: messages_per_s * message_bytes as f64 / 1e6,
                 latency_us: latency,
             });
+            bar.set_message(format!("last: {:.2} M events/s", messages_per_s * per_message as f64 / 1e6));
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
     write(&args.out, &points, args.latency_rate)?;
-    for p in &points {
-        println!(
-            "[TRANSPORT {} x{}], Throughput(msgs/sec), {:.0}, Throughput(events/sec), {:.0}, MB/sec, {:.1}, 99thPercentileLatency(us), {:.1}",
-            p.transport.name(),
-            p.events_per_message,
-            p.messages_per_s,
-            p.events_per_s,
-            p.megabytes_per_s,
-            p.latency_us.p99
-        );
-    }
+    print!("{}", summary_text(&points));
     Ok(())
+}
+
+/// The YCSB-style lines, printed and saved as summary.txt.
+fn summary_text(points: &[TransportPoint]) -> String {
+    points
+        .iter()
+        .map(|p| {
+            format!(
+                "[TRANSPORT {} x{}], Throughput(msgs/sec), {:.0}, Throughput(events/sec), {:.0}, MB/sec, {:.1}, 99thPercentileLatency(us), {:.1}\n",
+                p.transport.name(),
+                p.events_per_message,
+                p.messages_per_s,
+                p.events_per_s,
+                p.megabytes_per_s,
+                p.latency_us.p99
+            )
+        })
+        .collect()
 }
 
 /// Writes results.json, transport.csv and report.html.
@@ -268,6 +277,7 @@ pub fn write(out: &std::path::Path, points: &[TransportPoint], latency_rate: f64
         );
     }
     std::fs::write(out.join("transport.csv"), csv)?;
+    std::fs::write(out.join("summary.txt"), summary_text(points))?;
     let series = |value: &dyn Fn(&TransportPoint) -> f64| -> Vec<Series> {
         [Kind::Tcp, Kind::Ipc, Kind::Inproc]
             .iter()
