@@ -2,7 +2,7 @@
 //! (served by a thread, so a busy data path does not delay the answers); every other node
 //! takes several samples and keeps the best ([`cep_core::clock::estimate_offset`]).
 
-use crate::socket::TransportError;
+use crate::socket::{socket_err, TransportError};
 use cep_core::clock::{estimate_offset, local_ns, now_ns, ClockSample, OffsetEstimate};
 use cep_core::wire::{decode_message, encode_message, read_header, FrameKind};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,10 +10,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use zmq::Context;
-
-fn socket_err(what: &'static str) -> impl FnOnce(zmq::Error) -> TransportError {
-    move |source| TransportError::Socket { what, source }
-}
 
 /// The collector's time service.
 pub struct ClockServer {

@@ -2,14 +2,10 @@
 //! questions over REQ. ROUTER lets the router hold an answer back (until the cluster is
 //! complete) while it keeps serving other clients.
 
-use crate::socket::TransportError;
+use crate::socket::{socket_err, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use zmq::Context;
-
-fn socket_err(what: &'static str) -> impl FnOnce(zmq::Error) -> TransportError {
-    move |source| TransportError::Socket { what, source }
-}
 
 /// A client's identity on the control socket, used to address the answer.
 pub type ClientId = Vec<u8>;

@@ -31,7 +31,8 @@ pub enum TransportError {
     Timeout { peer: String, timeout: Duration },
 }
 
-fn socket_err(what: &'static str) -> impl FnOnce(zmq::Error) -> TransportError {
+/// Maps a ZeroMQ error to what was being done when it happened.
+pub(crate) fn socket_err(what: &'static str) -> impl FnOnce(zmq::Error) -> TransportError {
     move |source| TransportError::Socket { what, source }
 }
 
