@@ -7,7 +7,7 @@
 use super::report::{line_chart, pipeline_charts, table, Report, Scale, Series};
 use super::{pipeline_run, PipelinePoint};
 use cep_core::duration::parse_duration;
-use cep_core::results::{LatencySummary, Summary};
+use cep_core::results::{HopLatencies, LatencySummary, Summary};
 use clap::Args;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -55,7 +55,8 @@ pub struct SweepPoint {
     pub events_lost: u64,
     pub complete: bool,
     pub end_to_end_us: LatencySummary,
-    pub hop_p99_us: [f64; 5],
+    /// Every hop's distribution (and end to end again), as in the point's summary.json.
+    pub hops_us: HopLatencies,
     pub folder: String,
 }
 
@@ -73,13 +74,7 @@ impl SweepPoint {
             events_lost: s.events_lost,
             complete: s.complete,
             end_to_end_us: l.end_to_end.clone(),
-            hop_p99_us: [
-                l.injector_to_router.p99,
-                l.router.p99,
-                l.router_to_worker.p99,
-                l.engine.p99,
-                l.worker_to_collector.p99,
-            ],
+            hops_us: l.clone(),
             folder: folder.to_string(),
         }
     }
@@ -237,31 +232,26 @@ fn saturation_search(
 /// Writes results.json, sweep.csv and report.html.
 pub fn write(out: &Path, results: &SweepResults) -> anyhow::Result<()> {
     super::write_json(out, "results.json", results)?;
-    let mut csv = String::from("sweep,connections,rate_per_connection,target_rate,insert_rate,output_rate,events_lost,mean_us,p50_us,p99_us,p999_us,p9999_us,max_us,injector_to_router_p99_us,router_p99_us,router_to_worker_p99_us,engine_p99_us,worker_to_collector_p99_us\n");
+    let hop_names = ["end_to_end", "injector_to_router", "router", "router_to_worker", "engine", "worker_to_collector"];
+    let mut csv = String::from("sweep,connections,rate_per_connection,target_rate,insert_rate,output_rate,events_lost");
+    for hop in hop_names {
+        for stat in ["mean", "p50", "p99", "p999", "p9999", "max"] {
+            csv += &format!(",{hop}_{stat}_us");
+        }
+    }
+    csv.push('\n');
     for p in &results.points {
-        let l = &p.end_to_end_us;
-        let h = p.hop_p99_us;
         csv += &format!(
-            "{},{},{:.0},{:.0},{:.1},{:.1},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2}\n",
-            p.sweep,
-            p.connections,
-            p.rate_per_connection,
-            p.target_rate,
-            p.insert_rate,
-            p.output_rate,
-            p.events_lost,
-            l.mean,
-            l.p50,
-            l.p99,
-            l.p999,
-            l.p9999,
-            l.max,
-            h[0],
-            h[1],
-            h[2],
-            h[3],
-            h[4]
+            "{},{},{:.0},{:.0},{:.1},{:.1},{}",
+            p.sweep, p.connections, p.rate_per_connection, p.target_rate, p.insert_rate, p.output_rate, p.events_lost
         );
+        let h = &p.hops_us;
+        for l in
+            [&h.end_to_end, &h.injector_to_router, &h.router, &h.router_to_worker, &h.engine, &h.worker_to_collector]
+        {
+            csv += &format!(",{:.2},{:.2},{:.2},{:.2},{:.2},{:.2}", l.mean, l.p50, l.p99, l.p999, l.p9999, l.max);
+        }
+        csv.push('\n');
     }
     std::fs::write(out.join("sweep.csv"), csv)?;
     std::fs::write(out.join("summary.txt"), summary_text(results))?;
