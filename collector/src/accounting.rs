@@ -32,7 +32,7 @@ pub fn summarize(
         duration_s: observed.duration_s,
         latency_us: observed.latency,
         warmup_outputs: observed.warmup_outputs,
-        clock_offsets: observed.clock_offsets.clone(),
+        clock_offsets: observed.clock_offsets,
         ..Summary::default()
     };
     let mut lost_by_cause: BTreeMap<String, u64> = BTreeMap::new();

@@ -126,7 +126,7 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
         }
     }
     let rows = csv.finish().map_err(write_err(&csv_path))?;
-    state.intervals.finish().map_err(write_err(&config.out))?;
+    state.intervals.finish(&state.hops.end_to_end).map_err(write_err(&config.out))?;
     crate::latency::write_distribution(&config.out, &state.hops.end_to_end).map_err(write_err(&config.out))?;
     // A complete run ends with the last report; an interrupted one with the last frame.
     let end_ns = if state.reports.len() == worker_ids.len() { state.last_report_ns } else { state.last_frame_ns };
@@ -246,6 +246,8 @@ impl Collecting {
         t_collector: u64,
         csv: &mut OutputsCsv,
     ) -> std::io::Result<()> {
+        // Every output of a frame arrived at the same instant: close a finished interval first.
+        self.intervals.advance(t_collector, &self.hops.end_to_end)?;
         let mut measured = 0;
         for output in outputs {
             let Some(seen) = self.seen.get_mut(output.injector as usize) else {
@@ -260,7 +262,6 @@ impl Collecting {
                 self.observed.warmup_outputs += 1;
             } else {
                 self.hops.record_output(&output.stamps, t_collector);
-                self.intervals.record(t_collector.saturating_sub(output.stamps.t_inject), t_collector)?;
                 measured += 1;
             }
             let write = match self.csv_mode {

@@ -1,6 +1,9 @@
 //! End-to-end latency per one-second interval (by arrival at the collector): `intervals.csv`
 //! for plots of latency over time, and `latency.hlog` in HdrHistogram's standard interval-log
 //! format, which users' existing HdrHistogram tools read.
+//!
+//! Nothing is recorded here per output: the run's end-to-end histogram already holds every
+//! latency, so an interval is that histogram minus its state at the previous boundary.
 
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2DeflateSerializer;
@@ -16,7 +19,8 @@ pub struct IntervalRecorder {
     start_ns: u64,
     interval_ns: u64,
     current_start_ns: u64,
-    histogram: Histogram<u64>,
+    /// The run's histogram as it was at the start of the current interval.
+    at_interval_start: Histogram<u64>,
     csv: BufWriter<File>,
     log: BufWriter<File>,
     serializer: V2DeflateSerializer,
@@ -38,35 +42,32 @@ impl IntervalRecorder {
             start_ns,
             interval_ns: interval.as_nanos().max(1) as u64,
             current_start_ns: start_ns,
-            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid"),
+            at_interval_start: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid"),
             csv,
             log,
             serializer: V2DeflateSerializer::new(),
         })
     }
 
-    /// Records one output's end-to-end latency, arrived at `t_collector`.
+    /// Call before recording what arrived at `t_collector` into `total` (the run's end-to-end
+    /// histogram): closes the current interval once `t_collector` is past it.
     #[inline]
-    pub fn record(&mut self, latency_ns: u64, t_collector: u64) -> io::Result<()> {
+    pub fn advance(&mut self, t_collector: u64, total: &Histogram<u64>) -> io::Result<()> {
         if t_collector >= self.current_start_ns + self.interval_ns {
-            self.rotate(t_collector)?;
+            self.flush_interval(total)?;
+            let elapsed = t_collector.saturating_sub(self.start_ns);
+            self.current_start_ns = self.start_ns + elapsed / self.interval_ns * self.interval_ns;
         }
-        self.histogram.saturating_record(latency_ns.max(1));
         Ok(())
     }
 
-    fn rotate(&mut self, t_collector: u64) -> io::Result<()> {
-        self.flush_interval()?;
-        let elapsed = t_collector.saturating_sub(self.start_ns);
-        self.current_start_ns = self.start_ns + elapsed / self.interval_ns * self.interval_ns;
-        Ok(())
-    }
-
-    fn flush_interval(&mut self) -> io::Result<()> {
-        if self.histogram.is_empty() {
+    fn flush_interval(&mut self, total: &Histogram<u64>) -> io::Result<()> {
+        let mut interval = total.clone();
+        interval.subtract(&self.at_interval_start).map_err(|error| io::Error::other(format!("{error:?}")))?;
+        if interval.is_empty() {
             return Ok(());
         }
-        let h = &self.histogram;
+        let h = &interval;
         let us = |ns: u64| ns as f64 / 1000.0;
         let offset = Duration::from_nanos(self.current_start_ns.saturating_sub(self.start_ns));
         writeln!(
@@ -93,12 +94,13 @@ impl IntervalRecorder {
         for row in text.lines().filter(|row| !row.starts_with('#')) {
             writeln!(self.log, "{row}")?;
         }
-        self.histogram.reset();
+        self.at_interval_start = total.clone();
         Ok(())
     }
 
-    pub fn finish(mut self) -> io::Result<()> {
-        self.flush_interval()?;
+    /// Closes the last interval; `total` is the run's end-to-end histogram.
+    pub fn finish(mut self, total: &Histogram<u64>) -> io::Result<()> {
+        self.flush_interval(total)?;
         self.csv.flush()?;
         self.log.flush()
     }
@@ -114,10 +116,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let start = 1_700_000_000_000_000_000;
         let mut recorder = IntervalRecorder::create(dir.path(), start, Duration::from_secs(1)).unwrap();
-        recorder.record(1_000, start + 10).unwrap();
-        recorder.record(3_000, start + 500_000_000).unwrap();
-        recorder.record(9_000, start + 2_100_000_000).unwrap();
-        recorder.finish().unwrap();
+        let mut total = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        for (latency, arrival) in [(1_000, start + 10), (3_000, start + 500_000_000), (9_000, start + 2_100_000_000)] {
+            recorder.advance(arrival, &total).unwrap();
+            total.record(latency).unwrap();
+        }
+        recorder.finish(&total).unwrap();
         let csv = std::fs::read_to_string(dir.path().join("intervals.csv")).unwrap();
         let rows: Vec<&str> = csv.lines().collect();
         assert_eq!(rows.len(), 3, "{csv}");

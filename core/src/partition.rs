@@ -86,10 +86,6 @@ impl Partitioner {
     pub fn owner_id(&self, symbol: &str) -> &str {
         self.ring.get(symbol)
     }
-
-    pub fn workers(&self) -> &[String] {
-        &self.ids
-    }
 }
 
 /// The worker ids the launcher gives its workers.

@@ -243,11 +243,6 @@ impl TickBatchWriter {
         self.0.count == 0
     }
 
-    /// Bytes written so far.
-    pub fn bytes(&self) -> usize {
-        self.0.buf.len()
-    }
-
     /// Stamps the send time into the batch and returns the frame; call [`Self::clear`] after sending.
     pub fn seal(&mut self, t_sent: u64) -> &[u8] {
         self.0.seal([t_sent])
@@ -303,10 +298,6 @@ impl OutputBatchWriter {
 
     pub fn is_empty(&self) -> bool {
         self.0.count == 0
-    }
-
-    pub fn bytes(&self) -> usize {
-        self.0.buf.len()
     }
 
     /// Stamps the batch and returns the frame; call [`Self::clear`] after sending.

@@ -75,10 +75,6 @@ impl Engine {
         id
     }
 
-    pub fn symbol_name(&self, id: SymbolId) -> &str {
-        &self.names[id as usize]
-    }
-
     pub fn symbol_bytes(&self, id: SymbolId) -> &[u8] {
         self.names[id as usize].as_bytes()
     }

@@ -142,10 +142,6 @@ impl Push {
         Ok(Push { socket, peer: endpoint.to_string() })
     }
 
-    pub fn peer(&self) -> &str {
-        &self.peer
-    }
-
     /// Limits how long closing may wait to deliver what is still queued: on an interrupted
     /// run the peer may be gone, and a shutdown must not wait the full linger for it.
     pub fn shorten_linger(&self, linger: Duration) {
