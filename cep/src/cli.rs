@@ -25,6 +25,8 @@ pub enum Command {
     Collector(cep_collector::CollectorConfig),
     /// Run an injector.
     Injector(cep_injector::InjectorConfig),
+    /// Check, deploy or generate rules files.
+    Rules(crate::rules::RulesArgs),
     /// Run the engine alone over a recorded input.csv (standalone mode).
     Engine(crate::standalone::EngineArgs),
     /// Measure the engine alone, one raw ZeroMQ hop and the whole pipeline, side by side.
@@ -68,6 +70,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             cep_injector::run(config, crate::telemetry::shutdown_flag()?)?;
             Ok(())
         }
+        Command::Rules(args) => crate::rules::run(args),
         Command::Engine(args) => crate::standalone::run(args),
         Command::Bench(args) => crate::bench::run(args),
         Command::Node(args) => crate::node::run(args),

@@ -6,7 +6,6 @@ use anyhow::{anyhow, bail, Context as _};
 use cep_collector::CsvMode;
 use cep_core::duration::parse_duration;
 use cep_core::results::Summary;
-use cep_worker::RulesArgs;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -69,8 +68,14 @@ pub struct LaunchArgs {
     /// No progress lines.
     #[arg(long, env = "CEP_QUIET")]
     pub quiet: bool,
-    #[command(flatten)]
-    pub rules: RulesArgs,
+    /// The rules file the run starts with (default: the built-in reference rules, the same
+    /// as `rules/reference.rules`; `rules/oracle-400.rules` is the Oracle workload).
+    #[arg(long, env = "CEP_RULES")]
+    pub rules: Option<PathBuf>,
+    /// Where the router takes control requests, for `cep rules deploy` while the run goes
+    /// (default: a free port on loopback).
+    #[arg(long, env = "CEP_ROUTER_CONTROL")]
+    pub control: Option<String>,
 }
 
 impl LaunchArgs {
@@ -87,7 +92,9 @@ impl LaunchArgs {
         if self.batch == 0 {
             bail!("--batch must be at least 1");
         }
-        self.rules.to_config().map_err(|error| anyhow!("invalid rules: {error}"))?;
+        // Checked here too, so a bad file stops the run before any process starts.
+        let source = cep_query::RulesSource::load(self.rules.as_deref()).map_err(anyhow::Error::msg)?;
+        source.compile().map_err(|error| anyhow!("{}", error.render()))?;
         Ok(())
     }
 }
@@ -195,15 +202,20 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
 }
 
 fn router_command(args: &LaunchArgs, endpoints: &Endpoints) -> Vec<String> {
-    vec![
+    let control = args.control.clone().unwrap_or_else(|| endpoints.bind("router-control"));
+    let mut router = vec![
         "router".into(),
         format!("--listen={}", endpoints.bind("router-data")),
-        format!("--control={}", endpoints.bind("router-control")),
+        format!("--control={control}"),
         format!("--announce={}", endpoints.announce_file().display()),
         format!("--workers={}", args.workers),
         format!("--streams={}", args.connections),
         format!("--batch={}", args.batch),
-    ]
+    ];
+    if let Some(rules) = &args.rules {
+        router.push(format!("--rules={}", rules.display()));
+    }
+    router
 }
 
 /// The other roles, given where the router listens.
@@ -239,7 +251,6 @@ fn role_commands(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &
             "--advertise=127.0.0.1".into(),
             format!("--batch={}", args.batch),
         ];
-        worker.extend(args.rules.to_args());
         if let (0, Some(skew)) = (index, args.worker0_clock_skew) {
             worker.push(format!("--clock-skew={skew}ns"));
         }

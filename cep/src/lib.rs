@@ -3,6 +3,7 @@
 //! - [`cli`]: the command line (one subcommand per role, plus `run`, `engine` and `bench`).
 //! - [`telemetry`]: logging and the shutdown flag raised by Ctrl-C / SIGTERM.
 //! - [`launcher`]: `cep run`, a whole cluster as local processes on loopback.
+//! - [`rules`]: `cep rules check|deploy|oracle`.
 //! - [`node`]: `cep node`, one role of a multi-host cluster from the shared cluster file.
 //! - [`standalone`]: `cep engine`, the engine alone over a recorded input (the sources'
 //!   "standalone mode"), also the reference the integration tests compare against.
@@ -12,5 +13,6 @@ pub mod bench;
 pub mod cli;
 pub mod launcher;
 pub mod node;
+pub mod rules;
 pub mod standalone;
 pub mod telemetry;

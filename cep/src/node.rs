@@ -35,8 +35,6 @@ pub struct ClusterFile {
     pub collector: CollectorHost,
     pub workers: Vec<WorkerHost>,
     pub injector: InjectorHost,
-    #[serde(default)]
-    pub rules: RulesSection,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -48,6 +46,10 @@ pub struct RouterHost {
     pub data_port: u16,
     #[serde(default = "default_control_port")]
     pub control_port: u16,
+    /// The rules file the run starts with, on the router's host (default: the built-in
+    /// reference rules). `cep rules deploy` replaces them while the cluster runs.
+    #[serde(default)]
+    pub rules: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -89,16 +91,6 @@ pub struct InjectorHost {
     pub symbols: usize,
     #[serde(default = "default_seed")]
     pub seed: u64,
-}
-
-#[derive(Deserialize, Debug, Clone, Default)]
-#[serde(deny_unknown_fields)]
-pub struct RulesSection {
-    pub rules: Option<String>,
-    pub perc_threshold: Option<f64>,
-    pub trend_rises: Option<u32>,
-    pub window: Option<String>,
-    pub monitor_first: Option<usize>,
 }
 
 fn default_data_port() -> u16 {
@@ -159,38 +151,23 @@ impl ClusterFile {
         format!("tcp://{}:{}", self.router.host, self.router.control_port)
     }
 
-    fn rules_args(&self) -> Vec<String> {
-        let r = &self.rules;
-        let mut args = Vec::new();
-        if let Some(rules) = &r.rules {
-            args.push(format!("--rules={rules}"));
-        }
-        if let Some(value) = r.perc_threshold {
-            args.push(format!("--perc-threshold={value}"));
-        }
-        if let Some(value) = r.trend_rises {
-            args.push(format!("--trend-rises={value}"));
-        }
-        if let Some(value) = &r.window {
-            args.push(format!("--window={value}"));
-        }
-        if let Some(value) = r.monitor_first {
-            args.push(format!("--monitor-first={value}"));
-        }
-        args
-    }
-
     /// The command-line arguments of one role, as `cep <role>` takes them.
     pub fn role_args(&self, role: NodeRole, id: Option<&str>) -> anyhow::Result<Vec<String>> {
         let router = self.router_control();
         Ok(match role {
-            NodeRole::Router => vec![
-                "router".into(),
-                format!("--listen=tcp://0.0.0.0:{}", self.router.data_port),
-                format!("--control=tcp://0.0.0.0:{}", self.router.control_port),
-                format!("--workers={}", self.workers.len()),
-                format!("--streams={}", self.injector.connections),
-            ],
+            NodeRole::Router => {
+                let mut args = vec![
+                    "router".into(),
+                    format!("--listen=tcp://0.0.0.0:{}", self.router.data_port),
+                    format!("--control=tcp://0.0.0.0:{}", self.router.control_port),
+                    format!("--workers={}", self.workers.len()),
+                    format!("--streams={}", self.injector.connections),
+                ];
+                if let Some(rules) = &self.router.rules {
+                    args.push(format!("--rules={rules}"));
+                }
+                args
+            }
             NodeRole::Collector => vec![
                 "collector".into(),
                 format!("--listen=tcp://0.0.0.0:{}", self.collector.port),
@@ -208,15 +185,13 @@ impl ClusterFile {
                     let known: Vec<&str> = self.workers.iter().map(|w| w.id.as_str()).collect();
                     bail!("worker id `{id}` is not in the cluster file (it has {})", known.join(", "));
                 };
-                let mut args = vec![
+                vec![
                     "worker".into(),
                     format!("--router={router}"),
                     format!("--id={id}"),
                     format!("--listen=tcp://0.0.0.0:{}", worker.port),
                     format!("--advertise={}", worker.host),
-                ];
-                args.extend(self.rules_args());
-                args
+                ]
             }
             NodeRole::Injector => {
                 let i = &self.injector;

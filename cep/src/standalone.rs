@@ -1,9 +1,9 @@
 //! The engine alone over a recorded `input.csv`: what the cluster must reproduce exactly.
 
 use anyhow::{bail, Context as _};
-use cep_engine::{Engine, Rule, RulesConfig};
-use cep_worker::RulesArgs;
+use cep_engine::{Engine, RuleSet};
 use clap::Args;
+use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -15,8 +15,9 @@ pub struct EngineArgs {
     /// Where to write the outputs (`rule,symbol,price,value,injector,seq`).
     #[arg(long, env = "CEP_OUTPUT", default_value = "standalone-outputs.csv")]
     pub output: PathBuf,
-    #[command(flatten)]
-    pub rules: RulesArgs,
+    /// The rules file (default: the built-in reference rules).
+    #[arg(long, env = "CEP_RULES")]
+    pub rules: Option<PathBuf>,
 }
 
 /// One recorded tick.
@@ -32,7 +33,7 @@ pub struct InputRow {
 /// One output of the standalone engine.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StandaloneOutput {
-    pub rule: Rule,
+    pub rule: String,
     pub symbol: String,
     pub price: f64,
     pub value: f64,
@@ -71,26 +72,48 @@ pub fn read_input(path: &Path) -> anyhow::Result<Vec<InputRow>> {
 }
 
 /// Runs one engine over the rows in order (each symbol's rows are in its stream's order).
-pub fn evaluate(rows: &[InputRow], rules: RulesConfig) -> Vec<StandaloneOutput> {
+pub fn evaluate(rows: &[InputRow], rules: RuleSet) -> Vec<StandaloneOutput> {
+    evaluate_deployments(rows, rules, &[])
+}
+
+/// Like [`evaluate`], with rule switches as a cluster makes them: each deployment's rules
+/// process, per stream, the rows from its switch point on (`at`: stream -> first sequence
+/// number). Rows are processed phase by phase; each symbol's rows keep their order, and a
+/// symbol's state depends on its own rows only, so this is what every worker computes.
+pub fn evaluate_deployments(
+    rows: &[InputRow],
+    rules: RuleSet,
+    deployments: &[(RuleSet, BTreeMap<u32, u64>)],
+) -> Vec<StandaloneOutput> {
+    let phase_of = |row: &InputRow| {
+        deployments.iter().take_while(|(_, at)| at.get(&row.injector).is_some_and(|&first| row.seq >= first)).count()
+    };
     let mut engine = Engine::new(rules);
     let mut outputs = Vec::new();
-    for row in rows {
-        engine.process_symbol(&row.symbol, row.price, row.t_inject, |rule, value| {
-            outputs.push(StandaloneOutput {
-                rule,
-                symbol: row.symbol.clone(),
-                price: row.price,
-                value,
-                injector: row.injector,
-                seq: row.seq,
+    for phase in 0..=deployments.len() {
+        if phase > 0 {
+            engine.switch(deployments[phase - 1].0.clone());
+        }
+        let names: Vec<String> = engine.queries().map(|q| q.name.clone()).collect();
+        for row in rows.iter().filter(|row| phase_of(row) == phase) {
+            engine.process_symbol(&row.symbol, row.price, row.t_inject, |query, price, value| {
+                outputs.push(StandaloneOutput {
+                    rule: names[query as usize].clone(),
+                    symbol: row.symbol.clone(),
+                    price,
+                    value,
+                    injector: row.injector,
+                    seq: row.seq,
+                });
             });
-        });
+        }
     }
     outputs
 }
 
 pub fn run(args: EngineArgs) -> anyhow::Result<()> {
-    let rules = args.rules.to_config().map_err(anyhow::Error::msg)?;
+    let source = cep_query::RulesSource::load(args.rules.as_deref()).map_err(anyhow::Error::msg)?;
+    let rules = source.compile().map_err(|error| anyhow::anyhow!("{}", error.render()))?;
     let rows = read_input(&args.input)?;
     let outputs = evaluate(&rows, rules);
     let file =
@@ -98,7 +121,7 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
     let mut out = BufWriter::new(file);
     writeln!(out, "rule,symbol,price,value,injector,seq")?;
     for o in &outputs {
-        writeln!(out, "{},{},{},{},{},{}", o.rule.name(), o.symbol, o.price, o.value, o.injector, o.seq)?;
+        writeln!(out, "{},{},{},{},{},{}", o.rule, o.symbol, o.price, o.value, o.injector, o.seq)?;
     }
     out.flush()?;
     eprintln!("{} ticks in, {} outputs written to {}", rows.len(), outputs.len(), args.output.display());

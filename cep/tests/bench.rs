@@ -38,9 +38,32 @@ fn engine_kind() {
     let dir = tempfile::tempdir().unwrap();
     let stdout = bench(&["engine", "--ticks", "20000"], dir.path());
     assert!(stdout.contains("[ENGINE R1+R2+R3], Throughput(ops/sec), "), "{stdout}");
-    let results = json(&dir.path().join("results.json"));
+    let json = json(&dir.path().join("results.json"));
+    let results = &json["rule_sets"];
     let sets: Vec<&str> = results.as_array().unwrap().iter().map(|r| r["rule_set"].as_str().unwrap()).collect();
-    assert_eq!(sets, ["R1 perc", "R2 trend", "R3 volatility", "R1+R2", "R1+R2+R3", "Oracle 400 queries"]);
+    assert_eq!(
+        sets,
+        [
+            "R1 perc",
+            "R2 trend",
+            "R3 volatility",
+            "R1+R2",
+            "R1+R2+R3",
+            "R1+R2+R3 hand-written",
+            "Oracle 400 queries",
+            "Oracle 400 queries, no filter index",
+            "R1+R2 as 2 queries on the 200 symbols",
+            "Oracle hand-written"
+        ]
+    );
+    // The same rules compiled and hand-written give the same outputs.
+    assert_eq!(results[4]["outputs"], results[5]["outputs"]);
+    assert_eq!(results[6]["outputs"], results[9]["outputs"]);
+    assert_eq!(results[6]["outputs"], results[7]["outputs"]);
+    for ratio in ["compiled_over_hand_written", "oracle_400_over_two_queries", "unindexed_over_indexed"] {
+        assert!(json["ratios"][ratio].as_f64().unwrap() > 0.0, "{ratio}");
+    }
+    assert!(stdout.contains("[RATIO], CompiledOverHandWritten"), "{stdout}");
     assert!(results
         .as_array()
         .unwrap()

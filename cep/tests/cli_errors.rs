@@ -18,8 +18,16 @@ fn bad_flag_values() {
     assert_eq!(error_line(&cep(&["run", "--workers", "0"])), "error: --workers must be at least 1");
     let line = error_line(&cep(&["run", "--duration", "soon"]));
     assert!(line.contains("invalid value 'soon' for '--duration"), "{line}");
-    let line = error_line(&cep(&["run", "--perc-threshold=-1", "--count", "10"]));
-    assert_eq!(line, "error: invalid rules: perc threshold must be a positive number, got -1");
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("bad.rules");
+    std::fs::write(&rules, "@name('x')\nSELECT symbol, volume AS value FROM StockTick;\n").unwrap();
+    let line = error_line(&cep(&["run", "--count", "10", "--rules", rules.to_str().unwrap()]));
+    assert_eq!(
+        line,
+        format!("error: {}:2:16: unknown field `volume`: a StockTick has `symbol` and `price`", rules.display())
+    );
+    let line = error_line(&cep(&["router", "--rules", "/nonexistent.rules"]));
+    assert!(line.starts_with("error: cannot read the rules file /nonexistent.rules: "), "{line}");
     let line = error_line(&cep(&["injector", "--connections", "3", "--symbols", "2", "--count", "5"]));
     assert!(line.contains("--connections 3 exceeds --symbols 2"), "{line}");
 }

@@ -4,7 +4,7 @@
 
 use cep::standalone::{evaluate, read_input};
 use cep_core::results::Summary;
-use cep_engine::RulesConfig;
+use cep_engine::RuleSet;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
@@ -17,14 +17,15 @@ struct Scenario {
     connections: usize,
     /// Distinct symbols in the stream.
     symbols: u64,
-    rules: RulesConfig,
+    /// The rules file (`None`: the built-in reference rules).
+    rules: Option<&'static str>,
     /// More `cep run` arguments (rules, a replay file).
     extra: Vec<String>,
 }
 
 impl Scenario {
     fn new(workers: usize, count: u64, connections: usize) -> Self {
-        Scenario { workers, count, connections, symbols: 1470, rules: RulesConfig::default(), extra: Vec::new() }
+        Scenario { workers, count, connections, symbols: 1470, rules: None, extra: Vec::new() }
     }
 }
 
@@ -34,6 +35,9 @@ fn run_cluster(out: &Path, scenario: &Scenario) -> Summary {
         .args(["run", "--rate", "0", "--csv", "all", "--record-input", "--quiet"])
         .args(["--workers", &scenario.workers.to_string(), "--connections", &scenario.connections.to_string()])
         .args(&scenario.extra);
+    if let Some(rules) = scenario.rules {
+        command.arg(format!("--rules={}/../{rules}", env!("CARGO_MANIFEST_DIR")));
+    }
     if !scenario.extra.iter().any(|arg| arg.starts_with("--replay")) {
         command.args(["--count", &scenario.count.to_string()]);
     }
@@ -82,21 +86,30 @@ fn check(scenario: Scenario) {
     assert_eq!(summary.workers.iter().map(|w| w.events).sum::<u64>(), count);
     assert_eq!(summary.workers.iter().map(|w| w.symbols).sum::<u64>(), scenario.symbols);
     assert!(summary.workers.iter().all(|w| w.events > 0));
-    assert_eq!(summary.outputs.volatility, if scenario.rules.volatility { count } else { 0 });
-    assert_eq!(
-        summary.latency_us.end_to_end.count,
-        summary.outputs.perc + summary.outputs.trend + summary.outputs.volatility
-    );
+    let rules: RuleSet = match scenario.rules {
+        None => cep_engine::reference_rules(),
+        Some(_) => cep_engine::oracle_rules(),
+    };
+    // Every query is listed, fired or not.
+    let mut names: Vec<&str> = rules.names().collect();
+    names.sort();
+    assert_eq!(summary.outputs.keys().map(String::as_str).collect::<Vec<_>>(), names);
+    if scenario.rules.is_none() {
+        assert_eq!(summary.outputs["volatility"], count);
+    }
+    assert_eq!(summary.latency_us.end_to_end.count, summary.outputs.values().sum::<u64>());
+    assert_eq!(summary.rules.len(), 1);
+    assert_eq!(summary.rules[0].queries.len(), rules.queries.len());
 
     // The standalone engine over the recorded input gives exactly the cluster's outputs.
     let input = read_input(&dir.path().join("input.csv")).unwrap();
     assert_eq!(input.len() as u64, count);
-    let expected = evaluate(&input, scenario.rules.clone());
+    let expected = evaluate(&input, rules);
     assert!(!expected.is_empty());
     let (outputs, rows) = read_outputs(&dir.path().join("outputs.csv"));
     assert_eq!(outputs.len(), expected.len());
     for o in &expected {
-        let got = outputs.get(&(o.rule.name().to_string(), o.injector, o.seq));
+        let got = outputs.get(&(o.rule.clone(), o.injector, o.seq));
         assert_eq!(got, Some(&(o.symbol.clone(), o.price.to_bits(), o.value.to_bits())), "{o:?}");
     }
 
@@ -130,14 +143,11 @@ fn three_workers_three_connections() {
     check(Scenario::new(3, 100_000, 3));
 }
 
-/// The Oracle white paper's workload: R1 and R2 on 200 monitored symbols, the rest filtered.
+/// The Oracle white paper's workload from `rules/oracle-400.rules`: R1 and R2 on 200
+/// monitored symbols as 400 queries, the rest filtered.
 #[test]
-fn oracle_variant() {
-    check(Scenario {
-        rules: RulesConfig::oracle(200),
-        extra: ["--rules=perc,trend", "--monitor-first=200"].map(String::from).to_vec(),
-        ..Scenario::new(2, 100_000, 2)
-    });
+fn oracle_400_queries() {
+    check(Scenario { rules: Some("rules/oracle-400.rules"), ..Scenario::new(2, 100_000, 2) });
 }
 
 /// A replayed file of `symbol;price;timestamp` lines goes through the cluster like the model.

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 /// What the collector itself observed.
 #[derive(Debug, Default)]
 pub struct Observed {
-    pub outputs: [u64; 3],
+    /// Outputs received per rule (duplicates included).
+    pub outputs: OutputCounts,
     pub output_duplicates: u64,
     pub warmup_outputs: u64,
     pub rejected: CauseCounts,
@@ -77,11 +78,11 @@ pub fn summarize(
     lost_by_cause.retain(|_, count| *count > 0);
     summary.lost_by_cause = lost_by_cause;
 
-    let reported_outputs: u64 = reports.values().map(|r| r.outputs.iter().sum::<u64>()).sum();
-    let received_outputs: u64 = observed.outputs.iter().sum::<u64>();
+    let reported_outputs: u64 = reports.values().map(|r| r.outputs).sum();
+    let received_outputs: u64 = observed.outputs.values().sum::<u64>();
     summary.outputs_lost = reported_outputs.saturating_sub(received_outputs.saturating_sub(observed.output_duplicates));
-    summary.outputs =
-        OutputCounts { perc: observed.outputs[0], trend: observed.outputs[1], volatility: observed.outputs[2] };
+    summary.outputs = observed.outputs;
+    summary.rules = router.map(|r| r.rules.clone()).unwrap_or_default();
     summary.duplicates = observed.output_duplicates + reports.values().map(|r| r.duplicates).sum::<u64>();
     summary.out_of_order = reports.values().map(|r| r.out_of_order).sum();
 
@@ -121,7 +122,7 @@ mod tests {
             index,
             processed: processed.iter().sum(),
             symbols: 3,
-            outputs: [1, 0, processed.iter().sum()],
+            outputs: 1 + processed.iter().sum::<u64>(),
             streams: (0..2)
                 .map(|s| StreamAtWorker {
                     stream: s as u32,
@@ -138,6 +139,7 @@ mod tests {
 
     fn router(received: [u64; 2]) -> RouterReport {
         RouterReport {
+            rules: Vec::new(),
             received: [(0, received[0]), (1, received[1])].into_iter().collect(),
             routed: received.iter().sum(),
             rejected: [("malformed".to_string(), 2)].into_iter().collect(),
@@ -146,7 +148,11 @@ mod tests {
     }
 
     fn observed(outputs: u64) -> Observed {
-        Observed { outputs: [2, 0, outputs], duration_s: 2.0, ..Observed::default() }
+        Observed {
+            outputs: [("perc".to_string(), 2), ("volatility".to_string(), outputs)].into(),
+            duration_s: 2.0,
+            ..Observed::default()
+        }
     }
 
     #[test]

@@ -5,13 +5,14 @@ use crate::config::{CollectorConfig, CsvMode};
 use crate::csv::OutputsCsv;
 use crate::intervals::IntervalRecorder;
 use crate::latency::HopHistograms;
+use crate::rules::RuleTable;
 use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
-use cep_core::report::{ClockReport, Rejections, RouterReport, WorkerProgress, WorkerReport};
+use cep_core::report::{ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use cep_core::results::ClockOffset;
 use cep_core::results::Summary;
 use cep_core::seen::{Arrival, SeenSet};
-use cep_core::tick::{OutputRecord, Rule};
+use cep_core::tick::OutputRecord;
 use cep_core::wire::{decode_message, decode_outputs, FrameHeader, FrameKind};
 use cep_transport::clock::ClockServer;
 use cep_transport::control::{end_of_run, register, RegistrationError};
@@ -74,6 +75,7 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
             .map_err(write_err(&config.out))?,
         decoded: Vec::with_capacity(1024),
         seen: (0..ready.streams).map(|_| Default::default()).collect(),
+        rules: RuleTable::default(),
         observed: Observed::default(),
         progress: vec![WorkerProgress { processed: 0, outputs: 0, rejected: 0 }; worker_ids.len()],
         reports: BTreeMap::new(),
@@ -110,7 +112,7 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
             eprintln!(
                 "[progress] {:>5.1}s  processed {processed}  ({rate:.0} ev/s)  outputs {}  | {}",
                 started.elapsed().as_secs_f64(),
-                state.observed.outputs.iter().sum::<u64>(),
+                state.rules.total(),
                 per_worker.join(" | ")
             );
             last_progress = (Instant::now(), processed);
@@ -133,6 +135,7 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
     state.observed.duration_s = end_ns.saturating_sub(ready.start_ns) as f64 / 1e9;
     state.observed.latency = state.hops.summary();
     state.observed.rejected = state.rejections.counts().clone();
+    state.observed.outputs = state.rules.counts();
     let summary =
         summarize(ready.streams, &worker_ids, &state.reports, &state.progress, state.router.as_ref(), state.observed);
     write_results(&config.out, &summary)?;
@@ -164,8 +167,11 @@ struct Collecting {
     hops: HopHistograms,
     intervals: IntervalRecorder,
     decoded: Vec<OutputRecord>,
-    /// Per stream and rule: which ticks already produced that rule's output.
-    seen: Vec<[SeenSet; 3]>,
+    /// Per stream: which ticks' outputs have arrived. A tick's outputs (one per query that
+    /// fired) leave its worker together, in one frame, so a tick seen in an earlier group
+    /// means the whole group is a duplicate.
+    seen: Vec<SeenSet>,
+    rules: RuleTable,
     observed: Observed,
     progress: Vec<WorkerProgress>,
     reports: BTreeMap<u32, WorkerReport>,
@@ -185,7 +191,7 @@ impl Collecting {
             FrameKind::Outputs => {
                 let mut decoded = std::mem::take(&mut self.decoded);
                 let result = match decode_outputs(frame, &header, rest, &mut decoded) {
-                    Ok(()) => self.record(frame, &decoded, t_collector, csv),
+                    Ok(()) => self.record(frame, header.sender, &decoded, t_collector, csv),
                     Err(error) => {
                         self.rejections.reject(error.cause(), Some(header.sender), &error);
                         Ok(())
@@ -206,12 +212,17 @@ impl Collecting {
                     if let Some(slot) = self.progress.get_mut(report.index as usize) {
                         *slot = WorkerProgress {
                             processed: report.processed,
-                            outputs: report.outputs.iter().sum(),
+                            outputs: report.outputs,
                             rejected: report.rejected.values().sum(),
                         };
                     }
                     self.last_report_ns = t_collector;
                     self.reports.insert(report.index, report);
+                }
+            }
+            FrameKind::Rules => {
+                if let Some(installed) = self.decode_cold::<RulesInstalled>(&header, rest) {
+                    self.rules.install(header.sender, &installed);
                 }
             }
             FrameKind::RouterReport => {
@@ -242,6 +253,7 @@ impl Collecting {
     fn record(
         &mut self,
         frame: &[u8],
+        sender: u32,
         outputs: &[OutputRecord],
         t_collector: u64,
         csv: &mut OutputsCsv,
@@ -249,15 +261,32 @@ impl Collecting {
         // Every output of a frame arrived at the same instant: close a finished interval first.
         self.intervals.advance(t_collector, &self.hops.end_to_end)?;
         let mut measured = 0;
+        let mut group: Option<(u32, u64, bool)> = None;
         for output in outputs {
             let Some(seen) = self.seen.get_mut(output.injector as usize) else {
                 self.rejections.reject("unknown_stream", None, &format_args!("output of stream {}", output.injector));
                 continue;
             };
-            if seen[output.rule as usize].insert(output.seq) == Arrival::Duplicate {
+            let Some(slot) = self.rules.slot(sender, output.rule) else {
+                self.rejections.reject(
+                    "unknown_rule",
+                    Some(sender),
+                    &format_args!("output of rule index {} (not in the worker's announced rules)", output.rule),
+                );
+                continue;
+            };
+            let duplicate = match group {
+                Some((injector, seq, duplicate)) if (injector, seq) == (output.injector, output.seq) => duplicate,
+                _ => {
+                    let duplicate = seen.insert(output.seq) == Arrival::Duplicate;
+                    group = Some((output.injector, output.seq, duplicate));
+                    duplicate
+                }
+            };
+            if duplicate {
                 self.observed.output_duplicates += 1;
             }
-            self.observed.outputs[output.rule as usize] += 1;
+            self.rules.count(slot);
             if output.stamps.t_inject < self.warmup_end_ns {
                 self.observed.warmup_outputs += 1;
             } else {
@@ -266,11 +295,11 @@ impl Collecting {
             }
             let write = match self.csv_mode {
                 CsvMode::All => true,
-                CsvMode::Alerts => output.rule != Rule::Volatility,
+                CsvMode::Alerts => self.rules.is_alert(slot),
                 CsvMode::None => false,
             };
             if write {
-                csv.write(output, output.symbol_bytes(frame), t_collector)?;
+                csv.write(self.rules.name(slot), output, output.symbol_bytes(frame), t_collector)?;
             }
         }
         // The batch's own hops are the same for every output in it.

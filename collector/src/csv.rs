@@ -36,8 +36,8 @@ impl OutputsCsv {
     }
 
     #[inline]
-    pub fn write(&mut self, output: &OutputRecord, symbol: &[u8], t_collector: u64) -> io::Result<()> {
-        self.out.write_all(output.rule.name().as_bytes())?;
+    pub fn write(&mut self, rule: &str, output: &OutputRecord, symbol: &[u8], t_collector: u64) -> io::Result<()> {
+        self.out.write_all(rule.as_bytes())?;
         self.out.write_all(b",")?;
         self.out.write_all(symbol)?;
         self.out.write_all(b",")?;

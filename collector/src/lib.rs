@@ -5,6 +5,7 @@
 //! - [`config`]: the command-line flags.
 //! - [`latency`]: the per-hop HdrHistograms.
 //! - [`csv`]: the `outputs.csv` writer (no allocation per row).
+//! - [`rules`]: resolves each output's rule index against its worker's announced rules.
 //! - [`intervals`]: latency per second, as CSV and as an HdrHistogram interval log.
 //! - [`accounting`]: turns the reports and counts into `summary.json`.
 //! - [`collecting`]: the run loop and the results folder.
@@ -15,6 +16,7 @@ pub mod config;
 pub mod csv;
 pub mod intervals;
 pub mod latency;
+pub mod rules;
 
 pub use collecting::run;
 pub use config::{CollectorConfig, CsvMode};

@@ -7,6 +7,7 @@
 //! [`Refused`] with the reason.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Which role a process registers as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +76,34 @@ pub struct Ready {
     pub warmup_ns: u64,
     /// The collector's clock socket: every node measures its clock offset against it.
     pub collector_clock: String,
+    /// The rules the run starts with (workers run them; the router checked them).
+    pub rules: RulesText,
+}
+
+/// A rules file as it travels: its version in the run, where it came from, its text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RulesText {
+    /// 0 for the rules a run starts with, then 1, 2, ... per deployment.
+    pub epoch: u32,
+    /// A path or `built-in:reference`, to name the file in messages.
+    pub origin: String,
+    pub text: String,
+}
+
+/// `cep rules deploy`: new rules for the running cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deploy {
+    pub origin: String,
+    pub text: String,
+}
+
+/// The router's answer to an accepted [`Deploy`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deployed {
+    pub epoch: u32,
+    /// Where the stream switches: per injector stream, the first sequence number the new
+    /// rules process (empty when the run had not started: the run starts with them).
+    pub at: BTreeMap<u32, u64>,
 }
 
 /// Registration refused.

@@ -55,8 +55,8 @@ pub struct WorkerReport {
     pub index: u32,
     pub processed: u64,
     pub symbols: u64,
-    /// Outputs per rule, in the order perc, trend, volatility.
-    pub outputs: [u64; 3],
+    /// Outputs sent, all rules.
+    pub outputs: u64,
     pub streams: Vec<StreamAtWorker>,
     /// Ticks whose (stream, seq) the worker had already processed: skipped, not reprocessed.
     pub duplicates: u64,
@@ -65,6 +65,25 @@ pub struct WorkerReport {
     /// Frames and ticks rejected by the worker, by cause.
     pub rejected: CauseCounts,
 }
+
+/// One query of a rule set, as the collector needs it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleInfo {
+    pub name: String,
+    /// Emits only when a condition holds (written by `--csv alerts`).
+    pub alert: bool,
+}
+
+/// The rule set a worker now runs: its outputs' rule indexes point into `queries` until
+/// the next such frame from the same worker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RulesInstalled {
+    pub epoch: u32,
+    pub queries: Vec<RuleInfo>,
+}
+
+/// The marker a rule switch travels as, router -> workers, between two ticks.
+pub type SwitchRules = crate::control::RulesText;
 
 /// A node's clock offset to the collector, measured when the run started.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +97,8 @@ pub struct ClockReport {
 pub struct RouterReport {
     /// Valid ticks received, per stream id.
     pub received: BTreeMap<u32, u64>,
+    /// The rules the run started with and every deployment after, with its switch point.
+    pub rules: Vec<crate::results::RulesEpoch>,
     /// Ticks forwarded to workers.
     pub routed: u64,
     /// Frames and ticks rejected by the router, by cause.

@@ -18,12 +18,20 @@ pub struct LatencySummary {
     pub max: f64,
 }
 
-/// Output counts per rule.
+/// Output counts per rule (query name), e.g. `perc`, `trend`, `volatility` for the reference
+/// rules; every query that ran is listed, with 0 if it never fired.
+pub type OutputCounts = BTreeMap<String, u64>;
+
+/// One rule set of a run: the one it started with (epoch 0) or a deployment.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutputCounts {
-    pub perc: u64,
-    pub trend: u64,
-    pub volatility: u64,
+pub struct RulesEpoch {
+    pub epoch: u32,
+    /// The file's path, or `built-in:reference`.
+    pub origin: String,
+    pub queries: Vec<String>,
+    /// Per injector stream, the first sequence number processed under these rules (empty
+    /// for the rules the run started with).
+    pub at: BTreeMap<u32, u64>,
 }
 
 /// Latency per hop and end to end.
@@ -94,6 +102,8 @@ pub struct Summary {
     /// Each node's clock offset to the collector (whose clock all stamps are in), and the
     /// uncertainty of that estimate, in microseconds.
     pub clock_offsets: Vec<ClockOffset>,
+    /// The rules the run started with and each deployment, with where the stream switched.
+    pub rules: Vec<RulesEpoch>,
 }
 
 impl Summary {
@@ -120,9 +130,22 @@ impl Summary {
                 line("REJECTED", &format!("{place}:{cause}"), count.to_string());
             }
         }
-        line("OUTPUTS", "perc", self.outputs.perc.to_string());
-        line("OUTPUTS", "trend", self.outputs.trend.to_string());
-        line("OUTPUTS", "volatility", self.outputs.volatility.to_string());
+        line("OUTPUTS", "Total", self.outputs.values().sum::<u64>().to_string());
+        // Many-query rule sets (the Oracle 400) list their counts in summary.json only.
+        if self.outputs.len() <= 16 {
+            for (rule, count) in &self.outputs {
+                line("OUTPUTS", rule, count.to_string());
+            }
+        }
+        for rules in &self.rules {
+            let at: Vec<String> = rules.at.iter().map(|(stream, seq)| format!("{stream}:{seq}")).collect();
+            let at = if at.is_empty() { "start".to_string() } else { at.join(" ") };
+            line(
+                &format!("RULES {}", rules.epoch),
+                &rules.origin,
+                format!("{} queries from {at}", rules.queries.len()),
+            );
+        }
         let hops = [
             ("END_TO_END", &self.latency_us.end_to_end),
             ("INJECTOR_TO_ROUTER", &self.latency_us.injector_to_router),

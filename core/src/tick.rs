@@ -2,43 +2,6 @@
 
 use std::ops::Range;
 
-/// The rules the engine evaluates; the discriminant is the rule's byte on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Rule {
-    /// R1: percentage change since the previous tick beyond a threshold.
-    Perc = 0,
-    /// R2: third (or later) consecutive rise.
-    Trend = 1,
-    /// R3: population standard deviation over an event-time window, on every tick.
-    Volatility = 2,
-}
-
-impl Rule {
-    pub const ALL: [Rule; 3] = [Rule::Perc, Rule::Trend, Rule::Volatility];
-
-    /// The rule's name in results files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Rule::Perc => "perc",
-            Rule::Trend => "trend",
-            Rule::Volatility => "volatility",
-        }
-    }
-
-    pub fn from_byte(byte: u8) -> Option<Rule> {
-        match byte {
-            0 => Some(Rule::Perc),
-            1 => Some(Rule::Trend),
-            2 => Some(Rule::Volatility),
-            _ => None,
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Rule> {
-        Rule::ALL.into_iter().find(|rule| rule.name() == name)
-    }
-}
-
 /// A decoded tick. The symbol is a byte range into the frame it was decoded from, so that
 /// decoding a batch allocates nothing per tick; [`TickRecord::symbol`] resolves it.
 #[derive(Clone, Debug, PartialEq)]
@@ -95,7 +58,9 @@ pub struct Stamps {
 /// A decoded output; the symbol is a byte range into its frame, as for [`TickRecord`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct OutputRecord {
-    pub rule: Rule,
+    /// The query's index in the rule set its worker had in force when it sent the output
+    /// (announced to the collector by a `Rules` frame on the same socket).
+    pub rule: u32,
     pub symbol: Range<usize>,
     pub price: f64,
     pub value: f64,

@@ -8,11 +8,11 @@
 //! control) carry a `rmp-serde` body (structs as arrays).
 
 use crate::msgpack::{self, DecodeError, Reader};
-use crate::tick::{OutputRecord, Rule, Stamps, TickRecord};
+use crate::tick::{OutputRecord, Stamps, TickRecord};
 use serde::{de::DeserializeOwned, Serialize};
 
 /// The protocol version this build speaks. A frame of any other version is rejected.
-pub const PROTOCOL_VERSION: u8 = 1;
+pub const PROTOCOL_VERSION: u8 = 2;
 
 /// Most events in one batch, on every hop, unless configured otherwise. Batches fill only
 /// while input is waiting (smart batching), so this bounds size, not latency.
@@ -55,6 +55,16 @@ pub enum FrameKind {
     RunFinished = 14,
     /// The run is over; sockets may close: router -> waiting node or collector (control).
     EndAck = 15,
+    /// The rule set a worker now runs (query names by index): worker -> collector, before
+    /// the first output under it.
+    Rules = 16,
+    /// Switch to new rules here, between the ticks before and after: router -> every worker,
+    /// in the data stream.
+    SwitchRules = 17,
+    /// A new rules file for the running cluster: `cep rules deploy` -> router (control).
+    Deploy = 18,
+    /// The rules were accepted and where the stream switches: router -> deployer (control).
+    Deployed = 19,
 }
 
 impl FrameKind {
@@ -76,6 +86,10 @@ impl FrameKind {
             AwaitEnd,
             RunFinished,
             EndAck,
+            Rules,
+            SwitchRules,
+            Deploy,
+            Deployed,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)
@@ -270,7 +284,7 @@ impl OutputBatchWriter {
     #[allow(clippy::too_many_arguments)]
     pub fn push(
         &mut self,
-        rule: Rule,
+        rule: u32,
         symbol: &[u8],
         price: f64,
         value: f64,
@@ -387,9 +401,7 @@ pub fn decode_outputs(
     out.reserve(count as usize);
     for _ in 0..count {
         rd.array_of(8, "an output of 8 fields").map_err(malformed)?;
-        let at = rd.position();
-        let rule = Rule::from_byte(rd.uint().map_err(malformed)? as u8)
-            .ok_or_else(|| WireError::Malformed(format!("unknown rule at byte {at}")))?;
+        let rule = rd.u32().map_err(malformed)?;
         let symbol = read_symbol(frame, &mut rd)?;
         let price = rd.float().map_err(malformed)?;
         let value = rd.float().map_err(malformed)?;
@@ -440,7 +452,7 @@ mod tests {
     #[test]
     fn tick_frame_golden_bytes() {
         let expected: Vec<u8> = vec![
-            0x95, 0x01, 0x01, 0x07, // [version 1, kind Ticks, sender 7,
+            0x95, 0x02, 0x01, 0x07, // [version 2, kind Ticks, sender 7,
             0xcf, 0, 0, 0, 0, 0, 0, 0x07, 0xd0, // t_sent 2000 (fixed u64),
             0xdd, 0, 0, 0, 1, // one tick (fixed array32)
             0x96, 0xa5, b'S', b'0', b'0', b'0', b'1', // [symbol,
@@ -475,13 +487,13 @@ mod tests {
     fn outputs_round_trip() {
         let mut writer = OutputBatchWriter::new(4);
         let stamps = Stamps { t_inject: 1, t_router_in: 2, t_router_out: 3, t_worker_in: 4, t_engine_out: u64::MAX };
-        writer.push(Rule::Trend, b"S0009", 99.0, 3.0, 1, 77, 1, 2);
+        writer.push(1, b"S0009", 99.0, 3.0, 1, 77, 1, 2);
         let frame = writer.seal(3, 4, u64::MAX).to_vec();
         let (header, rest) = read_header(&frame).unwrap();
         let mut out = Vec::new();
         decode_outputs(&frame, &header, rest, &mut out).unwrap();
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].rule, Rule::Trend);
+        assert_eq!(out[0].rule, 1);
         assert_eq!(out[0].symbol(&frame), "S0009");
         assert_eq!(out[0].stamps, stamps);
     }
@@ -490,7 +502,7 @@ mod tests {
     fn cold_frame_golden_bytes_and_round_trip() {
         let eos = EndOfStream { stream: 2, sent: 300, routed: 0 };
         let frame = encode_message(FrameKind::EndOfStream, 9, &eos);
-        assert_eq!(frame, vec![0x94, 0x01, 0x02, 0x09, 0x93, 0x02, 0xcd, 0x01, 0x2c, 0x00]);
+        assert_eq!(frame, vec![0x94, 0x02, 0x02, 0x09, 0x93, 0x02, 0xcd, 0x01, 0x2c, 0x00]);
         let (header, rest) = read_header(&frame).unwrap();
         let back: EndOfStream = decode_message(&header, rest, FrameKind::EndOfStream).unwrap();
         assert_eq!(back, eos);
@@ -501,8 +513,8 @@ mod tests {
         assert_eq!(read_header(b"hello").unwrap_err().cause(), "malformed");
         assert_eq!(read_header(&[]).unwrap_err().cause(), "malformed");
         let mut other_version = ticks_frame();
-        other_version[1] = 2;
-        assert_eq!(read_header(&other_version).unwrap_err(), WireError::Version { got: 2 });
+        other_version[1] = 1;
+        assert_eq!(read_header(&other_version).unwrap_err(), WireError::Version { got: 1 });
         let mut unknown_kind = ticks_frame();
         unknown_kind[2] = 0x7f;
         assert_eq!(read_header(&unknown_kind).unwrap_err().cause(), "unexpected_kind");

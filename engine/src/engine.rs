@@ -1,50 +1,117 @@
-//! Per-tick evaluation of the reference rules over per-symbol state.
+//! The engine for the symbols one worker owns: symbols are interned on first sight, and each
+//! symbol carries the queries whose symbol filters admit it, with their state (filter
+//! indexing: an event is offered only to the queries that can match it). Rules can be
+//! switched between two events; unchanged queries keep their state.
 
-use crate::config::RulesConfig;
-use crate::window::PriceWindow;
-use cep_core::tick::Rule;
+use crate::state::{Layout, QueryState};
+use cep_query::plan::{Query, Row, RuleSet};
 use rustc_hash::FxHashMap;
 
-/// A symbol's dense index inside one engine (interned on first sight).
+/// A symbol's dense index inside one engine.
 pub type SymbolId = u32;
 
+/// A query's index in the engine's current rule set.
+pub type QueryId = u32;
+
 #[derive(Clone, Debug)]
-struct SymbolState {
-    /// Whether the rules apply to this symbol (always, unless the Oracle variant filters it).
-    monitored: bool,
-    /// Previous price; NaN before the first tick.
-    previous: f64,
-    /// Consecutive rises ending at the previous tick.
-    rises: u32,
-    window: PriceWindow,
+struct Attached {
+    query: QueryId,
+    state: QueryState,
 }
 
-/// The engine for the symbols one worker owns.
+#[derive(Debug)]
+struct Compiled {
+    query: Query,
+    layout: Layout,
+}
+
 #[derive(Debug)]
 pub struct Engine {
-    config: RulesConfig,
+    queries: Vec<Compiled>,
+    /// Offer events to every query and decide symbol filters per event (for measuring what
+    /// the index saves); normally false.
+    unindexed: bool,
     ids: FxHashMap<Box<[u8]>, SymbolId>,
     names: Vec<Box<str>>,
-    states: Vec<SymbolState>,
+    attached: Vec<Vec<Attached>>,
+    aggregates: Vec<f64>,
     processed: u64,
-    outputs: [u64; 3],
+    outputs: Vec<u64>,
+    outputs_total: u64,
 }
 
 impl Engine {
-    /// An engine for a validated configuration.
-    pub fn new(config: RulesConfig) -> Self {
-        Engine {
-            config,
+    pub fn new(rules: RuleSet) -> Self {
+        Self::build(rules, false)
+    }
+
+    /// An engine without filter indexing: every query sees every event (benchmarks only).
+    pub fn unindexed(rules: RuleSet) -> Self {
+        Self::build(rules, true)
+    }
+
+    fn build(rules: RuleSet, unindexed: bool) -> Self {
+        let mut engine = Engine {
+            queries: Vec::new(),
+            unindexed,
             ids: FxHashMap::default(),
             names: Vec::new(),
-            states: Vec::new(),
+            attached: Vec::new(),
+            aggregates: Vec::new(),
             processed: 0,
-            outputs: [0; 3],
+            outputs: Vec::new(),
+            outputs_total: 0,
+        };
+        engine.install(rules);
+        engine
+    }
+
+    fn install(&mut self, rules: RuleSet) {
+        self.queries = rules.queries.into_iter().map(|query| Compiled { layout: Layout::new(&query), query }).collect();
+        self.aggregates = vec![0.0; self.queries.iter().map(|c| c.query.aggregates.len()).max().unwrap_or(0)];
+        self.outputs = vec![0; self.queries.len()];
+    }
+
+    /// Switches to new rules between two events. A query with the same name and the same
+    /// plan as a running one keeps its state per symbol; new and changed ones start empty.
+    pub fn switch(&mut self, rules: RuleSet) {
+        let old: Vec<Compiled> = std::mem::take(&mut self.queries);
+        self.install(rules);
+        let kept: Vec<Option<QueryId>> = self
+            .queries
+            .iter()
+            .map(|new| old.iter().position(|o| o.query == new.query).map(|at| at as QueryId))
+            .collect();
+        for id in 0..self.names.len() {
+            let mut previous = std::mem::take(&mut self.attached[id]);
+            let mut attached = self.attach(id);
+            for entry in &mut attached {
+                if let Some(old_id) = kept[entry.query as usize] {
+                    if let Some(at) = previous.iter().position(|p| p.query == old_id) {
+                        entry.state = previous.swap_remove(at).state;
+                    }
+                }
+            }
+            self.attached[id] = attached;
         }
     }
 
-    pub fn config(&self) -> &RulesConfig {
-        &self.config
+    pub fn queries(&self) -> impl Iterator<Item = &Query> {
+        self.queries.iter().map(|c| &c.query)
+    }
+
+    /// The queries whose symbol filters admit symbol `id`, with fresh state.
+    fn attach(&self, id: usize) -> Vec<Attached> {
+        let symbol: &str = &self.names[id];
+        let row = Row { symbol, price: f64::NAN, aggregates: &[] };
+        self.queries
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                self.unindexed || c.query.symbol_filter.as_ref().is_none_or(|f| f.truth(&row) == Some(true))
+            })
+            .map(|(at, c)| Attached { query: at as QueryId, state: QueryState::new(&c.query, &c.layout) })
+            .collect()
     }
 
     /// The symbol's id, interning it on first sight (the only allocation, once per symbol).
@@ -53,8 +120,7 @@ impl Engine {
         self.intern_bytes(symbol.as_bytes())
     }
 
-    /// [`Self::intern`] for a symbol already known to be UTF-8 (as decoded frames are): the
-    /// lookup hashes bytes; text is made only on first sight.
+    /// [`Self::intern`] for a symbol already known to be UTF-8 (as decoded frames are).
     #[inline]
     pub fn intern_bytes(&mut self, symbol: &[u8]) -> SymbolId {
         if let Some(&id) = self.ids.get(symbol) {
@@ -65,14 +131,12 @@ impl Engine {
 
     #[cold]
     fn insert(&mut self, bytes: &[u8]) -> SymbolId {
-        let symbol = String::from_utf8_lossy(bytes);
-        let symbol: &str = &symbol;
-        let id = self.names.len() as SymbolId;
-        let monitored = self.config.monitored.as_ref().is_none_or(|set| set.contains(symbol));
-        self.ids.insert(bytes.into(), id);
-        self.names.push(symbol.into());
-        self.states.push(SymbolState { monitored, previous: f64::NAN, rises: 0, window: PriceWindow::default() });
-        id
+        let id = self.names.len();
+        self.ids.insert(bytes.into(), id as SymbolId);
+        self.names.push(String::from_utf8_lossy(bytes).into());
+        let attached = self.attach(id);
+        self.attached.push(attached);
+        id as SymbolId
     }
 
     pub fn symbol_bytes(&self, id: SymbolId) -> &[u8] {
@@ -89,151 +153,55 @@ impl Engine {
         self.processed
     }
 
-    /// Outputs so far per rule (perc, trend, volatility).
-    pub fn outputs(&self) -> [u64; 3] {
-        self.outputs
+    /// Outputs so far per query of the current rules (since they were installed).
+    pub fn outputs(&self) -> &[u64] {
+        &self.outputs
     }
 
-    /// Processes one tick of an interned symbol at event time `ts` (ns); calls `emit` for
-    /// each output, in rule order. Price validity is the caller's contract (finite, > 0).
+    /// Outputs so far, all rules.
+    pub fn outputs_total(&self) -> u64 {
+        self.outputs_total
+    }
+
+    /// Processes one tick of an interned symbol at event time `ts` (ns); calls
+    /// `emit(query, price, value)` for each output, in query order. Price validity is the
+    /// caller's contract (finite, > 0).
     #[inline]
-    pub fn process(&mut self, id: SymbolId, price: f64, ts: u64, mut emit: impl FnMut(Rule, f64)) {
+    pub fn process(&mut self, id: SymbolId, price: f64, ts: u64, mut emit: impl FnMut(QueryId, f64, f64)) {
         self.processed += 1;
-        let config = &self.config;
-        let state = &mut self.states[id as usize];
-        if !state.monitored {
-            return;
-        }
-        let previous = state.previous;
-        state.previous = price;
-        if config.perc && previous.is_finite() {
-            let change = (price - previous) / previous * 100.0;
-            if change > config.perc_threshold || change < -config.perc_threshold {
-                self.outputs[Rule::Perc as usize] += 1;
-                emit(Rule::Perc, change);
+        let symbol: &str = &self.names[id as usize];
+        for attached in &mut self.attached[id as usize] {
+            let compiled = &self.queries[attached.query as usize];
+            let query = &compiled.query;
+            let row = Row { symbol, price, aggregates: &[] };
+            if self.unindexed && query.symbol_filter.as_ref().is_some_and(|f| f.truth(&row) != Some(true)) {
+                continue;
             }
-        }
-        state.rises = if price > previous { state.rises + 1 } else { 0 };
-        if config.trend && state.rises >= config.trend_rises {
-            self.outputs[Rule::Trend as usize] += 1;
-            emit(Rule::Trend, state.rises as f64);
-        }
-        if config.volatility {
-            // Event time must not run backwards inside a symbol's window: a late tick counts
-            // at the symbol's latest time.
-            let ts = state.window.last_time().map_or(ts, |last| last.max(ts));
-            let stddev = state.window.push(ts, price, config.window_ns);
-            self.outputs[Rule::Volatility as usize] += 1;
-            emit(Rule::Volatility, stddev);
+            if query.event_filter.as_ref().is_some_and(|f| f.truth(&row) != Some(true)) {
+                continue;
+            }
+            let outputs = &mut self.outputs;
+            let total = &mut self.outputs_total;
+            let query_id = attached.query;
+            attached.state.on_event(query, &compiled.layout, symbol, price, ts, &mut self.aggregates, |p, v| {
+                outputs[query_id as usize] += 1;
+                *total += 1;
+                emit(query_id, p, v);
+            });
         }
     }
 
     /// Interns and processes in one call.
     #[inline]
-    pub fn process_symbol(&mut self, symbol: &str, price: f64, ts: u64, emit: impl FnMut(Rule, f64)) -> SymbolId {
+    pub fn process_symbol(
+        &mut self,
+        symbol: &str,
+        price: f64,
+        ts: u64,
+        emit: impl FnMut(QueryId, f64, f64),
+    ) -> SymbolId {
         let id = self.intern(symbol);
         self.process(id, price, ts, emit);
         id
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SECOND: u64 = 1_000_000_000;
-
-    fn run(config: RulesConfig, ticks: &[(&str, f64, u64)]) -> Vec<(usize, Rule, f64)> {
-        let mut engine = Engine::new(config);
-        let mut out = Vec::new();
-        for (i, &(symbol, price, ts)) in ticks.iter().enumerate() {
-            engine.process_symbol(symbol, price, ts, |rule, value| out.push((i, rule, value)));
-        }
-        out
-    }
-
-    fn only(rule: Rule) -> RulesConfig {
-        RulesConfig {
-            perc: rule == Rule::Perc,
-            trend: rule == Rule::Trend,
-            volatility: rule == Rule::Volatility,
-            ..RulesConfig::default()
-        }
-    }
-
-    #[test]
-    fn perc_fires_beyond_two_percent_either_way() {
-        let ticks =
-            [("A", 100.0, 0), ("A", 102.0, 1), ("A", 104.1, 2), ("A", 101.0, 3), ("A", 101.0, 4), ("B", 50.0, 5)];
-        let out = run(only(Rule::Perc), &ticks);
-        // 100 -> 102 is exactly 2 %: not above. 102 -> 104.1 is +2.06 %. 104.1 -> 101 is -2.98 %.
-        let fired: Vec<usize> = out.iter().map(|o| o.0).collect();
-        assert_eq!(fired, vec![2, 3]);
-        assert!((out[0].2 - (104.1 - 102.0) / 102.0 * 100.0).abs() < 1e-12);
-        assert!(out[1].2 < -2.0);
-    }
-
-    #[test]
-    fn trend_fires_from_the_third_rise_and_resets_on_equal() {
-        let prices = [10.0, 11.0, 12.0, 13.0, 14.0, 14.0, 15.0, 16.0, 17.0, 16.0];
-        let ticks: Vec<(&str, f64, u64)> = prices.iter().enumerate().map(|(i, &p)| ("A", p, i as u64)).collect();
-        let out = run(only(Rule::Trend), &ticks);
-        // Rises at 1,2,3,4 (3rd rise is tick 3); 14 == 14 resets; rises again at 6,7,8.
-        let fired: Vec<(usize, f64)> = out.iter().map(|o| (o.0, o.2)).collect();
-        assert_eq!(fired, vec![(3, 3.0), (4, 4.0), (8, 3.0)]);
-    }
-
-    #[test]
-    fn trend_is_per_symbol() {
-        let ticks =
-            [("A", 1.0, 0), ("B", 5.0, 0), ("A", 2.0, 1), ("B", 4.0, 1), ("A", 3.0, 2), ("B", 3.0, 2), ("A", 4.0, 3)];
-        let out = run(only(Rule::Trend), &ticks);
-        assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), vec![6]);
-    }
-
-    #[test]
-    fn volatility_every_tick_over_event_time_window() {
-        let ticks = [("A", 10.0, 0), ("A", 20.0, 5 * SECOND), ("A", 30.0, 10 * SECOND), ("A", 30.0, 15 * SECOND)];
-        let out = run(only(Rule::Volatility), &ticks);
-        let values: Vec<f64> = out.iter().map(|o| o.2).collect();
-        // At 10 s the tick at 0 s is exactly 10 s old and leaves the window: {20, 30} -> 5.
-        // At 15 s the tick at 5 s leaves: {30, 30} -> 0.
-        assert_eq!(values, vec![0.0, 5.0, 5.0, 0.0]);
-    }
-
-    #[test]
-    fn oracle_variant_filters_unmonitored_symbols() {
-        let mut config = RulesConfig::oracle(1);
-        config.trend_rises = 1;
-        let ticks = [("S0000", 1.0, 0), ("S0001", 1.0, 0), ("S0000", 2.0, 1), ("S0001", 2.0, 1)];
-        let mut engine = Engine::new(config);
-        let mut out = Vec::new();
-        for &(symbol, price, ts) in &ticks {
-            engine.process_symbol(symbol, price, ts, |rule, _| out.push((symbol, rule)));
-        }
-        assert_eq!(out, vec![("S0000", Rule::Perc), ("S0000", Rule::Trend)]);
-        assert_eq!(engine.processed(), 4);
-    }
-
-    #[test]
-    fn reference_stream_gives_the_published_counts() {
-        use cep_core::gbm::{symbol_names, GbmStream};
-        let names = symbol_names(1470);
-        let mut engine = Engine::new(RulesConfig { volatility: false, ..RulesConfig::default() });
-        for tick in GbmStream::all(42, 1470).take(2_000_000) {
-            engine.process_symbol(&names[tick.symbol], tick.price, tick.index, |_, _| {});
-        }
-        let [perc, trend, _] = engine.outputs();
-        assert_eq!((perc, trend), (224_687, 245_171));
-    }
-
-    #[test]
-    fn validate_rejects_unusable_configs() {
-        assert!(RulesConfig::default().validate().is_ok());
-        assert!(RulesConfig { perc_threshold: f64::NAN, ..RulesConfig::default() }.validate().is_err());
-        assert!(RulesConfig { window_ns: 0, ..RulesConfig::default() }.validate().is_err());
-        assert!(RulesConfig { perc: false, trend: false, volatility: false, ..RulesConfig::default() }
-            .validate()
-            .is_err());
     }
 }

@@ -1,15 +1,32 @@
-//! The CEP engine: per-symbol state machines for the reference rules, with no I/O and no
-//! clock (time arrives as each tick's own timestamp), so it runs the same standalone, inside
-//! a worker, or in a test loop.
+//! The CEP engine: executes checked rules ([`cep_query`] plans) over per-symbol state, with
+//! no I/O and no clock (time arrives as each tick's own timestamp), so it runs the same
+//! standalone, inside a worker, or in a test loop.
 //!
-//! - [`config`]: which rules run, their thresholds, the Oracle variant's monitored symbols.
-//! - [`window`]: the event-time sliding window with an incremental, numerically stable stddev.
-//! - [`engine`]: symbol interning and the per-tick evaluation of R1, R2 and R3.
+//! - [`engine`]: symbol interning, filter indexing, the per-tick loop, rule switches.
+//! - [`state`]: one query's window and incremental aggregates for one symbol.
+//! - [`window`]: numerically stable moments of a sliding window.
+//! - [`baseline`]: the hand-written R1/R2/R3 the rule language replaced, kept only as the
+//!   oracle tests compare the compiled reference rules with and as the benchmark's baseline.
 
-pub mod config;
+pub mod baseline;
 pub mod engine;
+pub mod state;
 pub mod window;
 
-pub use cep_core::tick::Rule;
-pub use config::{ConfigError, RulesConfig};
-pub use engine::{Engine, SymbolId};
+pub use cep_query::{compile, RuleSet, RulesSource};
+pub use engine::{Engine, QueryId, SymbolId};
+
+/// The compiled built-in reference rules (R1, R2, R3).
+pub fn reference_rules() -> RuleSet {
+    cep_query::compile(cep_query::REFERENCE, "built-in:reference").expect("the built-in reference rules check")
+}
+
+/// The compiled built-in Oracle 400-query rules.
+pub fn oracle_rules() -> RuleSet {
+    cep_query::compile(cep_query::ORACLE_400, "built-in:oracle-400").expect("the built-in Oracle rules check")
+}
+
+/// Only the named queries of a rule set, in its order.
+pub fn select_queries(rules: &RuleSet, names: &[&str]) -> RuleSet {
+    RuleSet { queries: rules.queries.iter().filter(|q| names.contains(&q.name.as_str())).cloned().collect() }
+}

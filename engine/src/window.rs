@@ -1,5 +1,6 @@
-//! An event-time sliding window `(ts - length, ts]` of prices with an O(1) amortised,
-//! numerically stable population standard deviation.
+//! Incremental, numerically stable moments of a sliding window (count, sum, mean, population
+//! and sample standard deviation), O(1) amortised per value, and the hand-written R3 window
+//! built on them.
 //!
 //! Sums are kept of deviations from an anchor close to the window's mean, so the
 //! `E[x^2] - E[x]^2` subtraction does not cancel catastrophically. Rounding error from
@@ -9,13 +10,118 @@
 
 use std::collections::VecDeque;
 
+/// Sums of a window's non-null values, kept as deviations from an anchor near their mean.
+/// The window's owner stores the values and hands them back for [`Moments::rebuild`].
 #[derive(Clone, Debug, Default)]
-pub struct PriceWindow {
-    values: VecDeque<(u64, f64)>,
+pub struct Moments {
+    /// Non-null values counted.
+    pub n: usize,
     anchor: f64,
     sum: f64,
     sum_sq: f64,
     removed_since_rebuild: usize,
+}
+
+impl Moments {
+    /// Adds a value (NaN, SQL's null, is not counted).
+    #[inline]
+    pub fn add(&mut self, value: f64) {
+        if value.is_nan() {
+            return;
+        }
+        if self.n == 0 {
+            self.anchor = value;
+            self.sum = 0.0;
+            self.sum_sq = 0.0;
+            self.removed_since_rebuild = 0;
+        }
+        self.n += 1;
+        let d = value - self.anchor;
+        self.sum += d;
+        self.sum_sq += d * d;
+    }
+
+    /// Removes a value that was added (NaN is ignored, as in [`Self::add`]).
+    #[inline]
+    pub fn remove(&mut self, value: f64) {
+        if value.is_nan() {
+            return;
+        }
+        self.n -= 1;
+        let d = value - self.anchor;
+        self.sum -= d;
+        self.sum_sq -= d * d;
+        self.removed_since_rebuild += 1;
+    }
+
+    /// Whether enough values were removed since the last rebuild that rounding error could
+    /// have built up: then [`Self::rebuild`] from the window's values (O(1) amortised).
+    #[inline]
+    pub fn needs_rebuild(&self) -> bool {
+        self.removed_since_rebuild > self.n.max(16)
+    }
+
+    /// Recomputes the sums exactly from the window's values, re-anchored at their mean.
+    pub fn rebuild<'a>(&mut self, values: impl Iterator<Item = &'a f64> + Clone) {
+        let live = values.filter(|v| !v.is_nan());
+        let n = self.n as f64;
+        let mean = live.clone().sum::<f64>() / n;
+        self.anchor = mean;
+        self.sum = 0.0;
+        self.sum_sq = 0.0;
+        for &value in live {
+            let d = value - mean;
+            self.sum += d;
+            self.sum_sq += d * d;
+        }
+        self.removed_since_rebuild = 0;
+    }
+
+    /// Sum of the values; NaN (null) when there are none.
+    #[inline]
+    pub fn sum(&self) -> f64 {
+        if self.n == 0 {
+            return f64::NAN;
+        }
+        self.anchor * self.n as f64 + self.sum
+    }
+
+    #[inline]
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 {
+            return f64::NAN;
+        }
+        self.anchor + self.sum / self.n as f64
+    }
+
+    /// Population standard deviation (0 when empty, as the reference rule R3 has it).
+    #[inline]
+    pub fn stddev_pop(&self) -> f64 {
+        let n = self.n as f64;
+        if n == 0.0 {
+            return 0.0;
+        }
+        let mean = self.sum / n;
+        (self.sum_sq / n - mean * mean).max(0.0).sqrt()
+    }
+
+    /// Sample standard deviation; NaN (null) below two values.
+    #[inline]
+    pub fn stddev_samp(&self) -> f64 {
+        if self.n < 2 {
+            return f64::NAN;
+        }
+        let n = self.n as f64;
+        ((self.sum_sq - self.sum * self.sum / n) / (n - 1.0)).max(0.0).sqrt()
+    }
+}
+
+/// The hand-written R3 window (see [`crate::baseline`]).
+#[derive(Clone, Debug, Default)]
+pub struct PriceWindow {
+    values: VecDeque<(u64, f64)>,
+    prices: VecDeque<f64>,
+    moments: Moments,
 }
 
 impl PriceWindow {
@@ -30,50 +136,22 @@ impl PriceWindow {
                 break;
             }
             self.values.pop_front();
-            let d = p - self.anchor;
-            self.sum -= d;
-            self.sum_sq -= d * d;
-            self.removed_since_rebuild += 1;
-        }
-        if self.values.is_empty() {
-            self.anchor = price;
-            self.sum = 0.0;
-            self.sum_sq = 0.0;
-            self.removed_since_rebuild = 0;
+            self.prices.pop_front();
+            self.moments.remove(p);
         }
         self.values.push_back((ts, price));
-        let d = price - self.anchor;
-        self.sum += d;
-        self.sum_sq += d * d;
-        if self.removed_since_rebuild > self.values.len().max(16) {
-            self.rebuild();
+        self.prices.push_back(price);
+        self.moments.add(price);
+        if self.moments.needs_rebuild() {
+            self.moments.rebuild(self.prices.iter());
         }
         self.stddev()
-    }
-
-    fn rebuild(&mut self) {
-        let n = self.values.len() as f64;
-        let mean = self.values.iter().map(|&(_, p)| p).sum::<f64>() / n;
-        self.anchor = mean;
-        self.sum = 0.0;
-        self.sum_sq = 0.0;
-        for &(_, p) in &self.values {
-            let d = p - mean;
-            self.sum += d;
-            self.sum_sq += d * d;
-        }
-        self.removed_since_rebuild = 0;
     }
 
     /// Population standard deviation of the window (0 when empty).
     #[inline]
     pub fn stddev(&self) -> f64 {
-        let n = self.values.len() as f64;
-        if n == 0.0 {
-            return 0.0;
-        }
-        let mean = self.sum / n;
-        (self.sum_sq / n - mean * mean).max(0.0).sqrt()
+        self.moments.stddev_pop()
     }
 
     pub fn len(&self) -> usize {

@@ -41,6 +41,10 @@ pub struct RouterConfig {
     /// to say it has everything.
     #[arg(long, env = "CEP_END_TIMEOUT", default_value = "60s", value_parser = cep_core::duration::parse_duration)]
     pub end_timeout: std::time::Duration,
+    /// The rules file the run starts with (default: the built-in reference rules, the same
+    /// as `rules/reference.rules`). Checked at start; workers get it from the router.
+    #[arg(long, env = "CEP_RULES")]
+    pub rules: Option<std::path::PathBuf>,
     /// Write the endpoints actually bound (`data=...`, `control=...`) to this file once
     /// listening, so that `*` ports can be used and found (the launcher does).
     #[arg(long, env = "CEP_ANNOUNCE")]

@@ -4,10 +4,12 @@
 //! beyond a cache of the ring's answers.
 //!
 //! - [`config`]: command-line flags and their validation.
+//! - [`deploying`]: the run's rules, checked deployments and their switch points.
 //! - [`rendezvous`]: who has registered, and when the run may start.
 //! - [`routing`]: the data path.
 
 pub mod config;
+pub mod deploying;
 pub mod rendezvous;
 pub mod routing;
 

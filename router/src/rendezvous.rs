@@ -2,7 +2,7 @@
 //! collector and the expected injector streams are all present, so no tick can reach a
 //! half-built cluster (ZeroMQ's slow joiner). A pure state machine: the caller does the I/O.
 
-use cep_core::control::{Ready, Register, Role, WorkerInfo};
+use cep_core::control::{Ready, Register, Role, RulesText, WorkerInfo};
 use std::time::{Duration, Instant};
 
 /// How many workers a run waits for.
@@ -139,7 +139,7 @@ impl<C: Clone> Rendezvous<C> {
     }
 
     /// Starts the run (call once [`Self::is_complete`]); workers are ordered by id.
-    pub fn start(&mut self, start_ns: u64) -> Start<C> {
+    pub fn start(&mut self, start_ns: u64, rules: &RulesText) -> Start<C> {
         self.started = true;
         self.workers.sort_by(|a, b| a.1.id.cmp(&b.1.id));
         let workers: Vec<WorkerInfo> = self.workers.iter().map(|(_, w)| w.clone()).collect();
@@ -154,6 +154,7 @@ impl<C: Clone> Rendezvous<C> {
             start_ns,
             warmup_ns,
             collector_clock: collector_clock.clone(),
+            rules: rules.clone(),
         };
         let mut answers: Vec<(C, Ready)> = Vec::new();
         for (index, (client, _)) in self.workers.iter().enumerate() {
@@ -172,6 +173,10 @@ impl<C: Clone> Rendezvous<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rules() -> RulesText {
+        RulesText { epoch: 0, origin: "test".into(), text: String::new() }
+    }
 
     fn register(role: Role, id: &str, streams: u32) -> Register {
         Register {
@@ -198,7 +203,7 @@ mod tests {
         assert!(matches!(rendezvous.offer(9, register(Role::Worker, "c", 0), now), Verdict::Refuse(_)));
         assert_eq!(rendezvous.offer(7, register(Role::Injector, "k", 1), now), Verdict::Hold);
         assert!(rendezvous.is_complete(now));
-        let start = rendezvous.start(99);
+        let start = rendezvous.start(99, &rules());
         assert_eq!(start.workers.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), vec!["a", "b"]);
         let assigned: Vec<(i32, u32)> = start.answers.iter().map(|(c, r)| (*c, r.assigned)).collect();
         assert_eq!(assigned, vec![(6, 0), (1, 1), (5, 0), (3, 0), (7, 2)]);
@@ -222,6 +227,6 @@ mod tests {
         }
         assert!(!rendezvous.is_complete(t0 + Duration::from_secs(4)));
         assert!(rendezvous.is_complete(t0 + Duration::from_secs(5)));
-        assert_eq!(rendezvous.start(1).workers.len(), 3);
+        assert_eq!(rendezvous.start(1, &rules()).workers.len(), 3);
     }
 }

@@ -1,9 +1,10 @@
 //! The router's run: rendezvous, then the data path until every stream has ended.
 
 use crate::config::RouterConfig;
+use crate::deploying::Deployments;
 use crate::rendezvous::{Rendezvous, Verdict, WorkerCount};
 use cep_core::clock::now_ns;
-use cep_core::control::{Refused, Register};
+use cep_core::control::{Deploy, Refused, Register, RulesText};
 use cep_core::partition::Partitioner;
 use cep_core::report::{ClockReport, EndOfStream, Rejections, RouterReport};
 use cep_core::tick::TickRecord;
@@ -28,6 +29,8 @@ const START_DELAY_NS: u64 = 100_000_000;
 pub enum RouterError {
     #[error("invalid router configuration: {0}")]
     Config(String),
+    #[error("{0}")]
+    Rules(String),
     #[error(transparent)]
     Transport(#[from] TransportError),
     #[error("cannot write the announce file {0}")]
@@ -42,6 +45,8 @@ pub enum RouterError {
 /// report it also sent to the collector.
 pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterReport, RouterError> {
     config.validate().map_err(RouterError::Config)?;
+    let source = cep_query::RulesSource::load(config.rules.as_deref()).map_err(RouterError::Rules)?;
+    let mut deployments = Deployments::start(&source).map_err(RouterError::Rules)?;
     let context = Context::new();
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
     let control = ControlServer::bind(&context, &config.control)?;
@@ -73,7 +78,13 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
             return Err(RouterError::Incomplete { waited: config.start_timeout, missing: rendezvous.waiting_for() });
         }
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
-            serve_control(&control, &mut rendezvous, &mut ending, client, &body);
+            let mut control = Serving {
+                control: &control,
+                rendezvous: &mut rendezvous,
+                ending: &mut ending,
+                deployments: &mut deployments,
+            };
+            control.serve(None, client, &body, &shutdown)?;
         }
         if last_log.elapsed() > Duration::from_secs(5) {
             info!("waiting for {}", rendezvous.waiting_for());
@@ -83,7 +94,7 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     // Stamps are taken in the collector's time: measure this host's offset to it first.
     let clock = synchronise(&context, rendezvous.collector_clock().unwrap_or_default(), &shutdown)?;
     // Far enough ahead for every node to measure its own clock offset first.
-    let start = rendezvous.start(now_ns() + START_DELAY_NS);
+    let start = rendezvous.start(now_ns() + START_DELAY_NS, deployments.current());
     let worker_ids: Vec<String> = start.workers.iter().map(|w| w.id.clone()).collect();
     let outputs: Vec<Push> =
         start.workers.iter().map(|w| Push::connect(&context, &w.endpoint, &options)).collect::<Result<_, _>>()?;
@@ -111,7 +122,13 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
         }
         if last_control.elapsed() > Duration::from_millis(100) {
             while let Some((client, body)) = control.recv(Duration::ZERO)? {
-                serve_control(&control, &mut rendezvous, &mut ending, client, &body);
+                let mut control = Serving {
+                    control: &control,
+                    rendezvous: &mut rendezvous,
+                    ending: &mut ending,
+                    deployments: &mut deployments,
+                };
+                control.serve(Some(&mut path), client, &body, &shutdown)?;
             }
             last_control = Instant::now();
         }
@@ -119,6 +136,7 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     path.flush_all(&shutdown)?;
     let report = RouterReport {
         received: path.received.iter().enumerate().map(|(stream, count)| (stream as u32, *count)).collect(),
+        rules: deployments.history().to_vec(),
         routed: path.routed_total,
         rejected: path.rejections.counts().clone(),
         workers: worker_ids,
@@ -130,7 +148,13 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     let ending_since = Instant::now();
     while !ending.finished && !shutdown.load(Ordering::Relaxed) && ending_since.elapsed() < config.end_timeout {
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
-            serve_control(&control, &mut rendezvous, &mut ending, client, &body);
+            let mut control = Serving {
+                control: &control,
+                rendezvous: &mut rendezvous,
+                ending: &mut ending,
+                deployments: &mut deployments,
+            };
+            control.serve(Some(&mut path), client, &body, &shutdown)?;
         }
     }
     if !ending.finished && !shutdown.load(Ordering::Relaxed) {
@@ -166,24 +190,78 @@ impl Ending {
     }
 }
 
-/// Serves one control request: a registration, or the end-of-run exchange.
-fn serve_control(
-    control: &ControlServer,
-    rendezvous: &mut Rendezvous<ClientId>,
-    ending: &mut Ending,
-    client: ClientId,
-    body: &[u8],
-) {
-    match read_header(body).map(|(header, _)| header.kind) {
-        Ok(FrameKind::AwaitEnd) => ending.waiting.push(client),
-        Ok(FrameKind::RunFinished) => {
-            ending.finished = true;
-            ending.waiting.push(client);
+/// What serving a control request may touch.
+struct Serving<'a> {
+    control: &'a ControlServer,
+    rendezvous: &'a mut Rendezvous<ClientId>,
+    ending: &'a mut Ending,
+    deployments: &'a mut Deployments,
+}
+
+impl Serving<'_> {
+    /// Serves one control request: a registration, a deployment, or the end-of-run exchange.
+    /// `path` is the data path once the run has started.
+    fn serve(
+        &mut self,
+        path: Option<&mut DataPath>,
+        client: ClientId,
+        body: &[u8],
+        shutdown: &AtomicBool,
+    ) -> Result<(), TransportError> {
+        match read_header(body) {
+            Ok((header, _)) if header.kind == FrameKind::AwaitEnd => self.ending.waiting.push(client),
+            Ok((header, _)) if header.kind == FrameKind::RunFinished => {
+                self.ending.finished = true;
+                self.ending.waiting.push(client);
+            }
+            Ok((header, rest)) if header.kind == FrameKind::Deploy => {
+                let answer = match decode_message::<Deploy>(&header, rest, FrameKind::Deploy) {
+                    Ok(deploy) => self.deploy(path, deploy, shutdown)?,
+                    Err(error) => Err(format!("bad deploy frame: {error}")),
+                };
+                let frame = match answer {
+                    Ok(deployed) => encode_message(FrameKind::Deployed, ROUTER_SENDER, &deployed),
+                    Err(reason) => {
+                        warn!("deployment refused: {}", reason.lines().next().unwrap_or_default());
+                        encode_message(FrameKind::Refused, ROUTER_SENDER, &Refused { reason })
+                    }
+                };
+                if let Err(error) = self.control.reply(&client, &frame) {
+                    warn!(%error, "could not answer a deployment");
+                }
+            }
+            _ => serve_registration(self.control, self.rendezvous, client, body),
         }
-        _ => serve_registration(control, rendezvous, client, body),
+        if self.ending.finished {
+            self.ending.release(self.control);
+        }
+        Ok(())
     }
-    if ending.finished {
-        ending.release(control);
+
+    fn deploy(
+        &mut self,
+        path: Option<&mut DataPath>,
+        deploy: Deploy,
+        shutdown: &AtomicBool,
+    ) -> Result<Result<cep_core::control::Deployed, String>, TransportError> {
+        let queries = match self.deployments.check(&deploy) {
+            Ok(queries) => queries,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        let origin = deploy.origin.clone();
+        let deployed = match path {
+            // Not started yet: the run starts with these rules.
+            None => self.deployments.accept(deploy, queries, Default::default()).1,
+            Some(path) if path.all_ended() => return Ok(Err("the run is over: every stream has ended".into())),
+            Some(path) => {
+                let at = path.switch_point();
+                let (marker, deployed) = self.deployments.accept(deploy, queries, at);
+                path.switch_rules(&marker, shutdown)?;
+                deployed
+            }
+        };
+        info!(epoch = deployed.epoch, origin, at = ?deployed.at, "rules deployed");
+        Ok(Ok(deployed))
     }
 }
 
@@ -236,6 +314,8 @@ struct DataPath {
     received: Vec<u64>,
     /// Ticks routed per stream and worker (for the end-of-stream markers).
     routed: Vec<Vec<u64>>,
+    /// Per stream, one past the highest sequence number routed: where a rule switch happens.
+    next_seq: Vec<u64>,
     routed_total: u64,
     ended: Vec<bool>,
     rejections: Rejections,
@@ -256,6 +336,7 @@ impl DataPath {
             decoded: Vec::with_capacity(config.batch),
             received: vec![0; streams],
             routed: vec![vec![0; workers]; streams],
+            next_seq: vec![0; streams],
             routed_total: 0,
             ended: vec![false; streams],
             rejections: Rejections::new("router"),
@@ -328,6 +409,8 @@ impl DataPath {
             }
         };
         self.received[tick.injector as usize] += 1;
+        let next = &mut self.next_seq[tick.injector as usize];
+        *next = (*next).max(tick.seq + 1);
         self.routed[tick.injector as usize][owner] += 1;
         self.routed_total += 1;
         let batch = &mut self.batches[owner];
@@ -353,6 +436,21 @@ impl DataPath {
             self.outputs[worker].send(&encode_message(FrameKind::EndOfStream, ROUTER_SENDER, &marker), shutdown)?;
         }
         info!(stream = eos.stream, sent = eos.sent, received = self.received[stream], "stream ended");
+        Ok(())
+    }
+
+    /// Per stream, the first sequence number after everything routed so far.
+    fn switch_point(&self) -> std::collections::BTreeMap<u32, u64> {
+        self.next_seq.iter().enumerate().map(|(stream, next)| (stream as u32, *next)).collect()
+    }
+
+    /// Sends the rule-switch marker to every worker behind everything routed so far.
+    fn switch_rules(&mut self, marker: &RulesText, shutdown: &AtomicBool) -> Result<(), TransportError> {
+        self.flush_all(shutdown)?;
+        let frame = encode_message(FrameKind::SwitchRules, ROUTER_SENDER, marker);
+        for output in &self.outputs {
+            output.send(&frame, shutdown)?;
+        }
         Ok(())
     }
 

@@ -1,102 +1,8 @@
 //! The worker's flags.
 
 use cep_core::duration::parse_duration;
-use cep_engine::RulesConfig;
 use clap::Args;
 use std::time::Duration;
-
-/// Which rules run and how (DESIGN section 2). Shared by the worker, the launcher and the
-/// benchmarks so that the same flags mean the same everywhere.
-#[derive(Args, Clone, Debug)]
-pub struct RulesArgs {
-    /// Rules to evaluate, comma-separated: perc, trend, volatility.
-    #[arg(long, env = "CEP_RULES", value_delimiter = ',', default_value = "perc,trend,volatility")]
-    pub rules: Vec<RuleName>,
-    /// R1: emit when the change since the previous tick exceeds this many percent either way.
-    #[arg(long, env = "CEP_PERC_THRESHOLD", default_value_t = 2.0)]
-    pub perc_threshold: f64,
-    /// R2: emit from this many consecutive rises on.
-    #[arg(long, env = "CEP_TREND_RISES", default_value_t = 3)]
-    pub trend_rises: u32,
-    /// R3: the volatility window, in event time (e.g. 10s, 500ms).
-    #[arg(long, env = "CEP_WINDOW", default_value = "10s", value_parser = parse_duration)]
-    pub window: Duration,
-    /// The Oracle variant: evaluate only the first N symbols (S0000..), filter out the rest.
-    #[arg(long, env = "CEP_MONITOR_FIRST", conflicts_with = "monitor")]
-    pub monitor_first: Option<usize>,
-    /// The Oracle variant with an explicit list of monitored symbols, comma-separated.
-    #[arg(long, env = "CEP_MONITOR", value_delimiter = ',')]
-    pub monitor: Option<Vec<String>>,
-}
-
-/// A rule's name on the command line.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RuleName {
-    Perc,
-    Trend,
-    Volatility,
-}
-
-impl Default for RulesArgs {
-    fn default() -> Self {
-        RulesArgs {
-            rules: vec![RuleName::Perc, RuleName::Trend, RuleName::Volatility],
-            perc_threshold: 2.0,
-            trend_rises: 3,
-            window: Duration::from_secs(10),
-            monitor_first: None,
-            monitor: None,
-        }
-    }
-}
-
-impl RulesArgs {
-    /// The engine configuration these flags describe, validated.
-    pub fn to_config(&self) -> Result<RulesConfig, String> {
-        let monitored = match (&self.monitor_first, &self.monitor) {
-            (Some(first), _) => Some((0..*first).map(cep_core::gbm::symbol_name).collect()),
-            (None, Some(list)) => Some(list.iter().cloned().collect()),
-            (None, None) => None,
-        };
-        let config = RulesConfig {
-            perc: self.rules.contains(&RuleName::Perc),
-            perc_threshold: self.perc_threshold,
-            trend: self.rules.contains(&RuleName::Trend),
-            trend_rises: self.trend_rises,
-            volatility: self.rules.contains(&RuleName::Volatility),
-            window_ns: self.window.as_nanos().min(u64::MAX as u128) as u64,
-            monitored,
-        };
-        config.validate().map_err(|error| error.to_string())?;
-        Ok(config)
-    }
-
-    /// The same flags as command-line arguments, to start a worker process with them.
-    pub fn to_args(&self) -> Vec<String> {
-        let names: Vec<&str> = self
-            .rules
-            .iter()
-            .map(|rule| match rule {
-                RuleName::Perc => "perc",
-                RuleName::Trend => "trend",
-                RuleName::Volatility => "volatility",
-            })
-            .collect();
-        let mut args = vec![
-            format!("--rules={}", names.join(",")),
-            format!("--perc-threshold={}", self.perc_threshold),
-            format!("--trend-rises={}", self.trend_rises),
-            format!("--window={}ns", self.window.as_nanos()),
-        ];
-        if let Some(first) = self.monitor_first {
-            args.push(format!("--monitor-first={first}"));
-        }
-        if let Some(list) = &self.monitor {
-            args.push(format!("--monitor={}", list.join(",")));
-        }
-        args
-    }
-}
 
 /// Worker settings; every flag can also be set from the environment.
 #[derive(Args, Clone, Debug)]
@@ -129,8 +35,6 @@ pub struct WorkerConfig {
     /// After its report: how long to keep the sockets open waiting for the end of the run.
     #[arg(long, env = "CEP_END_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub end_timeout: Duration,
-    #[command(flatten)]
-    pub rules: RulesArgs,
 }
 
 impl WorkerConfig {

@@ -7,5 +7,5 @@
 pub mod config;
 pub mod processing;
 
-pub use config::{RulesArgs, WorkerConfig};
+pub use config::WorkerConfig;
 pub use processing::run;

@@ -2,12 +2,16 @@
 
 use crate::config::WorkerConfig;
 use cep_core::clock::now_ns;
+use cep_core::control::RulesText;
 use cep_core::control::{Register, Role};
-use cep_core::report::{ClockReport, EndOfStream, Rejections, StreamAtWorker, WorkerProgress, WorkerReport};
+use cep_core::report::{
+    ClockReport, EndOfStream, Rejections, RuleInfo, RulesInstalled, StreamAtWorker, SwitchRules, WorkerProgress,
+    WorkerReport,
+};
 use cep_core::seen::{Arrival, SeenSet};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{decode_message, decode_ticks, encode_message, FrameKind, OutputBatchWriter};
-use cep_engine::Engine;
+use cep_engine::{Engine, RuleSet};
 use cep_transport::clock::synchronise;
 use cep_transport::control::{end_of_run, register, RegistrationError};
 use cep_transport::{advertise_host, advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};
@@ -19,7 +23,7 @@ use tracing::info;
 /// Errors that stop a worker.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    #[error("invalid rules: {0}")]
+    #[error("the router's rules do not check here (another version?): {0}")]
     Rules(String),
     #[error("cannot find the address to advertise: {0}")]
     Advertise(String),
@@ -33,7 +37,6 @@ pub enum WorkerError {
 
 /// Runs one worker until every stream has ended (or `shutdown`), returning its report.
 pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerReport, WorkerError> {
-    let rules = config.rules.to_config().map_err(WorkerError::Rules)?;
     if config.batch == 0 {
         return Err(WorkerError::Batch);
     }
@@ -58,10 +61,12 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
         let report = ClockReport { node: id.clone(), estimate };
         collector.send(&encode_message(FrameKind::ClockReport, ready.assigned, &report), &shutdown)?;
     }
-    info!(id, index = ready.assigned, workers = ready.workers.len(), "run started");
+    let rules = compile_rules(&ready.rules).map_err(WorkerError::Rules)?;
+    info!(id, index = ready.assigned, workers = ready.workers.len(), rules = ready.rules.origin, "run started");
 
     let mut state = WorkerState {
         engine: Engine::new(rules),
+        epoch: ready.rules.epoch,
         index: ready.assigned,
         outputs: OutputBatchWriter::new(ready.assigned),
         batch_limit: config.batch,
@@ -73,6 +78,7 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
         out_of_order: 0,
         rejections: Rejections::new("worker"),
     };
+    state.announce_rules(&collector, &shutdown)?;
     let mut message = Message::new();
     let mut last_progress = Instant::now();
     while !state.all_ended() && !shutdown.load(Ordering::Relaxed) {
@@ -82,7 +88,7 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
         if last_progress.elapsed() >= Duration::from_millis(500) {
             let progress = WorkerProgress {
                 processed: state.engine.processed(),
-                outputs: state.engine.outputs().iter().sum(),
+                outputs: state.engine.outputs_total(),
                 rejected: state.rejections.total(),
             };
             collector.send(&encode_message(FrameKind::WorkerProgress, state.index, &progress), &shutdown)?;
@@ -109,8 +115,15 @@ struct StreamState {
     end: Option<EndOfStream>,
 }
 
+/// Checks the rules text the router sent.
+fn compile_rules(rules: &RulesText) -> Result<RuleSet, String> {
+    cep_engine::compile(&rules.text, &rules.origin).map_err(|error| error.render())
+}
+
 struct WorkerState {
     engine: Engine,
+    /// The rules' version in the run.
+    epoch: u32,
     index: u32,
     outputs: OutputBatchWriter,
     batch_limit: usize,
@@ -163,9 +176,31 @@ impl WorkerState {
                 },
                 Err(error) => self.rejections.reject(error.cause(), Some(header.sender), &error),
             },
+            FrameKind::SwitchRules => match decode_message::<SwitchRules>(&header, rest, FrameKind::SwitchRules) {
+                // Outputs go out after every input frame, so none of the old rules is pending.
+                Ok(marker) => match compile_rules(&marker) {
+                    Ok(rules) => {
+                        self.engine.switch(rules);
+                        self.epoch = marker.epoch;
+                        info!(epoch = marker.epoch, origin = marker.origin, "rules switched");
+                        self.announce_rules(collector, shutdown)?;
+                    }
+                    Err(error) => self.rejections.reject("bad_rules", Some(header.sender), &error),
+                },
+                Err(error) => self.rejections.reject(error.cause(), Some(header.sender), &error),
+            },
             _ => self.rejections.unexpected(&header),
         }
         Ok(())
+    }
+
+    /// Tells the collector which rules the next outputs are under (their rule indexes).
+    fn announce_rules(&self, collector: &Push, shutdown: &AtomicBool) -> Result<(), TransportError> {
+        let installed = RulesInstalled {
+            epoch: self.epoch,
+            queries: self.engine.queries().map(|q| RuleInfo { name: q.name.clone(), alert: q.is_alert() }).collect(),
+        };
+        collector.send(&encode_message(FrameKind::Rules, self.index, &installed), shutdown)
     }
 
     #[inline]
@@ -206,8 +241,8 @@ impl WorkerState {
         let symbol_bytes = tick.symbol_bytes(frame);
         let (price, stream_id, seq, t_inject, t_router_in) =
             (tick.price, tick.injector, tick.seq, tick.t_inject, tick.t_router_in);
-        self.engine.process(symbol, price, t_inject, |rule, value| {
-            outputs.push(rule, symbol_bytes, price, value, stream_id, seq, t_inject, t_router_in);
+        self.engine.process(symbol, price, t_inject, |query, price, value| {
+            outputs.push(query, symbol_bytes, price, value, stream_id, seq, t_inject, t_router_in);
         });
     }
 
@@ -233,7 +268,7 @@ impl WorkerState {
             index: self.index,
             processed: self.engine.processed(),
             symbols: self.engine.symbols() as u64,
-            outputs: self.engine.outputs(),
+            outputs: self.engine.outputs_total(),
             streams: self
                 .streams
                 .iter()

@@ -90,7 +90,8 @@ pub fn pipeline_run(point: &PipelinePoint, out: &Path) -> anyhow::Result<cep_cor
         transport: crate::launcher::LocalTransport::Tcp,
         worker0_clock_skew: None,
         quiet: true,
-        rules: cep_worker::RulesArgs::default(),
+        rules: None,
+        control: None,
     };
     crate::launcher::run_cluster(&program, &launch)
 }

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use cep_core::gbm::{symbol_names, GbmStream};
 use cep_core::results::Summary;
 use cep_core::wire::TickBatchWriter;
-use cep_engine::{Engine, RulesConfig};
+use cep_engine::Engine;
 use cep_transport::{Context, Message, Pull, Push, SocketOptions};
 use clap::Args;
 use serde::Serialize;
@@ -66,10 +66,21 @@ pub fn reference_ticks(count: u64, rate: f64) -> Vec<(u32, f64, u64)> {
         .collect()
 }
 
-/// The engine alone, R1+R2+R3, one core: symbols looked up by name as a worker does.
+/// The engine alone, R1+R2+R3 (the compiled reference rules), one core: symbols looked up
+/// by name as a worker does.
 pub fn bench_engine(ticks: u64) -> (f64, f64) {
-    let run = bench_rules(&reference_ticks(ticks, 1e6), RulesConfig::default());
+    let run = bench_rules(&reference_ticks(ticks, 1e6), &EngineUnderTest::Compiled(cep_engine::reference_rules()));
     (run.events as f64 / run.seconds, run.seconds * 1e9 / run.events as f64)
+}
+
+/// Which engine a benchmark runs.
+pub enum EngineUnderTest {
+    /// Checked rules, as every worker runs them.
+    Compiled(cep_engine::RuleSet),
+    /// The same without filter indexing: every query offered every event.
+    Unindexed(cep_engine::RuleSet),
+    /// The hand-written rules the language replaced (the baseline of the ratios).
+    Baseline(cep_engine::baseline::RulesConfig),
 }
 
 /// One engine run over prepared ticks.
@@ -79,18 +90,38 @@ pub struct EngineRun {
     pub outputs: u64,
 }
 
-/// The engine alone over `input` with `rules`, looking symbols up by name as a worker does.
-pub fn bench_rules(input: &[(u32, f64, u64)], rules: RulesConfig) -> EngineRun {
+/// The engine alone over `input`, looking symbols up by name as a worker does.
+pub fn bench_rules(input: &[(u32, f64, u64)], engine: &EngineUnderTest) -> EngineRun {
     let names = symbol_names(1470);
-    let mut engine = Engine::new(rules);
     let mut checksum = 0.0;
-    let start = Instant::now();
-    for &(symbol, price, ts) in input {
-        engine.process_symbol(&names[symbol as usize], price, ts, |_, value| checksum += value);
-    }
-    let seconds = start.elapsed().as_secs_f64().max(1e-9);
+    let timed = |step: &mut dyn FnMut(&str, f64, u64)| {
+        let start = Instant::now();
+        for &(symbol, price, ts) in input {
+            step(&names[symbol as usize], price, ts);
+        }
+        start.elapsed().as_secs_f64().max(1e-9)
+    };
+    let (seconds, outputs) = match engine {
+        EngineUnderTest::Compiled(rules) | EngineUnderTest::Unindexed(rules) => {
+            let mut engine = match engine {
+                EngineUnderTest::Unindexed(_) => Engine::unindexed(rules.clone()),
+                _ => Engine::new(rules.clone()),
+            };
+            let seconds = timed(&mut |symbol, price, ts| {
+                engine.process_symbol(symbol, price, ts, |_, _, value| checksum += value);
+            });
+            (seconds, engine.outputs_total())
+        }
+        EngineUnderTest::Baseline(config) => {
+            let mut engine = cep_engine::baseline::Baseline::new(config.clone());
+            let seconds = timed(&mut |symbol, price, ts| {
+                engine.process_symbol(symbol, price, ts, |_, value| checksum += value);
+            });
+            (seconds, engine.outputs().iter().sum())
+        }
+    };
     std::hint::black_box(checksum);
-    EngineRun { events: input.len() as u64, seconds, outputs: engine.outputs().iter().sum() }
+    EngineRun { events: input.len() as u64, seconds, outputs }
 }
 
 /// One raw PUSH/PULL hop over TCP loopback between two threads with a ZeroMQ context (and

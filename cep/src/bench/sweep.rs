@@ -62,7 +62,7 @@ pub struct SweepPoint {
 
 impl SweepPoint {
     fn from_summary(sweep: &str, connections: usize, rate_per_connection: f64, folder: &str, s: &Summary) -> Self {
-        let outputs = s.outputs.perc + s.outputs.trend + s.outputs.volatility;
+        let outputs: u64 = s.outputs.values().sum();
         let l = &s.latency_us;
         SweepPoint {
             sweep: sweep.to_string(),

@@ -1,0 +1,105 @@
+//! `cep rules`: check rule files, deploy one to a running cluster, generate the Oracle file.
+
+use anyhow::{bail, Context as _};
+use cep_core::control::{Deploy, Deployed, Refused};
+use cep_core::wire::{decode_message, encode_message, read_header, FrameKind};
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct RulesArgs {
+    #[command(subcommand)]
+    pub command: RulesCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RulesCommand {
+    /// Check rules files: every error with its line, column and a caret; non-zero exit if any.
+    Check {
+        /// The files to check.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Send a rules file to a running cluster's router, which checks it and switches every
+    /// worker to it at the same point of the stream. A file that does not check is refused
+    /// and the running rules stay.
+    Deploy {
+        /// The rules file.
+        file: PathBuf,
+        /// The router's control endpoint.
+        #[arg(long, env = "CEP_ROUTER", default_value = "tcp://127.0.0.1:5556")]
+        router: String,
+        /// How long to wait for the router's answer.
+        #[arg(long, env = "CEP_DEPLOY_TIMEOUT", default_value = "10s", value_parser = cep_core::duration::parse_duration)]
+        timeout: Duration,
+    },
+    /// Print the Oracle white paper's workload as a rules file: R1 and R2 for each of the
+    /// first N symbols, one query each (`rules/oracle-400.rules` is N = 200).
+    Oracle {
+        #[arg(long, default_value_t = 200)]
+        symbols: usize,
+    },
+}
+
+pub fn run(args: RulesArgs) -> anyhow::Result<()> {
+    match args.command {
+        RulesCommand::Check { files } => check(&files),
+        RulesCommand::Deploy { file, router, timeout } => deploy(&file, &router, timeout),
+        RulesCommand::Oracle { symbols } => {
+            print!("{}", cep_query::generate::oracle_rules(symbols));
+            Ok(())
+        }
+    }
+}
+
+fn check(files: &[PathBuf]) -> anyhow::Result<()> {
+    let mut failed = 0;
+    for file in files {
+        let source = cep_query::RulesSource::load(Some(file)).map_err(anyhow::Error::msg)?;
+        match source.compile() {
+            Ok(rules) => println!("{}: ok, {} queries", file.display(), rules.queries.len()),
+            Err(error) => {
+                eprintln!("{}", error.render());
+                failed += 1;
+            }
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} of {} rules files do not check", files.len());
+    }
+    Ok(())
+}
+
+fn deploy(file: &std::path::Path, router: &str, timeout: Duration) -> anyhow::Result<()> {
+    let source = cep_query::RulesSource::load(Some(file)).map_err(anyhow::Error::msg)?;
+    // Checked here first for the quick answer; the router checks again, as the authority.
+    let rules = source.compile().map_err(|error| anyhow::anyhow!("{}\nnot deployed", error.render()))?;
+    let deploy = Deploy { origin: source.origin.clone(), text: source.text };
+    let context = cep_transport::Context::new();
+    let answer = cep_transport::control::request(
+        &context,
+        router,
+        &encode_message(FrameKind::Deploy, 0, &deploy),
+        timeout,
+        &AtomicBool::new(false),
+    )
+    .with_context(|| format!("cannot deploy to the router at {router}"))?;
+    let (header, rest) = read_header(&answer).with_context(|| format!("bad answer from the router at {router}"))?;
+    if header.kind == FrameKind::Refused {
+        let refused: Refused = decode_message(&header, rest, FrameKind::Refused)?;
+        bail!("the router at {router} refused {}: {}", file.display(), refused.reason);
+    }
+    let deployed: Deployed = decode_message(&header, rest, FrameKind::Deployed)
+        .with_context(|| format!("bad answer from the router at {router}"))?;
+    let at: Vec<String> = deployed.at.iter().map(|(stream, seq)| format!("stream {stream} from seq {seq}")).collect();
+    println!(
+        "deployed {} ({} queries) as rules version {}; switch: {}",
+        file.display(),
+        rules.queries.len(),
+        deployed.epoch,
+        if at.is_empty() { "the run starts with them".to_string() } else { at.join(", ") }
+    );
+    Ok(())
+}

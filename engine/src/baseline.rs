@@ -1,0 +1,337 @@
+//! The hand-written R1, R2 and R3 the engine ran before the rule language. No role uses it:
+//! it is the oracle the compiled `rules/reference.rules` and `rules/oracle-400.rules` are
+//! tested against, output for output, and the baseline the engine benchmark compares them with.
+
+use crate::window::PriceWindow;
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
+
+/// The reference rules; the discriminant indexes [`Baseline::outputs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rule {
+    Perc = 0,
+    Trend = 1,
+    Volatility = 2,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 3] = [Rule::Perc, Rule::Trend, Rule::Volatility];
+
+    /// The rule's name, the same as its query's in `rules/reference.rules`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::Perc => "perc",
+            Rule::Trend => "trend",
+            Rule::Volatility => "volatility",
+        }
+    }
+}
+
+/// The rules and their parameters (DESIGN section 2).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RulesConfig {
+    /// R1 `perc`: emit when the change since the previous tick, in percent, is above
+    /// `perc_threshold` or below `-perc_threshold`.
+    pub perc: bool,
+    pub perc_threshold: f64,
+    /// R2 `trend`: emit when this tick is the `trend_rises`-th or later consecutive rise.
+    pub trend: bool,
+    pub trend_rises: u32,
+    /// R3 `volatility`: population stddev of the prices in `(ts - window, ts]`, every tick.
+    pub volatility: bool,
+    pub window_ns: u64,
+    /// The Oracle variant: when set, only these symbols are evaluated; every other tick is
+    /// processed (counted) but filtered out.
+    pub monitored: Option<BTreeSet<String>>,
+}
+
+impl Default for RulesConfig {
+    fn default() -> Self {
+        RulesConfig {
+            perc: true,
+            perc_threshold: 2.0,
+            trend: true,
+            trend_rises: 3,
+            volatility: true,
+            window_ns: 10_000_000_000,
+            monitored: None,
+        }
+    }
+}
+
+/// A rules configuration that cannot run.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    /// The perc threshold must be a positive finite number.
+    #[error("perc threshold must be a positive number, got {0}")]
+    PercThreshold(f64),
+    /// A trend needs at least one rise.
+    #[error("trend needs at least 1 rise, got {0}")]
+    TrendRises(u32),
+    /// A volatility window of zero length holds nothing.
+    #[error("volatility window must be longer than 0")]
+    Window,
+    /// No rule enabled.
+    #[error("no rule enabled: enable at least one of perc, trend, volatility")]
+    NoRule,
+}
+
+impl RulesConfig {
+    /// The Oracle white paper's workload: R1 and R2 over the first `monitored` symbols.
+    pub fn oracle(monitored: usize) -> Self {
+        RulesConfig {
+            volatility: false,
+            monitored: Some((0..monitored).map(|s| format!("S{s:04}")).collect()),
+            ..RulesConfig::default()
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.perc_threshold.is_finite() && self.perc_threshold > 0.0) {
+            return Err(ConfigError::PercThreshold(self.perc_threshold));
+        }
+        if self.trend_rises == 0 {
+            return Err(ConfigError::TrendRises(self.trend_rises));
+        }
+        if self.window_ns == 0 {
+            return Err(ConfigError::Window);
+        }
+        if !(self.perc || self.trend || self.volatility) {
+            return Err(ConfigError::NoRule);
+        }
+        Ok(())
+    }
+}
+
+/// A symbol's dense index inside one engine (interned on first sight).
+type SymbolId = u32;
+
+#[derive(Clone, Debug)]
+struct SymbolState {
+    /// Whether the rules apply to this symbol (always, unless the Oracle variant filters it).
+    monitored: bool,
+    /// Previous price; NaN before the first tick.
+    previous: f64,
+    /// Consecutive rises ending at the previous tick.
+    rises: u32,
+    window: PriceWindow,
+}
+
+/// The hand-written engine.
+#[derive(Debug)]
+pub struct Baseline {
+    config: RulesConfig,
+    ids: FxHashMap<Box<[u8]>, SymbolId>,
+    names: Vec<Box<str>>,
+    states: Vec<SymbolState>,
+    processed: u64,
+    outputs: [u64; 3],
+}
+
+impl Baseline {
+    /// An engine for a validated configuration.
+    pub fn new(config: RulesConfig) -> Self {
+        Baseline {
+            config,
+            ids: FxHashMap::default(),
+            names: Vec::new(),
+            states: Vec::new(),
+            processed: 0,
+            outputs: [0; 3],
+        }
+    }
+
+    pub fn config(&self) -> &RulesConfig {
+        &self.config
+    }
+
+    /// The symbol's id, interning it on first sight (the only allocation, once per symbol).
+    #[inline]
+    pub fn intern(&mut self, symbol: &str) -> SymbolId {
+        self.intern_bytes(symbol.as_bytes())
+    }
+
+    /// [`Self::intern`] for a symbol already known to be UTF-8 (as decoded frames are): the
+    /// lookup hashes bytes; text is made only on first sight.
+    #[inline]
+    pub fn intern_bytes(&mut self, symbol: &[u8]) -> SymbolId {
+        if let Some(&id) = self.ids.get(symbol) {
+            return id;
+        }
+        self.insert(symbol)
+    }
+
+    #[cold]
+    fn insert(&mut self, bytes: &[u8]) -> SymbolId {
+        let symbol = String::from_utf8_lossy(bytes);
+        let symbol: &str = &symbol;
+        let id = self.names.len() as SymbolId;
+        let monitored = self.config.monitored.as_ref().is_none_or(|set| set.contains(symbol));
+        self.ids.insert(bytes.into(), id);
+        self.names.push(symbol.into());
+        self.states.push(SymbolState { monitored, previous: f64::NAN, rises: 0, window: PriceWindow::default() });
+        id
+    }
+
+    pub fn symbol_bytes(&self, id: SymbolId) -> &[u8] {
+        self.names[id as usize].as_bytes()
+    }
+
+    /// Number of distinct symbols seen.
+    pub fn symbols(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Ticks processed so far.
+    pub fn processed(&self) -> u64 {
+        self.processed
+    }
+
+    /// Outputs so far per rule (perc, trend, volatility).
+    pub fn outputs(&self) -> [u64; 3] {
+        self.outputs
+    }
+
+    /// Processes one tick of an interned symbol at event time `ts` (ns); calls `emit` for
+    /// each output, in rule order. Price validity is the caller's contract (finite, > 0).
+    #[inline]
+    pub fn process(&mut self, id: SymbolId, price: f64, ts: u64, mut emit: impl FnMut(Rule, f64)) {
+        self.processed += 1;
+        let config = &self.config;
+        let state = &mut self.states[id as usize];
+        if !state.monitored {
+            return;
+        }
+        let previous = state.previous;
+        state.previous = price;
+        if config.perc && previous.is_finite() {
+            let change = (price - previous) / previous * 100.0;
+            if change > config.perc_threshold || change < -config.perc_threshold {
+                self.outputs[Rule::Perc as usize] += 1;
+                emit(Rule::Perc, change);
+            }
+        }
+        state.rises = if price > previous { state.rises + 1 } else { 0 };
+        if config.trend && state.rises >= config.trend_rises {
+            self.outputs[Rule::Trend as usize] += 1;
+            emit(Rule::Trend, state.rises as f64);
+        }
+        if config.volatility {
+            // Event time must not run backwards inside a symbol's window: a late tick counts
+            // at the symbol's latest time.
+            let ts = state.window.last_time().map_or(ts, |last| last.max(ts));
+            let stddev = state.window.push(ts, price, config.window_ns);
+            self.outputs[Rule::Volatility as usize] += 1;
+            emit(Rule::Volatility, stddev);
+        }
+    }
+
+    /// Interns and processes in one call.
+    #[inline]
+    pub fn process_symbol(&mut self, symbol: &str, price: f64, ts: u64, emit: impl FnMut(Rule, f64)) -> SymbolId {
+        let id = self.intern(symbol);
+        self.process(id, price, ts, emit);
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    fn run(config: RulesConfig, ticks: &[(&str, f64, u64)]) -> Vec<(usize, Rule, f64)> {
+        let mut engine = Baseline::new(config);
+        let mut out = Vec::new();
+        for (i, &(symbol, price, ts)) in ticks.iter().enumerate() {
+            engine.process_symbol(symbol, price, ts, |rule, value| out.push((i, rule, value)));
+        }
+        out
+    }
+
+    fn only(rule: Rule) -> RulesConfig {
+        RulesConfig {
+            perc: rule == Rule::Perc,
+            trend: rule == Rule::Trend,
+            volatility: rule == Rule::Volatility,
+            ..RulesConfig::default()
+        }
+    }
+
+    #[test]
+    fn perc_fires_beyond_two_percent_either_way() {
+        let ticks =
+            [("A", 100.0, 0), ("A", 102.0, 1), ("A", 104.1, 2), ("A", 101.0, 3), ("A", 101.0, 4), ("B", 50.0, 5)];
+        let out = run(only(Rule::Perc), &ticks);
+        // 100 -> 102 is exactly 2 %: not above. 102 -> 104.1 is +2.06 %. 104.1 -> 101 is -2.98 %.
+        let fired: Vec<usize> = out.iter().map(|o| o.0).collect();
+        assert_eq!(fired, vec![2, 3]);
+        assert!((out[0].2 - (104.1 - 102.0) / 102.0 * 100.0).abs() < 1e-12);
+        assert!(out[1].2 < -2.0);
+    }
+
+    #[test]
+    fn trend_fires_from_the_third_rise_and_resets_on_equal() {
+        let prices = [10.0, 11.0, 12.0, 13.0, 14.0, 14.0, 15.0, 16.0, 17.0, 16.0];
+        let ticks: Vec<(&str, f64, u64)> = prices.iter().enumerate().map(|(i, &p)| ("A", p, i as u64)).collect();
+        let out = run(only(Rule::Trend), &ticks);
+        // Rises at 1,2,3,4 (3rd rise is tick 3); 14 == 14 resets; rises again at 6,7,8.
+        let fired: Vec<(usize, f64)> = out.iter().map(|o| (o.0, o.2)).collect();
+        assert_eq!(fired, vec![(3, 3.0), (4, 4.0), (8, 3.0)]);
+    }
+
+    #[test]
+    fn trend_is_per_symbol() {
+        let ticks =
+            [("A", 1.0, 0), ("B", 5.0, 0), ("A", 2.0, 1), ("B", 4.0, 1), ("A", 3.0, 2), ("B", 3.0, 2), ("A", 4.0, 3)];
+        let out = run(only(Rule::Trend), &ticks);
+        assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), vec![6]);
+    }
+
+    #[test]
+    fn volatility_every_tick_over_event_time_window() {
+        let ticks = [("A", 10.0, 0), ("A", 20.0, 5 * SECOND), ("A", 30.0, 10 * SECOND), ("A", 30.0, 15 * SECOND)];
+        let out = run(only(Rule::Volatility), &ticks);
+        let values: Vec<f64> = out.iter().map(|o| o.2).collect();
+        // At 10 s the tick at 0 s is exactly 10 s old and leaves the window: {20, 30} -> 5.
+        // At 15 s the tick at 5 s leaves: {30, 30} -> 0.
+        assert_eq!(values, vec![0.0, 5.0, 5.0, 0.0]);
+    }
+
+    #[test]
+    fn oracle_variant_filters_unmonitored_symbols() {
+        let mut config = RulesConfig::oracle(1);
+        config.trend_rises = 1;
+        let ticks = [("S0000", 1.0, 0), ("S0001", 1.0, 0), ("S0000", 2.0, 1), ("S0001", 2.0, 1)];
+        let mut engine = Baseline::new(config);
+        let mut out = Vec::new();
+        for &(symbol, price, ts) in &ticks {
+            engine.process_symbol(symbol, price, ts, |rule, _| out.push((symbol, rule)));
+        }
+        assert_eq!(out, vec![("S0000", Rule::Perc), ("S0000", Rule::Trend)]);
+        assert_eq!(engine.processed(), 4);
+    }
+
+    #[test]
+    fn reference_stream_gives_the_published_counts() {
+        use cep_core::gbm::{symbol_names, GbmStream};
+        let names = symbol_names(1470);
+        let mut engine = Baseline::new(RulesConfig { volatility: false, ..RulesConfig::default() });
+        for tick in GbmStream::all(42, 1470).take(2_000_000) {
+            engine.process_symbol(&names[tick.symbol], tick.price, tick.index, |_, _| {});
+        }
+        let [perc, trend, _] = engine.outputs();
+        assert_eq!((perc, trend), (224_687, 245_171));
+    }
+
+    #[test]
+    fn validate_rejects_unusable_configs() {
+        assert!(RulesConfig::default().validate().is_ok());
+        assert!(RulesConfig { perc_threshold: f64::NAN, ..RulesConfig::default() }.validate().is_err());
+        assert!(RulesConfig { window_ns: 0, ..RulesConfig::default() }.validate().is_err());
+        assert!(RulesConfig { perc: false, trend: false, volatility: false, ..RulesConfig::default() }
+            .validate()
+            .is_err());
+    }
+}

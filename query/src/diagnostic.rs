@@ -1,0 +1,109 @@
+//! Errors in a rules file, with where they are and how to show them: `file:line:col: what`, the
+//! line, and a caret under the offending text.
+
+use std::fmt::Write as _;
+
+/// A byte range in the source.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Self {
+        Span { start: start as u32, end: end as u32 }
+    }
+
+    /// The smallest span covering both.
+    pub fn to(self, other: Span) -> Span {
+        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+    }
+}
+
+/// One error in a rules file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub span: Span,
+    pub message: String,
+}
+
+impl Diagnostic {
+    pub fn new(span: Span, message: impl Into<String>) -> Self {
+        Diagnostic { span, message: message.into() }
+    }
+
+    /// 1-based line and column (in characters) of the span's start.
+    pub fn line_col(&self, source: &str) -> (usize, usize) {
+        let start = (self.span.start as usize).min(source.len());
+        let before = &source[..start];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |at| at + 1);
+        (line, source[line_start..start].chars().count() + 1)
+    }
+
+    /// `path:line:col: message`, the source line and a caret line under the span.
+    pub fn render(&self, source: &str, path: &str) -> String {
+        let (line, col) = self.line_col(source);
+        let start = (self.span.start as usize).min(source.len());
+        let line_start = source[..start].rfind('\n').map_or(0, |at| at + 1);
+        let line_end = source[start..].find('\n').map_or(source.len(), |at| start + at);
+        let text = &source[line_start..line_end];
+        let end = (self.span.end as usize).clamp(start, line_end);
+        let width = source[start..end].chars().count().max(1);
+        let gutter = line.to_string().len();
+        let mut out = String::new();
+        let _ = writeln!(out, "{path}:{line}:{col}: {}", self.message);
+        let _ = writeln!(out, "{:gutter$} |", "");
+        let _ = writeln!(out, "{line} | {text}");
+        let _ = write!(out, "{:gutter$} | {}{}", "", " ".repeat(col - 1), "^".repeat(width));
+        out
+    }
+}
+
+/// Every error of a rules file, ready to print.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.render())]
+pub struct RulesError {
+    pub path: String,
+    pub source_text: String,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl RulesError {
+    /// All diagnostics, each rendered, then a count line.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for diagnostic in &self.diagnostics {
+            out.push_str(&diagnostic.render(&self.source_text, &self.path));
+            out.push_str("\n\n");
+        }
+        let n = self.diagnostics.len();
+        let _ = write!(out, "{}: {n} error{}", self.path, if n == 1 { "" } else { "s" });
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_line_column_and_caret() {
+        let source = "SELECT a\nFROM StockTick\n  HAVING perx(price) > 1";
+        let at = source.find("perx").unwrap();
+        let diagnostic = Diagnostic::new(Span::new(at, at + 4), "unknown function `perx`");
+        assert_eq!(diagnostic.line_col(source), (3, 10));
+        assert_eq!(
+            diagnostic.render(source, "r.rules"),
+            "r.rules:3:10: unknown function `perx`\n  |\n3 |   HAVING perx(price) > 1\n  |          ^^^^"
+        );
+    }
+
+    #[test]
+    fn a_span_at_the_end_still_gets_a_caret() {
+        let source = "SELECT";
+        let diagnostic = Diagnostic::new(Span::new(6, 6), "expected FROM");
+        assert!(diagnostic.render(source, "f").ends_with("1 | SELECT\n  |       ^"));
+    }
+}
