@@ -1,53 +1,76 @@
 //! One query's state for one symbol: the window's events (only what the query's aggregates
 //! need of them), incremental aggregates, and the evaluation that decides an output.
+//!
+//! The state is laid out for the cache: per-argument aggregates sit inline, and the window's
+//! events are one deque of fixed-stride entries (`[time,] value, value, ...`), so an event
+//! touches the state itself and the two ends of one buffer.
 
 use crate::window::Moments;
-use cep_query::plan::{AggregateKind, Query, Row, Window};
+use cep_query::plan::{AggregateKind, Expr, Query, Row, Window};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
+
+/// Marks an argument whose values the window does not keep.
+const NOT_STORED: usize = usize::MAX;
 
 /// What a query's state must keep, worked out once per query from its plan.
 #[derive(Clone, Debug)]
 pub struct Layout {
-    /// Per argument: keep its values in the window (first, prev, perc, and anything that
-    /// has to subtract or re-scan values as they leave a sliding window).
-    store: Vec<bool>,
+    /// Values per window entry: the event time (time windows), then the stored arguments.
+    stride: usize,
+    timed: bool,
+    /// Per argument: its offset in an entry, or [`NOT_STORED`].
+    offset: Vec<usize>,
     moments: Vec<bool>,
     streak: Vec<bool>,
     /// Per aggregate: its slot among the min/max deques, if it is one.
-    extremum_slot: Vec<Option<usize>>,
+    extremum_slot: Vec<usize>,
     /// (argument, is max) per min/max deque.
     extrema: Vec<(usize, bool)>,
+    /// Every argument is the plain price (the common case: no expression to evaluate).
+    args_are_price: bool,
 }
 
 impl Layout {
     pub fn new(query: &Query) -> Self {
         let args = query.args.len();
         let sliding = !matches!(query.window, Window::Tumbling(_));
+        let mut store = vec![false; args];
         let mut layout = Layout {
-            store: vec![false; args],
+            stride: 0,
+            timed: matches!(query.window, Window::Time(_)),
+            offset: vec![NOT_STORED; args],
             moments: vec![false; args],
             streak: vec![false; args],
             extremum_slot: Vec::with_capacity(query.aggregates.len()),
             extrema: Vec::new(),
+            args_are_price: query.args.iter().all(|arg| *arg == Expr::Price),
         };
         for aggregate in &query.aggregates {
-            let mut slot = None;
+            let mut slot = NOT_STORED;
             match aggregate.kind {
                 AggregateKind::CountAll | AggregateKind::Last => {}
-                AggregateKind::First | AggregateKind::Prev | AggregateKind::Perc => layout.store[aggregate.arg] = true,
+                AggregateKind::First | AggregateKind::Prev | AggregateKind::Perc => store[aggregate.arg] = true,
                 AggregateKind::Trend => layout.streak[aggregate.arg] = true,
                 AggregateKind::Min | AggregateKind::Max => {
-                    slot = Some(layout.extrema.len());
+                    slot = layout.extrema.len();
                     layout.extrema.push((aggregate.arg, aggregate.kind == AggregateKind::Max));
                 }
                 kind => {
                     debug_assert!(kind.uses_moments());
                     layout.moments[aggregate.arg] = true;
                     // Removal and the periodic exact rebuild need the values.
-                    layout.store[aggregate.arg] |= sliding;
+                    store[aggregate.arg] |= sliding;
                 }
             }
             layout.extremum_slot.push(slot);
+        }
+        layout.stride = usize::from(layout.timed);
+        for (arg, stored) in store.into_iter().enumerate() {
+            if stored {
+                layout.offset[arg] = layout.stride;
+                layout.stride += 1;
+            }
         }
         layout
     }
@@ -58,6 +81,15 @@ impl Layout {
 struct Streak {
     previous: f64,
     rises: u32,
+}
+
+/// One argument's incremental aggregates.
+#[derive(Clone, Debug)]
+struct ArgState {
+    moments: Moments,
+    streak: Streak,
+    /// The latest value.
+    last: f64,
 }
 
 /// Sliding-window minimum or maximum: a deque of (event number, value) candidates with
@@ -100,41 +132,46 @@ pub struct QueryState {
     len: u64,
     /// Events ever pushed (numbers the min/max candidates).
     pushed: u64,
-    /// Event times in the window (time windows only).
-    times: VecDeque<u64>,
     /// Latest event time seen; a late event counts at this time.
     latest: u64,
     /// The tumbling window the events belong to.
     pane: u64,
-    values: Vec<VecDeque<f64>>,
-    moments: Vec<Moments>,
-    extrema: Vec<Extremum>,
-    streaks: Vec<Streak>,
-    /// Latest argument values and price (the row a tumbling window is evaluated on).
-    last: Vec<f64>,
+    /// The latest event's price (the row a tumbling window is evaluated on).
     last_price: f64,
+    /// The window's entries, `stride` values each (times as their bits).
+    entries: VecDeque<f64>,
+    args: SmallVec<[ArgState; 1]>,
+    extrema: Vec<Extremum>,
 }
 
 impl QueryState {
     pub fn new(query: &Query, layout: &Layout) -> Self {
-        let args = query.args.len();
+        let arg =
+            ArgState { moments: Moments::default(), streak: Streak { previous: f64::NAN, rises: 0 }, last: f64::NAN };
+        let entries = match query.window {
+            Window::Events(n) if layout.stride > 0 => VecDeque::with_capacity((n as usize * layout.stride).min(1024)),
+            _ => VecDeque::new(),
+        };
         QueryState {
             len: 0,
             pushed: 0,
-            times: VecDeque::new(),
             latest: 0,
             pane: 0,
-            values: vec![VecDeque::new(); args],
-            moments: vec![Moments::default(); args],
-            extrema: vec![Extremum::default(); layout.extrema.len()],
-            streaks: vec![Streak { previous: f64::NAN, rises: 0 }; args],
-            last: vec![f64::NAN; args],
             last_price: f64::NAN,
+            entries,
+            args: smallvec::smallvec![arg; query.args.len()],
+            extrema: vec![Extremum::default(); layout.extrema.len()],
         }
     }
 
+    /// A stored value of entry `entry` (0 = oldest in the window).
+    #[inline]
+    fn stored(&self, layout: &Layout, entry: usize, offset: usize) -> f64 {
+        self.entries[entry * layout.stride + offset]
+    }
+
     /// Takes one event that passed the query's filters; calls `emit(price, value)` when the
-    /// query outputs. `args` and `aggregates` are scratch space.
+    /// query outputs. `aggregates` is scratch space.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn on_event(
@@ -158,7 +195,7 @@ impl QueryState {
             Window::Time(length) => {
                 if ts >= length {
                     let horizon = ts - length;
-                    while self.times.front().is_some_and(|&t| t <= horizon) {
+                    while self.len > 0 && self.entries[0].to_bits() <= horizon {
                         self.evict(layout);
                     }
                 }
@@ -181,36 +218,37 @@ impl QueryState {
 
     #[inline]
     fn push(&mut self, query: &Query, layout: &Layout, symbol: &str, price: f64, ts: u64) {
-        let row = Row { symbol, price, aggregates: &[] };
         self.pushed += 1;
         self.len += 1;
-        if matches!(query.window, Window::Time(_)) {
-            self.times.push_back(ts);
+        if layout.timed {
+            self.entries.push_back(f64::from_bits(ts));
         }
-        for (arg, expr) in query.args.iter().enumerate() {
-            let value = match expr {
-                cep_query::plan::Expr::Price => price,
-                other => other.number(&row),
+        for arg in 0..self.args.len() {
+            let value = if layout.args_are_price {
+                price
+            } else {
+                query.args[arg].number(&Row { symbol, price, aggregates: &[] })
             };
-            if layout.store[arg] {
-                self.values[arg].push_back(value);
+            if layout.offset[arg] != NOT_STORED {
+                self.entries.push_back(value);
+            }
+            let state = &mut self.args[arg];
+            state.last = value;
+            if layout.streak[arg] {
+                state.streak.rises = if value > state.streak.previous { state.streak.rises + 1 } else { 0 };
+                state.streak.previous = value;
             }
             if layout.moments[arg] {
-                let moments = &mut self.moments[arg];
-                moments.add(value);
-                if moments.needs_rebuild() {
-                    moments.rebuild(self.values[arg].iter());
+                state.moments.add(value);
+                if state.moments.needs_rebuild() {
+                    let (stride, offset, len) = (layout.stride, layout.offset[arg], self.len as usize);
+                    let entries = &self.entries;
+                    self.args[arg].moments.rebuild((0..len).map(|entry| entries[entry * stride + offset]));
                 }
             }
-            if layout.streak[arg] {
-                let streak = &mut self.streaks[arg];
-                streak.rises = if value > streak.previous { streak.rises + 1 } else { 0 };
-                streak.previous = value;
-            }
-            self.last[arg] = value;
         }
         for (slot, &(arg, is_max)) in layout.extrema.iter().enumerate() {
-            self.extrema[slot].push(self.pushed, self.last[arg], is_max);
+            self.extrema[slot].push(self.pushed, self.args[arg].last, is_max);
         }
         self.last_price = price;
     }
@@ -219,24 +257,21 @@ impl QueryState {
     #[inline]
     fn evict(&mut self, layout: &Layout) {
         self.len -= 1;
-        self.times.pop_front();
-        for (arg, values) in self.values.iter_mut().enumerate() {
-            if !layout.store[arg] {
-                continue;
-            }
-            let value = values.pop_front().unwrap_or(f64::NAN);
-            if layout.moments[arg] {
-                self.moments[arg].remove(value);
+        for arg in 0..self.args.len() {
+            let offset = layout.offset[arg];
+            if layout.moments[arg] && offset != NOT_STORED {
+                let value = self.entries[offset];
+                self.args[arg].moments.remove(value);
             }
         }
+        self.entries.drain(..layout.stride);
     }
 
     /// Empties the window (a tumbling window closed); streaks go on.
     fn clear(&mut self) {
         self.len = 0;
-        self.times.clear();
-        self.values.iter_mut().for_each(VecDeque::clear);
-        self.moments.iter_mut().for_each(|m| *m = Moments::default());
+        self.entries.clear();
+        self.args.iter_mut().for_each(|arg| arg.moments = Moments::default());
         self.extrema.iter_mut().for_each(|e| e.candidates.clear());
     }
 
@@ -251,47 +286,35 @@ impl QueryState {
         emit: &mut impl FnMut(f64, f64),
     ) {
         let first_in_window = self.pushed - self.len + 1;
+        let len = self.len as usize;
         for (i, aggregate) in query.aggregates.iter().enumerate() {
             let arg = aggregate.arg;
-            // count(*) has no argument.
-            let values = self.values.get(arg).unwrap_or(const { &VecDeque::new() });
             aggregates[i] = match aggregate.kind {
                 AggregateKind::CountAll => self.len as f64,
-                AggregateKind::Count => self.moments[arg].n as f64,
-                AggregateKind::Sum => self.moments[arg].sum(),
-                AggregateKind::Avg => self.moments[arg].mean(),
+                AggregateKind::Count => self.args[arg].moments.n as f64,
+                AggregateKind::Sum => self.args[arg].moments.sum(),
+                AggregateKind::Avg => self.args[arg].moments.mean(),
                 AggregateKind::StddevPop => {
-                    let moments = &self.moments[arg];
+                    let moments = &self.args[arg].moments;
                     if moments.n == 0 {
                         f64::NAN
                     } else {
                         moments.stddev_pop()
                     }
                 }
-                AggregateKind::StddevSamp => self.moments[arg].stddev_samp(),
-                AggregateKind::Min | AggregateKind::Max => {
-                    let slot = layout.extremum_slot[i].expect("min/max has a deque");
-                    self.extrema[slot].value(first_in_window)
+                AggregateKind::StddevSamp => self.args[arg].moments.stddev_samp(),
+                AggregateKind::Min | AggregateKind::Max => self.extrema[layout.extremum_slot[i]].value(first_in_window),
+                AggregateKind::First if len > 0 => self.stored(layout, 0, layout.offset[arg]),
+                AggregateKind::Last => self.args[arg].last,
+                AggregateKind::Prev if (aggregate.offset as usize) < len => {
+                    self.stored(layout, len - 1 - aggregate.offset as usize, layout.offset[arg])
                 }
-                AggregateKind::First => values.front().copied().unwrap_or(f64::NAN),
-                AggregateKind::Last => self.last[arg],
-                AggregateKind::Prev => {
-                    let back = aggregate.offset as usize;
-                    if back < values.len() {
-                        values[values.len() - 1 - back]
-                    } else {
-                        f64::NAN
-                    }
+                AggregateKind::Perc if len >= 2 => {
+                    let first = self.stored(layout, 0, layout.offset[arg]);
+                    (self.args[arg].last - first) / first * 100.0
                 }
-                AggregateKind::Perc => {
-                    if values.len() < 2 {
-                        f64::NAN
-                    } else {
-                        let first = values[0];
-                        (self.last[arg] - first) / first * 100.0
-                    }
-                }
-                AggregateKind::Trend => self.streaks[arg].rises as f64,
+                AggregateKind::Trend => self.args[arg].streak.rises as f64,
+                AggregateKind::First | AggregateKind::Prev | AggregateKind::Perc => f64::NAN,
             };
         }
         let row = Row { symbol, price: row_price, aggregates };

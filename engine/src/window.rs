@@ -62,14 +62,14 @@ impl Moments {
     }
 
     /// Recomputes the sums exactly from the window's values, re-anchored at their mean.
-    pub fn rebuild<'a>(&mut self, values: impl Iterator<Item = &'a f64> + Clone) {
+    pub fn rebuild(&mut self, values: impl Iterator<Item = f64> + Clone) {
         let live = values.filter(|v| !v.is_nan());
         let n = self.n as f64;
         let mean = live.clone().sum::<f64>() / n;
         self.anchor = mean;
         self.sum = 0.0;
         self.sum_sq = 0.0;
-        for &value in live {
+        for value in live {
             let d = value - mean;
             self.sum += d;
             self.sum_sq += d * d;
@@ -143,7 +143,7 @@ impl PriceWindow {
         self.prices.push_back(price);
         self.moments.add(price);
         if self.moments.needs_rebuild() {
-            self.moments.rebuild(self.prices.iter());
+            self.moments.rebuild(self.prices.iter().copied());
         }
         self.stddev()
     }

@@ -12,6 +12,9 @@ pub struct EngineBenchArgs {
     /// Ticks of the reference stream per rule set.
     #[arg(long, env = "CEP_BENCH_ENGINE_TICKS", default_value_t = 10_000_000)]
     pub ticks: u64,
+    /// Measure only these rule sets (by name, as printed; repeatable). Default: all.
+    #[arg(long)]
+    pub only: Vec<String>,
     /// Where to write results.json, engine.csv, summary.txt and report.html.
     #[arg(long, env = "CEP_OUT", default_value = "bench-results/engine")]
     pub out: PathBuf,
@@ -88,7 +91,14 @@ impl Ratios {
 pub fn run(args: EngineBenchArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)?;
     let input = reference_ticks(args.ticks, 1e6);
-    let sets = rule_sets();
+    let mut sets = rule_sets();
+    if !args.only.is_empty() {
+        let known: Vec<&str> = sets.iter().map(|(name, _)| *name).collect();
+        if let Some(unknown) = args.only.iter().find(|name| !known.contains(&name.as_str())) {
+            anyhow::bail!("--only `{unknown}`: the rule sets are {}", known.join(", "));
+        }
+        sets.retain(|(name, _)| args.only.iter().any(|only| only == name));
+    }
     let bar = super::progress(sets.len() as u64, "engine");
     let stop = super::stop_flag();
     let mut results = Vec::new();
