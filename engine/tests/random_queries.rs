@@ -308,7 +308,7 @@ fn reference(specs: &[Spec], ticks: &[(u8, f64, u64)]) -> Vec<Output> {
             }
         }
     }
-    out.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    out.sort_by_key(|o| (o.0, o.1));
     out
 }
 
