@@ -110,3 +110,38 @@ fn bad_replay_file() {
     let line = error_line(&cep(&["injector", "--replay", file.to_str().unwrap(), "--start-timeout", "300ms"]));
     assert_eq!(line, format!("error: cannot read the replay file: {}:2: price `abc` is not a number", file.display()));
 }
+
+#[test]
+fn rules_check_reports_every_error_with_a_caret_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.rules");
+    std::fs::write(
+        &bad,
+        "-- two mistakes\n@name('a')\nSELECT symbol, percent(price) AS value FROM StockTick;\n\
+         @name('b') SELECT symbol, price FROM StockTick WHERE symbol > 3;\n",
+    )
+    .unwrap();
+    let output = cep(&["rules", "check", bad.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let path = bad.display();
+    assert!(stderr.contains(&format!("{path}:3:16: unknown function `percent`")), "{stderr}");
+    assert!(
+        stderr.contains("3 | SELECT symbol, percent(price) AS value FROM StockTick;\n  |                ^^^^^^^"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("{path}:4:54: cannot compare text with a number")), "{stderr}");
+    assert!(stderr.contains(&format!("{path}: 2 errors")), "{stderr}");
+    assert!(stderr.contains("error: 1 of 1 rules files do not check"), "{stderr}");
+
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/../rules/");
+    let output = cep(&["rules", "check", &format!("{shipped}reference.rules"), &format!("{shipped}oracle-400.rules")]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("reference.rules: ok, 3 queries") && stdout.contains("oracle-400.rules: ok, 400 queries"));
+
+    let output = cep(&["rules", "oracle", "--symbols", "200"]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), cep_query::ORACLE_400);
+    let line = error_line(&cep(&["rules", "check", "/nonexistent.rules"]));
+    assert!(line.starts_with("error: cannot read the rules file /nonexistent.rules: "), "{line}");
+}
