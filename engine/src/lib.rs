@@ -4,12 +4,14 @@
 //!
 //! - [`engine`]: symbol interning, filter indexing, the per-tick loop, rule switches.
 //! - [`state`]: one query's window and incremental aggregates for one symbol.
+//! - [`program`]: conditions and output columns in the flat shapes the per-event loop runs.
 //! - [`window`]: numerically stable moments of a sliding window.
 //! - [`baseline`]: the hand-written R1/R2/R3 the rule language replaced, kept only as the
 //!   oracle tests compare the compiled reference rules with and as the benchmark's baseline.
 
 pub mod baseline;
 pub mod engine;
+pub mod program;
 pub mod state;
 pub mod window;
 

@@ -5,6 +5,7 @@
 //! events are one deque of fixed-stride entries (`[time,] value, value, ...`), so an event
 //! touches the state itself and the two ends of one buffer.
 
+use crate::program::{Column, Condition};
 use crate::window::Moments;
 use cep_query::plan::{AggregateKind, Expr, Query, Row, Window};
 use smallvec::SmallVec;
@@ -19,16 +20,16 @@ pub struct Layout {
     /// Values per window entry: the event time (time windows), then the stored arguments.
     stride: usize,
     timed: bool,
-    /// Per argument: its offset in an entry, or [`NOT_STORED`].
-    offset: Vec<usize>,
-    moments: Vec<bool>,
-    streak: Vec<bool>,
+    args: Vec<ArgLayout>,
     /// Per aggregate: its slot among the min/max deques, if it is one.
     extremum_slot: Vec<usize>,
     /// (argument, is max) per min/max deque.
     extrema: Vec<(usize, bool)>,
     /// Every argument is the plain price (the common case: no expression to evaluate).
     args_are_price: bool,
+    having: Option<Condition>,
+    price: Column,
+    value: Column,
 }
 
 impl Layout {
@@ -36,29 +37,31 @@ impl Layout {
         let args = query.args.len();
         let sliding = !matches!(query.window, Window::Tumbling(_));
         let mut store = vec![false; args];
+        let mut arg_layouts = vec![ArgLayout { offset: NOT_STORED, moments: false, streak: false }; args];
         let mut layout = Layout {
             stride: 0,
             timed: matches!(query.window, Window::Time(_)),
-            offset: vec![NOT_STORED; args],
-            moments: vec![false; args],
-            streak: vec![false; args],
+            args: Vec::new(),
             extremum_slot: Vec::with_capacity(query.aggregates.len()),
             extrema: Vec::new(),
             args_are_price: query.args.iter().all(|arg| *arg == Expr::Price),
+            having: query.having.as_ref().map(Condition::new),
+            price: Column::new(&query.price),
+            value: Column::new(&query.value),
         };
         for aggregate in &query.aggregates {
             let mut slot = NOT_STORED;
             match aggregate.kind {
                 AggregateKind::CountAll | AggregateKind::Last => {}
                 AggregateKind::First | AggregateKind::Prev | AggregateKind::Perc => store[aggregate.arg] = true,
-                AggregateKind::Trend => layout.streak[aggregate.arg] = true,
+                AggregateKind::Trend => arg_layouts[aggregate.arg].streak = true,
                 AggregateKind::Min | AggregateKind::Max => {
                     slot = layout.extrema.len();
                     layout.extrema.push((aggregate.arg, aggregate.kind == AggregateKind::Max));
                 }
                 kind => {
                     debug_assert!(kind.uses_moments());
-                    layout.moments[aggregate.arg] = true;
+                    arg_layouts[aggregate.arg].moments = true;
                     // Removal and the periodic exact rebuild need the values.
                     store[aggregate.arg] |= sliding;
                 }
@@ -68,12 +71,22 @@ impl Layout {
         layout.stride = usize::from(layout.timed);
         for (arg, stored) in store.into_iter().enumerate() {
             if stored {
-                layout.offset[arg] = layout.stride;
+                arg_layouts[arg].offset = layout.stride;
                 layout.stride += 1;
             }
         }
+        layout.args = arg_layouts;
         layout
     }
+}
+
+/// What one argument keeps.
+#[derive(Clone, Copy, Debug)]
+struct ArgLayout {
+    /// Its offset in a window entry, or [`NOT_STORED`].
+    offset: usize,
+    moments: bool,
+    streak: bool,
 }
 
 /// Consecutive rises of a value, over the partition's whole sequence.
@@ -223,27 +236,24 @@ impl QueryState {
         if layout.timed {
             self.entries.push_back(f64::from_bits(ts));
         }
-        for arg in 0..self.args.len() {
-            let value = if layout.args_are_price {
-                price
-            } else {
-                query.args[arg].number(&Row { symbol, price, aggregates: &[] })
-            };
-            if layout.offset[arg] != NOT_STORED {
+        let (stride, len) = (layout.stride, self.len as usize);
+        let args: &mut [ArgState] = &mut self.args;
+        for ((state, arg), expr) in args.iter_mut().zip(&layout.args).zip(&query.args) {
+            let value =
+                if layout.args_are_price { price } else { expr.number(&Row { symbol, price, aggregates: &[] }) };
+            if arg.offset != NOT_STORED {
                 self.entries.push_back(value);
             }
-            let state = &mut self.args[arg];
             state.last = value;
-            if layout.streak[arg] {
+            if arg.streak {
                 state.streak.rises = if value > state.streak.previous { state.streak.rises + 1 } else { 0 };
                 state.streak.previous = value;
             }
-            if layout.moments[arg] {
+            if arg.moments {
                 state.moments.add(value);
                 if state.moments.needs_rebuild() {
-                    let (stride, offset, len) = (layout.stride, layout.offset[arg], self.len as usize);
                     let entries = &self.entries;
-                    self.args[arg].moments.rebuild((0..len).map(|entry| entries[entry * stride + offset]));
+                    state.moments.rebuild((0..len).map(|entry| entries[entry * stride + arg.offset]));
                 }
             }
         }
@@ -257,14 +267,16 @@ impl QueryState {
     #[inline]
     fn evict(&mut self, layout: &Layout) {
         self.len -= 1;
-        for arg in 0..self.args.len() {
-            let offset = layout.offset[arg];
-            if layout.moments[arg] && offset != NOT_STORED {
-                let value = self.entries[offset];
-                self.args[arg].moments.remove(value);
+        let args: &mut [ArgState] = &mut self.args;
+        for (state, arg) in args.iter_mut().zip(&layout.args) {
+            if arg.moments && arg.offset != NOT_STORED {
+                state.moments.remove(self.entries[arg.offset]);
             }
         }
-        self.entries.drain(..layout.stride);
+        // pop_front, not drain: a Drain costs far more than the one or two values it moves.
+        for _ in 0..layout.stride {
+            self.entries.pop_front();
+        }
     }
 
     /// Empties the window (a tumbling window closed); streaks go on.
@@ -287,42 +299,42 @@ impl QueryState {
     ) {
         let first_in_window = self.pushed - self.len + 1;
         let len = self.len as usize;
+        let args: &[ArgState] = &self.args;
         for (i, aggregate) in query.aggregates.iter().enumerate() {
             let arg = aggregate.arg;
+            let offset = layout.args.get(arg).map_or(NOT_STORED, |a| a.offset);
             aggregates[i] = match aggregate.kind {
                 AggregateKind::CountAll => self.len as f64,
-                AggregateKind::Count => self.args[arg].moments.n as f64,
-                AggregateKind::Sum => self.args[arg].moments.sum(),
-                AggregateKind::Avg => self.args[arg].moments.mean(),
+                AggregateKind::Count => args[arg].moments.n as f64,
+                AggregateKind::Sum => args[arg].moments.sum(),
+                AggregateKind::Avg => args[arg].moments.mean(),
                 AggregateKind::StddevPop => {
-                    let moments = &self.args[arg].moments;
+                    let moments = &args[arg].moments;
                     if moments.n == 0 {
                         f64::NAN
                     } else {
                         moments.stddev_pop()
                     }
                 }
-                AggregateKind::StddevSamp => self.args[arg].moments.stddev_samp(),
+                AggregateKind::StddevSamp => args[arg].moments.stddev_samp(),
                 AggregateKind::Min | AggregateKind::Max => self.extrema[layout.extremum_slot[i]].value(first_in_window),
-                AggregateKind::First if len > 0 => self.stored(layout, 0, layout.offset[arg]),
-                AggregateKind::Last => self.args[arg].last,
+                AggregateKind::First if len > 0 => self.stored(layout, 0, offset),
+                AggregateKind::Last => args[arg].last,
                 AggregateKind::Prev if (aggregate.offset as usize) < len => {
-                    self.stored(layout, len - 1 - aggregate.offset as usize, layout.offset[arg])
+                    self.stored(layout, len - 1 - aggregate.offset as usize, offset)
                 }
                 AggregateKind::Perc if len >= 2 => {
-                    let first = self.stored(layout, 0, layout.offset[arg]);
-                    (self.args[arg].last - first) / first * 100.0
+                    let first = self.stored(layout, 0, offset);
+                    (args[arg].last - first) / first * 100.0
                 }
-                AggregateKind::Trend => self.args[arg].streak.rises as f64,
+                AggregateKind::Trend => args[arg].streak.rises as f64,
                 AggregateKind::First | AggregateKind::Prev | AggregateKind::Perc => f64::NAN,
             };
         }
         let row = Row { symbol, price: row_price, aggregates };
-        if let Some(having) = &query.having {
-            if having.truth(&row) != Some(true) {
-                return;
-            }
+        if layout.having.as_ref().is_some_and(|having| !having.fires(&row)) {
+            return;
         }
-        emit(query.price.number(&row), query.value.number(&row));
+        emit(layout.price.value(&row), layout.value.value(&row));
     }
 }
