@@ -13,12 +13,6 @@ pub type SymbolId = u32;
 /// A query's index in the engine's current rule set.
 pub type QueryId = u32;
 
-#[derive(Clone, Debug)]
-struct Attached {
-    query: QueryId,
-    state: QueryState,
-}
-
 #[derive(Debug)]
 struct Compiled {
     query: Query,
@@ -33,7 +27,8 @@ pub struct Engine {
     unindexed: bool,
     ids: FxHashMap<Box<[u8]>, SymbolId>,
     names: Vec<Box<str>>,
-    attached: Vec<Vec<Attached>>,
+    /// Per symbol: the states of the queries attached to it.
+    attached: Vec<Vec<QueryState>>,
     aggregates: Vec<f64>,
     processed: u64,
     outputs: Vec<u64>,
@@ -88,7 +83,9 @@ impl Engine {
             for entry in &mut attached {
                 if let Some(old_id) = kept[entry.query as usize] {
                     if let Some(at) = previous.iter().position(|p| p.query == old_id) {
-                        entry.state = previous.swap_remove(at).state;
+                        let query = entry.query;
+                        *entry = previous.swap_remove(at);
+                        entry.query = query;
                     }
                 }
             }
@@ -101,7 +98,7 @@ impl Engine {
     }
 
     /// The queries whose symbol filters admit symbol `id`, with fresh state.
-    fn attach(&self, id: usize) -> Vec<Attached> {
+    fn attach(&self, id: usize) -> Vec<QueryState> {
         let symbol: &str = &self.names[id];
         let row = Row { symbol, price: f64::NAN, aggregates: &[] };
         self.queries
@@ -110,7 +107,7 @@ impl Engine {
             .filter(|(_, c)| {
                 self.unindexed || c.query.symbol_filter.as_ref().is_none_or(|f| f.truth(&row) == Some(true))
             })
-            .map(|(at, c)| Attached { query: at as QueryId, state: QueryState::new(&c.query, &c.layout) })
+            .map(|(at, c)| QueryState::new(at as QueryId, &c.query, &c.layout))
             .collect()
     }
 
@@ -170,8 +167,8 @@ impl Engine {
     pub fn process(&mut self, id: SymbolId, price: f64, ts: u64, mut emit: impl FnMut(QueryId, f64, f64)) {
         self.processed += 1;
         let symbol: &str = &self.names[id as usize];
-        for attached in &mut self.attached[id as usize] {
-            let compiled = &self.queries[attached.query as usize];
+        for state in &mut self.attached[id as usize] {
+            let compiled = &self.queries[state.query as usize];
             let query = &compiled.query;
             let row = Row { symbol, price, aggregates: &[] };
             if self.unindexed && query.symbol_filter.as_ref().is_some_and(|f| f.truth(&row) != Some(true)) {
@@ -182,8 +179,8 @@ impl Engine {
             }
             let outputs = &mut self.outputs;
             let total = &mut self.outputs_total;
-            let query_id = attached.query;
-            attached.state.on_event(query, &compiled.layout, symbol, price, ts, &mut self.aggregates, |p, v| {
+            let query_id = state.query;
+            state.on_event(query, &compiled.layout, symbol, price, ts, &mut self.aggregates, |p, v| {
                 outputs[query_id as usize] += 1;
                 *total += 1;
                 emit(query_id, p, v);

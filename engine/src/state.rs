@@ -1,84 +1,18 @@
 //! One query's state for one symbol: the window's events (only what the query's aggregates
 //! need of them), incremental aggregates, and the evaluation that decides an output.
 //!
-//! The state is laid out for the cache: per-argument aggregates sit inline, and the window's
-//! events are one deque of fixed-stride entries (`[time,] value, value, ...`), so an event
-//! touches the state itself and the two ends of one buffer.
+//! Laid out for the cache, since an event touches one such state per query of its symbol:
+//! the first argument's aggregates sit inline, a small event window (`RETAIN 2 EVENTS`) lives
+//! inside the state, a larger one is one deque of fixed-stride entries (`[time,] value, ...`),
+//! and what few queries need (min/max, tumbling windows) sits behind one pointer.
 
 use crate::program::{Column, Condition};
 use crate::window::Moments;
 use cep_query::plan::{AggregateKind, Expr, Query, Row, Window};
-use smallvec::SmallVec;
 use std::collections::VecDeque;
 
 /// Marks an argument whose values the window does not keep.
 const NOT_STORED: usize = usize::MAX;
-
-/// What a query's state must keep, worked out once per query from its plan.
-#[derive(Clone, Debug)]
-pub struct Layout {
-    /// Values per window entry: the event time (time windows), then the stored arguments.
-    stride: usize,
-    timed: bool,
-    args: Vec<ArgLayout>,
-    /// Per aggregate: its slot among the min/max deques, if it is one.
-    extremum_slot: Vec<usize>,
-    /// (argument, is max) per min/max deque.
-    extrema: Vec<(usize, bool)>,
-    /// Every argument is the plain price (the common case: no expression to evaluate).
-    args_are_price: bool,
-    having: Option<Condition>,
-    price: Column,
-    value: Column,
-}
-
-impl Layout {
-    pub fn new(query: &Query) -> Self {
-        let args = query.args.len();
-        let sliding = !matches!(query.window, Window::Tumbling(_));
-        let mut store = vec![false; args];
-        let mut arg_layouts = vec![ArgLayout { offset: NOT_STORED, moments: false, streak: false }; args];
-        let mut layout = Layout {
-            stride: 0,
-            timed: matches!(query.window, Window::Time(_)),
-            args: Vec::new(),
-            extremum_slot: Vec::with_capacity(query.aggregates.len()),
-            extrema: Vec::new(),
-            args_are_price: query.args.iter().all(|arg| *arg == Expr::Price),
-            having: query.having.as_ref().map(Condition::new),
-            price: Column::new(&query.price),
-            value: Column::new(&query.value),
-        };
-        for aggregate in &query.aggregates {
-            let mut slot = NOT_STORED;
-            match aggregate.kind {
-                AggregateKind::CountAll | AggregateKind::Last => {}
-                AggregateKind::First | AggregateKind::Prev | AggregateKind::Perc => store[aggregate.arg] = true,
-                AggregateKind::Trend => arg_layouts[aggregate.arg].streak = true,
-                AggregateKind::Min | AggregateKind::Max => {
-                    slot = layout.extrema.len();
-                    layout.extrema.push((aggregate.arg, aggregate.kind == AggregateKind::Max));
-                }
-                kind => {
-                    debug_assert!(kind.uses_moments());
-                    arg_layouts[aggregate.arg].moments = true;
-                    // Removal and the periodic exact rebuild need the values.
-                    store[aggregate.arg] |= sliding;
-                }
-            }
-            layout.extremum_slot.push(slot);
-        }
-        layout.stride = usize::from(layout.timed);
-        for (arg, stored) in store.into_iter().enumerate() {
-            if stored {
-                arg_layouts[arg].offset = layout.stride;
-                layout.stride += 1;
-            }
-        }
-        layout.args = arg_layouts;
-        layout
-    }
-}
 
 /// What one argument keeps.
 #[derive(Clone, Copy, Debug)]
@@ -89,6 +23,128 @@ struct ArgLayout {
     streak: bool,
 }
 
+/// What a query's state must keep, worked out once per query from its plan.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// Values per window entry: the event time (time windows), then the stored arguments.
+    stride: usize,
+    timed: bool,
+    /// The ring's capacity to start with (an event window's whole size).
+    capacity: usize,
+    args: Vec<ArgLayout>,
+    /// Per aggregate: its slot among the min/max deques, if it is one.
+    extremum_slot: Vec<usize>,
+    /// (argument, is max) per min/max deque.
+    extrema: Vec<(usize, bool)>,
+    /// Needs the rarely used part of the state (min/max, tumbling windows).
+    rare: bool,
+    /// Every argument is the plain price (the common case: no expression to evaluate).
+    args_are_price: bool,
+    having: Option<Condition>,
+    price: Column,
+    value: Column,
+}
+
+impl Layout {
+    pub fn new(query: &Query) -> Self {
+        let args = query.args.len();
+        let tumbling = matches!(query.window, Window::Tumbling(_));
+        let mut store = vec![false; args];
+        let mut arg_layouts = vec![ArgLayout { offset: NOT_STORED, moments: false, streak: false }; args];
+        let mut extremum_slot = Vec::with_capacity(query.aggregates.len());
+        let mut extrema = Vec::new();
+        for aggregate in &query.aggregates {
+            let mut slot = NOT_STORED;
+            match aggregate.kind {
+                AggregateKind::CountAll | AggregateKind::Last => {}
+                AggregateKind::First | AggregateKind::Prev | AggregateKind::Perc => store[aggregate.arg] = true,
+                AggregateKind::Trend => arg_layouts[aggregate.arg].streak = true,
+                AggregateKind::Min | AggregateKind::Max => {
+                    slot = extrema.len();
+                    extrema.push((aggregate.arg, aggregate.kind == AggregateKind::Max));
+                }
+                kind => {
+                    debug_assert!(kind.uses_moments());
+                    arg_layouts[aggregate.arg].moments = true;
+                    // Removal and the periodic exact rebuild need the values.
+                    store[aggregate.arg] |= !tumbling;
+                }
+            }
+            extremum_slot.push(slot);
+        }
+        let timed = matches!(query.window, Window::Time(_));
+        let mut stride = usize::from(timed);
+        for (arg, stored) in store.into_iter().enumerate() {
+            if stored {
+                arg_layouts[arg].offset = stride;
+                stride += 1;
+            }
+        }
+        let capacity = match query.window {
+            Window::Events(n) => (n as usize * stride).min(1 << 16),
+            _ if stride > 0 => 16,
+            _ => 0,
+        };
+        Layout {
+            stride,
+            timed,
+            capacity,
+            args: arg_layouts,
+            extremum_slot,
+            rare: tumbling || !extrema.is_empty(),
+            extrema,
+            args_are_price: query.args.iter().all(|arg| *arg == Expr::Price),
+            having: query.having.as_ref().map(Condition::new),
+            price: Column::new(&query.price),
+            value: Column::new(&query.value),
+        }
+    }
+}
+
+/// The window's stored values, oldest first: a ring of power-of-two capacity that doubles
+/// when full (a window that only counts events allocates nothing).
+#[derive(Clone, Debug, Default)]
+struct Ring {
+    buf: Box<[f64]>,
+}
+
+impl Ring {
+    fn with_capacity(values: usize) -> Self {
+        Ring { buf: vec![0.0; if values == 0 { 0 } else { values.next_power_of_two() }].into_boxed_slice() }
+    }
+
+    /// Appends at `head + len`; returns the new length.
+    #[inline]
+    fn push_back(&mut self, head: &mut u32, len: &mut u32, value: f64) {
+        if *len as usize == self.buf.len() {
+            self.grow(head, *len);
+        }
+        let mask = self.buf.len() - 1;
+        self.buf[(*head as usize + *len as usize) & mask] = value;
+        *len += 1;
+    }
+
+    #[cold]
+    fn grow(&mut self, head: &mut u32, len: u32) {
+        let capacity = (self.buf.len() * 2).max(16);
+        let mut bigger = vec![0.0; capacity];
+        // Large buffers come page-aligned, and every symbol's window fills in step with the
+        // others: starting each ring at an address-derived offset keeps their ends from
+        // landing in the same cache sets.
+        let start = (bigger.as_ptr() as usize >> 12).wrapping_mul(0x9E37_79B9) & (capacity - 1) & !7;
+        for at in 0..len as usize {
+            bigger[(start + at) & (capacity - 1)] = self.get(*head, at);
+        }
+        self.buf = bigger.into_boxed_slice();
+        *head = start as u32;
+    }
+
+    #[inline]
+    fn get(&self, head: u32, at: usize) -> f64 {
+        self.buf[(head as usize + at) & (self.buf.len() - 1)]
+    }
+}
+
 /// Consecutive rises of a value, over the partition's whole sequence.
 #[derive(Clone, Copy, Debug)]
 struct Streak {
@@ -96,13 +152,36 @@ struct Streak {
     rises: u32,
 }
 
-/// One argument's incremental aggregates.
+/// One argument's incremental aggregates, in the order a time window's query reads them.
 #[derive(Clone, Debug)]
+#[repr(C)]
 struct ArgState {
-    moments: Moments,
-    streak: Streak,
     /// The latest value.
     last: f64,
+    moments: Moments,
+    streak: Streak,
+}
+
+impl ArgState {
+    fn new() -> Self {
+        ArgState { moments: Moments::default(), streak: Streak { previous: f64::NAN, rises: 0 }, last: f64::NAN }
+    }
+
+    /// Takes a new value (already stored in the window if the layout stores it).
+    #[inline]
+    fn push(&mut self, arg: &ArgLayout, value: f64, ring: &Ring, head: u32, stride: usize, len: usize) {
+        self.last = value;
+        if arg.streak {
+            self.streak.rises = if value > self.streak.previous { self.streak.rises + 1 } else { 0 };
+            self.streak.previous = value;
+        }
+        if arg.moments {
+            self.moments.add(value);
+            if self.moments.needs_rebuild() {
+                self.moments.rebuild((0..len).map(|entry| ring.get(head, entry * stride + arg.offset)));
+            }
+        }
+    }
 }
 
 /// Sliding-window minimum or maximum: a deque of (event number, value) candidates with
@@ -138,54 +217,91 @@ impl Extremum {
     }
 }
 
-/// One query's state for one symbol.
+/// The part of the state few queries need.
 #[derive(Clone, Debug)]
-pub struct QueryState {
-    /// Events in the window.
-    len: u64,
-    /// Events ever pushed (numbers the min/max candidates).
-    pushed: u64,
+struct Rare {
     /// Latest event time seen; a late event counts at this time.
     latest: u64,
+    /// Events ever pushed (numbers the min/max candidates).
+    pushed: u64,
     /// The tumbling window the events belong to.
     pane: u64,
     /// The latest event's price (the row a tumbling window is evaluated on).
     last_price: f64,
-    /// The window's entries, `stride` values each (times as their bits).
-    entries: VecDeque<f64>,
-    args: SmallVec<[ArgState; 1]>,
     extrema: Vec<Extremum>,
 }
 
+/// One query's state for one symbol. Everything a time window's query touches per event
+/// (the ring's bounds, the first argument's moments) sits in the first cache line.
+#[derive(Clone, Debug)]
+#[repr(C, align(64))]
+pub struct QueryState {
+    /// Values in the ring (`len / stride` events; for a window that stores nothing, events).
+    len: u32,
+    head: u32,
+    /// Latest event time seen (time windows); a late event counts at this time. Kept here
+    /// rather than read from the ring's far end, which is a cache miss per event.
+    latest: u64,
+    ring: Ring,
+    first: ArgState,
+    /// Arguments after the first (rare; empty allocates nothing).
+    more: Box<[ArgState]>,
+    rare: Option<Box<Rare>>,
+    /// The query this is the state of (its index in the engine's rules).
+    pub query: u32,
+}
+
 impl QueryState {
-    pub fn new(query: &Query, layout: &Layout) -> Self {
-        let arg =
-            ArgState { moments: Moments::default(), streak: Streak { previous: f64::NAN, rises: 0 }, last: f64::NAN };
-        let entries = match query.window {
-            Window::Events(n) if layout.stride > 0 => VecDeque::with_capacity((n as usize * layout.stride).min(1024)),
-            _ => VecDeque::new(),
-        };
+    pub fn new(query_id: u32, query: &Query, layout: &Layout) -> Self {
+        let rare = layout.rare.then(|| {
+            Box::new(Rare {
+                latest: 0,
+                pushed: 0,
+                pane: 0,
+                last_price: f64::NAN,
+                extrema: vec![Extremum::default(); layout.extrema.len()],
+            })
+        });
         QueryState {
             len: 0,
-            pushed: 0,
+            head: 0,
             latest: 0,
-            pane: 0,
-            last_price: f64::NAN,
-            entries,
-            args: smallvec::smallvec![arg; query.args.len()],
-            extrema: vec![Extremum::default(); layout.extrema.len()],
+            ring: Ring::with_capacity(layout.capacity),
+            first: ArgState::new(),
+            more: (1..query.args.len()).map(|_| ArgState::new()).collect(),
+            rare,
+            query: query_id,
         }
     }
 
-    /// A stored value of entry `entry` (0 = oldest in the window).
+    /// Events in the window.
+    #[inline]
+    fn events(&self, layout: &Layout) -> usize {
+        if layout.stride == 0 {
+            self.len as usize
+        } else {
+            self.len as usize / layout.stride
+        }
+    }
+
+    /// Value `offset` of entry `entry` (0 = oldest).
     #[inline]
     fn stored(&self, layout: &Layout, entry: usize, offset: usize) -> f64 {
-        self.entries[entry * layout.stride + offset]
+        self.ring.get(self.head, entry * layout.stride + offset)
+    }
+
+    #[inline]
+    fn arg(&self, index: usize) -> &ArgState {
+        if index == 0 {
+            &self.first
+        } else {
+            &self.more[index - 1]
+        }
     }
 
     /// Takes one event that passed the query's filters; calls `emit(price, value)` when the
     /// query outputs. `aggregates` is scratch space.
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub fn on_event(
         &mut self,
@@ -197,30 +313,36 @@ impl QueryState {
         aggregates: &mut [f64],
         mut emit: impl FnMut(f64, f64),
     ) {
-        let ts = ts.max(self.latest);
-        self.latest = ts;
+        let mut ts = ts;
         match query.window {
             Window::Events(n) => {
-                while self.len >= n {
+                while self.events(layout) as u64 >= n {
                     self.evict(layout);
                 }
             }
             Window::Time(length) => {
+                ts = ts.max(self.latest);
+                self.latest = ts;
                 if ts >= length {
                     let horizon = ts - length;
-                    while self.len > 0 && self.entries[0].to_bits() <= horizon {
+                    while self.len > 0 && self.stored(layout, 0, 0).to_bits() <= horizon {
                         self.evict(layout);
                     }
                 }
             }
             Window::Tumbling(length) => {
+                let rare = self.rare.as_deref_mut().expect("a tumbling window keeps its pane");
+                ts = ts.max(rare.latest);
+                rare.latest = ts;
                 let pane = ts / length;
-                if self.len > 0 && pane != self.pane {
-                    let row_price = self.last_price;
+                if self.len > 0 && pane != rare.pane {
+                    let row_price = rare.last_price;
                     self.evaluate(query, layout, symbol, row_price, aggregates, &mut emit);
                     self.clear();
                 }
-                self.pane = pane;
+                if let Some(rare) = self.rare.as_deref_mut() {
+                    rare.pane = pane;
+                }
             }
         }
         self.push(query, layout, symbol, price, ts);
@@ -229,65 +351,79 @@ impl QueryState {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, query: &Query, layout: &Layout, symbol: &str, price: f64, ts: u64) {
-        self.pushed += 1;
-        self.len += 1;
-        if layout.timed {
-            self.entries.push_back(f64::from_bits(ts));
+        if layout.stride == 0 {
+            self.len += 1;
         }
-        let (stride, len) = (layout.stride, self.len as usize);
-        let args: &mut [ArgState] = &mut self.args;
-        for ((state, arg), expr) in args.iter_mut().zip(&layout.args).zip(&query.args) {
-            let value =
-                if layout.args_are_price { price } else { expr.number(&Row { symbol, price, aggregates: &[] }) };
-            if arg.offset != NOT_STORED {
-                self.entries.push_back(value);
+        if layout.timed {
+            self.ring.push_back(&mut self.head, &mut self.len, f64::from_bits(ts));
+        }
+        let value_of = |expr: &Expr| {
+            if layout.args_are_price {
+                price
+            } else {
+                expr.number(&Row { symbol, price, aggregates: &[] })
             }
-            state.last = value;
-            if arg.streak {
-                state.streak.rises = if value > state.streak.previous { state.streak.rises + 1 } else { 0 };
-                state.streak.previous = value;
+        };
+        // A query of count(*) alone has no arguments.
+        if let (Some(first_arg), Some(first_expr)) = (layout.args.first(), query.args.first()) {
+            let first = value_of(first_expr);
+            if first_arg.offset != NOT_STORED {
+                self.ring.push_back(&mut self.head, &mut self.len, first);
             }
-            if arg.moments {
-                state.moments.add(value);
-                if state.moments.needs_rebuild() {
-                    let entries = &self.entries;
-                    state.moments.rebuild((0..len).map(|entry| entries[entry * stride + arg.offset]));
+            for (arg, expr) in layout.args[1..].iter().zip(&query.args[1..]) {
+                if arg.offset != NOT_STORED {
+                    self.ring.push_back(&mut self.head, &mut self.len, value_of(expr));
                 }
             }
+            let (stride, events) = (layout.stride, self.events(layout));
+            self.first.push(first_arg, first, &self.ring, self.head, stride, events);
+            for ((state, arg), expr) in self.more.iter_mut().zip(&layout.args[1..]).zip(&query.args[1..]) {
+                state.push(arg, value_of(expr), &self.ring, self.head, stride, events);
+            }
         }
-        for (slot, &(arg, is_max)) in layout.extrema.iter().enumerate() {
-            self.extrema[slot].push(self.pushed, self.args[arg].last, is_max);
+        if let Some(rare) = self.rare.as_deref_mut() {
+            rare.pushed += 1;
+            rare.last_price = price;
+            for (slot, &(arg, is_max)) in layout.extrema.iter().enumerate() {
+                let value = if arg == 0 { self.first.last } else { self.more[arg - 1].last };
+                rare.extrema[slot].push(rare.pushed, value, is_max);
+            }
         }
-        self.last_price = price;
     }
 
     /// Drops the window's oldest event.
     #[inline]
     fn evict(&mut self, layout: &Layout) {
-        self.len -= 1;
-        let args: &mut [ArgState] = &mut self.args;
-        for (state, arg) in args.iter_mut().zip(&layout.args) {
+        if layout.stride == 0 {
+            self.len -= 1;
+            return;
+        }
+        for (index, arg) in layout.args.iter().enumerate() {
             if arg.moments && arg.offset != NOT_STORED {
-                state.moments.remove(self.entries[arg.offset]);
+                let value = self.stored(layout, 0, arg.offset);
+                let state = if index == 0 { &mut self.first } else { &mut self.more[index - 1] };
+                state.moments.remove(value);
             }
         }
-        // pop_front, not drain: a Drain costs far more than the one or two values it moves.
-        for _ in 0..layout.stride {
-            self.entries.pop_front();
-        }
+        let mask = self.ring.buf.len() - 1;
+        self.head = ((self.head as usize + layout.stride) & mask) as u32;
+        self.len -= layout.stride as u32;
     }
 
     /// Empties the window (a tumbling window closed); streaks go on.
     fn clear(&mut self) {
         self.len = 0;
-        self.entries.clear();
-        self.args.iter_mut().for_each(|arg| arg.moments = Moments::default());
-        self.extrema.iter_mut().for_each(|e| e.candidates.clear());
+        self.head = 0;
+        self.first.moments = Moments::default();
+        self.more.iter_mut().for_each(|arg| arg.moments = Moments::default());
+        if let Some(rare) = self.rare.as_deref_mut() {
+            rare.extrema.iter_mut().for_each(|e| e.candidates.clear());
+        }
     }
 
-    #[inline]
+    #[inline(always)]
     fn evaluate(
         &mut self,
         query: &Query,
@@ -297,37 +433,39 @@ impl QueryState {
         aggregates: &mut [f64],
         emit: &mut impl FnMut(f64, f64),
     ) {
-        let first_in_window = self.pushed - self.len + 1;
-        let len = self.len as usize;
-        let args: &[ArgState] = &self.args;
+        let len = self.events(layout);
+        let stored = |state: &Self, entry: usize, arg: usize| state.stored(layout, entry, layout.args[arg].offset);
         for (i, aggregate) in query.aggregates.iter().enumerate() {
             let arg = aggregate.arg;
-            let offset = layout.args.get(arg).map_or(NOT_STORED, |a| a.offset);
             aggregates[i] = match aggregate.kind {
-                AggregateKind::CountAll => self.len as f64,
-                AggregateKind::Count => args[arg].moments.n as f64,
-                AggregateKind::Sum => args[arg].moments.sum(),
-                AggregateKind::Avg => args[arg].moments.mean(),
+                AggregateKind::CountAll => len as f64,
+                AggregateKind::Count => self.arg(arg).moments.n as f64,
+                AggregateKind::Sum => self.arg(arg).moments.sum(),
+                AggregateKind::Avg => self.arg(arg).moments.mean(),
                 AggregateKind::StddevPop => {
-                    let moments = &args[arg].moments;
+                    let moments = &self.arg(arg).moments;
                     if moments.n == 0 {
                         f64::NAN
                     } else {
                         moments.stddev_pop()
                     }
                 }
-                AggregateKind::StddevSamp => args[arg].moments.stddev_samp(),
-                AggregateKind::Min | AggregateKind::Max => self.extrema[layout.extremum_slot[i]].value(first_in_window),
-                AggregateKind::First if len > 0 => self.stored(layout, 0, offset),
-                AggregateKind::Last => args[arg].last,
+                AggregateKind::StddevSamp => self.arg(arg).moments.stddev_samp(),
+                AggregateKind::Min | AggregateKind::Max => {
+                    let rare = self.rare.as_deref_mut().expect("min/max keeps its candidates");
+                    let first_in_window = rare.pushed - len as u64 + 1;
+                    rare.extrema[layout.extremum_slot[i]].value(first_in_window)
+                }
+                AggregateKind::First if len > 0 => stored(self, 0, arg),
+                AggregateKind::Last => self.arg(arg).last,
                 AggregateKind::Prev if (aggregate.offset as usize) < len => {
-                    self.stored(layout, len - 1 - aggregate.offset as usize, offset)
+                    stored(self, len - 1 - aggregate.offset as usize, arg)
                 }
                 AggregateKind::Perc if len >= 2 => {
-                    let first = self.stored(layout, 0, offset);
-                    (args[arg].last - first) / first * 100.0
+                    let first = stored(self, 0, arg);
+                    (self.arg(arg).last - first) / first * 100.0
                 }
-                AggregateKind::Trend => args[arg].streak.rises as f64,
+                AggregateKind::Trend => self.arg(arg).streak.rises as f64,
                 AggregateKind::First | AggregateKind::Prev | AggregateKind::Perc => f64::NAN,
             };
         }
@@ -336,5 +474,18 @@ impl QueryState {
             return;
         }
         emit(layout.price.value(&row), layout.value.value(&row));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_and_state_size() {
+        let rules = crate::reference_rules();
+        let layouts: Vec<Layout> = rules.queries.iter().map(Layout::new).collect();
+        assert_eq!(layouts.iter().map(|l| (l.capacity, l.stride)).collect::<Vec<_>>(), [(2, 1), (0, 0), (16, 2)]);
+        assert_eq!(std::mem::size_of::<QueryState>(), 128);
     }
 }

@@ -13,13 +13,14 @@ use std::collections::VecDeque;
 /// Sums of a window's non-null values, kept as deviations from an anchor near their mean.
 /// The window's owner stores the values and hands them back for [`Moments::rebuild`].
 #[derive(Clone, Debug, Default)]
+#[repr(C)]
 pub struct Moments {
-    /// Non-null values counted.
-    pub n: usize,
+    /// Non-null values counted (u32 keeps the state small; no window holds 4 billion).
+    pub n: u32,
+    removed_since_rebuild: u32,
     anchor: f64,
     sum: f64,
     sum_sq: f64,
-    removed_since_rebuild: usize,
 }
 
 impl Moments {
