@@ -277,11 +277,7 @@ impl QueryState {
     /// Events in the window.
     #[inline]
     fn events(&self, layout: &Layout) -> usize {
-        if layout.stride == 0 {
-            self.len as usize
-        } else {
-            self.len as usize / layout.stride
-        }
+        (self.len as usize).checked_div(layout.stride).unwrap_or(self.len as usize)
     }
 
     /// Value `offset` of entry `entry` (0 = oldest).
