@@ -113,26 +113,29 @@ impl Ring {
         Ring { buf: vec![0.0; if values == 0 { 0 } else { values.next_power_of_two() }].into_boxed_slice() }
     }
 
-    /// Appends at `head + len`; returns the new length.
+    /// Makes room for values up to position `end` (from the head).
     #[inline]
-    fn push_back(&mut self, head: &mut u32, len: &mut u32, value: f64) {
-        if *len as usize == self.buf.len() {
-            self.grow(head, *len);
+    fn reserve(&mut self, head: &mut u32, used: usize, end: usize) {
+        if end > self.buf.len() {
+            self.grow(head, used, end);
         }
+    }
+
+    #[inline]
+    fn set(&mut self, head: u32, at: usize, value: f64) {
         let mask = self.buf.len() - 1;
-        self.buf[(*head as usize + *len as usize) & mask] = value;
-        *len += 1;
+        self.buf[(head as usize + at) & mask] = value;
     }
 
     #[cold]
-    fn grow(&mut self, head: &mut u32, len: u32) {
-        let capacity = (self.buf.len() * 2).max(16);
+    fn grow(&mut self, head: &mut u32, used: usize, end: usize) {
+        let capacity = (self.buf.len() * 2).max(16).max(end.next_power_of_two());
         let mut bigger = vec![0.0; capacity];
         // Large buffers come page-aligned, and every symbol's window fills in step with the
         // others: starting each ring at an address-derived offset keeps their ends from
         // landing in the same cache sets.
         let start = (bigger.as_ptr() as usize >> 12).wrapping_mul(0x9E37_79B9) & (capacity - 1) & !7;
-        for at in 0..len as usize {
+        for at in 0..used {
             bigger[(start + at) & (capacity - 1)] = self.get(*head, at);
         }
         self.buf = bigger.into_boxed_slice();
@@ -236,7 +239,7 @@ struct Rare {
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub struct QueryState {
-    /// Values in the ring (`len / stride` events; for a window that stores nothing, events).
+    /// Events in the window (the ring holds `len * stride` values).
     len: u32,
     head: u32,
     /// Latest event time seen (time windows); a late event counts at this time. Kept here
@@ -276,8 +279,8 @@ impl QueryState {
 
     /// Events in the window.
     #[inline]
-    fn events(&self, layout: &Layout) -> usize {
-        (self.len as usize).checked_div(layout.stride).unwrap_or(self.len as usize)
+    fn events(&self) -> usize {
+        self.len as usize
     }
 
     /// Value `offset` of entry `entry` (0 = oldest).
@@ -312,7 +315,7 @@ impl QueryState {
         let mut ts = ts;
         match query.window {
             Window::Events(n) => {
-                while self.events(layout) as u64 >= n {
+                while self.events() as u64 >= n {
                     self.evict(layout);
                 }
             }
@@ -349,11 +352,13 @@ impl QueryState {
 
     #[inline(always)]
     fn push(&mut self, query: &Query, layout: &Layout, symbol: &str, price: f64, ts: u64) {
-        if layout.stride == 0 {
-            self.len += 1;
+        let stride = layout.stride;
+        let base = self.len as usize * stride;
+        if stride > 0 {
+            self.ring.reserve(&mut self.head, base, base + stride);
         }
         if layout.timed {
-            self.ring.push_back(&mut self.head, &mut self.len, f64::from_bits(ts));
+            self.ring.set(self.head, base, f64::from_bits(ts));
         }
         let value_of = |expr: &Expr| {
             if layout.args_are_price {
@@ -363,17 +368,20 @@ impl QueryState {
             }
         };
         // A query of count(*) alone has no arguments.
-        if let (Some(first_arg), Some(first_expr)) = (layout.args.first(), query.args.first()) {
-            let first = value_of(first_expr);
+        let first = query.args.first().map_or(f64::NAN, value_of);
+        if let Some(first_arg) = layout.args.first() {
             if first_arg.offset != NOT_STORED {
-                self.ring.push_back(&mut self.head, &mut self.len, first);
+                self.ring.set(self.head, base + first_arg.offset, first);
             }
             for (arg, expr) in layout.args[1..].iter().zip(&query.args[1..]) {
                 if arg.offset != NOT_STORED {
-                    self.ring.push_back(&mut self.head, &mut self.len, value_of(expr));
+                    self.ring.set(self.head, base + arg.offset, value_of(expr));
                 }
             }
-            let (stride, events) = (layout.stride, self.events(layout));
+        }
+        self.len += 1;
+        let events = self.len as usize;
+        if let Some(first_arg) = layout.args.first() {
             self.first.push(first_arg, first, &self.ring, self.head, stride, events);
             for ((state, arg), expr) in self.more.iter_mut().zip(&layout.args[1..]).zip(&query.args[1..]) {
                 state.push(arg, value_of(expr), &self.ring, self.head, stride, events);
@@ -392,8 +400,8 @@ impl QueryState {
     /// Drops the window's oldest event.
     #[inline]
     fn evict(&mut self, layout: &Layout) {
+        self.len -= 1;
         if layout.stride == 0 {
-            self.len -= 1;
             return;
         }
         for (index, arg) in layout.args.iter().enumerate() {
@@ -405,7 +413,6 @@ impl QueryState {
         }
         let mask = self.ring.buf.len() - 1;
         self.head = ((self.head as usize + layout.stride) & mask) as u32;
-        self.len -= layout.stride as u32;
     }
 
     /// Empties the window (a tumbling window closed); streaks go on.
@@ -429,7 +436,7 @@ impl QueryState {
         aggregates: &mut [f64],
         emit: &mut impl FnMut(f64, f64),
     ) {
-        let len = self.events(layout);
+        let len = self.events();
         let stored = |state: &Self, entry: usize, arg: usize| state.stored(layout, entry, layout.args[arg].offset);
         for (i, aggregate) in query.aggregates.iter().enumerate() {
             let arg = aggregate.arg;
