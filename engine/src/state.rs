@@ -11,6 +11,9 @@ use crate::window::Moments;
 use cep_query::plan::{AggregateKind, Expr, Query, Row, Window};
 use std::collections::VecDeque;
 
+/// The largest event window a [`SmallState`] holds.
+const SMALL: usize = 4;
+
 /// Marks an argument whose values the window does not keep.
 const NOT_STORED: usize = usize::MAX;
 
@@ -38,6 +41,9 @@ pub struct Layout {
     extrema: Vec<(usize, bool)>,
     /// Needs the rarely used part of the state (min/max, tumbling windows).
     rare: bool,
+    /// Runs as a [`SmallState`]: a window of at most [`SMALL`] events of the price, and only
+    /// aggregates that read the window's values or the streak.
+    small: bool,
     /// Every argument is the plain price (the common case: no expression to evaluate).
     args_are_price: bool,
     having: Option<Condition>,
@@ -85,7 +91,14 @@ impl Layout {
             _ if stride > 0 => 16,
             _ => 0,
         };
+        let small = matches!(query.window, Window::Events(n) if n as usize <= SMALL)
+            && query.args.iter().all(|arg| *arg == Expr::Price)
+            && query.aggregates.iter().all(|a| {
+                use AggregateKind::*;
+                matches!(a.kind, CountAll | First | Last | Prev | Perc | Trend)
+            });
         Layout {
+            small,
             stride,
             timed,
             capacity,
@@ -234,11 +247,11 @@ struct Rare {
     extrema: Vec<Extremum>,
 }
 
-/// One query's state for one symbol. Everything a time window's query touches per event
-/// (the ring's bounds, the first argument's moments) sits in the first cache line.
+/// The general state: any window, any aggregates. Everything a time window's query touches
+/// per event (the ring's bounds, the first argument's moments) sits in one cache line.
 #[derive(Clone, Debug)]
-#[repr(C, align(64))]
-pub struct QueryState {
+#[repr(C)]
+pub struct WindowState {
     /// Events in the window (the ring holds `len * stride` values).
     len: u32,
     head: u32,
@@ -250,12 +263,10 @@ pub struct QueryState {
     /// Arguments after the first (rare; empty allocates nothing).
     more: Box<[ArgState]>,
     rare: Option<Box<Rare>>,
-    /// The query this is the state of (its index in the engine's rules).
-    pub query: u32,
 }
 
-impl QueryState {
-    pub fn new(query_id: u32, query: &Query, layout: &Layout) -> Self {
+impl WindowState {
+    pub fn new(query: &Query, layout: &Layout) -> Self {
         let rare = layout.rare.then(|| {
             Box::new(Rare {
                 latest: 0,
@@ -265,7 +276,7 @@ impl QueryState {
                 extrema: vec![Extremum::default(); layout.extrema.len()],
             })
         });
-        QueryState {
+        WindowState {
             len: 0,
             head: 0,
             latest: 0,
@@ -273,7 +284,6 @@ impl QueryState {
             first: ArgState::new(),
             more: (1..query.args.len()).map(|_| ArgState::new()).collect(),
             rare,
-            query: query_id,
         }
     }
 
@@ -434,7 +444,7 @@ impl QueryState {
         symbol: &str,
         row_price: f64,
         aggregates: &mut [f64],
-        emit: &mut impl FnMut(f64, f64),
+        emit: impl FnMut(f64, f64),
     ) {
         let len = self.events();
         let stored = |state: &Self, entry: usize, arg: usize| state.stored(layout, entry, layout.args[arg].offset);
@@ -472,11 +482,121 @@ impl QueryState {
                 AggregateKind::First | AggregateKind::Prev | AggregateKind::Perc => f64::NAN,
             };
         }
-        let row = Row { symbol, price: row_price, aggregates };
-        if layout.having.as_ref().is_some_and(|having| !having.fires(&row)) {
-            return;
+        decide(layout, symbol, row_price, aggregates, emit);
+    }
+}
+
+/// The state of the most common query shape (`RETAIN 2 EVENTS ... perc(price)`,
+/// `trend(price)`, `prev(1, price)`): the last few prices inline and the streak, no heap, few
+/// instructions per event.
+#[derive(Clone, Debug)]
+pub struct SmallState {
+    prices: [f64; SMALL],
+    previous: f64,
+    rises: u32,
+    head: u8,
+    len: u8,
+}
+
+impl SmallState {
+    fn new() -> Self {
+        SmallState { prices: [0.0; SMALL], previous: f64::NAN, rises: 0, head: 0, len: 0 }
+    }
+
+    /// The price `back` events before the latest.
+    #[inline(always)]
+    fn back(&self, back: usize) -> f64 {
+        self.prices[(self.head as usize + self.len as usize - 1 - back) % SMALL]
+    }
+
+    #[inline(always)]
+    fn on_event(
+        &mut self,
+        query: &Query,
+        layout: &Layout,
+        symbol: &str,
+        price: f64,
+        aggregates: &mut [f64],
+        emit: impl FnMut(f64, f64),
+    ) {
+        let Window::Events(n) = query.window else { unreachable!("a small state is an event window") };
+        if self.len as u64 >= n {
+            self.head = ((self.head as usize + 1) % SMALL) as u8;
+            self.len -= 1;
         }
-        emit(layout.price.value(&row), layout.value.value(&row));
+        self.prices[(self.head as usize + self.len as usize) % SMALL] = price;
+        self.len += 1;
+        self.rises = if price > self.previous { self.rises + 1 } else { 0 };
+        self.previous = price;
+        let len = self.len as usize;
+        for (slot, aggregate) in aggregates.iter_mut().zip(&query.aggregates) {
+            *slot = match aggregate.kind {
+                AggregateKind::CountAll => len as f64,
+                AggregateKind::First => self.prices[self.head as usize],
+                AggregateKind::Last => price,
+                AggregateKind::Prev if (aggregate.offset as usize) < len => self.back(aggregate.offset as usize),
+                AggregateKind::Perc if len >= 2 => {
+                    let first = self.prices[self.head as usize];
+                    (price - first) / first * 100.0
+                }
+                AggregateKind::Trend => self.rises as f64,
+                _ => f64::NAN,
+            };
+        }
+        decide(layout, symbol, price, aggregates, emit);
+    }
+}
+
+/// HAVING, then the output columns.
+#[inline(always)]
+fn decide(layout: &Layout, symbol: &str, row_price: f64, aggregates: &[f64], mut emit: impl FnMut(f64, f64)) {
+    let row = Row { symbol, price: row_price, aggregates };
+    if layout.having.as_ref().is_some_and(|having| !having.fires(&row)) {
+        return;
+    }
+    emit(layout.price.value(&row), layout.value.value(&row));
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Small(SmallState),
+    Window(WindowState),
+}
+
+/// One query's state for one symbol, on its own cache lines.
+#[derive(Clone, Debug)]
+#[repr(C, align(64))]
+pub struct QueryState {
+    kind: Kind,
+    /// The query this is the state of (its index in the engine's rules).
+    pub query: u32,
+}
+
+impl QueryState {
+    pub fn new(query_id: u32, query: &Query, layout: &Layout) -> Self {
+        let kind =
+            if layout.small { Kind::Small(SmallState::new()) } else { Kind::Window(WindowState::new(query, layout)) };
+        QueryState { kind, query: query_id }
+    }
+
+    /// Takes one event that passed the query's filters; calls `emit(price, value)` when the
+    /// query outputs. `aggregates` is scratch space.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_event(
+        &mut self,
+        query: &Query,
+        layout: &Layout,
+        symbol: &str,
+        price: f64,
+        ts: u64,
+        aggregates: &mut [f64],
+        emit: impl FnMut(f64, f64),
+    ) {
+        match &mut self.kind {
+            Kind::Small(state) => state.on_event(query, layout, symbol, price, aggregates, emit),
+            Kind::Window(state) => state.on_event(query, layout, symbol, price, ts, aggregates, emit),
+        }
     }
 }
 
@@ -488,7 +608,10 @@ mod tests {
     fn layouts_and_state_size() {
         let rules = crate::reference_rules();
         let layouts: Vec<Layout> = rules.queries.iter().map(Layout::new).collect();
-        assert_eq!(layouts.iter().map(|l| (l.capacity, l.stride)).collect::<Vec<_>>(), [(2, 1), (0, 0), (16, 2)]);
+        assert_eq!(
+            layouts.iter().map(|l| (l.small, l.capacity, l.stride)).collect::<Vec<_>>(),
+            [(true, 2, 1), (true, 0, 0), (false, 16, 2)]
+        );
         assert_eq!(std::mem::size_of::<QueryState>(), 128);
     }
 }
