@@ -44,6 +44,8 @@ pub struct Layout {
     /// Runs as a [`SmallState`]: a window of at most [`SMALL`] events of the price, and only
     /// aggregates that read the window's values or the streak.
     small: bool,
+    /// Runs as a [`TimeState`]: a time window of the price, no min/max.
+    time: bool,
     /// Every argument is the plain price (the common case: no expression to evaluate).
     args_are_price: bool,
     having: Option<Condition>,
@@ -97,8 +99,12 @@ impl Layout {
                 use AggregateKind::*;
                 matches!(a.kind, CountAll | First | Last | Prev | Perc | Trend)
             });
+        let time = matches!(query.window, Window::Time(_))
+            && query.args.iter().all(|arg| *arg == Expr::Price)
+            && query.aggregates.iter().all(|a| !matches!(a.kind, AggregateKind::Min | AggregateKind::Max));
         Layout {
             small,
+            time,
             stride,
             timed,
             capacity,
@@ -547,6 +553,99 @@ impl SmallState {
     }
 }
 
+/// The state of a time window over the price (`RETAIN 10 SECONDS ... stddev(price)`): a ring
+/// of (time, price) pairs, the price's moments and streak, in one cache line.
+#[derive(Clone, Debug)]
+pub struct TimeState {
+    latest: u64,
+    len: u32,
+    head: u32,
+    /// (time bits, price) pairs.
+    ring: Ring,
+    moments: Moments,
+    previous: f64,
+    rises: u32,
+}
+
+impl TimeState {
+    fn new() -> Self {
+        TimeState {
+            latest: 0,
+            len: 0,
+            head: 0,
+            ring: Ring::with_capacity(16),
+            moments: Moments::default(),
+            previous: f64::NAN,
+            rises: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn price(&self, event: usize) -> f64 {
+        self.ring.get(self.head, 2 * event + 1)
+    }
+
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn on_event(
+        &mut self,
+        query: &Query,
+        layout: &Layout,
+        symbol: &str,
+        price: f64,
+        ts: u64,
+        aggregates: &mut [f64],
+        emit: impl FnMut(f64, f64),
+    ) {
+        let Window::Time(length) = query.window else { unreachable!("a time state is a time window") };
+        // A late event counts at the window's latest time.
+        let ts = ts.max(self.latest);
+        self.latest = ts;
+        if ts >= length {
+            let horizon = ts - length;
+            let mask = self.ring.buf.len() - 1;
+            while self.len > 0 && self.ring.get(self.head, 0).to_bits() <= horizon {
+                self.moments.remove(self.ring.get(self.head, 1));
+                self.head = ((self.head as usize + 2) & mask) as u32;
+                self.len -= 1;
+            }
+        }
+        let base = 2 * self.len as usize;
+        self.ring.reserve(&mut self.head, base, base + 2);
+        self.ring.set(self.head, base, f64::from_bits(ts));
+        self.ring.set(self.head, base + 1, price);
+        self.len += 1;
+        self.moments.add(price);
+        if self.moments.needs_rebuild() {
+            let (ring, head, len) = (&self.ring, self.head, self.len as usize);
+            self.moments.rebuild((0..len).map(|event| ring.get(head, 2 * event + 1)));
+        }
+        self.rises = if price > self.previous { self.rises + 1 } else { 0 };
+        self.previous = price;
+        let len = self.len as usize;
+        for (slot, aggregate) in aggregates.iter_mut().zip(&query.aggregates) {
+            *slot = match aggregate.kind {
+                AggregateKind::CountAll => len as f64,
+                AggregateKind::Count => self.moments.n as f64,
+                AggregateKind::Sum => self.moments.sum(),
+                AggregateKind::Avg => self.moments.mean(),
+                AggregateKind::StddevPop => self.moments.stddev_pop(),
+                AggregateKind::StddevSamp => self.moments.stddev_samp(),
+                AggregateKind::First => self.price(0),
+                AggregateKind::Last => price,
+                AggregateKind::Prev if (aggregate.offset as usize) < len => self.price(len - 1 - aggregate.offset as usize),
+                AggregateKind::Perc if len >= 2 => {
+                    let first = self.price(0);
+                    (price - first) / first * 100.0
+                }
+                AggregateKind::Trend => self.rises as f64,
+                _ => f64::NAN,
+            };
+        }
+        decide(layout, symbol, price, aggregates, emit);
+    }
+}
+
 /// HAVING, then the output columns.
 #[inline(always)]
 fn decide(layout: &Layout, symbol: &str, row_price: f64, aggregates: &[f64], mut emit: impl FnMut(f64, f64)) {
@@ -560,6 +659,7 @@ fn decide(layout: &Layout, symbol: &str, row_price: f64, aggregates: &[f64], mut
 #[derive(Clone, Debug)]
 enum Kind {
     Small(SmallState),
+    Time(TimeState),
     Window(WindowState),
 }
 
@@ -574,8 +674,13 @@ pub struct QueryState {
 
 impl QueryState {
     pub fn new(query_id: u32, query: &Query, layout: &Layout) -> Self {
-        let kind =
-            if layout.small { Kind::Small(SmallState::new()) } else { Kind::Window(WindowState::new(query, layout)) };
+        let kind = if layout.small {
+            Kind::Small(SmallState::new())
+        } else if layout.time {
+            Kind::Time(TimeState::new())
+        } else {
+            Kind::Window(WindowState::new(query, layout))
+        };
         QueryState { kind, query: query_id }
     }
 
@@ -595,6 +700,7 @@ impl QueryState {
     ) {
         match &mut self.kind {
             Kind::Small(state) => state.on_event(query, layout, symbol, price, aggregates, emit),
+            Kind::Time(state) => state.on_event(query, layout, symbol, price, ts, aggregates, emit),
             Kind::Window(state) => state.on_event(query, layout, symbol, price, ts, aggregates, emit),
         }
     }
