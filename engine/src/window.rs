@@ -121,7 +121,6 @@ impl Moments {
 #[derive(Clone, Debug, Default)]
 pub struct PriceWindow {
     values: VecDeque<(u64, f64)>,
-    prices: VecDeque<f64>,
     moments: Moments,
 }
 
@@ -137,14 +136,12 @@ impl PriceWindow {
                 break;
             }
             self.values.pop_front();
-            self.prices.pop_front();
             self.moments.remove(p);
         }
         self.values.push_back((ts, price));
-        self.prices.push_back(price);
         self.moments.add(price);
         if self.moments.needs_rebuild() {
-            self.moments.rebuild(self.prices.iter().copied());
+            self.moments.rebuild(self.values.iter().map(|&(_, p)| p));
         }
         self.stddev()
     }
