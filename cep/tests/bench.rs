@@ -71,7 +71,7 @@ fn engine_kind() {
         .all(|r| r["events"] == 20000 && r["events_per_s"].as_f64().unwrap() > 0.0));
     let csv = std::fs::read_to_string(dir.path().join("engine.csv")).unwrap();
     assert!(csv.starts_with("rule_set,events,seconds,events_per_s,ns_per_event,outputs\n"));
-    assert_eq!(csv.lines().count(), 7);
+    assert_eq!(csv.lines().count(), 11);
     assert_report(dir.path(), 1);
 }
 

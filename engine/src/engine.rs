@@ -3,7 +3,7 @@
 //! indexing: an event is offered only to the queries that can match it). Rules can be
 //! switched between two events; unchanged queries keep their state.
 
-use crate::state::{Layout, QueryState};
+use crate::state::{Layout, States};
 use cep_query::plan::{Query, Row, RuleSet};
 use rustc_hash::FxHashMap;
 
@@ -13,22 +13,45 @@ pub type SymbolId = u32;
 /// A query's index in the engine's current rule set.
 pub type QueryId = u32;
 
+/// One query, ready to run, with its states for the symbols it is attached to.
 #[derive(Debug)]
-struct Compiled {
+struct Runner {
     query: Query,
     layout: Layout,
+    states: States,
+    /// The symbol of each state.
+    symbols: Vec<SymbolId>,
+}
+
+impl Runner {
+    fn new(query: Query) -> Self {
+        let layout = Layout::new(&query);
+        Runner { states: States::new(&layout), query, layout, symbols: Vec::new() }
+    }
+
+    /// Whether the query's symbol filter admits the symbol.
+    fn admits(&self, symbol: &str, unindexed: bool) -> bool {
+        let row = Row { symbol, price: f64::NAN, aggregates: &[] };
+        unindexed || self.query.symbol_filter.as_ref().is_none_or(|f| f.truth(&row) == Some(true))
+    }
+
+    /// A fresh state for the symbol; returns its slot.
+    fn attach(&mut self, id: SymbolId) -> u32 {
+        self.symbols.push(id);
+        self.states.add(&self.query, &self.layout)
+    }
 }
 
 #[derive(Debug)]
 pub struct Engine {
-    queries: Vec<Compiled>,
+    runners: Vec<Runner>,
     /// Offer events to every query and decide symbol filters per event (for measuring what
     /// the index saves); normally false.
     unindexed: bool,
     ids: FxHashMap<Box<[u8]>, SymbolId>,
     names: Vec<Box<str>>,
-    /// Per symbol: the states of the queries attached to it.
-    attached: Vec<Vec<QueryState>>,
+    /// Per symbol: (query, slot of its state) for each query attached to it, in query order.
+    attached: Vec<Vec<(QueryId, u32)>>,
     aggregates: Vec<f64>,
     processed: u64,
     outputs: Vec<u64>,
@@ -47,7 +70,7 @@ impl Engine {
 
     fn build(rules: RuleSet, unindexed: bool) -> Self {
         let mut engine = Engine {
-            queries: Vec::new(),
+            runners: Vec::new(),
             unindexed,
             ids: FxHashMap::default(),
             names: Vec::new(),
@@ -57,58 +80,47 @@ impl Engine {
             outputs: Vec::new(),
             outputs_total: 0,
         };
-        engine.install(rules);
+        engine.install(rules.queries.into_iter().map(Runner::new).collect());
         engine
     }
 
-    fn install(&mut self, rules: RuleSet) {
-        self.queries = rules.queries.into_iter().map(|query| Compiled { layout: Layout::new(&query), query }).collect();
-        self.aggregates = vec![0.0; self.queries.iter().map(|c| c.query.aggregates.len()).max().unwrap_or(0)];
-        self.outputs = vec![0; self.queries.len()];
+    fn install(&mut self, runners: Vec<Runner>) {
+        self.runners = runners;
+        self.aggregates = vec![0.0; self.runners.iter().map(|r| r.query.aggregates.len()).max().unwrap_or(0)];
+        self.outputs = vec![0; self.runners.len()];
     }
 
     /// Switches to new rules between two events. A query with the same name and the same
-    /// plan as a running one keeps its state per symbol; new and changed ones start empty.
+    /// plan as a running one keeps its states; new and changed ones start empty.
     pub fn switch(&mut self, rules: RuleSet) {
-        let old: Vec<Compiled> = std::mem::take(&mut self.queries);
-        self.install(rules);
-        let kept: Vec<Option<QueryId>> = self
-            .queries
-            .iter()
-            .map(|new| old.iter().position(|o| o.query == new.query).map(|at| at as QueryId))
-            .collect();
-        for id in 0..self.names.len() {
-            let mut previous = std::mem::take(&mut self.attached[id]);
-            let mut attached = self.attach(id);
-            for entry in &mut attached {
-                if let Some(old_id) = kept[entry.query as usize] {
-                    if let Some(at) = previous.iter().position(|p| p.query == old_id) {
-                        let query = entry.query;
-                        *entry = previous.swap_remove(at);
-                        entry.query = query;
+        let mut old: Vec<Option<Runner>> = std::mem::take(&mut self.runners).into_iter().map(Some).collect();
+        let mut runners = Vec::with_capacity(rules.queries.len());
+        for query in rules.queries {
+            let kept = old.iter().position(|o| o.as_ref().is_some_and(|o| o.query == query));
+            match kept.and_then(|at| old[at].take()) {
+                Some(runner) => runners.push(runner),
+                None => {
+                    let mut runner = Runner::new(query);
+                    for (id, name) in self.names.iter().enumerate() {
+                        if runner.admits(name, self.unindexed) {
+                            runner.attach(id as SymbolId);
+                        }
                     }
+                    runners.push(runner);
                 }
             }
-            self.attached[id] = attached;
         }
+        self.attached = vec![Vec::new(); self.names.len()];
+        for (query, runner) in runners.iter().enumerate() {
+            for (slot, &id) in runner.symbols.iter().enumerate() {
+                self.attached[id as usize].push((query as QueryId, slot as u32));
+            }
+        }
+        self.install(runners);
     }
 
     pub fn queries(&self) -> impl Iterator<Item = &Query> {
-        self.queries.iter().map(|c| &c.query)
-    }
-
-    /// The queries whose symbol filters admit symbol `id`, with fresh state.
-    fn attach(&self, id: usize) -> Vec<QueryState> {
-        let symbol: &str = &self.names[id];
-        let row = Row { symbol, price: f64::NAN, aggregates: &[] };
-        self.queries
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| {
-                self.unindexed || c.query.symbol_filter.as_ref().is_none_or(|f| f.truth(&row) == Some(true))
-            })
-            .map(|(at, c)| QueryState::new(at as QueryId, &c.query, &c.layout))
-            .collect()
+        self.runners.iter().map(|r| &r.query)
     }
 
     /// The symbol's id, interning it on first sight (the only allocation, once per symbol).
@@ -128,12 +140,18 @@ impl Engine {
 
     #[cold]
     fn insert(&mut self, bytes: &[u8]) -> SymbolId {
-        let id = self.names.len();
-        self.ids.insert(bytes.into(), id as SymbolId);
-        self.names.push(String::from_utf8_lossy(bytes).into());
-        let attached = self.attach(id);
+        let id = self.names.len() as SymbolId;
+        let name: Box<str> = String::from_utf8_lossy(bytes).into();
+        let mut attached = Vec::new();
+        for (query, runner) in self.runners.iter_mut().enumerate() {
+            if runner.admits(&name, self.unindexed) {
+                attached.push((query as QueryId, runner.attach(id)));
+            }
+        }
+        self.ids.insert(bytes.into(), id);
+        self.names.push(name);
         self.attached.push(attached);
-        id as SymbolId
+        id
     }
 
     pub fn symbol_bytes(&self, id: SymbolId) -> &[u8] {
@@ -167,9 +185,8 @@ impl Engine {
     pub fn process(&mut self, id: SymbolId, price: f64, ts: u64, mut emit: impl FnMut(QueryId, f64, f64)) {
         self.processed += 1;
         let symbol: &str = &self.names[id as usize];
-        for state in &mut self.attached[id as usize] {
-            let compiled = &self.queries[state.query as usize];
-            let query = &compiled.query;
+        for &(query_id, slot) in &self.attached[id as usize] {
+            let Runner { query, layout, states, .. } = &mut self.runners[query_id as usize];
             let row = Row { symbol, price, aggregates: &[] };
             if self.unindexed && query.symbol_filter.as_ref().is_some_and(|f| f.truth(&row) != Some(true)) {
                 continue;
@@ -179,8 +196,7 @@ impl Engine {
             }
             let outputs = &mut self.outputs;
             let total = &mut self.outputs_total;
-            let query_id = state.query;
-            state.on_event(query, &compiled.layout, symbol, price, ts, &mut self.aggregates, |p, v| {
+            states.on_event(slot, query, layout, symbol, price, ts, &mut self.aggregates, |p, v| {
                 outputs[query_id as usize] += 1;
                 *total += 1;
                 emit(query_id, p, v);

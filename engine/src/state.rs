@@ -44,7 +44,7 @@ pub struct Layout {
     /// Runs as a [`SmallState`]: a window of at most [`SMALL`] events of the price, and only
     /// aggregates that read the window's values or the streak.
     small: bool,
-    /// Runs as a [`TimeState`]: a time window of the price, no min/max.
+    /// Runs as a [`TimeState`]: a time window of the price, no min/max or trend.
     time: bool,
     /// Every argument is the plain price (the common case: no expression to evaluate).
     args_are_price: bool,
@@ -101,7 +101,10 @@ impl Layout {
             });
         let time = matches!(query.window, Window::Time(_))
             && query.args.iter().all(|arg| *arg == Expr::Price)
-            && query.aggregates.iter().all(|a| !matches!(a.kind, AggregateKind::Min | AggregateKind::Max));
+            && query
+                .aggregates
+                .iter()
+                .all(|a| !matches!(a.kind, AggregateKind::Min | AggregateKind::Max | AggregateKind::Trend));
         Layout {
             small,
             time,
@@ -272,7 +275,7 @@ pub struct WindowState {
 }
 
 impl WindowState {
-    pub fn new(query: &Query, layout: &Layout) -> Self {
+    fn new(query: &Query, layout: &Layout) -> Self {
         let rare = layout.rare.then(|| {
             Box::new(Rare {
                 latest: 0,
@@ -318,7 +321,7 @@ impl WindowState {
     /// query outputs. `aggregates` is scratch space.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub fn on_event(
+    fn on_event(
         &mut self,
         query: &Query,
         layout: &Layout,
@@ -496,6 +499,7 @@ impl WindowState {
 /// `trend(price)`, `prev(1, price)`): the last few prices inline and the streak, no heap, few
 /// instructions per event.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub struct SmallState {
     prices: [f64; SMALL],
     previous: f64,
@@ -554,30 +558,21 @@ impl SmallState {
 }
 
 /// The state of a time window over the price (`RETAIN 10 SECONDS ... stddev(price)`): a ring
-/// of (time, price) pairs, the price's moments and streak, in one cache line.
+/// of (time, price) pairs and the price's moments, in one cache line.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub struct TimeState {
+    /// (time bits, price) pairs.
+    ring: Ring,
     latest: u64,
     len: u32,
     head: u32,
-    /// (time bits, price) pairs.
-    ring: Ring,
     moments: Moments,
-    previous: f64,
-    rises: u32,
 }
 
 impl TimeState {
     fn new() -> Self {
-        TimeState {
-            latest: 0,
-            len: 0,
-            head: 0,
-            ring: Ring::with_capacity(16),
-            moments: Moments::default(),
-            previous: f64::NAN,
-            rises: 0,
-        }
+        TimeState { latest: 0, len: 0, head: 0, ring: Ring::with_capacity(16), moments: Moments::default() }
     }
 
     #[inline(always)]
@@ -620,8 +615,6 @@ impl TimeState {
             let (ring, head, len) = (&self.ring, self.head, self.len as usize);
             self.moments.rebuild((0..len).map(|event| ring.get(head, 2 * event + 1)));
         }
-        self.rises = if price > self.previous { self.rises + 1 } else { 0 };
-        self.previous = price;
         let len = self.len as usize;
         for (slot, aggregate) in aggregates.iter_mut().zip(&query.aggregates) {
             *slot = match aggregate.kind {
@@ -633,12 +626,13 @@ impl TimeState {
                 AggregateKind::StddevSamp => self.moments.stddev_samp(),
                 AggregateKind::First => self.price(0),
                 AggregateKind::Last => price,
-                AggregateKind::Prev if (aggregate.offset as usize) < len => self.price(len - 1 - aggregate.offset as usize),
+                AggregateKind::Prev if (aggregate.offset as usize) < len => {
+                    self.price(len - 1 - aggregate.offset as usize)
+                }
                 AggregateKind::Perc if len >= 2 => {
                     let first = self.price(0);
                     (price - first) / first * 100.0
                 }
-                AggregateKind::Trend => self.rises as f64,
                 _ => f64::NAN,
             };
         }
@@ -656,40 +650,51 @@ fn decide(layout: &Layout, symbol: &str, row_price: f64, aggregates: &[f64], mut
     emit(layout.price.value(&row), layout.value.value(&row));
 }
 
+/// One query's states, one per symbol it is attached to, in the query's own array (so an
+/// event touches one compact state per query of its symbol, and the arrays hold no tags).
 #[derive(Clone, Debug)]
-enum Kind {
-    Small(SmallState),
-    Time(TimeState),
-    Window(WindowState),
+pub enum States {
+    Small(Vec<SmallState>),
+    Time(Vec<TimeState>),
+    Window(Vec<WindowState>),
 }
 
-/// One query's state for one symbol, on its own cache lines.
-#[derive(Clone, Debug)]
-#[repr(C, align(64))]
-pub struct QueryState {
-    kind: Kind,
-    /// The query this is the state of (its index in the engine's rules).
-    pub query: u32,
-}
-
-impl QueryState {
-    pub fn new(query_id: u32, query: &Query, layout: &Layout) -> Self {
-        let kind = if layout.small {
-            Kind::Small(SmallState::new())
+impl States {
+    pub fn new(layout: &Layout) -> Self {
+        if layout.small {
+            States::Small(Vec::new())
         } else if layout.time {
-            Kind::Time(TimeState::new())
+            States::Time(Vec::new())
         } else {
-            Kind::Window(WindowState::new(query, layout))
-        };
-        QueryState { kind, query: query_id }
+            States::Window(Vec::new())
+        }
     }
 
-    /// Takes one event that passed the query's filters; calls `emit(price, value)` when the
-    /// query outputs. `aggregates` is scratch space.
+    /// Adds a fresh state; returns its slot.
+    pub fn add(&mut self, query: &Query, layout: &Layout) -> u32 {
+        match self {
+            States::Small(states) => {
+                states.push(SmallState::new());
+                states.len() as u32 - 1
+            }
+            States::Time(states) => {
+                states.push(TimeState::new());
+                states.len() as u32 - 1
+            }
+            States::Window(states) => {
+                states.push(WindowState::new(query, layout));
+                states.len() as u32 - 1
+            }
+        }
+    }
+
+    /// State `slot` takes one event that passed the query's filters; calls
+    /// `emit(price, value)` when the query outputs. `aggregates` is scratch space.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub fn on_event(
         &mut self,
+        slot: u32,
         query: &Query,
         layout: &Layout,
         symbol: &str,
@@ -698,10 +703,11 @@ impl QueryState {
         aggregates: &mut [f64],
         emit: impl FnMut(f64, f64),
     ) {
-        match &mut self.kind {
-            Kind::Small(state) => state.on_event(query, layout, symbol, price, aggregates, emit),
-            Kind::Time(state) => state.on_event(query, layout, symbol, price, ts, aggregates, emit),
-            Kind::Window(state) => state.on_event(query, layout, symbol, price, ts, aggregates, emit),
+        let slot = slot as usize;
+        match self {
+            States::Small(states) => states[slot].on_event(query, layout, symbol, price, aggregates, emit),
+            States::Time(states) => states[slot].on_event(query, layout, symbol, price, ts, aggregates, emit),
+            States::Window(states) => states[slot].on_event(query, layout, symbol, price, ts, aggregates, emit),
         }
     }
 }
@@ -715,9 +721,11 @@ mod tests {
         let rules = crate::reference_rules();
         let layouts: Vec<Layout> = rules.queries.iter().map(Layout::new).collect();
         assert_eq!(
-            layouts.iter().map(|l| (l.small, l.capacity, l.stride)).collect::<Vec<_>>(),
-            [(true, 2, 1), (true, 0, 0), (false, 16, 2)]
+            layouts.iter().map(|l| (l.small, l.time)).collect::<Vec<_>>(),
+            [(true, false), (true, false), (false, true)]
         );
-        assert_eq!(std::mem::size_of::<QueryState>(), 128);
+        // One cache line each.
+        assert_eq!(std::mem::size_of::<SmallState>(), 64);
+        assert_eq!(std::mem::size_of::<TimeState>(), 64);
     }
 }
