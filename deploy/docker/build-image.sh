@@ -9,5 +9,6 @@ RUSTFLAGS="-C target-feature=+crt-static" \
 mkdir -p deploy/docker/dist
 cp target/static/x86_64-unknown-linux-gnu/release/cep deploy/docker/dist/cep
 strip deploy/docker/dist/cep
+rm -rf deploy/docker/dist/rules && cp -r rules deploy/docker/dist/rules
 docker build --quiet --tag "$image" --file deploy/docker/Dockerfile deploy/docker/dist >/dev/null
 echo "built $image"

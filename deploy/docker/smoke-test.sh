@@ -29,6 +29,8 @@ if not summary["complete"]:
     problems.append("run incomplete")
 if summary["events_sent"] == 0 or summary["events_processed"] != summary["events_sent"]:
     problems.append(f"processed {summary['events_processed']} of {summary['events_sent']} sent")
+if sorted(summary["outputs"]) != ["perc", "trend", "volatility"] or summary["rules"][0]["origin"] != "/rules/reference.rules":
+    problems.append(f"rules: {summary['rules']}, outputs {summary['outputs']}")
 if summary["events_lost"] or summary["duplicates"]:
     problems.append(f"lost {summary['events_lost']}, duplicates {summary['duplicates']}")
 if len(workers) != 3 or any(w["events"] == 0 for w in workers):
