@@ -46,7 +46,6 @@ pub enum RouterError {
 pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterReport, RouterError> {
     config.validate().map_err(RouterError::Config)?;
     let source = cep_query::RulesSource::load(config.rules.as_deref()).map_err(RouterError::Rules)?;
-    let mut deployments = Deployments::start(&source).map_err(RouterError::Rules)?;
     let context = Context::new();
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
     let control = ControlServer::bind(&context, &config.control)?;
@@ -66,35 +65,35 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
         0 => WorkerCount::Settle(config.settle),
         n => WorkerCount::Exactly(n),
     };
-    let mut rendezvous = Rendezvous::<ClientId>::new(expected, config.streams);
-    let mut ending = Ending::default();
+    let mut served = Served {
+        rendezvous: Rendezvous::<ClientId>::new(expected, config.streams),
+        ending: Ending::default(),
+        deployments: Deployments::start(&source).map_err(RouterError::Rules)?,
+    };
     let mut last_log = Instant::now();
     let listening_since = Instant::now();
-    while !rendezvous.is_complete(Instant::now()) {
+    while !served.rendezvous.is_complete(Instant::now()) {
         if shutdown.load(Ordering::Relaxed) {
-            return Err(RouterError::ShutdownBeforeStart(rendezvous.waiting_for()));
+            return Err(RouterError::ShutdownBeforeStart(served.rendezvous.waiting_for()));
         }
         if !config.start_timeout.is_zero() && listening_since.elapsed() > config.start_timeout {
-            return Err(RouterError::Incomplete { waited: config.start_timeout, missing: rendezvous.waiting_for() });
+            return Err(RouterError::Incomplete {
+                waited: config.start_timeout,
+                missing: served.rendezvous.waiting_for(),
+            });
         }
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
-            let mut control = Serving {
-                control: &control,
-                rendezvous: &mut rendezvous,
-                ending: &mut ending,
-                deployments: &mut deployments,
-            };
-            control.serve(None, client, &body, &shutdown)?;
+            served.serve(&control, None, client, &body, &shutdown)?;
         }
         if last_log.elapsed() > Duration::from_secs(5) {
-            info!("waiting for {}", rendezvous.waiting_for());
+            info!("waiting for {}", served.rendezvous.waiting_for());
             last_log = Instant::now();
         }
     }
     // Stamps are taken in the collector's time: measure this host's offset to it first.
-    let clock = synchronise(&context, rendezvous.collector_clock().unwrap_or_default(), &shutdown)?;
+    let clock = synchronise(&context, served.rendezvous.collector_clock().unwrap_or_default(), &shutdown)?;
     // Far enough ahead for every node to measure its own clock offset first.
-    let start = rendezvous.start(now_ns() + START_DELAY_NS, deployments.current());
+    let start = served.rendezvous.start(now_ns() + START_DELAY_NS, served.deployments.current());
     let worker_ids: Vec<String> = start.workers.iter().map(|w| w.id.clone()).collect();
     let outputs: Vec<Push> =
         start.workers.iter().map(|w| Push::connect(&context, &w.endpoint, &options)).collect::<Result<_, _>>()?;
@@ -122,13 +121,7 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
         }
         if last_control.elapsed() > Duration::from_millis(100) {
             while let Some((client, body)) = control.recv(Duration::ZERO)? {
-                let mut control = Serving {
-                    control: &control,
-                    rendezvous: &mut rendezvous,
-                    ending: &mut ending,
-                    deployments: &mut deployments,
-                };
-                control.serve(Some(&mut path), client, &body, &shutdown)?;
+                served.serve(&control, Some(&mut path), client, &body, &shutdown)?;
             }
             last_control = Instant::now();
         }
@@ -136,7 +129,7 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     path.flush_all(&shutdown)?;
     let report = RouterReport {
         received: path.received.iter().enumerate().map(|(stream, count)| (stream as u32, *count)).collect(),
-        rules: deployments.history().to_vec(),
+        rules: served.deployments.history().to_vec(),
         routed: path.routed_total,
         rejected: path.rejections.counts().clone(),
         workers: worker_ids,
@@ -146,21 +139,15 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     }
     // Keep every socket open until the collector has everything (see `Ending`).
     let ending_since = Instant::now();
-    while !ending.finished && !shutdown.load(Ordering::Relaxed) && ending_since.elapsed() < config.end_timeout {
+    while !served.ending.finished && !shutdown.load(Ordering::Relaxed) && ending_since.elapsed() < config.end_timeout {
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
-            let mut control = Serving {
-                control: &control,
-                rendezvous: &mut rendezvous,
-                ending: &mut ending,
-                deployments: &mut deployments,
-            };
-            control.serve(Some(&mut path), client, &body, &shutdown)?;
+            served.serve(&control, Some(&mut path), client, &body, &shutdown)?;
         }
     }
-    if !ending.finished && !shutdown.load(Ordering::Relaxed) {
+    if !served.ending.finished && !shutdown.load(Ordering::Relaxed) {
         warn!(waited = ?config.end_timeout, "the collector never said it had everything; ending anyway");
     }
-    ending.release(&control);
+    served.ending.release(&control);
     if shutdown.load(Ordering::Relaxed) {
         for push in path.outputs.iter().chain([&collector]) {
             push.shorten_linger(Duration::from_millis(500));
@@ -190,19 +177,19 @@ impl Ending {
     }
 }
 
-/// What serving a control request may touch.
-struct Serving<'a> {
-    control: &'a ControlServer,
-    rendezvous: &'a mut Rendezvous<ClientId>,
-    ending: &'a mut Ending,
-    deployments: &'a mut Deployments,
+/// What control requests change: who registered, the end of the run, the rules.
+struct Served {
+    rendezvous: Rendezvous<ClientId>,
+    ending: Ending,
+    deployments: Deployments,
 }
 
-impl Serving<'_> {
+impl Served {
     /// Serves one control request: a registration, a deployment, or the end-of-run exchange.
     /// `path` is the data path once the run has started.
     fn serve(
         &mut self,
+        control: &ControlServer,
         path: Option<&mut DataPath>,
         client: ClientId,
         body: &[u8],
@@ -226,14 +213,14 @@ impl Serving<'_> {
                         encode_message(FrameKind::Refused, ROUTER_SENDER, &Refused { reason })
                     }
                 };
-                if let Err(error) = self.control.reply(&client, &frame) {
+                if let Err(error) = control.reply(&client, &frame) {
                     warn!(%error, "could not answer a deployment");
                 }
             }
-            _ => serve_registration(self.control, self.rendezvous, client, body),
+            _ => serve_registration(control, &mut self.rendezvous, client, body),
         }
         if self.ending.finished {
-            self.ending.release(self.control);
+            self.ending.release(control);
         }
         Ok(())
     }
