@@ -149,19 +149,21 @@ impl Ring {
         self.buf[(head as usize + at) & mask] = value;
     }
 
+    /// Doubles the capacity (at least to `end`): the buffer is reallocated in place where the
+    /// allocator can (large buffers are remapped, not copied), and values that had wrapped
+    /// around to the front move to just after the old end, so `head` stays valid.
     #[cold]
     fn grow(&mut self, head: &mut u32, used: usize, end: usize) {
-        let capacity = (self.buf.len() * 2).max(16).max(end.next_power_of_two());
-        let mut bigger = vec![0.0; capacity];
-        // Large buffers come page-aligned, and every symbol's window fills in step with the
-        // others: starting each ring at an address-derived offset keeps their ends from
-        // landing in the same cache sets.
-        let start = (bigger.as_ptr() as usize >> 12).wrapping_mul(0x9E37_79B9) & (capacity - 1) & !7;
-        for at in 0..used {
-            bigger[(start + at) & (capacity - 1)] = self.get(*head, at);
+        let old = self.buf.len();
+        let capacity = (old * 2).max(16).max(end.next_power_of_two());
+        let mut values = std::mem::take(&mut self.buf).into_vec();
+        values.reserve_exact(capacity - old);
+        values.resize(capacity, 0.0);
+        let start = *head as usize;
+        if start + used > old {
+            values.copy_within(0..start + used - old, old);
         }
-        self.buf = bigger.into_boxed_slice();
-        *head = start as u32;
+        self.buf = values.into_boxed_slice();
     }
 
     #[inline]
@@ -715,6 +717,28 @@ impl States {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ring_keeps_its_order_when_it_grows_wrapped() {
+        let mut ring = Ring::with_capacity(4);
+        let (mut head, mut used) = (0u32, 0usize);
+        let mut want = std::collections::VecDeque::new();
+        for value in 0..100 {
+            // Drop one of every three values from the front, so the live part wraps around.
+            if value % 3 == 0 && used > 0 {
+                head = ((head as usize + 1) & (ring.buf.len() - 1)) as u32;
+                used -= 1;
+                want.pop_front();
+            }
+            ring.reserve(&mut head, used, used + 1);
+            ring.set(head, used, value as f64);
+            used += 1;
+            want.push_back(value as f64);
+            let got: Vec<f64> = (0..used).map(|at| ring.get(head, at)).collect();
+            assert_eq!(got, want.iter().copied().collect::<Vec<_>>());
+        }
+        assert!(ring.buf.len() >= 64);
+    }
 
     #[test]
     fn layouts_and_state_size() {
