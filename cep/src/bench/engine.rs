@@ -51,10 +51,16 @@ pub fn rule_sets() -> Vec<(&'static str, EngineUnderTest)> {
     let two_queries = cep_query::REFERENCE[..cep_query::REFERENCE.find("-- R3").expect("R3 in the reference")]
         .replace("FROM StockTick", &format!("FROM StockTick {filter}"));
     let two_queries = cep_engine::compile(&two_queries, "two queries").expect("the two-query rules check");
+    let hand_written = |perc, trend, volatility| {
+        EngineUnderTest::Baseline(RulesConfig { perc, trend, volatility, ..RulesConfig::default() })
+    };
     vec![
         ("R1 perc", only(&["perc"])),
+        ("R1 hand-written", hand_written(true, false, false)),
         ("R2 trend", only(&["trend"])),
+        ("R2 hand-written", hand_written(false, true, false)),
         ("R3 volatility", only(&["volatility"])),
+        ("R3 hand-written", hand_written(false, false, true)),
         ("R1+R2", only(&["perc", "trend"])),
         (COMPILED_REFERENCE, EngineUnderTest::Compiled(reference.clone())),
         (BASELINE_REFERENCE, EngineUnderTest::Baseline(RulesConfig::default())),
