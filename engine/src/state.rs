@@ -321,7 +321,7 @@ impl WindowState {
 
     /// Takes one event that passed the query's filters; calls `emit(price, value)` when the
     /// query outputs. `aggregates` is scratch space.
-    #[inline(always)]
+    #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn on_event(
         &mut self,
@@ -371,7 +371,7 @@ impl WindowState {
         }
     }
 
-    #[inline(always)]
+    #[inline]
     fn push(&mut self, query: &Query, layout: &Layout, symbol: &str, price: f64, ts: u64) {
         let stride = layout.stride;
         let base = self.len as usize * stride;
@@ -447,7 +447,7 @@ impl WindowState {
         }
     }
 
-    #[inline(always)]
+    #[inline]
     fn evaluate(
         &mut self,
         query: &Query,
