@@ -15,7 +15,7 @@ pub struct Comparison {
 
 impl Comparison {
     /// Whether it holds; a null (NaN) aggregate never does (unknown).
-    #[inline]
+    #[inline(always)]
     fn holds(self, aggregates: &[f64]) -> bool {
         let a = aggregates[self.aggregate];
         let b = self.constant;
@@ -74,7 +74,7 @@ impl Condition {
         Condition::General(expr.clone())
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn fires(&self, row: &Row<'_>) -> bool {
         match self {
             Condition::AnyOf(parts) => parts.iter().any(|c| c.holds(row.aggregates)),
@@ -109,7 +109,7 @@ impl Column {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn value(&self, row: &Row<'_>) -> f64 {
         match self {
             Column::Price => row.price,

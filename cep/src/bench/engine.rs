@@ -1,7 +1,7 @@
 //! `cep bench engine`: the engine alone on one core, per rule set, in events per second and
 //! nanoseconds per event.
 
-use super::overview::{bench_rules, reference_ticks, EngineUnderTest};
+use super::overview::{bench_rules, reference_ticks_over, EngineUnderTest};
 use super::report::{bar_chart, table, Report};
 use clap::Args;
 use serde::Serialize;
@@ -12,6 +12,9 @@ pub struct EngineBenchArgs {
     /// Ticks of the reference stream per rule set.
     #[arg(long, env = "CEP_BENCH_ENGINE_TICKS", default_value_t = 10_000_000)]
     pub ticks: u64,
+    /// Symbols in the stream (fewer keep every symbol's state in the caches), 1 to 1,470.
+    #[arg(long, default_value_t = 1470, value_parser = clap::value_parser!(u16).range(1..=1470))]
+    pub symbols: u16,
     /// Measure only these rule sets (by name, as printed; repeatable). Default: all.
     #[arg(long)]
     pub only: Vec<String>,
@@ -96,7 +99,7 @@ impl Ratios {
 
 pub fn run(args: EngineBenchArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)?;
-    let input = reference_ticks(args.ticks, 1e6);
+    let input = reference_ticks_over(args.ticks, 1e6, args.symbols as usize);
     let mut sets = rule_sets();
     if !args.only.is_empty() {
         let known: Vec<&str> = sets.iter().map(|(name, _)| *name).collect();

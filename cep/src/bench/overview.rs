@@ -60,7 +60,12 @@ pub struct BenchResults {
 /// event time as if the ticks arrived at `rate` (at 1 M ev/s the 10 s windows hold ~6,800
 /// prices each).
 pub fn reference_ticks(count: u64, rate: f64) -> Vec<(u32, f64, u64)> {
-    GbmStream::all(42, 1470)
+    reference_ticks_over(count, rate, 1470)
+}
+
+/// [`reference_ticks`] over the first `symbols` symbols (at most 1,470).
+pub fn reference_ticks_over(count: u64, rate: f64, symbols: usize) -> Vec<(u32, f64, u64)> {
+    GbmStream::all(42, symbols.min(1470))
         .take(count as usize)
         .map(|t| (t.symbol as u32, t.price, (t.index as f64 * 1e9 / rate) as u64))
         .collect()
