@@ -1,10 +1,14 @@
 //! One query's state for one symbol: the window's events (only what the query's aggregates
 //! need of them), incremental aggregates, and the evaluation that decides an output.
 //!
-//! Laid out for the cache, since an event touches one such state per query of its symbol:
-//! the first argument's aggregates sit inline, a small event window (`RETAIN 2 EVENTS`) lives
-//! inside the state, a larger one is one deque of fixed-stride entries (`[time,] value, ...`),
-//! and what few queries need (min/max, tumbling windows) sits behind one pointer.
+//! Laid out for the cache, since an event touches one such state per query of its symbol.
+//! The [`Layout`] of a query picks one of three kinds, kept per query in [`States`]:
+//! - [`SmallState`] (one cache line): a window of at most four events of the price, with the
+//!   aggregates that read its values or the streak (R1, R2, the Oracle queries);
+//! - [`TimeState`] (one cache line and a ring): a time window of the price and its moments (R3);
+//! - [`WindowState`]: anything else (expressions as arguments, larger event windows, min/max,
+//!   tumbling windows), one ring of fixed-stride entries (`[time,] value, ...`) with the first
+//!   argument's aggregates inline and the rarely used parts behind one pointer.
 
 use crate::program::{Column, Condition};
 use crate::window::Moments;
