@@ -173,10 +173,6 @@ impl Baseline {
         id
     }
 
-    pub fn symbol_bytes(&self, id: SymbolId) -> &[u8] {
-        self.names[id as usize].as_bytes()
-    }
-
     /// Number of distinct symbols seen.
     pub fn symbols(&self) -> usize {
         self.names.len()

@@ -54,7 +54,6 @@ pub struct Engine {
     attached: Vec<Vec<(QueryId, u32)>>,
     aggregates: Vec<f64>,
     processed: u64,
-    outputs: Vec<u64>,
     outputs_total: u64,
 }
 
@@ -77,7 +76,6 @@ impl Engine {
             attached: Vec::new(),
             aggregates: Vec::new(),
             processed: 0,
-            outputs: Vec::new(),
             outputs_total: 0,
         };
         engine.install(rules.queries.into_iter().map(Runner::new).collect());
@@ -87,7 +85,6 @@ impl Engine {
     fn install(&mut self, runners: Vec<Runner>) {
         self.runners = runners;
         self.aggregates = vec![0.0; self.runners.iter().map(|r| r.query.aggregates.len()).max().unwrap_or(0)];
-        self.outputs = vec![0; self.runners.len()];
     }
 
     /// Switches to new rules between two events. A query with the same name and the same
@@ -154,10 +151,6 @@ impl Engine {
         id
     }
 
-    pub fn symbol_bytes(&self, id: SymbolId) -> &[u8] {
-        self.names[id as usize].as_bytes()
-    }
-
     /// Number of distinct symbols seen.
     pub fn symbols(&self) -> usize {
         self.names.len()
@@ -166,11 +159,6 @@ impl Engine {
     /// Ticks processed so far.
     pub fn processed(&self) -> u64 {
         self.processed
-    }
-
-    /// Outputs so far per query of the current rules (since they were installed).
-    pub fn outputs(&self) -> &[u64] {
-        &self.outputs
     }
 
     /// Outputs so far, all rules.
@@ -194,10 +182,8 @@ impl Engine {
             if query.event_filter.as_ref().is_some_and(|f| f.truth(&row) != Some(true)) {
                 continue;
             }
-            let outputs = &mut self.outputs;
             let total = &mut self.outputs_total;
             states.on_event(slot, query, layout, symbol, price, ts, &mut self.aggregates, |p, v| {
-                outputs[query_id as usize] += 1;
                 *total += 1;
                 emit(query_id, p, v);
             });

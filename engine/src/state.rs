@@ -12,7 +12,7 @@
 
 use crate::program::{Column, Condition};
 use crate::window::Moments;
-use cep_query::plan::{AggregateKind, Expr, Query, Row, Window};
+use cep_query::plan::{Aggregate, AggregateKind, Expr, Query, Row, Window};
 use std::collections::VecDeque;
 
 /// The largest event window a [`SmallState`] holds.
@@ -462,39 +462,21 @@ impl WindowState {
         emit: impl FnMut(f64, f64),
     ) {
         let len = self.events();
-        let stored = |state: &Self, entry: usize, arg: usize| state.stored(layout, entry, layout.args[arg].offset);
         for (i, aggregate) in query.aggregates.iter().enumerate() {
             let arg = aggregate.arg;
             aggregates[i] = match aggregate.kind {
                 AggregateKind::CountAll => len as f64,
-                AggregateKind::Count => self.arg(arg).moments.n as f64,
-                AggregateKind::Sum => self.arg(arg).moments.sum(),
-                AggregateKind::Avg => self.arg(arg).moments.mean(),
-                AggregateKind::StddevPop => {
-                    let moments = &self.arg(arg).moments;
-                    if moments.n == 0 {
-                        f64::NAN
-                    } else {
-                        moments.stddev_pop()
-                    }
-                }
-                AggregateKind::StddevSamp => self.arg(arg).moments.stddev_samp(),
+                kind if kind.uses_moments() => from_moments(kind, &self.arg(arg).moments),
                 AggregateKind::Min | AggregateKind::Max => {
                     let rare = self.rare.as_deref_mut().expect("min/max keeps its candidates");
                     let first_in_window = rare.pushed - len as u64 + 1;
                     rare.extrema[layout.extremum_slot[i]].value(first_in_window)
                 }
-                AggregateKind::First if len > 0 => stored(self, 0, arg),
-                AggregateKind::Last => self.arg(arg).last,
-                AggregateKind::Prev if (aggregate.offset as usize) < len => {
-                    stored(self, len - 1 - aggregate.offset as usize, arg)
-                }
-                AggregateKind::Perc if len >= 2 => {
-                    let first = stored(self, 0, arg);
-                    (self.arg(arg).last - first) / first * 100.0
-                }
                 AggregateKind::Trend => self.arg(arg).streak.rises as f64,
-                AggregateKind::First | AggregateKind::Prev | AggregateKind::Perc => f64::NAN,
+                _ => {
+                    let offset = layout.args[arg].offset;
+                    positional(aggregate, len, self.arg(arg).last, |entry| self.stored(layout, entry, offset))
+                }
             };
         }
         decide(layout, symbol, row_price, aggregates, emit);
@@ -517,12 +499,6 @@ pub struct SmallState {
 impl SmallState {
     fn new() -> Self {
         SmallState { prices: [0.0; SMALL], previous: f64::NAN, rises: 0, head: 0, len: 0 }
-    }
-
-    /// The price `back` events before the latest.
-    #[inline(always)]
-    fn back(&self, back: usize) -> f64 {
-        self.prices[(self.head as usize + self.len as usize - 1 - back) % SMALL]
     }
 
     #[inline(always)]
@@ -548,15 +524,8 @@ impl SmallState {
         for (slot, aggregate) in aggregates.iter_mut().zip(&query.aggregates) {
             *slot = match aggregate.kind {
                 AggregateKind::CountAll => len as f64,
-                AggregateKind::First => self.prices[self.head as usize],
-                AggregateKind::Last => price,
-                AggregateKind::Prev if (aggregate.offset as usize) < len => self.back(aggregate.offset as usize),
-                AggregateKind::Perc if len >= 2 => {
-                    let first = self.prices[self.head as usize];
-                    (price - first) / first * 100.0
-                }
                 AggregateKind::Trend => self.rises as f64,
-                _ => f64::NAN,
+                _ => positional(aggregate, len, price, |at| self.prices[(self.head as usize + at) % SMALL]),
             };
         }
         decide(layout, symbol, price, aggregates, emit);
@@ -625,24 +594,42 @@ impl TimeState {
         for (slot, aggregate) in aggregates.iter_mut().zip(&query.aggregates) {
             *slot = match aggregate.kind {
                 AggregateKind::CountAll => len as f64,
-                AggregateKind::Count => self.moments.n as f64,
-                AggregateKind::Sum => self.moments.sum(),
-                AggregateKind::Avg => self.moments.mean(),
-                AggregateKind::StddevPop => self.moments.stddev_pop(),
-                AggregateKind::StddevSamp => self.moments.stddev_samp(),
-                AggregateKind::First => self.price(0),
-                AggregateKind::Last => price,
-                AggregateKind::Prev if (aggregate.offset as usize) < len => {
-                    self.price(len - 1 - aggregate.offset as usize)
-                }
-                AggregateKind::Perc if len >= 2 => {
-                    let first = self.price(0);
-                    (price - first) / first * 100.0
-                }
-                _ => f64::NAN,
+                kind if kind.uses_moments() => from_moments(kind, &self.moments),
+                _ => positional(aggregate, len, price, |event| self.price(event)),
             };
         }
         decide(layout, symbol, price, aggregates, emit);
+    }
+}
+
+/// The aggregates that read a window's values, over `len` events: `value(k)` is the k-th
+/// oldest, `last` the newest. Every state kind computes them here (perc must stay
+/// bit-identical to the hand-written R1).
+#[inline(always)]
+fn positional(aggregate: &Aggregate, len: usize, last: f64, value: impl Fn(usize) -> f64) -> f64 {
+    let back = aggregate.offset as usize;
+    match aggregate.kind {
+        AggregateKind::First if len > 0 => value(0),
+        AggregateKind::Last => last,
+        AggregateKind::Prev if back < len => value(len - 1 - back),
+        AggregateKind::Perc if len >= 2 => {
+            let first = value(0);
+            (last - first) / first * 100.0
+        }
+        _ => f64::NAN,
+    }
+}
+
+/// The aggregates computed from a window's moments; null when they have no value.
+#[inline(always)]
+fn from_moments(kind: AggregateKind, moments: &Moments) -> f64 {
+    match kind {
+        AggregateKind::Count => moments.n as f64,
+        AggregateKind::Sum => moments.sum(),
+        AggregateKind::Avg => moments.mean(),
+        AggregateKind::StddevPop if moments.n > 0 => moments.stddev_pop(),
+        AggregateKind::StddevSamp => moments.stddev_samp(),
+        _ => f64::NAN,
     }
 }
 
