@@ -2,7 +2,7 @@
 //! while it runs, the report at the end, and a non-zero exit if anything was lost. Ctrl-C
 //! stops every process cleanly (the collector still writes what it measured).
 
-use anyhow::{anyhow, bail, Context as _};
+use anyhow::{bail, Context as _};
 use cep_collector::CsvMode;
 use cep_core::duration::parse_duration;
 use cep_core::results::Summary;
@@ -94,7 +94,7 @@ impl LaunchArgs {
         }
         // Checked here too, so a bad file stops the run before any process starts.
         let source = cep_query::RulesSource::load(self.rules.as_deref()).map_err(anyhow::Error::msg)?;
-        source.compile().map_err(|error| anyhow!("{}", error.render()))?;
+        source.compile()?;
         Ok(())
     }
 }

@@ -113,7 +113,7 @@ pub fn evaluate_deployments(
 
 pub fn run(args: EngineArgs) -> anyhow::Result<()> {
     let source = cep_query::RulesSource::load(args.rules.as_deref()).map_err(anyhow::Error::msg)?;
-    let rules = source.compile().map_err(|error| anyhow::anyhow!("{}", error.render()))?;
+    let rules = source.compile()?;
     let rows = read_input(&args.input)?;
     let outputs = evaluate(&rows, rules);
     let file =

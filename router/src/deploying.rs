@@ -18,7 +18,7 @@ pub struct Deployments {
 impl Deployments {
     /// The rules a run starts with; `Err` is the rendered errors of a file that does not check.
     pub fn start(source: &RulesSource) -> Result<Self, String> {
-        let rules = source.compile().map_err(|error| error.render())?;
+        let rules = source.compile().map_err(|error| error.to_string())?;
         let current = RulesText { epoch: 0, origin: source.origin.clone(), text: source.text.clone() };
         let history = vec![RulesEpoch {
             epoch: 0,

@@ -117,7 +117,7 @@ struct StreamState {
 
 /// Checks the rules text the router sent.
 fn compile_rules(rules: &RulesText) -> Result<RuleSet, String> {
-    cep_engine::compile(&rules.text, &rules.origin).map_err(|error| error.render())
+    cep_engine::compile(&rules.text, &rules.origin).map_err(|error| error.to_string())
 }
 
 struct WorkerState {
