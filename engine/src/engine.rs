@@ -1,10 +1,11 @@
 //! The engine for the symbols one worker owns: symbols are interned on first sight, and each
 //! symbol carries the queries whose symbol filters admit it, with their state (filter
-//! indexing: an event is offered only to the queries that can match it). Rules can be
-//! switched between two events; unchanged queries keep their state.
+//! indexing: an event is offered only to the queries that can match it); symbols carrying the
+//! same queries share a [`Group`]. Rules can be switched between two events; unchanged
+//! queries keep their state.
 
-use crate::state::{Layout, States};
-use cep_query::plan::{Query, Row, RuleSet};
+use crate::group::{lay_out, Cells, Compiled, Group, Signature};
+use cep_query::plan::{Query, RuleSet};
 use rustc_hash::FxHashMap;
 
 /// A symbol's dense index inside one engine.
@@ -13,45 +14,19 @@ pub type SymbolId = u32;
 /// A query's index in the engine's current rule set.
 pub type QueryId = u32;
 
-/// One query, ready to run, with its states for the symbols it is attached to.
-#[derive(Debug)]
-struct Runner {
-    query: Query,
-    layout: Layout,
-    states: States,
-    /// The symbol of each state.
-    symbols: Vec<SymbolId>,
-}
-
-impl Runner {
-    fn new(query: Query) -> Self {
-        let layout = Layout::new(&query);
-        Runner { states: States::new(&layout), query, layout, symbols: Vec::new() }
-    }
-
-    /// Whether the query's symbol filter admits the symbol.
-    fn admits(&self, symbol: &str, unindexed: bool) -> bool {
-        let row = Row { symbol, price: f64::NAN, aggregates: &[] };
-        unindexed || self.query.symbol_filter.as_ref().is_none_or(|f| f.truth(&row) == Some(true))
-    }
-
-    /// A fresh state for the symbol; returns its slot.
-    fn attach(&mut self, id: SymbolId) -> u32 {
-        self.symbols.push(id);
-        self.states.add(&self.query, &self.layout)
-    }
-}
-
 #[derive(Debug)]
 pub struct Engine {
-    runners: Vec<Runner>,
+    compiled: Vec<Compiled>,
     /// Offer events to every query and decide symbol filters per event (for measuring what
     /// the index saves); normally false.
     unindexed: bool,
     ids: FxHashMap<Box<[u8]>, SymbolId>,
     names: Vec<Box<str>>,
-    /// Per symbol: (query, slot of its state) for each query attached to it, in query order.
-    attached: Vec<Vec<(QueryId, u32)>>,
+    /// The symbols grouped by the queries they carry, with their states.
+    groups: Vec<Group>,
+    group_of: FxHashMap<Signature, u32>,
+    /// Per symbol: its group and its row there.
+    slots: Vec<(u32, u32)>,
     aggregates: Vec<f64>,
     processed: u64,
     outputs_total: u64,
@@ -69,55 +44,62 @@ impl Engine {
 
     fn build(rules: RuleSet, unindexed: bool) -> Self {
         let mut engine = Engine {
-            runners: Vec::new(),
+            compiled: Vec::new(),
             unindexed,
             ids: FxHashMap::default(),
             names: Vec::new(),
-            attached: Vec::new(),
+            groups: Vec::new(),
+            group_of: FxHashMap::default(),
+            slots: Vec::new(),
             aggregates: Vec::new(),
             processed: 0,
             outputs_total: 0,
         };
-        engine.install(rules.queries.into_iter().map(Runner::new).collect());
+        engine.install(rules);
         engine
     }
 
-    fn install(&mut self, runners: Vec<Runner>) {
-        self.runners = runners;
-        self.aggregates = vec![0.0; self.runners.iter().map(|r| r.query.aggregates.len()).max().unwrap_or(0)];
+    fn install(&mut self, rules: RuleSet) {
+        self.compiled = rules.queries.into_iter().map(Compiled::new).collect();
+        self.aggregates = vec![0.0; self.compiled.iter().map(|c| c.query.aggregates.len()).max().unwrap_or(0)];
+    }
+
+    /// Puts a symbol's row in the group of its signature; returns (group, row).
+    fn place(&mut self, signature: Signature, cells: Cells) -> (u32, u32) {
+        let (groups, compiled, unindexed) = (&mut self.groups, &self.compiled, self.unindexed);
+        let group = *self.group_of.entry(signature).or_insert_with_key(|signature| {
+            groups.push(Group::new(signature.clone(), compiled, unindexed));
+            groups.len() as u32 - 1
+        });
+        (group, self.groups[group as usize].add(cells))
     }
 
     /// Switches to new rules between two events. A query with the same name and the same
     /// plan as a running one keeps its states; new and changed ones start empty.
     pub fn switch(&mut self, rules: RuleSet) {
-        let mut old: Vec<Option<Runner>> = std::mem::take(&mut self.runners).into_iter().map(Some).collect();
-        let mut runners = Vec::with_capacity(rules.queries.len());
-        for query in rules.queries {
-            let kept = old.iter().position(|o| o.as_ref().is_some_and(|o| o.query == query));
-            match kept.and_then(|at| old[at].take()) {
-                Some(runner) => runners.push(runner),
-                None => {
-                    let mut runner = Runner::new(query);
-                    for (id, name) in self.names.iter().enumerate() {
-                        if runner.admits(name, self.unindexed) {
-                            runner.attach(id as SymbolId);
-                        }
-                    }
-                    runners.push(runner);
-                }
-            }
+        let old_compiled = std::mem::take(&mut self.compiled);
+        let kept: Vec<Option<QueryId>> = rules
+            .queries
+            .iter()
+            .map(|query| old_compiled.iter().position(|old| old.query == *query).map(|at| at as QueryId))
+            .collect();
+        self.install(rules);
+        let old_groups = std::mem::take(&mut self.groups);
+        self.group_of.clear();
+        let members: Vec<Signature> = old_groups.iter().map(|g| g.members().to_vec()).collect();
+        let mut rows: Vec<Vec<Option<Cells>>> =
+            old_groups.into_iter().map(|g| g.into_rows().into_iter().map(Some).collect()).collect();
+        for id in 0..self.names.len() {
+            let (group, row) = self.slots[id];
+            let cells = rows[group as usize][row as usize].take().expect("each row moves once");
+            let previous = Some((&members[group as usize][..], cells));
+            let (signature, cells) = lay_out(&self.compiled, &self.names[id], self.unindexed, &kept, previous);
+            self.slots[id] = self.place(signature, cells);
         }
-        self.attached = vec![Vec::new(); self.names.len()];
-        for (query, runner) in runners.iter().enumerate() {
-            for (slot, &id) in runner.symbols.iter().enumerate() {
-                self.attached[id as usize].push((query as QueryId, slot as u32));
-            }
-        }
-        self.install(runners);
     }
 
     pub fn queries(&self) -> impl Iterator<Item = &Query> {
-        self.runners.iter().map(|r| &r.query)
+        self.compiled.iter().map(|c| &c.query)
     }
 
     /// The symbol's id, interning it on first sight (the only allocation, once per symbol).
@@ -139,15 +121,11 @@ impl Engine {
     fn insert(&mut self, bytes: &[u8]) -> SymbolId {
         let id = self.names.len() as SymbolId;
         let name: Box<str> = String::from_utf8_lossy(bytes).into();
-        let mut attached = Vec::new();
-        for (query, runner) in self.runners.iter_mut().enumerate() {
-            if runner.admits(&name, self.unindexed) {
-                attached.push((query as QueryId, runner.attach(id)));
-            }
-        }
+        let (signature, cells) = lay_out(&self.compiled, &name, self.unindexed, &[], None);
+        let slot = self.place(signature, cells);
         self.ids.insert(bytes.into(), id);
         self.names.push(name);
-        self.attached.push(attached);
+        self.slots.push(slot);
         id
     }
 
@@ -172,22 +150,20 @@ impl Engine {
     #[inline]
     pub fn process(&mut self, id: SymbolId, price: f64, ts: u64, mut emit: impl FnMut(QueryId, f64, f64)) {
         self.processed += 1;
-        let symbol: &str = &self.names[id as usize];
-        for &(query_id, slot) in &self.attached[id as usize] {
-            let Runner { query, layout, states, .. } = &mut self.runners[query_id as usize];
-            let row = Row { symbol, price, aggregates: &[] };
-            if self.unindexed && query.symbol_filter.as_ref().is_some_and(|f| f.truth(&row) != Some(true)) {
-                continue;
-            }
-            if query.event_filter.as_ref().is_some_and(|f| f.truth(&row) != Some(true)) {
-                continue;
-            }
-            let total = &mut self.outputs_total;
-            states.on_event(slot, query, layout, symbol, price, ts, &mut self.aggregates, |p, v| {
+        let (group, row) = self.slots[id as usize];
+        let total = &mut self.outputs_total;
+        self.groups[group as usize].on_event(
+            &self.compiled,
+            row,
+            &self.names[id as usize],
+            price,
+            ts,
+            &mut self.aggregates,
+            |query, p, v| {
                 *total += 1;
-                emit(query_id, p, v);
-            });
-        }
+                emit(query, p, v);
+            },
+        );
     }
 
     /// Interns and processes in one call.

@@ -3,6 +3,7 @@
 //! standalone, inside a worker, or in a test loop.
 //!
 //! - [`engine`]: symbol interning, filter indexing, the per-tick loop, rule switches.
+//! - [`group`]: the states of the symbols that carry the same queries, row by row.
 //! - [`state`]: one query's window and incremental aggregates for one symbol.
 //! - [`program`]: conditions and output columns in the flat shapes the per-event loop runs.
 //! - [`window`]: numerically stable moments of a sliding window.
@@ -11,6 +12,7 @@
 
 pub mod baseline;
 pub mod engine;
+pub mod group;
 pub mod program;
 pub mod state;
 pub mod window;

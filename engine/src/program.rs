@@ -3,7 +3,7 @@
 //! ANDed; a column that is the price or one aggregate) run as flat loops without walking an
 //! expression tree; anything else falls back to the plan's evaluator.
 
-use cep_query::plan::{CmpOp, Expr, Row};
+use cep_query::plan::{Aggregate, CmpOp, Expr, Query, Row};
 
 /// An aggregate compared with a constant.
 #[derive(Clone, Copy, Debug)]
@@ -47,6 +47,119 @@ impl Comparison {
                 Some(Comparison { aggregate: *aggregate, op, constant: *constant })
             }
             _ => None,
+        }
+    }
+}
+
+impl Comparison {
+    /// The closed interval of values for which it holds; None for `!=` (two intervals).
+    /// Strict bounds become the neighbouring float, so `x > 2` is `[next_up(2), inf]` and
+    /// holds for exactly the same floats.
+    fn interval(self) -> Option<(f64, f64)> {
+        let c = self.constant;
+        Some(match self.op {
+            CmpOp::Eq => (c, c),
+            CmpOp::NotEq => return None,
+            CmpOp::Lt => (f64::NEG_INFINITY, c.next_down()),
+            CmpOp::LtEq => (f64::NEG_INFINITY, c),
+            CmpOp::Gt => (c.next_up(), f64::INFINITY),
+            CmpOp::GtEq => (c, f64::INFINITY),
+        })
+    }
+}
+
+/// A HAVING on a query's only aggregate, as at most two compares of its value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Test {
+    /// No HAVING.
+    Always,
+    /// Fires when `lo <= value <= hi`.
+    Between(f64, f64),
+    /// Fires when `value <= below || value >= above` (outside a gap, as `perc > 2 OR perc < -2`).
+    Beyond(f64, f64),
+}
+
+impl Test {
+    /// The test equal to a flattened condition, if it is one interval or the outside of one.
+    fn of(condition: &Condition) -> Option<Test> {
+        let (parts, any) = match condition {
+            Condition::AnyOf(parts) => (parts, true),
+            Condition::AllOf(parts) => (parts, false),
+            Condition::General(_) => return None,
+        };
+        // Infinite constants (from folding) would meet the infinite ends of the intervals.
+        if parts.iter().any(|c| !c.constant.is_finite()) {
+            return None;
+        }
+        let mut intervals = parts.iter().map(|c| c.interval()).collect::<Option<Vec<_>>>()?;
+        if !any {
+            let lo = intervals.iter().map(|i| i.0).fold(f64::NEG_INFINITY, f64::max);
+            let hi = intervals.iter().map(|i| i.1).fold(f64::INFINITY, f64::min);
+            return Some(Test::Between(lo, hi));
+        }
+        intervals.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut union: Vec<(f64, f64)> = Vec::new();
+        for (lo, hi) in intervals {
+            match union.last_mut() {
+                Some(last) if lo <= last.1.next_up() => last.1 = last.1.max(hi),
+                _ => union.push((lo, hi)),
+            }
+        }
+        match union[..] {
+            [(lo, hi)] => Some(Test::Between(lo, hi)),
+            [(f64::NEG_INFINITY, below), (above, f64::INFINITY)] => Some(Test::Beyond(below, above)),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    pub fn passes(self, value: f64) -> bool {
+        match self {
+            Test::Always => true,
+            Test::Between(lo, hi) => lo <= value && value <= hi,
+            Test::Beyond(below, above) => value <= below || value >= above,
+        }
+    }
+}
+
+/// An output column of a [`Single`] query.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pick {
+    Price,
+    Value,
+}
+
+/// The commonest query shape, run without the general evaluator: one aggregate, a HAVING (if
+/// any) that compares it with constants, and output columns that are the price or it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Single {
+    pub aggregate: Aggregate,
+    pub test: Test,
+    pub price: Pick,
+    pub value: Pick,
+}
+
+impl Single {
+    pub fn of(query: &Query) -> Option<Single> {
+        let [aggregate] = query.aggregates[..] else { return None };
+        let pick = |column: &Expr| match column {
+            Expr::Price => Some(Pick::Price),
+            Expr::Aggregate(0) => Some(Pick::Value),
+            _ => None,
+        };
+        let test = match &query.having {
+            None => Test::Always,
+            Some(having) => Test::of(&Condition::new(having))?,
+        };
+        Some(Single { aggregate, test, price: pick(&query.price)?, value: pick(&query.value)? })
+    }
+
+    /// The HAVING and the output, given the aggregate's value.
+    #[inline(always)]
+    pub fn decide(&self, price: f64, value: f64, emit: impl FnOnce(f64, f64)) {
+        if self.test.passes(value) {
+            let pick = |column| if column == Pick::Price { price } else { value };
+            emit(pick(self.price), pick(self.value));
         }
     }
 }
@@ -126,6 +239,64 @@ mod tests {
     fn plan(text: &str) -> cep_query::Query {
         let source = format!("@name('q') SELECT symbol, price, {text};");
         cep_query::compile(&source, "t").unwrap().queries.remove(0)
+    }
+
+    /// Values around every constant a test is built from, and the special ones.
+    fn probes(constants: &[f64]) -> Vec<f64> {
+        let mut values = vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, f64::MAX, f64::MIN];
+        for &c in constants {
+            values.extend([c, c.next_up(), c.next_down(), c + 1.0, c - 1.0, -c]);
+        }
+        values
+    }
+
+    #[test]
+    fn single_tests_fire_exactly_when_their_conditions_do() {
+        let cases = [
+            "perc(price) > 2.0 OR perc(price) < -2.0",
+            "perc(price) > 2 OR 2 > perc(price)",
+            "perc(price) >= 2 OR perc(price) <= -2",
+            "perc(price) > 2",
+            "perc(price) <= 0",
+            "perc(price) = 1.5",
+            "perc(price) > -1 AND perc(price) < 3",
+            "perc(price) >= 0 AND perc(price) <= 0",
+            "perc(price) > 3 AND perc(price) < 1",
+            "perc(price) > 1 OR perc(price) > 5",
+            "perc(price) < 1 OR perc(price) > 0",
+            "perc(price) < 1 OR perc(price) >= 1",
+            "perc(price) = 1 OR perc(price) = 2 OR perc(price) > 5",
+            "perc(price) != 1",
+            "perc(price) > 0 OR perc(price) < 0",
+        ];
+        let mut lowered = 0;
+        for case in cases {
+            let q =
+                plan(&format!("perc(price) AS value FROM StockTick PARTITION BY symbol RETAIN 2 EVENTS HAVING {case}"));
+            let condition = Condition::new(q.having.as_ref().unwrap());
+            let Some(single) = Single::of(&q) else { continue };
+            lowered += 1;
+            let constants: Vec<f64> = match &condition {
+                Condition::AnyOf(parts) | Condition::AllOf(parts) => parts.iter().map(|c| c.constant).collect(),
+                Condition::General(_) => unreachable!("a general condition is not lowered"),
+            };
+            for value in probes(&constants) {
+                let row = Row { symbol: "S", price: 1.0, aggregates: &[value] };
+                assert_eq!(single.test.passes(value), condition.fires(&row), "{case} at {value:e}");
+            }
+        }
+        // All but the three-piece union and `!=`.
+        assert_eq!(lowered, cases.len() - 2);
+        let reference = crate::reference_rules();
+        let tests: Vec<Option<Test>> = reference.queries.iter().map(|q| Single::of(q).map(|s| s.test)).collect();
+        assert_eq!(
+            tests,
+            [
+                Some(Test::Beyond((-2.0f64).next_down(), 2.0f64.next_up())),
+                Some(Test::Between(2.0f64.next_up(), f64::INFINITY)),
+                Some(Test::Always)
+            ]
+        );
     }
 
     #[test]

@@ -57,7 +57,25 @@ pub struct Layout {
     value: Column,
 }
 
+/// Which of the three state kinds a query keeps per symbol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StateKind {
+    Small,
+    Time,
+    Window,
+}
+
 impl Layout {
+    pub fn kind(&self) -> StateKind {
+        if self.small {
+            StateKind::Small
+        } else if self.time {
+            StateKind::Time
+        } else {
+            StateKind::Window
+        }
+    }
+
     pub fn new(query: &Query) -> Self {
         let args = query.args.len();
         let tumbling = matches!(query.window, Window::Tumbling(_));
@@ -281,7 +299,7 @@ pub struct WindowState {
 }
 
 impl WindowState {
-    fn new(query: &Query, layout: &Layout) -> Self {
+    pub(crate) fn new(query: &Query, layout: &Layout) -> Self {
         let rare = layout.rare.then(|| {
             Box::new(Rare {
                 latest: 0,
@@ -327,7 +345,7 @@ impl WindowState {
     /// query outputs. `aggregates` is scratch space.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    fn on_event(
+    pub(crate) fn on_event(
         &mut self,
         query: &Query,
         layout: &Layout,
@@ -483,9 +501,11 @@ impl WindowState {
     }
 }
 
-/// The state of the most common query shape (`RETAIN 2 EVENTS ... perc(price)`,
-/// `trend(price)`, `prev(1, price)`): the last few prices inline and the streak, no heap, few
-/// instructions per event.
+/// A symbol's last few prices and their streak, the state of the most common query shape
+/// (`RETAIN 2 EVENTS ... perc(price)`, `trend(price)`, `prev(1, price)`): no heap, few
+/// instructions per event. The small-window queries of a symbol that see every event read one
+/// such history together (it is the same sequence for all of them); a query that filters
+/// events keeps its own.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub struct SmallState {
@@ -497,13 +517,41 @@ pub struct SmallState {
 }
 
 impl SmallState {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         SmallState { prices: [0.0; SMALL], previous: f64::NAN, rises: 0, head: 0, len: 0 }
     }
 
+    /// Takes the symbol's next price (kept: the last [`SMALL`]).
     #[inline(always)]
-    fn on_event(
-        &mut self,
+    pub(crate) fn push(&mut self, price: f64) {
+        if self.len as usize == SMALL {
+            self.head = ((self.head as usize + 1) % SMALL) as u8;
+        } else {
+            self.len += 1;
+        }
+        self.prices[(self.head as usize + self.len as usize - 1) % SMALL] = price;
+        self.rises = if price > self.previous { self.rises + 1 } else { 0 };
+        self.previous = price;
+    }
+
+    /// One aggregate of a window of the last `n` events over the history, the latest price
+    /// included.
+    #[inline(always)]
+    pub(crate) fn aggregate(&self, aggregate: &Aggregate, n: u64, price: f64) -> f64 {
+        let len = (self.len as usize).min(n as usize);
+        // The window's oldest price, as a position in the history.
+        let start = self.head as usize + self.len as usize - len;
+        match aggregate.kind {
+            AggregateKind::CountAll => len as f64,
+            AggregateKind::Trend => self.rises as f64,
+            _ => positional(aggregate, len, price, |at| self.prices[(start + at) % SMALL]),
+        }
+    }
+
+    /// Evaluates a small-window query over the history.
+    #[inline(always)]
+    pub(crate) fn evaluate(
+        &self,
         query: &Query,
         layout: &Layout,
         symbol: &str,
@@ -512,21 +560,8 @@ impl SmallState {
         emit: impl FnMut(f64, f64),
     ) {
         let Window::Events(n) = query.window else { unreachable!("a small state is an event window") };
-        if self.len as u64 >= n {
-            self.head = ((self.head as usize + 1) % SMALL) as u8;
-            self.len -= 1;
-        }
-        self.prices[(self.head as usize + self.len as usize) % SMALL] = price;
-        self.len += 1;
-        self.rises = if price > self.previous { self.rises + 1 } else { 0 };
-        self.previous = price;
-        let len = self.len as usize;
         for (slot, aggregate) in aggregates.iter_mut().zip(&query.aggregates) {
-            *slot = match aggregate.kind {
-                AggregateKind::CountAll => len as f64,
-                AggregateKind::Trend => self.rises as f64,
-                _ => positional(aggregate, len, price, |at| self.prices[(self.head as usize + at) % SMALL]),
-            };
+            *slot = self.aggregate(aggregate, n, price);
         }
         decide(layout, symbol, price, aggregates, emit);
     }
@@ -546,7 +581,7 @@ pub struct TimeState {
 }
 
 impl TimeState {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         TimeState { latest: 0, len: 0, head: 0, ring: Ring::with_capacity(16), moments: Moments::default() }
     }
 
@@ -555,20 +590,10 @@ impl TimeState {
         self.ring.get(self.head, 2 * event + 1)
     }
 
+    /// Takes the next price at event time `ts` into a window `length` long; a late event
+    /// counts at the window's latest time.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn on_event(
-        &mut self,
-        query: &Query,
-        layout: &Layout,
-        symbol: &str,
-        price: f64,
-        ts: u64,
-        aggregates: &mut [f64],
-        emit: impl FnMut(f64, f64),
-    ) {
-        let Window::Time(length) = query.window else { unreachable!("a time state is a time window") };
-        // A late event counts at the window's latest time.
+    pub(crate) fn push(&mut self, length: u64, price: f64, ts: u64) {
         let ts = ts.max(self.latest);
         self.latest = ts;
         if ts >= length {
@@ -590,13 +615,36 @@ impl TimeState {
             let (ring, head, len) = (&self.ring, self.head, self.len as usize);
             self.moments.rebuild((0..len).map(|event| ring.get(head, 2 * event + 1)));
         }
+    }
+
+    /// One aggregate of the window, the latest price included.
+    #[inline(always)]
+    pub(crate) fn aggregate(&self, aggregate: &Aggregate, price: f64) -> f64 {
         let len = self.len as usize;
+        match aggregate.kind {
+            AggregateKind::CountAll => len as f64,
+            kind if kind.uses_moments() => from_moments(kind, &self.moments),
+            _ => positional(aggregate, len, price, |event| self.price(event)),
+        }
+    }
+
+    /// Takes an event and evaluates the query on it.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn on_event(
+        &mut self,
+        query: &Query,
+        layout: &Layout,
+        symbol: &str,
+        price: f64,
+        ts: u64,
+        aggregates: &mut [f64],
+        emit: impl FnMut(f64, f64),
+    ) {
+        let Window::Time(length) = query.window else { unreachable!("a time state is a time window") };
+        self.push(length, price, ts);
         for (slot, aggregate) in aggregates.iter_mut().zip(&query.aggregates) {
-            *slot = match aggregate.kind {
-                AggregateKind::CountAll => len as f64,
-                kind if kind.uses_moments() => from_moments(kind, &self.moments),
-                _ => positional(aggregate, len, price, |event| self.price(event)),
-            };
+            *slot = self.aggregate(aggregate, price);
         }
         decide(layout, symbol, price, aggregates, emit);
     }
@@ -643,68 +691,6 @@ fn decide(layout: &Layout, symbol: &str, row_price: f64, aggregates: &[f64], mut
     emit(layout.price.value(&row), layout.value.value(&row));
 }
 
-/// One query's states, one per symbol it is attached to, in the query's own array (so an
-/// event touches one compact state per query of its symbol, and the arrays hold no tags).
-#[derive(Clone, Debug)]
-pub enum States {
-    Small(Vec<SmallState>),
-    Time(Vec<TimeState>),
-    Window(Vec<WindowState>),
-}
-
-impl States {
-    pub fn new(layout: &Layout) -> Self {
-        if layout.small {
-            States::Small(Vec::new())
-        } else if layout.time {
-            States::Time(Vec::new())
-        } else {
-            States::Window(Vec::new())
-        }
-    }
-
-    /// Adds a fresh state; returns its slot.
-    pub fn add(&mut self, query: &Query, layout: &Layout) -> u32 {
-        match self {
-            States::Small(states) => {
-                states.push(SmallState::new());
-                states.len() as u32 - 1
-            }
-            States::Time(states) => {
-                states.push(TimeState::new());
-                states.len() as u32 - 1
-            }
-            States::Window(states) => {
-                states.push(WindowState::new(query, layout));
-                states.len() as u32 - 1
-            }
-        }
-    }
-
-    /// State `slot` takes one event that passed the query's filters; calls
-    /// `emit(price, value)` when the query outputs. `aggregates` is scratch space.
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn on_event(
-        &mut self,
-        slot: u32,
-        query: &Query,
-        layout: &Layout,
-        symbol: &str,
-        price: f64,
-        ts: u64,
-        aggregates: &mut [f64],
-        emit: impl FnMut(f64, f64),
-    ) {
-        let slot = slot as usize;
-        match self {
-            States::Small(states) => states[slot].on_event(query, layout, symbol, price, aggregates, emit),
-            States::Time(states) => states[slot].on_event(query, layout, symbol, price, ts, aggregates, emit),
-            States::Window(states) => states[slot].on_event(query, layout, symbol, price, ts, aggregates, emit),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -734,11 +720,8 @@ mod tests {
     #[test]
     fn layouts_and_state_size() {
         let rules = crate::reference_rules();
-        let layouts: Vec<Layout> = rules.queries.iter().map(Layout::new).collect();
-        assert_eq!(
-            layouts.iter().map(|l| (l.small, l.time)).collect::<Vec<_>>(),
-            [(true, false), (true, false), (false, true)]
-        );
+        let kinds: Vec<StateKind> = rules.queries.iter().map(|q| Layout::new(q).kind()).collect();
+        assert_eq!(kinds, [StateKind::Small, StateKind::Small, StateKind::Time]);
         // One cache line each.
         assert_eq!(std::mem::size_of::<SmallState>(), 64);
         assert_eq!(std::mem::size_of::<TimeState>(), 64);
