@@ -121,3 +121,45 @@ fn a_switch_keeps_unchanged_queries_state_and_starts_changed_ones_empty() {
     let counts: Vec<f64> = got.iter().filter(|o| o.1 == "count").take(6).map(|o| f64::from_bits(o.3)).collect();
     assert_eq!(counts, vec![1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
 }
+
+/// Small-window queries share a symbol's price history; a query deployed next to an
+/// unchanged one of the same shape must still start from its own first event, and a query
+/// that filters events keeps a history of its own.
+#[test]
+fn a_query_deployed_beside_an_unchanged_one_sharing_its_history_starts_empty() {
+    let names = symbol_names(4);
+    let ticks = stream(4_000, 4);
+    let (before, after) = ticks.split_at(1_500);
+    let trend = "@name('trend') SELECT symbol, trend(price) AS value FROM StockTick PARTITION BY symbol RETAIN 3 EVENTS HAVING trend(price) > 1;";
+    let filtered = "@name('cheap') SELECT symbol, prev(1, price) AS value FROM StockTick WHERE price < 100 PARTITION BY symbol RETAIN 2 EVENTS;";
+    let added = "@name('trend2') SELECT symbol, trend(price) AS value FROM StockTick PARTITION BY symbol RETAIN 3 EVENTS HAVING trend(price) > 1;\n\
+                 @name('first') SELECT symbol, first(price) AS value FROM StockTick PARTITION BY symbol RETAIN 4 EVENTS;";
+    let old = compile(&format!("{trend}\n{filtered}"), "old").unwrap();
+    let new = compile(&format!("{added}\n{trend}\n{filtered}"), "new").unwrap();
+
+    let mut switched = Engine::new(old.clone());
+    compiled(&mut switched, before, &names, str::to_string);
+    switched.switch(new.clone());
+    let got = compiled(&mut switched, after, &names, str::to_string);
+
+    let shifted = |outputs: Vec<Output>, by: usize| -> Vec<Output> {
+        outputs.into_iter().map(|o| (o.0 + by, o.1, o.2, o.3)).collect()
+    };
+    let of =
+        |outputs: &[Output], rule: &str| -> Vec<Output> { outputs.iter().filter(|o| o.1 == rule).cloned().collect() };
+    let continuous = compiled(&mut Engine::new(old), &ticks, &names, str::to_string);
+    let fresh = compiled(&mut Engine::new(new), after, &names, str::to_string);
+    for kept in ["trend", "cheap"] {
+        let want: Vec<Output> = of(&continuous, kept).into_iter().filter(|o| o.0 >= before.len()).collect();
+        assert_eq!(shifted(of(&got, kept), before.len()), want, "{kept}");
+        assert!(!want.is_empty());
+    }
+    for new_rule in ["trend2", "first"] {
+        assert_eq!(of(&got, new_rule), of(&fresh, new_rule), "{new_rule}");
+    }
+    // The kept and the new trend differ right after the switch (the kept one's streaks go
+    // back before it), which is what makes the comparison above meaningful.
+    let kept_trend: Vec<(usize, u64)> = of(&got, "trend").iter().map(|o| (o.0, o.3)).collect();
+    let new_trend: Vec<(usize, u64)> = of(&got, "trend2").iter().map(|o| (o.0, o.3)).collect();
+    assert_ne!(kept_trend, new_trend);
+}
