@@ -146,51 +146,76 @@ impl Layout {
 }
 
 /// The window's stored values, oldest first: a ring of power-of-two capacity that doubles
-/// when full (a window that only counts events allocates nothing).
+/// when full (a window that only counts events allocates nothing). Slots are first written
+/// in order, so the buffer grows by appending: nothing is zero-filled ahead of use, which
+/// would write a large window's memory twice.
 #[derive(Clone, Debug, Default)]
 struct Ring {
-    buf: Box<[f64]>,
+    /// The slots written so far; its capacity, a power of two, is the ring's.
+    buf: Vec<f64>,
 }
 
 impl Ring {
     fn with_capacity(values: usize) -> Self {
-        Ring { buf: vec![0.0; if values == 0 { 0 } else { values.next_power_of_two() }].into_boxed_slice() }
+        // `with_capacity` gives exactly the capacity asked for (a documented guarantee).
+        Ring { buf: Vec::with_capacity(if values == 0 { 0 } else { values.next_power_of_two() }) }
+    }
+
+    #[inline(always)]
+    fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    #[inline(always)]
+    fn mask(&self) -> usize {
+        self.capacity() - 1
     }
 
     /// Makes room for values up to position `end` (from the head).
     #[inline]
-    fn reserve(&mut self, head: &mut u32, used: usize, end: usize) {
-        if end > self.buf.len() {
+    fn reserve(&mut self, head: u32, used: usize, end: usize) {
+        if end > self.capacity() {
             self.grow(head, used, end);
         }
     }
 
     #[inline]
     fn set(&mut self, head: u32, at: usize, value: f64) {
-        let mask = self.buf.len() - 1;
-        self.buf[(head as usize + at) & mask] = value;
+        let slot = (head as usize + at) & self.mask();
+        match self.buf.get_mut(slot) {
+            Some(stored) => *stored = value,
+            None => {
+                self.buf.resize(slot, 0.0);
+                self.buf.push(value);
+            }
+        }
     }
 
     /// Doubles the capacity (at least to `end`): the buffer is reallocated in place where the
     /// allocator can (large buffers are remapped, not copied), and values that had wrapped
-    /// around to the front move to just after the old end, so `head` stays valid.
+    /// around to the front are appended after the old end, so `head` stays valid.
     #[cold]
-    fn grow(&mut self, head: &mut u32, used: usize, end: usize) {
-        let old = self.buf.len();
+    fn grow(&mut self, head: u32, used: usize, end: usize) {
+        let old = self.capacity();
         let capacity = (old * 2).max(16).max(end.next_power_of_two());
-        let mut values = std::mem::take(&mut self.buf).into_vec();
-        values.reserve_exact(capacity - old);
-        values.resize(capacity, 0.0);
-        let start = *head as usize;
-        if start + used > old {
-            values.copy_within(0..start + used - old, old);
+        self.buf.reserve_exact(capacity - self.buf.len());
+        if self.buf.capacity() != capacity {
+            // `reserve_exact` may give more than asked; the mask needs exactly a power of two.
+            let mut exact = Vec::with_capacity(capacity);
+            exact.extend_from_slice(&self.buf);
+            self.buf = exact;
         }
-        self.buf = values.into_boxed_slice();
+        let start = head as usize;
+        if start + used > old {
+            // Wrapped: every slot of the old capacity is written.
+            debug_assert_eq!(self.buf.len(), old);
+            self.buf.extend_from_within(0..start + used - old);
+        }
     }
 
     #[inline]
     fn get(&self, head: u32, at: usize) -> f64 {
-        self.buf[(head as usize + at) & (self.buf.len() - 1)]
+        self.buf[(head as usize + at) & self.mask()]
     }
 }
 
@@ -398,7 +423,7 @@ impl WindowState {
         let stride = layout.stride;
         let base = self.len as usize * stride;
         if stride > 0 {
-            self.ring.reserve(&mut self.head, base, base + stride);
+            self.ring.reserve(self.head, base, base + stride);
         }
         if layout.timed {
             self.ring.set(self.head, base, f64::from_bits(ts));
@@ -454,7 +479,7 @@ impl WindowState {
                 state.moments.remove(value);
             }
         }
-        let mask = self.ring.buf.len() - 1;
+        let mask = self.ring.mask();
         self.head = ((self.head as usize + layout.stride) & mask) as u32;
     }
 
@@ -568,13 +593,14 @@ impl SmallState {
 }
 
 /// The state of a time window over the price (`RETAIN 10 SECONDS ... stddev(price)`): a ring
-/// of (time, price) pairs and the price's moments, in one cache line.
+/// of (time, price) pairs and the price's moments, in one cache line. The window's latest
+/// time is its newest pair's (it is never empty once it has taken an event), read from the
+/// line the next pair is written to.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub struct TimeState {
     /// (time bits, price) pairs.
     ring: Ring,
-    latest: u64,
     len: u32,
     head: u32,
     moments: Moments,
@@ -582,7 +608,7 @@ pub struct TimeState {
 
 impl TimeState {
     pub(crate) fn new() -> Self {
-        TimeState { latest: 0, len: 0, head: 0, ring: Ring::with_capacity(16), moments: Moments::default() }
+        TimeState { len: 0, head: 0, ring: Ring::with_capacity(16), moments: Moments::default() }
     }
 
     #[inline(always)]
@@ -594,11 +620,13 @@ impl TimeState {
     /// counts at the window's latest time.
     #[inline(always)]
     pub(crate) fn push(&mut self, length: u64, price: f64, ts: u64) {
-        let ts = ts.max(self.latest);
-        self.latest = ts;
+        let ts = match self.len {
+            0 => ts,
+            len => ts.max(self.ring.get(self.head, 2 * (len as usize - 1)).to_bits()),
+        };
         if ts >= length {
             let horizon = ts - length;
-            let mask = self.ring.buf.len() - 1;
+            let mask = self.ring.mask();
             while self.len > 0 && self.ring.get(self.head, 0).to_bits() <= horizon {
                 self.moments.remove(self.ring.get(self.head, 1));
                 self.head = ((self.head as usize + 2) & mask) as u32;
@@ -606,7 +634,7 @@ impl TimeState {
             }
         }
         let base = 2 * self.len as usize;
-        self.ring.reserve(&mut self.head, base, base + 2);
+        self.ring.reserve(self.head, base, base + 2);
         self.ring.set(self.head, base, f64::from_bits(ts));
         self.ring.set(self.head, base + 1, price);
         self.len += 1;
@@ -703,18 +731,18 @@ mod tests {
         for value in 0..100 {
             // Drop one of every three values from the front, so the live part wraps around.
             if value % 3 == 0 && used > 0 {
-                head = ((head as usize + 1) & (ring.buf.len() - 1)) as u32;
+                head = ((head as usize + 1) & ring.mask()) as u32;
                 used -= 1;
                 want.pop_front();
             }
-            ring.reserve(&mut head, used, used + 1);
+            ring.reserve(head, used, used + 1);
             ring.set(head, used, value as f64);
             used += 1;
             want.push_back(value as f64);
             let got: Vec<f64> = (0..used).map(|at| ring.get(head, at)).collect();
             assert_eq!(got, want.iter().copied().collect::<Vec<_>>());
         }
-        assert!(ring.buf.len() >= 64);
+        assert!(ring.capacity() >= 64);
     }
 
     #[test]

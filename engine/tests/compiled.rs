@@ -56,6 +56,20 @@ fn reference_file_reproduces_the_hand_written_rules() {
 }
 
 #[test]
+fn late_ticks_give_the_hand_written_r3_outputs() {
+    let names = symbol_names(1470);
+    // 21 ms of event time between a symbol's ticks: windows of about 480 ticks slide.
+    let mut ticks = stream(200_000, 30);
+    // Every seventh tick arrives 3 s of event time late.
+    for tick in ticks.iter_mut().step_by(7) {
+        tick.2 = tick.2.saturating_sub(3_000_000_000);
+    }
+    let want = baseline(RulesConfig::default(), &ticks, &names);
+    let got = compiled(&mut Engine::new(reference_rules()), &ticks, &names, str::to_string);
+    assert!(got == want, "first difference at {:?}", got.iter().zip(&want).find(|(a, b)| a != b));
+}
+
+#[test]
 fn oracle_file_reproduces_the_hand_written_oracle_variant() {
     let names = symbol_names(1470);
     let ticks = stream(600_000, 1470);
