@@ -1,8 +1,9 @@
-//! The states of the symbols that carry the same queries, kept together: a row per symbol in
-//! each of three arrays (small price histories, time windows, general windows), so an event
-//! finds all of its symbol's states from one index, as the hand-written rules kept theirs in
-//! one per-symbol record. The small-window queries of a symbol that see every event read one
-//! shared price history, pushed once per event.
+//! The states of the symbols that carry the same queries, kept together: a row per symbol of
+//! adjacent cache lines, each holding a small price history or a time window (general windows,
+//! larger, in a second array), so an event finds all of its symbol's states from one index in
+//! neighbouring lines, as the hand-written rules kept theirs in one per-symbol record. The
+//! small-window queries of a symbol that see every event read one shared price history,
+//! pushed once per event.
 
 use crate::engine::QueryId;
 use crate::program::Single;
@@ -43,13 +44,13 @@ impl Compiled {
     }
 }
 
-/// Where a member's state lives in its symbol's row.
+/// Where a member's state lives in its symbol's row: line `k`, or general window `k`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Place {
-    /// Small history `k`, shared with the other members that started with it; pushed once
-    /// per event, before any member reads it.
+    /// A small history shared with the other members that started with it; pushed once per
+    /// event, before any member reads it.
     Shared(u32),
-    /// Small history `k` of its own: the query filters events, so it takes only what passes.
+    /// A small history of its own: the query filters events, so it takes only what passes.
     OwnSmall(u32),
     Time(u32),
     Window(u32),
@@ -62,27 +63,86 @@ pub struct Member {
     pub place: Place,
 }
 
-/// A group's shape: its members in query order. Shared histories are numbered first among
-/// the small ones, then the members' own.
+/// A group's shape: its members in query order. The shared histories are a row's first
+/// lines, then come the members' own lines in query order.
 pub type Signature = Vec<Member>;
+
+/// A small history or a time window, in a cache line of its own (the tag fits beside either).
+#[derive(Debug)]
+#[repr(align(64))]
+pub struct Line(LineState);
+
+#[derive(Debug)]
+enum LineState {
+    Small(SmallState),
+    Time(TimeState),
+}
+
+impl Line {
+    fn small() -> Self {
+        Line(LineState::Small(SmallState::new()))
+    }
+
+    fn time() -> Self {
+        Line(LineState::Time(TimeState::new()))
+    }
+
+    #[inline(always)]
+    fn as_small(&mut self) -> &mut SmallState {
+        match &mut self.0 {
+            LineState::Small(state) => state,
+            LineState::Time(_) => unreachable!("a small history's place holds one"),
+        }
+    }
+
+    #[inline(always)]
+    fn as_time(&mut self) -> &mut TimeState {
+        match &mut self.0 {
+            LineState::Time(state) => state,
+            LineState::Small(_) => unreachable!("a time window's place holds one"),
+        }
+    }
+}
 
 /// One symbol's states, in the order of their places.
 #[derive(Debug, Default)]
 pub struct Cells {
-    pub smalls: Vec<SmallState>,
-    pub times: Vec<TimeState>,
+    pub lines: Vec<Line>,
     pub windows: Vec<WindowState>,
 }
 
-/// A member as the per-event loop runs it: what it needs of its query, inline.
+/// A member as the per-event loop runs it, with what it needs of its query inline.
 #[derive(Clone, Copy, Debug)]
 struct Step {
     query: QueryId,
-    place: Place,
     /// Filters are decided per event: an event filter, or any filter in an unindexed engine.
     filtered: bool,
-    window: Window,
-    single: Option<Single>,
+    kernel: Kernel,
+}
+
+/// How a member is evaluated, decided when its group is made.
+#[derive(Clone, Copy, Debug)]
+enum Kernel {
+    /// A [`Single`] query over shared small history `history`, its window the last `events`.
+    SharedSingle { history: u32, events: u64, single: Single },
+    /// The same over a history of its own (it filters events).
+    OwnSingle { history: u32, events: u64, single: Single },
+    /// A [`Single`] query over time window `state`, `length` long.
+    TimeSingle { state: u32, length: u64, single: Single },
+    /// Any other query, through the general evaluator.
+    General(Place),
+}
+
+impl Kernel {
+    fn new(query: &Query, place: Place) -> Kernel {
+        let Some(single) = Single::of(query) else { return Kernel::General(place) };
+        match (place, query.window) {
+            (Place::Shared(history), Window::Events(events)) => Kernel::SharedSingle { history, events, single },
+            (Place::OwnSmall(history), Window::Events(events)) => Kernel::OwnSingle { history, events, single },
+            (Place::Time(state), Window::Time(length)) => Kernel::TimeSingle { state, length, single },
+            _ => Kernel::General(place),
+        }
+    }
 }
 
 /// The symbols with one signature and their states.
@@ -90,13 +150,11 @@ struct Step {
 pub struct Group {
     members: Vec<Member>,
     steps: Vec<Step>,
-    /// The first `shared` small histories of a row are pushed on every event.
+    /// The first `shared` lines of a row are histories pushed on every event.
     shared: usize,
-    small_width: usize,
-    time_width: usize,
+    line_width: usize,
     window_width: usize,
-    smalls: Vec<SmallState>,
-    times: Vec<TimeState>,
+    lines: Vec<Line>,
     windows: Vec<WindowState>,
     rows: u32,
 }
@@ -109,10 +167,8 @@ impl Group {
                 let query = &compiled[m.query as usize].query;
                 Step {
                     query: m.query,
-                    place: m.place,
                     filtered: query.event_filter.is_some() || (unindexed && query.symbol_filter.is_some()),
-                    window: query.window,
-                    single: Single::of(query),
+                    kernel: Kernel::new(query, m.place),
                 }
             })
             .collect();
@@ -121,16 +177,14 @@ impl Group {
         };
         Group {
             shared: width(|p| if let Place::Shared(k) = p { Some(k) } else { None }),
-            small_width: width(|p| match p {
-                Place::Shared(k) | Place::OwnSmall(k) => Some(k),
-                _ => None,
+            line_width: width(|p| match p {
+                Place::Shared(k) | Place::OwnSmall(k) | Place::Time(k) => Some(k),
+                Place::Window(_) => None,
             }),
-            time_width: width(|p| if let Place::Time(k) = p { Some(k) } else { None }),
             window_width: width(|p| if let Place::Window(k) = p { Some(k) } else { None }),
             members,
             steps,
-            smalls: Vec::new(),
-            times: Vec::new(),
+            lines: Vec::new(),
             windows: Vec::new(),
             rows: 0,
         }
@@ -142,12 +196,8 @@ impl Group {
 
     /// Adds a symbol's row; returns its index.
     pub fn add(&mut self, cells: Cells) -> u32 {
-        debug_assert_eq!(
-            (cells.smalls.len(), cells.times.len(), cells.windows.len()),
-            (self.small_width, self.time_width, self.window_width)
-        );
-        self.smalls.extend(cells.smalls);
-        self.times.extend(cells.times);
+        debug_assert_eq!((cells.lines.len(), cells.windows.len()), (self.line_width, self.window_width));
+        self.lines.extend(cells.lines);
         self.windows.extend(cells.windows);
         self.rows += 1;
         self.rows - 1
@@ -155,20 +205,19 @@ impl Group {
 
     /// Every row's states, in row order (to move them when rules switch).
     pub fn into_rows(self) -> Vec<Cells> {
-        let mut smalls = self.smalls.into_iter();
-        let mut times = self.times.into_iter();
+        let mut lines = self.lines.into_iter();
         let mut windows = self.windows.into_iter();
         (0..self.rows)
             .map(|_| Cells {
-                smalls: smalls.by_ref().take(self.small_width).collect(),
-                times: times.by_ref().take(self.time_width).collect(),
+                lines: lines.by_ref().take(self.line_width).collect(),
                 windows: windows.by_ref().take(self.window_width).collect(),
             })
             .collect()
     }
 
-    /// Row `row` takes one event: the shared histories first, then each member in query
-    /// order; `emit(query, price, value)` for each output. `aggregates` is scratch space.
+    /// Row `row` takes one event of symbol `names[id]`: the shared histories first, then each
+    /// member in query order; `emit(query, price, value)` for each output. `aggregates` is
+    /// scratch space.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn on_event(
@@ -182,52 +231,49 @@ impl Group {
         mut emit: impl FnMut(QueryId, f64, f64),
     ) {
         let row = row as usize;
-        let Group { steps, shared, small_width, time_width, window_width, smalls, times, windows, .. } = self;
-        let smalls = &mut smalls[row * *small_width..][..*small_width];
-        for history in &mut smalls[..*shared] {
-            history.push(price);
+        let Group { steps, shared, line_width, window_width, lines, windows, .. } = self;
+        let lines = &mut lines[row * *line_width..][..*line_width];
+        for history in &mut lines[..*shared] {
+            history.as_small().push(price);
         }
         for step in steps.iter() {
             if step.filtered && !compiled[step.query as usize].passes(symbol, price) {
                 continue;
             }
             let emit = |p, v| emit(step.query, p, v);
-            let (place, window) = (step.place, step.window);
-            // The commonest shapes, without the general evaluator.
-            if let Some(single) = &step.single {
-                let aggregate = &single.aggregate;
-                let value = match (place, window) {
-                    (Place::Shared(k), Window::Events(n)) => smalls[k as usize].aggregate(aggregate, n, price),
-                    (Place::OwnSmall(k), Window::Events(n)) => {
-                        let history = &mut smalls[k as usize];
-                        history.push(price);
-                        history.aggregate(aggregate, n, price)
-                    }
-                    (Place::Time(k), Window::Time(length)) => {
-                        let state = &mut times[row * *time_width + k as usize];
-                        state.push(length, price, ts);
-                        state.aggregate(aggregate, price)
-                    }
-                    _ => f64::NAN,
-                };
-                if !matches!(place, Place::Window(_)) {
+            match step.kernel {
+                Kernel::SharedSingle { history, events, single } => {
+                    let value = lines[history as usize].as_small().aggregate(&single.aggregate, events, price);
                     single.decide(price, value, emit);
-                    continue;
                 }
-            }
-            let Compiled { query, layout } = &compiled[step.query as usize];
-            match place {
-                Place::Shared(k) => smalls[k as usize].evaluate(query, layout, symbol, price, aggregates, emit),
-                Place::OwnSmall(k) => {
-                    let history = &mut smalls[k as usize];
+                Kernel::OwnSingle { history, events, single } => {
+                    let history = lines[history as usize].as_small();
                     history.push(price);
-                    history.evaluate(query, layout, symbol, price, aggregates, emit);
+                    single.decide(price, history.aggregate(&single.aggregate, events, price), emit);
                 }
-                Place::Time(k) => {
-                    times[row * *time_width + k as usize].on_event(query, layout, symbol, price, ts, aggregates, emit)
+                Kernel::TimeSingle { state, length, single } => {
+                    let state = lines[state as usize].as_time();
+                    state.push(length, price, ts);
+                    single.decide(price, state.aggregate(&single.aggregate, price), emit);
                 }
-                Place::Window(k) => windows[row * *window_width + k as usize]
-                    .on_event(query, layout, symbol, price, ts, aggregates, emit),
+                Kernel::General(place) => {
+                    let Compiled { query, layout } = &compiled[step.query as usize];
+                    match place {
+                        Place::Shared(k) => {
+                            lines[k as usize].as_small().evaluate(query, layout, symbol, price, aggregates, emit)
+                        }
+                        Place::OwnSmall(k) => {
+                            let history = lines[k as usize].as_small();
+                            history.push(price);
+                            history.evaluate(query, layout, symbol, price, aggregates, emit);
+                        }
+                        Place::Time(k) => {
+                            lines[k as usize].as_time().on_event(query, layout, symbol, price, ts, aggregates, emit)
+                        }
+                        Place::Window(k) => windows[row * *window_width + k as usize]
+                            .on_event(query, layout, symbol, price, ts, aggregates, emit),
+                    }
+                }
             }
         }
     }
@@ -250,8 +296,7 @@ pub fn lay_out(
         None => (&[][..], Cells::default()),
     };
     // The previous row's states, each taken at most once.
-    let mut old_smalls: Vec<Option<SmallState>> = old.smalls.into_iter().map(Some).collect();
-    let mut old_times: Vec<Option<TimeState>> = old.times.into_iter().map(Some).collect();
+    let mut old_lines: Vec<Option<Line>> = old.lines.into_iter().map(Some).collect();
     let mut old_windows: Vec<Option<WindowState>> = old.windows.into_iter().map(Some).collect();
     let attached: Vec<(usize, &Compiled, Option<Place>)> = compiled
         .iter()
@@ -276,26 +321,27 @@ pub fn lay_out(
     }
     let mut cells = Cells::default();
     for &from in &histories {
-        cells.smalls.push(take(&mut old_smalls, from).unwrap_or_else(SmallState::new));
+        cells.lines.push(take(&mut old_lines, from).unwrap_or_else(Line::small));
     }
     let mut members = Vec::with_capacity(attached.len());
     for (q, c, from) in attached {
-        let place = match c.layout.kind() {
+        let mut line = |fresh: fn() -> Line, from: Option<u32>| {
+            cells.lines.push(take(&mut old_lines, from).unwrap_or_else(fresh));
+            cells.lines.len() as u32 - 1
+        };
+        let place = match (c.layout.kind(), from) {
             _ if c.shares_history() => {
                 let k = histories.iter().position(|h| *h == shared_from(from)).expect("history laid out");
                 Place::Shared(k as u32)
             }
-            StateKind::Small => {
-                let from = from.and_then(|p| if let Place::OwnSmall(k) = p { Some(k) } else { None });
-                cells.smalls.push(take(&mut old_smalls, from).unwrap_or_else(SmallState::new));
-                Place::OwnSmall(cells.smalls.len() as u32 - 1)
+            (StateKind::Small, from) => Place::OwnSmall(line(
+                Line::small,
+                from.and_then(|p| if let Place::OwnSmall(k) = p { Some(k) } else { None }),
+            )),
+            (StateKind::Time, from) => {
+                Place::Time(line(Line::time, from.and_then(|p| if let Place::Time(k) = p { Some(k) } else { None })))
             }
-            StateKind::Time => {
-                let from = from.and_then(|p| if let Place::Time(k) = p { Some(k) } else { None });
-                cells.times.push(take(&mut old_times, from).unwrap_or_else(TimeState::new));
-                Place::Time(cells.times.len() as u32 - 1)
-            }
-            StateKind::Window => {
+            (StateKind::Window, from) => {
                 let from = from.and_then(|p| if let Place::Window(k) = p { Some(k) } else { None });
                 let state = take(&mut old_windows, from);
                 cells.windows.push(state.unwrap_or_else(|| WindowState::new(&c.query, &c.layout)));
@@ -310,4 +356,15 @@ pub fn lay_out(
 /// State `k` of a previous row, if there is one to take.
 fn take<T>(states: &mut [Option<T>], k: Option<u32>) -> Option<T> {
     states.get_mut(k? as usize)?.take()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Line>(), 64);
+        assert_eq!(std::mem::align_of::<Line>(), 64);
+    }
 }
