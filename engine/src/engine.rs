@@ -155,7 +155,8 @@ impl Engine {
         self.groups[group as usize].on_event(
             &self.compiled,
             row,
-            &self.names[id as usize],
+            &self.names,
+            id,
             price,
             ts,
             &mut self.aggregates,

@@ -5,7 +5,7 @@
 //! small-window queries of a symbol that see every event read one shared price history,
 //! pushed once per event.
 
-use crate::engine::QueryId;
+use crate::engine::{QueryId, SymbolId};
 use crate::program::Single;
 use crate::state::{Layout, SmallState, StateKind, TimeState, WindowState};
 use cep_query::plan::{Expr, Query, Row, Window};
@@ -224,20 +224,23 @@ impl Group {
         &mut self,
         compiled: &[Compiled],
         row: u32,
-        symbol: &str,
+        names: &[Box<str>],
+        id: SymbolId,
         price: f64,
         ts: u64,
         aggregates: &mut [f64],
         mut emit: impl FnMut(QueryId, f64, f64),
     ) {
         let row = row as usize;
+        // Read only where a query looks at the symbol (most never do).
+        let symbol = || &*names[id as usize];
         let Group { steps, shared, line_width, window_width, lines, windows, .. } = self;
         let lines = &mut lines[row * *line_width..][..*line_width];
         for history in &mut lines[..*shared] {
             history.as_small().push(price);
         }
         for step in steps.iter() {
-            if step.filtered && !compiled[step.query as usize].passes(symbol, price) {
+            if step.filtered && !compiled[step.query as usize].passes(symbol(), price) {
                 continue;
             }
             let emit = |p, v| emit(step.query, p, v);
@@ -258,6 +261,7 @@ impl Group {
                 }
                 Kernel::General(place) => {
                     let Compiled { query, layout } = &compiled[step.query as usize];
+                    let symbol = symbol();
                     match place {
                         Place::Shared(k) => {
                             lines[k as usize].as_small().evaluate(query, layout, symbol, price, aggregates, emit)

@@ -526,36 +526,33 @@ impl WindowState {
     }
 }
 
-/// A symbol's last few prices and their streak (48 bytes), the state of the most common query shape
+/// A symbol's last few prices and their streak (40 bytes), the state of the most common query shape
 /// (`RETAIN 2 EVENTS ... perc(price)`, `trend(price)`, `prev(1, price)`): no heap, few
 /// instructions per event. The small-window queries of a symbol that see every event read one
 /// such history together (it is the same sequence for all of them); a query that filters
 /// events keeps its own.
 #[derive(Clone, Debug)]
 pub struct SmallState {
+    /// The last prices, oldest first and the newest last; NaN before there were any.
     prices: [f64; SMALL],
-    previous: f64,
     rises: u32,
-    head: u8,
+    /// Prices taken, up to [`SMALL`].
     len: u8,
 }
 
 impl SmallState {
     pub(crate) fn new() -> Self {
-        SmallState { prices: [0.0; SMALL], previous: f64::NAN, rises: 0, head: 0, len: 0 }
+        SmallState { prices: [f64::NAN; SMALL], rises: 0, len: 0 }
     }
 
     /// Takes the symbol's next price (kept: the last [`SMALL`]).
     #[inline(always)]
     pub(crate) fn push(&mut self, price: f64) {
-        if self.len as usize == SMALL {
-            self.head = ((self.head as usize + 1) % SMALL) as u8;
-        } else {
-            self.len += 1;
-        }
-        self.prices[(self.head as usize + self.len as usize - 1) % SMALL] = price;
-        self.rises = if price > self.previous { self.rises + 1 } else { 0 };
-        self.previous = price;
+        // The first price is no rise: the previous one is NaN.
+        self.rises = if price > self.prices[SMALL - 1] { self.rises + 1 } else { 0 };
+        self.prices.copy_within(1.., 0);
+        self.prices[SMALL - 1] = price;
+        self.len = (self.len + 1).min(SMALL as u8);
     }
 
     /// One aggregate of a window of the last `n` events over the history, the latest price
@@ -563,12 +560,11 @@ impl SmallState {
     #[inline(always)]
     pub(crate) fn aggregate(&self, aggregate: &Aggregate, n: u64, price: f64) -> f64 {
         let len = (self.len as usize).min(n as usize);
-        // The window's oldest price, as a position in the history.
-        let start = self.head as usize + self.len as usize - len;
+        let window = &self.prices[SMALL - len..];
         match aggregate.kind {
             AggregateKind::CountAll => len as f64,
             AggregateKind::Trend => self.rises as f64,
-            _ => positional(aggregate, len, price, |at| self.prices[(start + at) % SMALL]),
+            _ => positional(aggregate, len, price, |at| window[at]),
         }
     }
 
