@@ -1,10 +1,12 @@
 //! One query's state for one symbol: the window's events (only what the query's aggregates
 //! need of them), incremental aggregates, and the evaluation that decides an output.
 //!
-//! Laid out for the cache, since an event touches one such state per query of its symbol.
-//! The [`Layout`] of a query picks one of three kinds, kept per query in [`States`]:
-//! - [`SmallState`] (one cache line): a window of at most four events of the price, with the
-//!   aggregates that read its values or the streak (R1, R2, the Oracle queries);
+//! Laid out for the cache, since an event touches the states of all its symbol's queries
+//! (kept side by side in a row of the symbol's [`crate::group::Group`]). The [`Layout`] of a
+//! query picks one of three kinds ([`StateKind`]):
+//! - [`SmallState`] (fits a cache line): the last four prices and their streak, read by the
+//!   queries with windows of at most four events of the price and aggregates that read its
+//!   values or the streak (R1, R2, the Oracle queries), shared by those that see every event;
 //! - [`TimeState`] (one cache line and a ring): a time window of the price and its moments (R3);
 //! - [`WindowState`]: anything else (expressions as arguments, larger event windows, min/max,
 //!   tumbling windows), one ring of fixed-stride entries (`[time,] value, ...`) with the first
