@@ -338,3 +338,86 @@ proptest! {
         }
     }
 }
+
+/// Specs for the switch test: half of them small windows over the price without a filter,
+/// the shape whose state a symbol's queries share.
+fn switch_spec_strategy() -> impl Strategy<Value = Spec> {
+    let small_aggregate = prop_oneof![
+        Just(Agg::CountAll),
+        Just(Agg::First),
+        Just(Agg::Last),
+        Just(Agg::Prev1),
+        Just(Agg::Perc),
+        Just(Agg::Trend)
+    ];
+    let small = (1u64..5, small_aggregate, prop::option::of(cond_strategy())).prop_map(|(n, aggregate, having)| Spec {
+        window: WindowKind::Events(n),
+        filter: Filter::None,
+        value: Value::Agg(aggregate),
+        having,
+    });
+    prop_oneof![spec_strategy(), small]
+}
+
+fn spec_of_old(old: &[Spec], q: usize) -> Spec {
+    old[q % old.len()].clone()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A rule switch at a random point: kept queries (same name and text) go on with their
+    /// state, as if nothing happened; new ones see only the events after the switch.
+    #[test]
+    fn a_switch_keeps_unchanged_queries_and_starts_new_ones_empty(
+        old in prop::collection::vec(switch_spec_strategy(), 1..4),
+        added in prop::collection::vec(prop_oneof![switch_spec_strategy().prop_map(Some), Just(None)], 1..3),
+        keep in prop::collection::vec(any::<bool>(), 3),
+        ticks in ticks_strategy(),
+        at in 0.0f64..1.0,
+    ) {
+        let at = (ticks.len() as f64 * at) as usize;
+        // The new set: the kept old queries (under their names) interleaved with the added.
+        let mut new: Vec<(String, Spec, Option<usize>)> = Vec::new();
+        for (q, spec) in old.iter().enumerate() {
+            if keep[q] {
+                new.push((format!("q{q}"), spec.clone(), Some(q)));
+            }
+            // An added query is new, or a copy of an old one under a new name (same shape:
+            // it must not share the kept one's history).
+            if let Some(spec) = added.get(q) {
+                new.push((format!("n{q}"), spec.clone().unwrap_or_else(|| spec_of_old(&old, q)), None));
+            }
+        }
+        let old_text: String = old.iter().enumerate().map(|(q, spec)| query_text(&format!("q{q}"), spec)).collect();
+        let new_text: String = new.iter().map(|(name, spec, _)| query_text(name, spec)).collect();
+        let mut engine = Engine::new(compile(&old_text, "old").map_err(|e| TestCaseError::fail(e.render()))?);
+        let mut got: Vec<Output> = Vec::new();
+        for (i, &(symbol, price, ts)) in ticks.iter().enumerate() {
+            if i == at {
+                engine.switch(compile(&new_text, "new").map_err(|e| TestCaseError::fail(e.render()))?);
+            }
+            engine.process_symbol(&format!("S{symbol}"), price, ts, |query, p, v| {
+                if i >= at {
+                    got.push((i, query as usize, p, v));
+                }
+            });
+        }
+        let mut want: Vec<Output> = Vec::new();
+        for (q, (_, spec, kept)) in new.iter().enumerate() {
+            let outputs = match kept {
+                Some(_) => reference(std::slice::from_ref(spec), &ticks).into_iter().filter(|o| o.0 >= at).collect(),
+                None => reference(std::slice::from_ref(spec), &ticks[at..])
+                    .into_iter()
+                    .map(|o| (o.0 + at, o.1, o.2, o.3))
+                    .collect::<Vec<_>>(),
+            };
+            want.extend(outputs.into_iter().map(|o| (o.0, q, o.2, o.3)));
+        }
+        want.sort_by_key(|o| (o.0, o.1));
+        prop_assert_eq!(got.len(), want.len(), "{}\n-- switch at {}\n{}\ngot {:?}\nwant {:?}", old_text, at, new_text, got, want);
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert!(g.0 == w.0 && g.1 == w.1 && g.2 == w.2 && close(g.3, w.3), "{}\n-- switch at {}\n{}\ngot {:?}, want {:?}", old_text, at, new_text, g, w);
+        }
+    }
+}
