@@ -97,36 +97,76 @@ pub struct EngineRun {
 
 /// The engine alone over `input`, looking symbols up by name as a worker does.
 pub fn bench_rules(input: &[(u32, f64, u64)], engine: &EngineUnderTest) -> EngineRun {
+    bench_interleaved(input, &[engine]).remove(0)
+}
+
+/// Ticks each engine takes in turn in [`bench_interleaved`] (5–10 ms of work).
+const SLICE: usize = 100_000;
+
+/// Engines over the same input, each with its own state, taking it in turns slice by slice
+/// and timed separately: on a shared host the speed changes from second to second, and
+/// engines measured one after the other see different machines, so their cost ratio
+/// wanders; interleaved, they see the same one.
+pub fn bench_interleaved(input: &[(u32, f64, u64)], engines: &[&EngineUnderTest]) -> Vec<EngineRun> {
     let names = symbol_names(1470);
+    let mut running: Vec<Running> = engines.iter().map(|engine| Running::new(engine)).collect();
+    let mut seconds = vec![0.0; engines.len()];
     let mut checksum = 0.0;
-    let timed = |step: &mut dyn FnMut(&str, f64, u64)| {
-        let start = Instant::now();
-        for &(symbol, price, ts) in input {
-            step(&names[symbol as usize], price, ts);
+    for slice in input.chunks(SLICE) {
+        for (engine, seconds) in running.iter_mut().zip(&mut seconds) {
+            let start = Instant::now();
+            engine.run(slice, &names, &mut checksum);
+            *seconds += start.elapsed().as_secs_f64();
         }
-        start.elapsed().as_secs_f64().max(1e-9)
-    };
-    let (seconds, outputs) = match engine {
-        EngineUnderTest::Compiled(rules) | EngineUnderTest::Unindexed(rules) => {
-            let mut engine = match engine {
-                EngineUnderTest::Unindexed(_) => Engine::unindexed(rules.clone()),
-                _ => Engine::new(rules.clone()),
-            };
-            let seconds = timed(&mut |symbol, price, ts| {
-                engine.process_symbol(symbol, price, ts, |_, _, value| checksum += value);
-            });
-            (seconds, engine.outputs_total())
-        }
-        EngineUnderTest::Baseline(config) => {
-            let mut engine = cep_engine::baseline::Baseline::new(config.clone());
-            let seconds = timed(&mut |symbol, price, ts| {
-                engine.process_symbol(symbol, price, ts, |_, value| checksum += value);
-            });
-            (seconds, engine.outputs().iter().sum())
-        }
-    };
+    }
     std::hint::black_box(checksum);
-    EngineRun { events: input.len() as u64, seconds, outputs }
+    running
+        .iter()
+        .zip(seconds)
+        .map(|(engine, seconds)| EngineRun {
+            events: input.len() as u64,
+            seconds: seconds.max(1e-9),
+            outputs: engine.outputs(),
+        })
+        .collect()
+}
+
+/// An engine being measured.
+enum Running {
+    Compiled(Engine),
+    Baseline(cep_engine::baseline::Baseline),
+}
+
+impl Running {
+    fn new(engine: &EngineUnderTest) -> Self {
+        match engine {
+            EngineUnderTest::Compiled(rules) => Running::Compiled(Engine::new(rules.clone())),
+            EngineUnderTest::Unindexed(rules) => Running::Compiled(Engine::unindexed(rules.clone())),
+            EngineUnderTest::Baseline(config) => Running::Baseline(cep_engine::baseline::Baseline::new(config.clone())),
+        }
+    }
+
+    fn run(&mut self, ticks: &[(u32, f64, u64)], names: &[String], checksum: &mut f64) {
+        match self {
+            Running::Compiled(engine) => {
+                for &(symbol, price, ts) in ticks {
+                    engine.process_symbol(&names[symbol as usize], price, ts, |_, _, value| *checksum += value);
+                }
+            }
+            Running::Baseline(engine) => {
+                for &(symbol, price, ts) in ticks {
+                    engine.process_symbol(&names[symbol as usize], price, ts, |_, value| *checksum += value);
+                }
+            }
+        }
+    }
+
+    fn outputs(&self) -> u64 {
+        match self {
+            Running::Compiled(engine) => engine.outputs_total(),
+            Running::Baseline(engine) => engine.outputs().iter().sum(),
+        }
+    }
 }
 
 /// One raw PUSH/PULL hop over TCP loopback between two threads with a ZeroMQ context (and
