@@ -28,13 +28,13 @@ impl Compiled {
         self.query.symbol_filter.as_ref().is_none_or(|f| f.truth(&row) == Some(true))
     }
 
-    /// Whether an event of the symbol passes the query's filters (the symbol filter too, for an
-    /// unindexed engine, where it is decided per event).
+    /// Whether an event of the symbol passes the query's event filter, and its symbol filter
+    /// too when `unindexed` (an indexed engine decided that once, when the symbol came).
     #[inline]
-    fn passes(&self, symbol: &str, price: f64) -> bool {
+    fn passes(&self, symbol: &str, price: f64, unindexed: bool) -> bool {
         let row = Row { symbol, price, aggregates: &[] };
         let holds = |filter: &Option<Expr>| filter.as_ref().is_none_or(|f| f.truth(&row) == Some(true));
-        holds(&self.query.symbol_filter) && holds(&self.query.event_filter)
+        (!unindexed || holds(&self.query.symbol_filter)) && holds(&self.query.event_filter)
     }
 
     /// Whether the query sees every event of its symbols (no per-event filter), so it can
@@ -157,6 +157,8 @@ pub struct Group {
     lines: Vec<Line>,
     windows: Vec<WindowState>,
     rows: u32,
+    /// Symbol filters are decided per event (an engine without filter indexing).
+    unindexed: bool,
 }
 
 impl Group {
@@ -187,6 +189,7 @@ impl Group {
             lines: Vec::new(),
             windows: Vec::new(),
             rows: 0,
+            unindexed,
         }
     }
 
@@ -234,13 +237,13 @@ impl Group {
         let row = row as usize;
         // Read only where a query looks at the symbol (most never do).
         let symbol = || &*names[id as usize];
-        let Group { steps, shared, line_width, window_width, lines, windows, .. } = self;
+        let Group { steps, shared, line_width, window_width, lines, windows, unindexed, .. } = self;
         let lines = &mut lines[row * *line_width..][..*line_width];
         for history in &mut lines[..*shared] {
             history.as_small().push(price);
         }
         for step in steps.iter() {
-            if step.filtered && !compiled[step.query as usize].passes(symbol(), price) {
+            if step.filtered && !compiled[step.query as usize].passes(symbol(), price, *unindexed) {
                 continue;
             }
             let emit = |p, v| emit(step.query, p, v);
