@@ -2,8 +2,8 @@
 //! it is the oracle the compiled `rules/reference.rules` and `rules/oracle-400.rules` are
 //! tested against, output for output, and the baseline the engine benchmark compares them with.
 
+use crate::symbols::{SymbolId, SymbolTable};
 use crate::window::PriceWindow;
-use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
 
 /// The reference rules; the discriminant indexes [`Baseline::outputs`].
@@ -103,9 +103,6 @@ impl RulesConfig {
     }
 }
 
-/// A symbol's dense index inside one engine (interned on first sight).
-type SymbolId = u32;
-
 #[derive(Clone, Debug)]
 struct SymbolState {
     /// Whether the rules apply to this symbol (always, unless the Oracle variant filters it).
@@ -121,8 +118,7 @@ struct SymbolState {
 #[derive(Debug)]
 pub struct Baseline {
     config: RulesConfig,
-    ids: FxHashMap<Box<[u8]>, SymbolId>,
-    names: Vec<Box<str>>,
+    symbols: SymbolTable,
     states: Vec<SymbolState>,
     processed: u64,
     outputs: [u64; 3],
@@ -131,14 +127,7 @@ pub struct Baseline {
 impl Baseline {
     /// An engine for a validated configuration.
     pub fn new(config: RulesConfig) -> Self {
-        Baseline {
-            config,
-            ids: FxHashMap::default(),
-            names: Vec::new(),
-            states: Vec::new(),
-            processed: 0,
-            outputs: [0; 3],
-        }
+        Baseline { config, symbols: SymbolTable::default(), states: Vec::new(), processed: 0, outputs: [0; 3] }
     }
 
     pub fn config(&self) -> &RulesConfig {
@@ -155,27 +144,24 @@ impl Baseline {
     /// lookup hashes bytes; text is made only on first sight.
     #[inline]
     pub fn intern_bytes(&mut self, symbol: &[u8]) -> SymbolId {
-        if let Some(&id) = self.ids.get(symbol) {
-            return id;
+        match self.symbols.get(symbol) {
+            Some(id) => id,
+            None => self.insert(symbol),
         }
-        self.insert(symbol)
     }
 
     #[cold]
     fn insert(&mut self, bytes: &[u8]) -> SymbolId {
-        let symbol = String::from_utf8_lossy(bytes);
-        let symbol: &str = &symbol;
-        let id = self.names.len() as SymbolId;
+        let id = self.symbols.insert(bytes);
+        let symbol: &str = &self.symbols.names()[id as usize];
         let monitored = self.config.monitored.as_ref().is_none_or(|set| set.contains(symbol));
-        self.ids.insert(bytes.into(), id);
-        self.names.push(symbol.into());
         self.states.push(SymbolState { monitored, previous: f64::NAN, rises: 0, window: PriceWindow::default() });
         id
     }
 
     /// Number of distinct symbols seen.
     pub fn symbols(&self) -> usize {
-        self.names.len()
+        self.symbols.len()
     }
 
     /// Ticks processed so far.

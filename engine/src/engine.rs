@@ -5,11 +5,10 @@
 //! queries keep their state.
 
 use crate::group::{lay_out, Cells, Compiled, Group, Signature};
+pub use crate::symbols::SymbolId;
+use crate::symbols::SymbolTable;
 use cep_query::plan::{Query, RuleSet};
 use rustc_hash::FxHashMap;
-
-/// A symbol's dense index inside one engine.
-pub type SymbolId = u32;
 
 /// A query's index in the engine's current rule set.
 pub type QueryId = u32;
@@ -20,8 +19,7 @@ pub struct Engine {
     /// Offer events to every query and decide symbol filters per event (for measuring what
     /// the index saves); normally false.
     unindexed: bool,
-    ids: FxHashMap<Box<[u8]>, SymbolId>,
-    names: Vec<Box<str>>,
+    symbols: SymbolTable,
     /// The symbols grouped by the queries they carry, with their states.
     groups: Vec<Group>,
     group_of: FxHashMap<Signature, u32>,
@@ -46,8 +44,7 @@ impl Engine {
         let mut engine = Engine {
             compiled: Vec::new(),
             unindexed,
-            ids: FxHashMap::default(),
-            names: Vec::new(),
+            symbols: SymbolTable::default(),
             groups: Vec::new(),
             group_of: FxHashMap::default(),
             slots: Vec::new(),
@@ -89,11 +86,12 @@ impl Engine {
         let members: Vec<Signature> = old_groups.iter().map(|g| g.members().to_vec()).collect();
         let mut rows: Vec<Vec<Option<Cells>>> =
             old_groups.into_iter().map(|g| g.into_rows().into_iter().map(Some).collect()).collect();
-        for id in 0..self.names.len() {
+        for id in 0..self.symbols.len() {
             let (group, row) = self.slots[id];
             let cells = rows[group as usize][row as usize].take().expect("each row moves once");
             let previous = Some((&members[group as usize][..], cells));
-            let (signature, cells) = lay_out(&self.compiled, &self.names[id], self.unindexed, &kept, previous);
+            let (signature, cells) =
+                lay_out(&self.compiled, &self.symbols.names()[id], self.unindexed, &kept, previous);
             self.slots[id] = self.place(signature, cells);
         }
     }
@@ -111,27 +109,25 @@ impl Engine {
     /// [`Self::intern`] for a symbol already known to be UTF-8 (as decoded frames are).
     #[inline]
     pub fn intern_bytes(&mut self, symbol: &[u8]) -> SymbolId {
-        if let Some(&id) = self.ids.get(symbol) {
-            return id;
+        match self.symbols.get(symbol) {
+            Some(id) => id,
+            None => self.insert(symbol),
         }
-        self.insert(symbol)
     }
 
     #[cold]
     fn insert(&mut self, bytes: &[u8]) -> SymbolId {
-        let id = self.names.len() as SymbolId;
-        let name: Box<str> = String::from_utf8_lossy(bytes).into();
-        let (signature, cells) = lay_out(&self.compiled, &name, self.unindexed, &[], None);
+        let id = self.symbols.insert(bytes);
+        let name = &self.symbols.names()[id as usize];
+        let (signature, cells) = lay_out(&self.compiled, name, self.unindexed, &[], None);
         let slot = self.place(signature, cells);
-        self.ids.insert(bytes.into(), id);
-        self.names.push(name);
         self.slots.push(slot);
         id
     }
 
     /// Number of distinct symbols seen.
     pub fn symbols(&self) -> usize {
-        self.names.len()
+        self.symbols.len()
     }
 
     /// Ticks processed so far.
@@ -155,7 +151,7 @@ impl Engine {
         self.groups[group as usize].on_event(
             &self.compiled,
             row,
-            &self.names,
+            self.symbols.names(),
             id,
             price,
             ts,

@@ -5,6 +5,7 @@
 //! - [`engine`]: symbol interning, filter indexing, the per-tick loop, rule switches.
 //! - [`group`]: the states of the symbols that carry the same queries, row by row.
 //! - [`state`]: one query's window and incremental aggregates for one symbol.
+//! - [`symbols`]: symbol interning, shared by the engine and the baseline.
 //! - [`program`]: conditions and output columns in the flat shapes the per-event loop runs.
 //! - [`window`]: numerically stable moments of a sliding window.
 //! - [`baseline`]: the hand-written R1/R2/R3 the rule language replaced, kept only as the
@@ -15,6 +16,7 @@ pub mod engine;
 pub mod group;
 pub mod program;
 pub mod state;
+pub mod symbols;
 pub mod window;
 
 pub use cep_query::{compile, RuleSet, RulesSource};
