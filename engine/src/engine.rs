@@ -3,6 +3,12 @@
 //! indexing: an event is offered only to the queries that can match it); symbols carrying the
 //! same queries share a [`Group`]. Rules can be switched between two events; unchanged
 //! queries keep their state.
+//!
+//! Event time runs forward per symbol: a tick earlier than its symbol's latest event time is
+//! *late*. It is processed at that latest time (its price enters the windows as the newest
+//! value) and counted, or, with an allowed lateness set, dropped and counted if it is later
+//! than that (Flink's allowed lateness). The end of input closes every open tumbling window
+//! ([`Engine::close_windows`], Flink's final watermark).
 
 use crate::group::{lay_out, Cells, Compiled, Group, Signature};
 pub use crate::symbols::SymbolId;
@@ -23,11 +29,23 @@ pub struct Engine {
     /// The symbols grouped by the queries they carry, with their states.
     groups: Vec<Group>,
     group_of: FxHashMap<Signature, u32>,
-    /// Per symbol: its group and its row there.
-    slots: Vec<(u32, u32)>,
+    /// Per symbol: where its states are and its latest event time.
+    slots: Vec<Slot>,
     aggregates: Vec<f64>,
+    /// Ticks later than this (ns) behind their symbol's latest are dropped; `None` keeps all.
+    allowed_lateness: Option<u64>,
     processed: u64,
+    late: u64,
+    late_dropped: u64,
     outputs_total: u64,
+}
+
+/// A symbol's place: its group, its row there, and its latest event time.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    group: u32,
+    row: u32,
+    latest: u64,
 }
 
 impl Engine {
@@ -49,7 +67,10 @@ impl Engine {
             group_of: FxHashMap::default(),
             slots: Vec::new(),
             aggregates: Vec::new(),
+            allowed_lateness: None,
             processed: 0,
+            late: 0,
+            late_dropped: 0,
             outputs_total: 0,
         };
         engine.install(rules);
@@ -59,6 +80,13 @@ impl Engine {
     fn install(&mut self, rules: RuleSet) {
         self.compiled = rules.queries.into_iter().map(Compiled::new).collect();
         self.aggregates = vec![0.0; self.compiled.iter().map(|c| c.query.aggregates.len()).max().unwrap_or(0)];
+    }
+
+    /// Sets how late (ns behind its symbol's latest event time) a tick may be and still be
+    /// processed; later ones are dropped and counted. `None` (the default) processes every
+    /// late tick at its symbol's latest time.
+    pub fn set_allowed_lateness(&mut self, allowed: Option<u64>) {
+        self.allowed_lateness = allowed;
     }
 
     /// Puts a symbol's row in the group of its signature; returns (group, row).
@@ -87,12 +115,13 @@ impl Engine {
         let mut rows: Vec<Vec<Option<Cells>>> =
             old_groups.into_iter().map(|g| g.into_rows().into_iter().map(Some).collect()).collect();
         for id in 0..self.symbols.len() {
-            let (group, row) = self.slots[id];
+            let Slot { group, row, latest } = self.slots[id];
             let cells = rows[group as usize][row as usize].take().expect("each row moves once");
             let previous = Some((&members[group as usize][..], cells));
             let (signature, cells) =
                 lay_out(&self.compiled, &self.symbols.names()[id], self.unindexed, &kept, previous);
-            self.slots[id] = self.place(signature, cells);
+            let (group, row) = self.place(signature, cells);
+            self.slots[id] = Slot { group, row, latest };
         }
     }
 
@@ -120,8 +149,8 @@ impl Engine {
         let id = self.symbols.insert(bytes);
         let name = &self.symbols.names()[id as usize];
         let (signature, cells) = lay_out(&self.compiled, name, self.unindexed, &[], None);
-        let slot = self.place(signature, cells);
-        self.slots.push(slot);
+        let (group, row) = self.place(signature, cells);
+        self.slots.push(Slot { group, row, latest: 0 });
         id
     }
 
@@ -130,9 +159,19 @@ impl Engine {
         self.symbols.len()
     }
 
-    /// Ticks processed so far.
+    /// Ticks processed so far (late ones, dropped or not, included).
     pub fn processed(&self) -> u64 {
         self.processed
+    }
+
+    /// Late ticks processed at their symbol's latest event time.
+    pub fn late(&self) -> u64 {
+        self.late
+    }
+
+    /// Late ticks dropped for being later than the allowed lateness.
+    pub fn late_dropped(&self) -> u64 {
+        self.late_dropped
     }
 
     /// Outputs so far, all rules.
@@ -146,7 +185,17 @@ impl Engine {
     #[inline]
     pub fn process(&mut self, id: SymbolId, price: f64, ts: u64, mut emit: impl FnMut(QueryId, f64, f64)) {
         self.processed += 1;
-        let (group, row) = self.slots[id as usize];
+        let slot = &mut self.slots[id as usize];
+        let (group, row) = (slot.group, slot.row);
+        let ts = if ts >= slot.latest {
+            slot.latest = ts;
+            ts
+        } else {
+            match self.late_tick(id, ts) {
+                Some(ts) => ts,
+                None => return,
+            }
+        };
         let total = &mut self.outputs_total;
         self.groups[group as usize].on_event(
             &self.compiled,
@@ -161,6 +210,45 @@ impl Engine {
                 emit(query, p, v);
             },
         );
+    }
+
+    /// A tick behind its symbol's latest event time: the time it is processed at, or `None`
+    /// if it is dropped.
+    #[cold]
+    fn late_tick(&mut self, id: SymbolId, ts: u64) -> Option<u64> {
+        let latest = self.slots[id as usize].latest;
+        if self.allowed_lateness.is_some_and(|allowed| latest - ts > allowed) {
+            self.late_dropped += 1;
+            None
+        } else {
+            self.late += 1;
+            Some(latest)
+        }
+    }
+
+    /// The end of input (Flink's final watermark): every open tumbling window emits what it
+    /// holds, in symbol order (by id, i.e. first appearance) then query order, through
+    /// `emit(symbol, query, price, value)`, and is left empty.
+    pub fn close_windows(&mut self, mut emit: impl FnMut(SymbolId, QueryId, f64, f64)) {
+        let total = &mut self.outputs_total;
+        for (id, slot) in self.slots.iter().enumerate() {
+            let id = id as SymbolId;
+            self.groups[slot.group as usize].close_windows(
+                &self.compiled,
+                slot.row,
+                &self.symbols.names()[id as usize],
+                &mut self.aggregates,
+                |query, price, value| {
+                    *total += 1;
+                    emit(id, query, price, value);
+                },
+            );
+        }
+    }
+
+    /// The name of an interned symbol.
+    pub fn symbol_name(&self, id: SymbolId) -> &str {
+        &self.symbols.names()[id as usize]
     }
 
     /// Interns and processes in one call.

@@ -284,6 +284,23 @@ impl Group {
             }
         }
     }
+
+    /// Row `row`'s open tumbling windows emit what they hold (the end of input) and empty.
+    pub fn close_windows(
+        &mut self,
+        compiled: &[Compiled],
+        row: u32,
+        symbol: &str,
+        aggregates: &mut [f64],
+        mut emit: impl FnMut(QueryId, f64, f64),
+    ) {
+        for step in &self.steps {
+            let Kernel::General(Place::Window(k)) = step.kernel else { continue };
+            let Compiled { query, layout } = &compiled[step.query as usize];
+            let state = &mut self.windows[row as usize * self.window_width + k as usize];
+            state.close_pane(query, layout, symbol, aggregates, |price, value| emit(step.query, price, value));
+        }
+    }
 }
 
 /// Lays out a symbol's row for the queries that admit it: its signature and its states,

@@ -485,6 +485,24 @@ impl WindowState {
         self.head = ((self.head as usize + layout.stride) & mask) as u32;
     }
 
+    /// The end of input: a tumbling window that holds events emits them as a closed pane
+    /// (evaluated on its last event's row, as a pane closed by a later event is) and empties.
+    pub(crate) fn close_pane(
+        &mut self,
+        query: &Query,
+        layout: &Layout,
+        symbol: &str,
+        aggregates: &mut [f64],
+        mut emit: impl FnMut(f64, f64),
+    ) {
+        if !matches!(query.window, Window::Tumbling(_)) || self.len == 0 {
+            return;
+        }
+        let row_price = self.rare.as_deref().expect("a tumbling window keeps its pane").last_price;
+        self.evaluate(query, layout, symbol, row_price, aggregates, &mut emit);
+        self.clear();
+    }
+
     /// Empties the window (a tumbling window closed); streaks go on.
     fn clear(&mut self) {
         self.len = 0;

@@ -269,7 +269,20 @@ fn passes(filter: Filter, symbol: u8, price: f64) -> bool {
 /// (tick index, query, price, value) of every output.
 type Output = (usize, usize, f64, f64);
 
-fn reference(specs: &[Spec], ticks: &[(u8, f64, u64)]) -> Vec<Output> {
+/// Symbols in order of first appearance: the order the engine numbers them in.
+fn appearance(ticks: &[(u8, f64, u64)]) -> Vec<u8> {
+    let mut order: Vec<u8> = Vec::new();
+    for &(symbol, _, _) in ticks {
+        if !order.contains(&symbol) {
+            order.push(symbol);
+        }
+    }
+    order
+}
+
+/// The outputs of `specs` over `ticks`, and at position `ticks.len()` those of the windows
+/// the end of input closes, symbol by symbol in `order`.
+fn reference(specs: &[Spec], ticks: &[(u8, f64, u64)], order: &[u8]) -> Vec<Output> {
     let mut out = Vec::new();
     for (q, spec) in specs.iter().enumerate() {
         let mut history: Vec<Vec<Ev>> = vec![Vec::new(); 4];
@@ -307,6 +320,17 @@ fn reference(specs: &[Spec], ticks: &[(u8, f64, u64)]) -> Vec<Output> {
                 }
             }
         }
+        if let WindowKind::Tumbling(_) = spec.window {
+            for &symbol in order {
+                let events = &history[symbol as usize];
+                let window = &events[pane_start[symbol as usize]..];
+                if let Some(last) = window.last() {
+                    if spec.having.as_ref().is_none_or(|c| truth(c, window, events) == Some(true)) {
+                        out.push((ticks.len(), q, last.price, value(&spec.value, window, events).unwrap_or(f64::NAN)));
+                    }
+                }
+            }
+        }
     }
     out.sort_by_key(|o| (o.0, o.1));
     out
@@ -331,7 +355,10 @@ proptest! {
         for (i, &(symbol, price, ts)) in ticks.iter().enumerate() {
             engine.process_symbol(&format!("S{symbol}"), price, ts, |query, p, v| got.push((i, query as usize, p, v)));
         }
-        let want = reference(&specs, &ticks);
+        engine.close_windows(|_, query, p, v| got.push((ticks.len(), query as usize, p, v)));
+        // The end emits symbol by symbol; the reference lists it query by query.
+        got.sort_by_key(|o| (o.0, o.1));
+        let want = reference(&specs, &ticks, &appearance(&ticks));
         prop_assert_eq!(got.len(), want.len(), "{}\ngot {:?}\nwant {:?}", text, got, want);
         for (g, w) in got.iter().zip(&want) {
             prop_assert!(g.0 == w.0 && g.1 == w.1 && g.2 == w.2 && close(g.3, w.3), "{}\ngot {:?}, want {:?}", text, g, w);
@@ -403,11 +430,14 @@ proptest! {
                 }
             });
         }
+        engine.close_windows(|_, query, p, v| got.push((ticks.len(), query as usize, p, v)));
+        got.sort_by_key(|o| (o.0, o.1));
+        let order = appearance(&ticks);
         let mut want: Vec<Output> = Vec::new();
         for (q, (_, spec, kept)) in new.iter().enumerate() {
             let outputs = match kept {
-                Some(_) => reference(std::slice::from_ref(spec), &ticks).into_iter().filter(|o| o.0 >= at).collect(),
-                None => reference(std::slice::from_ref(spec), &ticks[at..])
+                Some(_) => reference(std::slice::from_ref(spec), &ticks, &order).into_iter().filter(|o| o.0 >= at).collect(),
+                None => reference(std::slice::from_ref(spec), &ticks[at..], &order)
                     .into_iter()
                     .map(|o| (o.0 + at, o.1, o.2, o.3))
                     .collect::<Vec<_>>(),
