@@ -6,6 +6,7 @@
 //! - [`control`]: registration and start-up messages exchanged with the router.
 //! - [`report`]: end-of-run reports that workers and the router send to the collector.
 //! - [`results`]: the `summary.json` schema that tests, benchmarks and users read.
+//! - [`replay`]: tick files (replay input and recorded input), event time in their own unit.
 //! - [`gbm`]: the seeded, counter-based geometric-Brownian-motion tick model.
 //! - [`partition`]: the consistent-hash ring with its pinned hasher.
 //! - [`seen`]: exactly-once bookkeeping of sequence numbers.
@@ -18,6 +19,7 @@ pub mod duration;
 pub mod gbm;
 pub mod msgpack;
 pub mod partition;
+pub mod replay;
 pub mod report;
 pub mod results;
 pub mod seen;
