@@ -1,5 +1,6 @@
 //! The command line.
 
+use crate::launcher::Usage;
 use clap::{Parser, Subcommand};
 
 /// A partitioned complex-event-processing cluster over ZeroMQ.
@@ -48,7 +49,12 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => crate::launcher::launch(args),
         Command::Router(config) => {
-            cep_router::run(config, crate::telemetry::shutdown_flag()?)?;
+            cep_router::run(config, crate::telemetry::shutdown_flag()?).map_err(|error| match error {
+                cep_router::routing::RouterError::Config(_) | cep_router::routing::RouterError::Rules(_) => {
+                    Usage(error.to_string()).into()
+                }
+                error => anyhow::Error::from(error),
+            })?;
             Ok(())
         }
         Command::Worker(config) => {
@@ -67,7 +73,12 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Injector(config) => {
-            cep_injector::run(config, crate::telemetry::shutdown_flag()?)?;
+            cep_injector::run(config, crate::telemetry::shutdown_flag()?).map_err(|error| match error {
+                cep_injector::sending::InjectorError::Config(_) | cep_injector::sending::InjectorError::Replay(_) => {
+                    Usage(error.to_string()).into()
+                }
+                error => anyhow::Error::from(error),
+            })?;
             Ok(())
         }
         Command::Rules(args) => crate::rules::run(args),

@@ -1,6 +1,9 @@
 //! `cep run`: a whole cluster as separate OS processes on loopback, with free ports, progress
 //! while it runs, the report at the end, and a non-zero exit if anything was lost. Ctrl-C
 //! stops every process cleanly (the collector still writes what it measured).
+//!
+//! Everything a user can get wrong (flags, rules, the replay file, the results folder) is
+//! checked before any process starts, and reported as one line with exit status 2.
 
 use anyhow::{bail, Context as _};
 use cep_collector::CsvMode;
@@ -41,9 +44,25 @@ pub struct LaunchArgs {
     /// Seed of the price model.
     #[arg(long, env = "CEP_SEED", default_value_t = 42)]
     pub seed: u64,
-    /// Replay a file of `symbol;price;timestamp` lines instead of generating ticks.
+    /// Replay a tick file instead of generating ticks: `symbol;price;timestamp` lines
+    /// (timestamps in ms unless --time-unit says otherwise) or CSV with a header naming the
+    /// columns. Each tick's timestamp is its event time; the file is sent paced by --rate, or
+    /// by its own timestamps with --speed.
     #[arg(long, env = "CEP_REPLAY")]
     pub replay: Option<PathBuf>,
+    /// Replay at the file's recorded pace times this factor (1, 10, 0.5), or `max` for as
+    /// fast as possible (instead of --rate).
+    #[arg(long, env = "CEP_SPEED", value_parser = cep_injector::pacing::Speed::parse, requires = "replay")]
+    pub speed: Option<cep_injector::pacing::Speed>,
+    /// The unit of the replay file's timestamps when its header does not name one: s, ms, us,
+    /// ns (default ms).
+    #[arg(long, env = "CEP_TIME_UNIT", value_parser = cep_core::replay::TimeUnit::parse, requires = "replay")]
+    pub time_unit: Option<cep_core::replay::TimeUnit>,
+    /// How far behind its symbol's latest event time a tick may be and still be processed
+    /// (e.g. 5s); later ones are dropped and counted (`late_dropped`). Default: every late
+    /// tick is processed at its symbol's latest time and counted (`late`).
+    #[arg(long, env = "CEP_ALLOWED_LATENESS", value_parser = parse_duration)]
+    pub allowed_lateness: Option<Duration>,
     /// Also write input.csv, every tick sent.
     #[arg(long, env = "CEP_RECORD_INPUT")]
     pub record_input: bool,
@@ -79,24 +98,86 @@ pub struct LaunchArgs {
 }
 
 impl LaunchArgs {
+    /// Everything the processes would refuse, checked before any starts; the error is a
+    /// [`Usage`] error (exit status 2).
     fn validate(&self) -> anyhow::Result<()> {
+        self.check().map_err(|error| Usage(crate::telemetry::one_line(&error)).into())
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
         if self.workers == 0 {
             bail!("--workers must be at least 1");
         }
-        if self.connections == 0 || self.connections > self.symbols {
-            bail!("--connections must be between 1 and --symbols ({})", self.symbols);
+        if self.replay.is_none() {
+            if self.symbols == 0 {
+                bail!("--symbols must be at least 1");
+            }
+            if self.connections == 0 || self.connections > self.symbols {
+                bail!("--connections must be between 1 and --symbols ({})", self.symbols);
+            }
+        } else if self.connections == 0 {
+            bail!("--connections must be at least 1");
         }
         if !(self.rate.is_finite() && self.rate >= 0.0) {
             bail!("--rate must be a non-negative number");
         }
+        if self.count == Some(0) {
+            bail!("--count must be at least 1");
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            bail!("--duration must be longer than 0");
+        }
         if self.batch == 0 {
             bail!("--batch must be at least 1");
         }
-        // Checked here too, so a bad file stops the run before any process starts.
         let source = cep_query::RulesSource::load(self.rules.as_deref()).map_err(anyhow::Error::msg)?;
         source.compile()?;
+        if let Some(file) = &self.replay {
+            cep_core::replay::read(file, self.time_unit).map_err(anyhow::Error::msg)?;
+        }
+        check_out_folder(&self.out)?;
         Ok(())
     }
+}
+
+/// A mistake in the command line or its files, found before anything started: `cep` exits
+/// with status 2 (as for a flag clap rejects).
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// The results folder exists (or can be made) and takes files.
+fn check_out_folder(out: &Path) -> anyhow::Result<()> {
+    if out.exists() && !out.is_dir() {
+        bail!("--out {}: not a folder", out.display());
+    }
+    std::fs::create_dir_all(out)
+        .map_err(|error| anyhow::anyhow!("--out {}: cannot create it: {error}", out.display()))?;
+    let probe = out.join(format!(".cep-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .map_err(|error| anyhow::anyhow!("--out {}: cannot write there: {error}", out.display()))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+/// Removes the files an earlier run left in `out`, so none passes for this run's.
+fn clear_previous_run(out: &Path) -> anyhow::Result<()> {
+    for name in cep_core::results::RUN_FILES {
+        let path = out.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => bail!("cannot remove {} of an earlier run: {error}", path.display()),
+        }
+    }
+    Ok(())
 }
 
 /// `cep run`: launches, prints the report, fails if anything was lost.
@@ -104,8 +185,10 @@ pub fn launch(args: LaunchArgs) -> anyhow::Result<()> {
     let program = std::env::current_exe().context("cannot find the cep executable")?;
     let summary = match run_cluster(&program, &args) {
         Ok(summary) => summary,
+        Err(error) if error.is::<Usage>() => return Err(error),
         Err(error) => {
-            // An interrupted or failed run may still have written what it measured.
+            // An interrupted or failed run may still have written what it measured (the
+            // folder was emptied of earlier runs' files first: a report here is this run's).
             if let Ok(report) = std::fs::read_to_string(args.out.join("report.txt")) {
                 print!("{report}");
                 println!("partial results: {}", args.out.display());
@@ -186,10 +269,9 @@ impl Endpoints {
 /// Runs a cluster of `program` processes and returns the collector's summary.
 pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary> {
     args.validate()?;
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    // Stale results must not pass for this run's.
-    for stale in ["summary.json", "report.txt"] {
-        let _ = std::fs::remove_file(args.out.join(stale));
+    clear_previous_run(&args.out)?;
+    if !args.quiet {
+        eprintln!("writing results to {}", args.out.display());
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let endpoints = Endpoints::new(args.transport)?;
@@ -214,6 +296,9 @@ fn router_command(args: &LaunchArgs, endpoints: &Endpoints) -> Vec<String> {
     ];
     if let Some(rules) = &args.rules {
         router.push(format!("--rules={}", rules.display()));
+    }
+    if let Some(lateness) = args.allowed_lateness {
+        router.push(format!("--allowed-lateness={}ns", lateness.as_nanos()));
     }
     router
 }
@@ -285,6 +370,15 @@ fn role_commands(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &
     }
     if let Some(file) = &args.replay {
         injector.push(format!("--replay={}", file.display()));
+    }
+    if let Some(speed) = args.speed {
+        injector.push(match speed {
+            cep_injector::pacing::Speed::Max => "--speed=max".into(),
+            cep_injector::pacing::Speed::Times(factor) => format!("--speed={factor}"),
+        });
+    }
+    if let Some(unit) = args.time_unit {
+        injector.push(format!("--time-unit={}", unit.name()));
     }
     if args.record_input {
         injector.push(format!("--record={}", args.out.join("input.csv").display()));

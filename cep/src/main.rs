@@ -7,6 +7,7 @@ fn main() {
     cep::telemetry::init();
     if let Err(error) = cep::cli::dispatch(cli) {
         eprintln!("error: {}", cep::telemetry::one_line(&error));
-        std::process::exit(1);
+        // A mistake found before anything started exits as clap's own usage errors do.
+        std::process::exit(if error.is::<cep::launcher::Usage>() { 2 } else { 1 });
     }
 }

@@ -25,19 +25,27 @@ fn free_endpoint() -> String {
 fn valid_ticks(from: u64, to: u64) -> Vec<u8> {
     let mut batch = TickBatchWriter::new(0);
     for seq in from..to {
-        batch.push(format!("S{:04}", seq % 50).as_bytes(), 100.0 + (seq % 7) as f64, 1_000_000 + seq, 0, seq, 0);
+        batch.push(
+            format!("S{:04}", seq % 50).as_bytes(),
+            100.0 + (seq % 7) as f64,
+            1_000_000 + seq,
+            1_000_000 + seq,
+            0,
+            seq,
+            0,
+        );
     }
     batch.seal(0).to_vec()
 }
 
 fn bad_ticks() -> Vec<u8> {
     let mut batch = TickBatchWriter::new(0);
-    batch.push(b"S0001", f64::NAN, 1, 0, 90_000, 0);
-    batch.push(b"S0001", f64::INFINITY, 1, 0, 90_001, 0);
-    batch.push(b"S0001", -1.0, 1, 0, 90_002, 0);
-    batch.push(b"S0001", 0.0, 1, 0, 90_003, 0);
-    batch.push(b"", 10.0, 1, 0, 90_004, 0);
-    batch.push(b"S0001", 10.0, 1, 7, 0, 0);
+    batch.push(b"S0001", f64::NAN, 1, 1, 0, 90_000, 0);
+    batch.push(b"S0001", f64::INFINITY, 1, 1, 0, 90_001, 0);
+    batch.push(b"S0001", -1.0, 1, 1, 0, 90_002, 0);
+    batch.push(b"S0001", 0.0, 1, 1, 0, 90_003, 0);
+    batch.push(b"", 10.0, 1, 1, 0, 90_004, 0);
+    batch.push(b"S0001", 10.0, 1, 1, 7, 0, 0);
     batch.seal(0).to_vec()
 }
 
@@ -98,6 +106,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         hwm: 1000,
         announce: None,
         rules: None,
+        allowed_lateness: None,
         start_timeout: Duration::ZERO,
         end_timeout: Duration::from_secs(30),
     };
@@ -148,7 +157,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     let to_worker = Push::connect(&context, &ready.workers[0].endpoint, &options).unwrap();
     let mut direct = bad_frames();
     let mut nan_tick = TickBatchWriter::new(9);
-    nan_tick.push(b"S0001", f64::NAN, 1, 0, 99_999, 0);
+    nan_tick.push(b"S0001", f64::NAN, 1, 1, 0, 99_999, 0);
     direct.push(nan_tick.seal(0).to_vec());
     for frame in &direct {
         to_worker.send(frame, &never).unwrap();

@@ -104,23 +104,29 @@ fn deploy_under_load_switches_every_worker_at_the_same_point() {
     let input = read_input(&out.join("input.csv")).unwrap();
     let old = cep_engine::reference_rules();
     let new = cep_engine::compile(&new_rules(), "new").unwrap();
-    let expected = evaluate_deployments(&input, old, &[(new, at.clone())]);
+    let expected = evaluate_deployments(&input, old, &[(new, at.clone())], Default::default());
     let text = std::fs::read_to_string(out.join("outputs.csv")).unwrap();
-    let mut got: HashMap<(String, u32, u64), (String, u64, u64)> = HashMap::new();
+    // Keyed by symbol too: the windows the end of input closes all name their stream's end.
+    let mut got: HashMap<(String, String, u32, u64), (u64, u64)> = HashMap::new();
     for line in text.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
-        let key = (f[0].to_string(), f[4].parse().unwrap(), f[5].parse().unwrap());
-        let value = (f[1].to_string(), f[2].parse::<f64>().unwrap().to_bits(), f[3].parse::<f64>().unwrap().to_bits());
+        let key = (f[0].to_string(), f[1].to_string(), f[4].parse().unwrap(), f[5].parse().unwrap());
+        let value = (f[2].parse::<f64>().unwrap().to_bits(), f[3].parse::<f64>().unwrap().to_bits());
         assert!(got.insert(key, value).is_none(), "duplicate output {line}");
     }
     assert_eq!(got.len(), expected.len());
     for o in &expected {
         assert_eq!(
-            got.get(&(o.rule.clone(), o.injector, o.seq)),
-            Some(&(o.symbol.clone(), o.price.to_bits(), o.value.to_bits())),
+            got.get(&(o.rule.clone(), o.symbol.clone(), o.injector, o.seq)),
+            Some(&(o.price.to_bits(), o.value.to_bits())),
             "{o:?}"
         );
     }
+    // The busy windows still open at the end of input emitted then, once per symbol.
+    let end_of = |stream: u32| summary.streams[stream as usize].sent.unwrap();
+    let closed_at_end = expected.iter().filter(|o| o.rule == "busy" && o.seq == end_of(o.injector)).count() as u64;
+    assert!(closed_at_end > 0);
+    assert_eq!(summary.final_outputs, closed_at_end);
     // Every rule of either set is counted; volatility stops at the switch, busy starts there.
     let count = |rule: &str| expected.iter().filter(|o| o.rule == rule).count() as u64;
     for rule in ["perc", "trend", "volatility", "busy"] {
@@ -130,5 +136,5 @@ fn deploy_under_load_switches_every_worker_at_the_same_point() {
     let before_switch = at.values().sum::<u64>();
     assert_eq!(summary.outputs["volatility"], before_switch);
     assert!(expected.iter().filter(|o| o.rule == "busy").all(|o| o.seq >= at[&o.injector]));
-    assert_eq!(summary.latency_us.end_to_end.count, summary.outputs.values().sum::<u64>());
+    assert_eq!(summary.latency_us.end_to_end.count, summary.outputs.values().sum::<u64>() - summary.final_outputs);
 }

@@ -12,6 +12,8 @@ pub struct Observed {
     pub outputs: OutputCounts,
     pub output_duplicates: u64,
     pub warmup_outputs: u64,
+    /// Outputs of windows the end of input closed (in `outputs`, no latency).
+    pub final_outputs: u64,
     pub rejected: CauseCounts,
     pub duration_s: f64,
     pub latency: HopLatencies,
@@ -33,6 +35,7 @@ pub fn summarize(
         duration_s: observed.duration_s,
         latency_us: observed.latency,
         warmup_outputs: observed.warmup_outputs,
+        final_outputs: observed.final_outputs,
         clock_offsets: observed.clock_offsets,
         ..Summary::default()
     };
@@ -85,6 +88,8 @@ pub fn summarize(
     summary.rules = router.map(|r| r.rules.clone()).unwrap_or_default();
     summary.duplicates = observed.output_duplicates + reports.values().map(|r| r.duplicates).sum::<u64>();
     summary.out_of_order = reports.values().map(|r| r.out_of_order).sum();
+    summary.late = reports.values().map(|r| r.late).sum();
+    summary.late_dropped = reports.values().map(|r| r.late_dropped).sum();
 
     for (index, id) in workers.iter().enumerate() {
         let report = reports.get(&(index as u32));
@@ -133,6 +138,8 @@ mod tests {
                 .collect(),
             duplicates: 0,
             out_of_order: 0,
+            late: 0,
+            late_dropped: 0,
             rejected: CauseCounts::new(),
         }
     }

@@ -200,6 +200,18 @@ impl Collecting {
                 self.decoded = decoded;
                 result?;
             }
+            FrameKind::FinalOutputs => {
+                let mut decoded = std::mem::take(&mut self.decoded);
+                let result = match decode_outputs(frame, &header, rest, &mut decoded) {
+                    Ok(()) => self.record_final(frame, header.sender, &decoded, t_collector, csv),
+                    Err(error) => {
+                        self.rejections.reject(error.cause(), Some(header.sender), &error);
+                        Ok(())
+                    }
+                };
+                self.decoded = decoded;
+                result?;
+            }
             FrameKind::WorkerProgress => {
                 if let Some(progress) = self.decode_cold::<WorkerProgress>(&header, rest) {
                     if let Some(slot) = self.progress.get_mut(header.sender as usize) {
@@ -250,6 +262,44 @@ impl Collecting {
             .ok()
     }
 
+    /// Outputs of windows the end of input closed: counted and written like any output, but
+    /// no tick caused them, so they have no latency and no place in the per-tick duplicate
+    /// check.
+    fn record_final(
+        &mut self,
+        frame: &[u8],
+        sender: u32,
+        outputs: &[OutputRecord],
+        t_collector: u64,
+        csv: &mut OutputsCsv,
+    ) -> std::io::Result<()> {
+        for output in outputs {
+            let Some(slot) = self.rules.slot(sender, output.rule) else {
+                self.rejections.reject(
+                    "unknown_rule",
+                    Some(sender),
+                    &format_args!("final output of rule index {} (not in the worker's announced rules)", output.rule),
+                );
+                continue;
+            };
+            self.rules.count(slot);
+            self.observed.final_outputs += 1;
+            if self.writes(slot) {
+                csv.write(self.rules.name(slot), output, output.symbol_bytes(frame), t_collector)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether outputs of this rule slot go to outputs.csv.
+    fn writes(&self, slot: usize) -> bool {
+        match self.csv_mode {
+            CsvMode::All => true,
+            CsvMode::Alerts => self.rules.is_alert(slot),
+            CsvMode::None => false,
+        }
+    }
+
     fn record(
         &mut self,
         frame: &[u8],
@@ -293,12 +343,7 @@ impl Collecting {
                 self.hops.record_output(&output.stamps, t_collector);
                 measured += 1;
             }
-            let write = match self.csv_mode {
-                CsvMode::All => true,
-                CsvMode::Alerts => self.rules.is_alert(slot),
-                CsvMode::None => false,
-            };
-            if write {
+            if self.writes(slot) {
                 csv.write(self.rules.name(slot), output, output.symbol_bytes(frame), t_collector)?;
             }
         }

@@ -78,6 +78,10 @@ pub struct Ready {
     pub collector_clock: String,
     /// The rules the run starts with (workers run them; the router checked them).
     pub rules: RulesText,
+    /// How far (ns) a tick may be behind its symbol's latest event time and still be
+    /// processed; later ones are dropped and counted. `None`: every late tick is processed
+    /// at its symbol's latest time.
+    pub allowed_lateness_ns: Option<u64>,
 }
 
 /// A rules file as it travels: its version in the run, where it came from, its text.

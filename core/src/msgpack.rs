@@ -90,6 +90,36 @@ impl<'a> Reader<'a> {
         Ok(value)
     }
 
+    /// A signed integer of any width that fits an `i64`.
+    #[inline]
+    pub fn int(&mut self) -> Result<i64, DecodeError> {
+        const WHAT: &str = "an integer";
+        let marker = self.marker(WHAT)?;
+        let value = match marker {
+            0x00..=0x7f => marker as i64,
+            0xe0..=0xff => marker as i8 as i64,
+            0xcc => self.take::<1>(WHAT)?[0] as i64,
+            0xcd => u16::from_be_bytes(self.take(WHAT)?) as i64,
+            0xce => u32::from_be_bytes(self.take(WHAT)?) as i64,
+            0xcf => match i64::try_from(u64::from_be_bytes(self.take(WHAT)?)) {
+                Ok(value) => value,
+                Err(_) => {
+                    self.pos -= 9;
+                    return self.fail(WHAT);
+                }
+            },
+            0xd0 => i8::from_be_bytes(self.take(WHAT)?) as i64,
+            0xd1 => i16::from_be_bytes(self.take(WHAT)?) as i64,
+            0xd2 => i32::from_be_bytes(self.take(WHAT)?) as i64,
+            0xd3 => i64::from_be_bytes(self.take(WHAT)?),
+            _ => {
+                self.pos -= 1;
+                return self.fail(WHAT);
+            }
+        };
+        Ok(value)
+    }
+
     /// An unsigned integer that must fit in a `u32`.
     #[inline]
     pub fn u32(&mut self) -> Result<u32, DecodeError> {
@@ -181,6 +211,27 @@ pub fn write_uint(buf: &mut Vec<u8>, value: u64) {
     }
 }
 
+/// Appends the shortest encoding of a signed integer (a non-negative one as [`write_uint`]).
+#[inline]
+pub fn write_int(buf: &mut Vec<u8>, value: i64) {
+    if value >= 0 {
+        write_uint(buf, value as u64);
+    } else if value >= -32 {
+        buf.push(value as i8 as u8);
+    } else if value >= i8::MIN as i64 {
+        buf.extend_from_slice(&[0xd0, value as i8 as u8]);
+    } else if value >= i16::MIN as i64 {
+        buf.push(0xd1);
+        buf.extend_from_slice(&(value as i16).to_be_bytes());
+    } else if value >= i32::MIN as i64 {
+        buf.push(0xd2);
+        buf.extend_from_slice(&(value as i32).to_be_bytes());
+    } else {
+        buf.push(0xd3);
+        buf.extend_from_slice(&value.to_be_bytes());
+    }
+}
+
 #[inline]
 pub fn write_f64(buf: &mut Vec<u8>, value: f64) {
     buf.push(0xcb);
@@ -240,6 +291,18 @@ mod tests {
         let mut negative = Vec::new();
         rmp::encode::write_sint(&mut negative, -3).unwrap();
         assert!(Reader::new(&negative).uint().is_err());
+        for value in [0i64, 5, -1, -32, -33, -128, -129, -32_768, -32_769, i32::MIN as i64 - 1, i64::MIN, i64::MAX, 300]
+        {
+            let mut ours = Vec::new();
+            write_int(&mut ours, value);
+            let mut theirs = Vec::new();
+            rmp::encode::write_sint(&mut theirs, value).unwrap();
+            assert_eq!(ours, theirs, "{value}");
+            assert_eq!(Reader::new(&ours).int().unwrap(), value);
+        }
+        let mut too_big = Vec::new();
+        write_uint(&mut too_big, u64::MAX);
+        assert!(Reader::new(&too_big).int().is_err());
         let mut f32_bytes = Vec::new();
         rmp::encode::write_f32(&mut f32_bytes, 1.5).unwrap();
         assert_eq!(Reader::new(&f32_bytes).float().unwrap(), 1.5);

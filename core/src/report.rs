@@ -62,6 +62,10 @@ pub struct WorkerReport {
     pub duplicates: u64,
     /// Ticks of a symbol that arrived with a lower sequence number than one already seen.
     pub out_of_order: u64,
+    /// Ticks behind their symbol's latest event time, processed at that time.
+    pub late: u64,
+    /// Ticks later than the allowed lateness: counted as processed, dropped by the engine.
+    pub late_dropped: u64,
     /// Frames and ticks rejected by the worker, by cause.
     pub rejected: CauseCounts,
 }

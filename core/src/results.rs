@@ -4,6 +4,24 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// What `cep engine` writes beside its input by default.
+pub const STANDALONE_OUTPUTS: &str = "standalone-outputs.csv";
+
+/// The files a run leaves in its results folder (the collector's, the recorded input, and
+/// the standalone engine's outputs beside it). A new `cep run` removes them first, so no file
+/// of an earlier run stays beside a new run's.
+pub const RUN_FILES: &[&str] = &[
+    "summary.json",
+    "report.txt",
+    "outputs.csv",
+    "input.csv",
+    "intervals.csv",
+    "latency.hlog",
+    "percentiles.csv",
+    "latency_histogram.csv",
+    STANDALONE_OUTPUTS,
+];
+
 /// Latency distribution of one hop, in microseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
@@ -91,12 +109,20 @@ pub struct Summary {
     pub rejected: BTreeMap<String, BTreeMap<String, u64>>,
     /// Ticks that reached a worker behind a later tick of the same symbol.
     pub out_of_order: u64,
+    /// Ticks whose event time was behind their symbol's latest: processed at that latest time.
+    pub late: u64,
+    /// Ticks more than the allowed lateness behind their symbol's latest event time: counted
+    /// in `events_processed`, dropped by the engine (no output).
+    pub late_dropped: u64,
     pub streams: Vec<StreamSummary>,
     /// True when every stream, worker and the router reported their end; false when the
     /// collector stopped on its idle timeout or a shutdown signal.
     pub complete: bool,
     /// Outputs whose tick was intended during the warm-up: counted, not in the histograms.
     pub warmup_outputs: u64,
+    /// Outputs of tumbling windows the end of input closed (no tick caused them): counted in
+    /// `outputs`, not in the latency histograms.
+    pub final_outputs: u64,
     /// Outputs the workers reported sending that never reached the collector.
     pub outputs_lost: u64,
     /// Each node's clock offset to the collector (whose clock all stamps are in), and the
@@ -121,6 +147,8 @@ impl Summary {
         line("OVERALL", "EventsLost", self.events_lost.to_string());
         line("OVERALL", "Duplicates", self.duplicates.to_string());
         line("OVERALL", "OutOfOrder", self.out_of_order.to_string());
+        line("OVERALL", "LateEvents", self.late.to_string());
+        line("OVERALL", "LateDropped", self.late_dropped.to_string());
         line("OVERALL", "Complete", self.complete.to_string());
         for (cause, count) in &self.lost_by_cause {
             line("LOST", cause, count.to_string());
@@ -131,6 +159,7 @@ impl Summary {
             }
         }
         line("OUTPUTS", "Total", self.outputs.values().sum::<u64>().to_string());
+        line("OUTPUTS", "ClosedByEndOfInput", self.final_outputs.to_string());
         // Many-query rule sets (the Oracle 400) list their counts in summary.json only.
         if self.outputs.len() <= 16 {
             for (rule, count) in &self.outputs {

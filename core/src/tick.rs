@@ -10,6 +10,9 @@ pub struct TickRecord {
     pub price: f64,
     /// Intended send time at the injector (ns since epoch): latency starts here.
     pub t_inject: u64,
+    /// Event time (ns): the time windows are computed on. A generated tick's is its
+    /// intended send time; a replayed tick's is its timestamp in the file.
+    pub t_event: u64,
     /// Id of the injector stream (one per injector connection) that sent it.
     pub injector: u32,
     /// Per-stream sequence number, from 0.

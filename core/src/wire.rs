@@ -12,7 +12,7 @@ use crate::tick::{OutputRecord, Stamps, TickRecord};
 use serde::{de::DeserializeOwned, Serialize};
 
 /// The protocol version this build speaks. A frame of any other version is rejected.
-pub const PROTOCOL_VERSION: u8 = 2;
+pub const PROTOCOL_VERSION: u8 = 3;
 
 /// Most events in one batch, on every hop, unless configured otherwise. Batches fill only
 /// while input is waiting (smart batching), so this bounds size, not latency.
@@ -65,6 +65,9 @@ pub enum FrameKind {
     Deploy = 18,
     /// The rules were accepted and where the stream switches: router -> deployer (control).
     Deployed = 19,
+    /// Outputs that no tick caused: the windows still open when the input ended (the
+    /// end-of-input watermark closes them): worker -> collector, after every stream ended.
+    FinalOutputs = 20,
 }
 
 impl FrameKind {
@@ -90,6 +93,7 @@ impl FrameKind {
             SwitchRules,
             Deploy,
             Deployed,
+            FinalOutputs,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)
@@ -225,7 +229,9 @@ impl<const STAMPS: usize> BatchBuffer<STAMPS> {
     }
 }
 
-/// Writes `[1, Ticks, sender, t_sent, [[symbol, price, t_inject, injector, seq, t_router_in], ...]]`.
+/// Writes `[3, Ticks, sender, t_sent, [[symbol, price, t_inject, event_offset, injector, seq,
+/// t_router_in], ...]]`, where `event_offset` is the tick's event time minus `t_inject`
+/// (signed; 0 for generated ticks, whose event time is their intended send time).
 #[derive(Debug)]
 pub struct TickBatchWriter(BatchBuffer<1>);
 
@@ -234,14 +240,26 @@ impl TickBatchWriter {
         TickBatchWriter(BatchBuffer::new(FrameKind::Ticks, sender))
     }
 
-    /// Appends a tick; `symbol` is UTF-8.
+    /// Appends a tick; `symbol` is UTF-8. Both times are below 2^63 ns (the year 2262; replay
+    /// files are checked for it), so their difference fits the signed offset.
     #[inline]
-    pub fn push(&mut self, symbol: &[u8], price: f64, t_inject: u64, injector: u32, seq: u64, t_router_in: u64) {
+    #[allow(clippy::too_many_arguments)]
+    pub fn push(
+        &mut self,
+        symbol: &[u8],
+        price: f64,
+        t_inject: u64,
+        t_event: u64,
+        injector: u32,
+        seq: u64,
+        t_router_in: u64,
+    ) {
         let buf = &mut self.0.buf;
-        msgpack::write_fixarray(buf, 6);
+        msgpack::write_fixarray(buf, 7);
         msgpack::write_str(buf, symbol);
         msgpack::write_f64(buf, price);
         msgpack::write_uint(buf, t_inject);
+        msgpack::write_int(buf, t_event.wrapping_sub(t_inject) as i64);
         msgpack::write_uint(buf, injector as u64);
         msgpack::write_uint(buf, seq);
         msgpack::write_uint(buf, t_router_in);
@@ -267,16 +285,23 @@ impl TickBatchWriter {
     }
 }
 
-/// Writes `[1, Outputs, sender, t_router_out, t_worker_in, t_engine_out, [[rule, symbol,
+/// Writes `[3, Outputs, sender, t_router_out, t_worker_in, t_engine_out, [[rule, symbol,
 /// price, value, injector, seq, t_inject, t_router_in], ...]]`: one batch holds the outputs of
 /// ticks that left the router, reached the worker and left the engine together, so those
-/// three stamps are the batch's.
+/// three stamps are the batch's. The same layout as kind FinalOutputs carries the outputs of
+/// windows closed by the end of input, which no tick caused.
 #[derive(Debug)]
 pub struct OutputBatchWriter(BatchBuffer<3>);
 
 impl OutputBatchWriter {
     pub fn new(sender: u32) -> Self {
         OutputBatchWriter(BatchBuffer::new(FrameKind::Outputs, sender))
+    }
+
+    /// A writer of FinalOutputs frames: `injector` and `seq` name the end-of-stream marker
+    /// that closed the window (the stream and its `sent` count); the tick stamps are 0.
+    pub fn final_outputs(sender: u32) -> Self {
+        OutputBatchWriter(BatchBuffer::new(FrameKind::FinalOutputs, sender))
     }
 
     /// Appends an output; `symbol` is UTF-8.
@@ -360,20 +385,24 @@ pub fn decode_ticks(
     let mut rd = Reader::at(frame, header.body_at);
     let t_sent = rd.uint().map_err(malformed)?;
     let count = rd.array_len().map_err(malformed)?;
-    // Each tick takes at least 12 bytes; a count beyond that is a lie, not a reason to allocate.
-    if count as usize > rd.remaining() / 12 + 1 {
+    // Each tick takes at least 13 bytes; a count beyond that is a lie, not a reason to allocate.
+    if count as usize > rd.remaining() / 13 + 1 {
         return Err(WireError::Malformed(format!("tick count {count} exceeds the frame")));
     }
     out.reserve(count as usize);
     for _ in 0..count {
-        rd.array_of(6, "a tick of 6 fields").map_err(malformed)?;
+        rd.array_of(7, "a tick of 7 fields").map_err(malformed)?;
         let symbol = read_symbol(frame, &mut rd)?;
         let price = rd.float().map_err(malformed)?;
         let t_inject = rd.uint().map_err(malformed)?;
+        let offset_at = rd.position();
+        let t_event = t_inject.checked_add_signed(rd.int().map_err(malformed)?).ok_or_else(|| {
+            WireError::Malformed(format!("event offset at byte {offset_at} puts the event time out of range"))
+        })?;
         let injector = rd.u32().map_err(malformed)?;
         let seq = rd.uint().map_err(malformed)?;
         let t_router_in = rd.uint().map_err(malformed)?;
-        out.push(TickRecord { symbol, price, t_inject, injector, seq, t_router_in });
+        out.push(TickRecord { symbol, price, t_inject, t_event, injector, seq, t_router_in });
     }
     if rd.remaining() != 0 {
         return Err(WireError::Malformed(format!("{} trailing bytes", rd.remaining())));
@@ -381,14 +410,15 @@ pub fn decode_ticks(
     Ok(t_sent)
 }
 
-/// Decodes a whole output batch into `out` (cleared first).
+/// Decodes a whole output batch (an Outputs or a FinalOutputs frame) into `out` (cleared first).
 pub fn decode_outputs(
     frame: &[u8],
     header: &FrameHeader,
     _rest: &[u8],
     out: &mut Vec<OutputRecord>,
 ) -> Result<(), WireError> {
-    expect_kind(header, FrameKind::Outputs, 7)?;
+    let kind = if header.kind == FrameKind::FinalOutputs { FrameKind::FinalOutputs } else { FrameKind::Outputs };
+    expect_kind(header, kind, 7)?;
     out.clear();
     let mut rd = Reader::at(frame, header.body_at);
     let t_router_out = rd.uint().map_err(malformed)?;
@@ -444,7 +474,7 @@ mod tests {
 
     fn ticks_frame() -> Vec<u8> {
         let mut writer = TickBatchWriter::new(7);
-        writer.push(b"S0001", 100.5, 1_000, 3, 42, 0);
+        writer.push(b"S0001", 100.5, 1_000, 995, 3, 42, 0);
         writer.seal(2_000).to_vec()
     }
 
@@ -452,12 +482,13 @@ mod tests {
     #[test]
     fn tick_frame_golden_bytes() {
         let expected: Vec<u8> = vec![
-            0x95, 0x02, 0x01, 0x07, // [version 2, kind Ticks, sender 7,
+            0x95, 0x03, 0x01, 0x07, // [version 3, kind Ticks, sender 7,
             0xcf, 0, 0, 0, 0, 0, 0, 0x07, 0xd0, // t_sent 2000 (fixed u64),
             0xdd, 0, 0, 0, 1, // one tick (fixed array32)
-            0x96, 0xa5, b'S', b'0', b'0', b'0', b'1', // [symbol,
+            0x97, 0xa5, b'S', b'0', b'0', b'0', b'1', // [symbol,
             0xcb, 0x40, 0x59, 0x20, 0, 0, 0, 0, 0, // price 100.5,
-            0xcd, 0x03, 0xe8, 0x03, 0x2a, 0x00, // t_inject 1000, injector 3, seq 42, t_router_in 0]]
+            0xcd, 0x03, 0xe8, 0xfb, // t_inject 1000, event offset -5 (event time 995),
+            0x03, 0x2a, 0x00, // injector 3, seq 42, t_router_in 0]]
         ];
         assert_eq!(ticks_frame(), expected);
     }
@@ -469,7 +500,16 @@ mod tests {
         for round in 0..3u64 {
             writer.clear();
             for seq in 0..100u64 {
-                writer.push(format!("S{seq:04}").as_bytes(), 1.0 + seq as f64, seq * 10, 2, round * 100 + seq, seq);
+                let (t_inject, t_event) = (seq * 10, u64::MAX / 2 * (seq % 2) + seq);
+                writer.push(
+                    format!("S{seq:04}").as_bytes(),
+                    1.0 + seq as f64,
+                    t_inject,
+                    t_event,
+                    2,
+                    round * 100 + seq,
+                    seq,
+                );
             }
             let frame = writer.seal(round).to_vec();
             let (header, rest) = read_header(&frame).unwrap();
@@ -479,6 +519,8 @@ mod tests {
             assert_eq!(decoded.len(), 100);
             assert_eq!(decoded[5].symbol(&frame), "S0005");
             assert_eq!(decoded[5].seq, round * 100 + 5);
+            assert_eq!((decoded[5].t_inject, decoded[5].t_event), (50, u64::MAX / 2 + 5));
+            assert_eq!((decoded[6].t_inject, decoded[6].t_event), (60, 6));
             assert_eq!(decoded[99].price, 100.0);
         }
     }
@@ -496,13 +538,35 @@ mod tests {
         assert_eq!(out[0].rule, 1);
         assert_eq!(out[0].symbol(&frame), "S0009");
         assert_eq!(out[0].stamps, stamps);
+        // Final outputs: the same layout under their own kind.
+        let mut writer = OutputBatchWriter::final_outputs(4);
+        writer.push(0, b"S0001", 98.0, 2.0, 0, 500, 0, 0);
+        let frame = writer.seal(0, 4, 5).to_vec();
+        let (header, rest) = read_header(&frame).unwrap();
+        assert_eq!(header.kind, FrameKind::FinalOutputs);
+        decode_outputs(&frame, &header, rest, &mut out).unwrap();
+        assert_eq!((out[0].seq, out[0].stamps.t_inject, out[0].stamps.t_engine_out), (500, 0, 5));
+    }
+
+    #[test]
+    fn an_event_time_before_the_epoch_is_malformed() {
+        let mut writer = TickBatchWriter::new(1);
+        // An offset of -2000 ns from an intended send time of 1000 ns.
+        writer.push(b"S0001", 1.0, 1_000, 0, 0, 0, 0);
+        let mut frame = writer.seal(0).to_vec();
+        let at = frame.len() - 3 - 3; // offset, then injector, seq, t_router_in (1 byte each)
+        assert_eq!(&frame[at..at + 3], &[0xd1, 0xfc, 0x18]);
+        frame[at + 1] = 0xf8; // -2024
+        let (header, rest) = read_header(&frame).unwrap();
+        let error = decode_ticks(&frame, &header, rest, &mut Vec::new()).unwrap_err();
+        assert!(error.to_string().contains("event time out of range"), "{error}");
     }
 
     #[test]
     fn cold_frame_golden_bytes_and_round_trip() {
         let eos = EndOfStream { stream: 2, sent: 300, routed: 0 };
         let frame = encode_message(FrameKind::EndOfStream, 9, &eos);
-        assert_eq!(frame, vec![0x94, 0x02, 0x02, 0x09, 0x93, 0x02, 0xcd, 0x01, 0x2c, 0x00]);
+        assert_eq!(frame, vec![0x94, 0x03, 0x02, 0x09, 0x93, 0x02, 0xcd, 0x01, 0x2c, 0x00]);
         let (header, rest) = read_header(&frame).unwrap();
         let back: EndOfStream = decode_message(&header, rest, FrameKind::EndOfStream).unwrap();
         assert_eq!(back, eos);

@@ -20,13 +20,15 @@ pub struct InjectorConfig {
     /// Connections (streams), one PUSH socket each; symbols are split evenly between them.
     #[arg(long, env = "CEP_CONNECTIONS", default_value_t = 1)]
     pub connections: usize,
-    /// Total ticks per second over all connections; 0 sends as fast as possible.
+    /// Total ticks per second over all connections; 0 sends as fast as possible. A replay
+    /// given --speed is paced by its own timestamps instead.
     #[arg(long, env = "CEP_RATE", default_value_t = 0.0)]
     pub rate: f64,
     /// How long to send after the warm-up (e.g. 30s, 500ms).
     #[arg(long, env = "CEP_DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Total ticks to send (the first N ticks of the reference stream); overrides --duration.
+    /// Total ticks to send (the first N ticks of the reference stream, or of the replay file);
+    /// overrides --duration.
     #[arg(long, env = "CEP_COUNT")]
     pub count: Option<u64>,
     /// Sent before the measured part; its outputs are kept out of the latency histograms.
@@ -35,10 +37,20 @@ pub struct InjectorConfig {
     /// Seed of the price model.
     #[arg(long, env = "CEP_SEED", default_value_t = 42)]
     pub seed: u64,
-    /// Replay ticks from a file of `symbol;price;timestamp` lines instead of generating them.
+    /// Replay ticks from a file instead of generating them: `symbol;price;timestamp` lines
+    /// (timestamps in ms unless --time-unit says otherwise) or CSV with a header naming the
+    /// columns; each tick's timestamp is its event time (README, "Replaying your own data").
     #[arg(long, env = "CEP_REPLAY")]
     pub replay: Option<PathBuf>,
-    /// Record every tick sent to this CSV file (`injector,seq,symbol,price,t_inject_ns`).
+    /// The unit of the replay file's timestamps when its header does not name one: s, ms, us, ns
+    /// (default ms).
+    #[arg(long, env = "CEP_TIME_UNIT", value_parser = cep_core::replay::TimeUnit::parse, requires = "replay")]
+    pub time_unit: Option<cep_core::replay::TimeUnit>,
+    /// Replay at the file's recorded pace times this factor (1, 10, 0.5) or `max` for as fast
+    /// as possible; without it a replay is paced by --rate.
+    #[arg(long, env = "CEP_SPEED", value_parser = crate::pacing::Speed::parse, requires = "replay")]
+    pub speed: Option<crate::pacing::Speed>,
+    /// Record every tick sent to this CSV file (`injector,seq,symbol,price,t_inject_ns,t_event_ns`).
     #[arg(long, env = "CEP_RECORD")]
     pub record: Option<PathBuf>,
     /// Most ticks in one batch.
@@ -59,7 +71,7 @@ pub struct InjectorConfig {
 impl InjectorConfig {
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
-        if self.symbols == 0 {
+        if self.replay.is_none() && self.symbols == 0 {
             return Err("--symbols must be at least 1".into());
         }
         if self.connections == 0 {

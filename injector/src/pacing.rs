@@ -55,6 +55,62 @@ impl Schedule {
     }
 }
 
+/// How fast a replay goes: its recorded pace times a factor, or as fast as possible.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Speed {
+    /// Event time passes this many times faster than at recording.
+    Times(f64),
+    Max,
+}
+
+impl Speed {
+    /// `max`, or a positive factor (`1`, `10`, `0.5`, also written `10x`).
+    pub fn parse(text: &str) -> Result<Speed, String> {
+        if text.eq_ignore_ascii_case("max") {
+            return Ok(Speed::Max);
+        }
+        let factor: f64 = text.strip_suffix(['x', 'X']).unwrap_or(text).parse().map_err(|_| {
+            format!("`{text}` is not a speed: a positive factor of the recorded pace (1, 10, 0.5) or `max`")
+        })?;
+        if !(factor.is_finite() && factor > 0.0) {
+            return Err(format!("speed {factor} must be positive (or `max`)"));
+        }
+        Ok(Speed::Times(factor))
+    }
+}
+
+/// When each tick of a stream is due.
+#[derive(Clone, Copy, Debug)]
+pub enum Pace {
+    /// As fast as possible: a tick's intended send time is when it is sent.
+    Unpaced,
+    /// A fixed rate.
+    Rate(Schedule),
+    /// A replay at its recorded pace: a tick is due `(t_event - first) / speed` after the start
+    /// (never before the stream's previous tick, if the file's times go backwards).
+    Recorded { start_ns: u64, first_event_ns: u64, speed: f64 },
+}
+
+impl Pace {
+    pub fn is_paced(&self) -> bool {
+        !matches!(self, Pace::Unpaced)
+    }
+
+    /// When tick `k` is due, its event time being `t_event`; `previous` is when tick `k - 1`
+    /// was due. `None` when unpaced.
+    #[inline]
+    pub fn due(&self, k: u64, t_event: Option<u64>, previous: u64) -> Option<u64> {
+        match *self {
+            Pace::Unpaced => None,
+            Pace::Rate(schedule) => Some(schedule.due(k)),
+            Pace::Recorded { start_ns, first_event_ns, speed } => {
+                let offset = t_event.map_or(0, |t| t.saturating_sub(first_event_ns));
+                Some((start_ns + (offset as f64 / speed) as u64).max(previous))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,5 +121,19 @@ mod tests {
         assert_eq!(schedule.due(0), 1_000);
         assert_eq!(schedule.due(3), 4_000);
         assert!(!Schedule::new(0, 0.0).is_paced());
+    }
+
+    #[test]
+    fn a_replay_keeps_its_recorded_gaps_times_the_speed() {
+        let pace = Pace::Recorded { start_ns: 1_000, first_event_ns: 5_000, speed: 2.0 };
+        assert_eq!(pace.due(0, Some(5_000), 0), Some(1_000));
+        assert_eq!(pace.due(1, Some(9_000), 1_000), Some(3_000));
+        // Times that go backwards do not send a tick before the one before it.
+        assert_eq!(pace.due(2, Some(6_000), 3_000), Some(3_000));
+        assert_eq!(Pace::Unpaced.due(0, Some(1), 0), None);
+        assert_eq!(Speed::parse("max"), Ok(Speed::Max));
+        assert_eq!(Speed::parse("10x"), Ok(Speed::Times(10.0)));
+        assert!(Speed::parse("0").unwrap_err().contains("must be positive"));
+        assert!(Speed::parse("fast").unwrap_err().contains("is not a speed"));
     }
 }

@@ -1,7 +1,7 @@
 //! The injector's run: register, wait for the start, send every stream on its own thread.
 
 use crate::config::InjectorConfig;
-use crate::pacing::Schedule;
+use crate::pacing::{Pace, Schedule, Speed};
 use crate::source::{self, StreamSource};
 use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
@@ -57,14 +57,16 @@ const SHUTDOWN_LINGER: std::time::Duration = std::time::Duration::from_millis(50
 pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<InjectorReport, InjectorError> {
     config.validate().map_err(InjectorError::Config)?;
     let sources = match &config.replay {
-        Some(path) => source::replay(path, config.connections).map_err(InjectorError::Replay)?,
+        Some(path) => {
+            source::replay(path, config.time_unit, config.connections, config.count).map_err(InjectorError::Replay)?
+        }
         None => source::model(config.seed, config.symbols, config.connections, config.count),
     };
     let recorder: Option<Recorder> = match &config.record {
         Some(path) => {
             let file = File::create(path).map_err(|source| InjectorError::Record { path: path.clone(), source })?;
             let mut out = BufWriter::with_capacity(1 << 20, file);
-            writeln!(out, "injector,seq,symbol,price,t_inject_ns")
+            writeln!(out, "injector,seq,symbol,price,t_inject_ns,t_event_ns")
                 .map_err(|source| InjectorError::Record { path: path.clone(), source })?;
             Some(Arc::new(Mutex::new(out)))
         }
@@ -94,10 +96,19 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
     for (c, (source, share)) in sources.streams.into_iter().zip(sources.shares).enumerate() {
         let push = Push::connect(&context, &config.router_data, &options)?;
         let rate = config.rate * share;
+        let pace = match (config.speed, sources.first_event_time) {
+            (Some(Speed::Max), _) => Pace::Unpaced,
+            (Some(Speed::Times(speed)), Some(first_event_ns)) => {
+                Pace::Recorded { start_ns: ready.start_ns, first_event_ns, speed }
+            }
+            _ if rate > 0.0 => Pace::Rate(Schedule::new(ready.start_ns, rate)),
+            _ => Pace::Unpaced,
+        };
         let plan = Plan {
             stream: ready.assigned + c as u32,
-            schedule: Schedule::new(ready.start_ns, rate),
-            limit: tick_limit(&config, rate, &source),
+            pace,
+            start_ns: ready.start_ns,
+            limit: tick_limit(&config, pace, rate, &source),
             deadline_ns: config.duration.map(|d| ready.start_ns + (config.warmup + d).as_nanos() as u64),
             batch: config.batch,
         };
@@ -128,11 +139,11 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
     Ok(report)
 }
 
-/// How many ticks a stream sends at most: `--count` is handled by the source; a paced run
-/// with a duration sends `rate x (warm-up + duration)`.
-fn tick_limit(config: &InjectorConfig, rate: f64, source: &StreamSource) -> u64 {
-    let by_time = match (config.count, config.duration) {
-        (None, Some(duration)) if rate > 0.0 => (rate * (config.warmup + duration).as_secs_f64()).round() as u64,
+/// How many ticks a stream sends at most: `--count` is handled by the source; a run paced
+/// at a rate with a duration sends `rate x (warm-up + duration)`.
+fn tick_limit(config: &InjectorConfig, pace: Pace, rate: f64, source: &StreamSource) -> u64 {
+    let by_time = match (config.count, config.duration, pace) {
+        (None, Some(duration), Pace::Rate(_)) => (rate * (config.warmup + duration).as_secs_f64()).round() as u64,
         _ => u64::MAX,
     };
     by_time.min(source.len_hint().unwrap_or(u64::MAX))
@@ -140,9 +151,10 @@ fn tick_limit(config: &InjectorConfig, rate: f64, source: &StreamSource) -> u64 
 
 struct Plan {
     stream: u32,
-    schedule: Schedule,
+    pace: Pace,
+    start_ns: u64,
     limit: u64,
-    /// For unpaced runs with a duration: stop sending at this wall-clock time.
+    /// With a duration: no tick intended at or after this wall-clock time is sent.
     deadline_ns: Option<u64>,
     batch: usize,
 }
@@ -159,35 +171,39 @@ fn send_stream(
     let mut rows = String::new();
     let (mut ints, mut floats) = (itoa::Buffer::new(), ryu::Buffer::new());
     let mut sent: u64 = 0;
-    Schedule::wait_until(plan.schedule.due(0));
+    // When the previous tick was due (a replay's times may go backwards; sending does not).
+    let mut previous_due = plan.start_ns;
+    Schedule::wait_until(plan.start_ns);
     let mut exhausted = false;
     Schedule::tighten_timer_slack();
     while !exhausted && sent < plan.limit && !shutdown.load(Ordering::Relaxed) {
         let now = now_ns();
-        if plan.deadline_ns.is_some_and(|deadline| !plan.schedule.is_paced() && now >= deadline) {
+        let next_due = plan.pace.due(sent, source.next_event_time(), previous_due);
+        if plan.deadline_ns.is_some_and(|deadline| next_due.unwrap_or(now) >= deadline) {
             break;
         }
-        if plan.schedule.is_paced() && plan.schedule.due(sent) > now {
-            Schedule::wait_until(plan.schedule.due(sent));
+        if let Some(due) = next_due.filter(|due| *due > now) {
+            Schedule::wait_until(due);
             continue;
         }
         // Everything already due goes out in one batch (at least one tick).
         while batch.len() < plan.batch && sent < plan.limit {
-            let t_inject = if plan.schedule.is_paced() {
-                let due = plan.schedule.due(sent);
-                if due > now && !batch.is_empty() {
-                    break;
-                }
-                due
-            } else {
-                now
+            let t_inject = match plan.pace.due(sent, source.next_event_time(), previous_due) {
+                Some(due) if due > now && !batch.is_empty() => break,
+                Some(due) => due,
+                None => now,
             };
-            let Some((symbol, price)) = source.next_tick() else {
+            if plan.deadline_ns.is_some_and(|deadline| t_inject >= deadline) {
+                break;
+            }
+            let Some(tick) = source.next_tick() else {
                 exhausted = true;
                 break;
             };
-            let name = names[symbol as usize].as_str();
-            batch.push(name.as_bytes(), price, t_inject, plan.stream, sent, 0);
+            previous_due = t_inject;
+            let t_event = tick.t_event.unwrap_or(t_inject);
+            let name = names[tick.symbol as usize].as_str();
+            batch.push(name.as_bytes(), tick.price, t_inject, t_event, plan.stream, sent, 0);
             if recorder.is_some() {
                 rows.push_str(ints.format(plan.stream));
                 rows.push(',');
@@ -195,9 +211,11 @@ fn send_stream(
                 rows.push(',');
                 rows.push_str(name);
                 rows.push(',');
-                rows.push_str(floats.format(price));
+                rows.push_str(floats.format(tick.price));
                 rows.push(',');
                 rows.push_str(ints.format(t_inject));
+                rows.push(',');
+                rows.push_str(ints.format(t_event));
                 rows.push('\n');
             }
             sent += 1;

@@ -2,31 +2,50 @@
 //! each symbol belongs to exactly one stream.
 
 use cep_core::gbm::{connection_symbols, symbol_names, GbmStream};
+use cep_core::replay::{FileTick, TickFile, TimeUnit};
 use std::path::Path;
 use std::sync::Arc;
 
-/// The ticks of one stream, as (symbol index into the names, price).
+/// One tick of a stream: a symbol (index into the names), its price, and its event time
+/// when the source has one (a replay); a generated tick's event time is its intended send time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SourceTick {
+    pub symbol: u32,
+    pub price: f64,
+    pub t_event: Option<u64>,
+}
+
+/// The ticks of one stream.
 pub enum StreamSource {
     Model { stream: GbmStream, below_index: Option<u64> },
-    Replay { ticks: Vec<(u32, f64)>, next: usize },
+    Replay { ticks: Vec<FileTick>, next: usize },
 }
 
 impl StreamSource {
     #[inline]
-    pub fn next_tick(&mut self) -> Option<(u32, f64)> {
+    pub fn next_tick(&mut self) -> Option<SourceTick> {
         match self {
             StreamSource::Model { stream, below_index } => {
                 let tick = stream.next()?;
                 if below_index.is_some_and(|limit| tick.index >= limit) {
                     return None;
                 }
-                Some((tick.symbol as u32, tick.price))
+                Some(SourceTick { symbol: tick.symbol as u32, price: tick.price, t_event: None })
             }
             StreamSource::Replay { ticks, next } => {
                 let tick = ticks.get(*next).copied()?;
                 *next += 1;
-                Some(tick)
+                Some(SourceTick { symbol: tick.symbol, price: tick.price, t_event: Some(tick.t_event) })
             }
+        }
+    }
+
+    /// The event time of the tick [`Self::next_tick`] returns next, for a replay.
+    #[inline]
+    pub fn next_event_time(&self) -> Option<u64> {
+        match self {
+            StreamSource::Model { .. } => None,
+            StreamSource::Replay { ticks, next } => ticks.get(*next).map(|tick| tick.t_event),
         }
     }
 
@@ -43,8 +62,10 @@ impl StreamSource {
 pub struct Sources {
     pub names: Arc<Vec<String>>,
     pub streams: Vec<StreamSource>,
-    /// Each stream's share of all symbols (for splitting the rate).
+    /// Each stream's share of all ticks (for splitting the rate).
     pub shares: Vec<f64>,
+    /// A replay's earliest event time: replayed at its recorded pace, it is sent at the start.
+    pub first_event_time: Option<u64>,
 }
 
 /// The reference model split over `connections`; with `count`, only the first `count`
@@ -58,48 +79,31 @@ pub fn model(seed: u64, symbols: usize, connections: usize, count: Option<u64>) 
         .collect();
     let shares =
         (0..connections).map(|c| connection_symbols(symbols, connections, c).len() as f64 / symbols as f64).collect();
-    Sources { names: Arc::new(symbol_names(symbols)), streams, shares }
+    Sources { names: Arc::new(symbol_names(symbols)), streams, shares, first_event_time: None }
 }
 
-/// A replay file of `symbol;price;timestamp` lines (OCTO's format; `#` comments and blank
-/// lines skipped). Symbols go to connections in order of first appearance.
-pub fn replay(path: &Path, connections: usize) -> Result<Sources, String> {
-    let text = std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    let mut names: Vec<String> = Vec::new();
-    let mut index: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
-    let mut per_stream: Vec<Vec<(u32, f64)>> = vec![Vec::new(); connections];
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let at = |what: String| format!("{}:{}: {what}", path.display(), number + 1);
-        let fields: Vec<&str> = line.split(';').collect();
-        if fields.len() != 3 {
-            return Err(at(format!("expected `symbol;price;timestamp`, got `{line}`")));
-        }
-        let symbol = fields[0].trim();
-        if symbol.is_empty() {
-            return Err(at("empty symbol".into()));
-        }
-        let price: f64 = fields[1].trim().parse().map_err(|_| at(format!("price `{}` is not a number", fields[1])))?;
-        if !(price.is_finite() && price > 0.0) {
-            return Err(at(format!("price {price} must be a positive finite number")));
-        }
-        fields[2].trim().parse::<u64>().map_err(|_| at(format!("timestamp `{}` is not a whole number", fields[2])))?;
-        let id = *index.entry(symbol.to_string()).or_insert_with(|| {
-            names.push(symbol.to_string());
-            (names.len() - 1) as u32
-        });
-        per_stream[id as usize % connections].push((id, price));
+/// A tick file (see [`cep_core::replay`]) split over `connections`: symbols go to streams in
+/// order of first appearance, round robin ([`TickFile::stream_of`]); with `count`, only the
+/// file's first `count` ticks.
+pub fn replay(path: &Path, unit: Option<TimeUnit>, connections: usize, count: Option<u64>) -> Result<Sources, String> {
+    let mut file = cep_core::replay::read(path, unit)?;
+    if let Some(count) = count {
+        file.ticks.truncate(usize::try_from(count).unwrap_or(usize::MAX));
     }
-    if names.is_empty() {
-        return Err(format!("{}: no ticks in the file", path.display()));
+    Ok(split(file, connections))
+}
+
+/// A parsed tick file split over `connections`.
+pub fn split(file: TickFile, connections: usize) -> Sources {
+    let first_event_time = file.first_event_time();
+    let mut per_stream: Vec<Vec<FileTick>> = vec![Vec::new(); connections];
+    for tick in file.ticks {
+        per_stream[TickFile::stream_of(tick.symbol, connections)].push(tick);
     }
     let total: usize = per_stream.iter().map(Vec::len).sum();
-    let shares = per_stream.iter().map(|ticks| ticks.len() as f64 / total as f64).collect();
+    let shares = per_stream.iter().map(|ticks| ticks.len() as f64 / total.max(1) as f64).collect();
     let streams = per_stream.into_iter().map(|ticks| StreamSource::Replay { ticks, next: 0 }).collect();
-    Ok(Sources { names: Arc::new(names), streams, shares })
+    Sources { names: Arc::new(file.names), streams, shares, first_event_time }
 }
 
 #[cfg(test)]
@@ -114,19 +118,25 @@ mod tests {
     }
 
     #[test]
-    fn replay_reports_the_bad_line() {
+    fn a_replay_splits_symbols_over_streams_with_their_event_times() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        let good = dir.join("good.txt");
-        std::fs::write(&good, "# comment\nAAA;10.5;1000\nBBB;20;1001\nAAA;10.6;1002\n").unwrap();
-        let mut sources = replay(&good, 2).unwrap();
+        let good = tmp.path().join("good.txt");
+        std::fs::write(&good, "# comment\nAAA;10.5;1000\nBBB;20;1001\nAAA;10.6;999\n").unwrap();
+        let mut sources = replay(&good, None, 2, None).unwrap();
         assert_eq!(*sources.names, vec!["AAA".to_string(), "BBB".to_string()]);
-        assert_eq!(sources.streams[0].next_tick(), Some((0, 10.5)));
-        assert_eq!(sources.streams[0].next_tick(), Some((0, 10.6)));
-        assert_eq!(sources.streams[1].next_tick(), Some((1, 20.0)));
-        let bad = dir.join("bad.txt");
+        assert_eq!(sources.first_event_time, Some(999_000_000));
+        let tick = |symbol, price, ms: u64| Some(SourceTick { symbol, price, t_event: Some(ms * 1_000_000) });
+        assert_eq!(sources.streams[0].next_event_time(), Some(1_000_000_000));
+        assert_eq!(sources.streams[0].next_tick(), tick(0, 10.5, 1000));
+        assert_eq!(sources.streams[0].next_tick(), tick(0, 10.6, 999));
+        assert_eq!(sources.streams[0].next_tick(), None);
+        assert_eq!(sources.streams[1].next_tick(), tick(1, 20.0, 1001));
+        // --count takes the file's first ticks.
+        let sources = replay(&good, None, 1, Some(2)).unwrap();
+        assert_eq!(sources.streams[0].len_hint(), Some(2));
+        let bad = tmp.path().join("bad.txt");
         std::fs::write(&bad, "AAA;10.5;1000\nBBB;NaN;1001\n").unwrap();
-        let error = replay(&bad, 1).err().unwrap();
+        let error = replay(&bad, None, 1, None).err().unwrap();
         assert!(error.ends_with("bad.txt:2: price NaN must be a positive finite number"), "{error}");
     }
 }

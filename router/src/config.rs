@@ -45,6 +45,11 @@ pub struct RouterConfig {
     /// as `rules/reference.rules`). Checked at start; workers get it from the router.
     #[arg(long, env = "CEP_RULES")]
     pub rules: Option<std::path::PathBuf>,
+    /// How far behind its symbol's latest event time a tick may be and still be processed
+    /// (e.g. `5s`); later ticks are dropped and counted as `late_dropped`. Default: every
+    /// late tick is processed at its symbol's latest event time (and counted as `late`).
+    #[arg(long, env = "CEP_ALLOWED_LATENESS", value_parser = cep_core::duration::parse_duration)]
+    pub allowed_lateness: Option<std::time::Duration>,
     /// Write the endpoints actually bound (`data=...`, `control=...`) to this file once
     /// listening, so that `*` ports can be used and found (the launcher does).
     #[arg(long, env = "CEP_ANNOUNCE")]

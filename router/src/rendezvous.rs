@@ -139,7 +139,7 @@ impl<C: Clone> Rendezvous<C> {
     }
 
     /// Starts the run (call once [`Self::is_complete`]); workers are ordered by id.
-    pub fn start(&mut self, start_ns: u64, rules: &RulesText) -> Start<C> {
+    pub fn start(&mut self, start_ns: u64, rules: &RulesText, allowed_lateness_ns: Option<u64>) -> Start<C> {
         self.started = true;
         self.workers.sort_by(|a, b| a.1.id.cmp(&b.1.id));
         let workers: Vec<WorkerInfo> = self.workers.iter().map(|(_, w)| w.clone()).collect();
@@ -155,6 +155,7 @@ impl<C: Clone> Rendezvous<C> {
             warmup_ns,
             collector_clock: collector_clock.clone(),
             rules: rules.clone(),
+            allowed_lateness_ns,
         };
         let mut answers: Vec<(C, Ready)> = Vec::new();
         for (index, (client, _)) in self.workers.iter().enumerate() {
@@ -203,7 +204,7 @@ mod tests {
         assert!(matches!(rendezvous.offer(9, register(Role::Worker, "c", 0), now), Verdict::Refuse(_)));
         assert_eq!(rendezvous.offer(7, register(Role::Injector, "k", 1), now), Verdict::Hold);
         assert!(rendezvous.is_complete(now));
-        let start = rendezvous.start(99, &rules());
+        let start = rendezvous.start(99, &rules(), None);
         assert_eq!(start.workers.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), vec!["a", "b"]);
         let assigned: Vec<(i32, u32)> = start.answers.iter().map(|(c, r)| (*c, r.assigned)).collect();
         assert_eq!(assigned, vec![(6, 0), (1, 1), (5, 0), (3, 0), (7, 2)]);
@@ -227,6 +228,6 @@ mod tests {
         }
         assert!(!rendezvous.is_complete(t0 + Duration::from_secs(4)));
         assert!(rendezvous.is_complete(t0 + Duration::from_secs(5)));
-        assert_eq!(rendezvous.start(1, &rules()).workers.len(), 3);
+        assert_eq!(rendezvous.start(1, &rules(), None).workers.len(), 3);
     }
 }

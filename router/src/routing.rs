@@ -93,7 +93,8 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     // Stamps are taken in the collector's time: measure this host's offset to it first.
     let clock = synchronise(&context, served.rendezvous.collector_clock().unwrap_or_default(), &shutdown)?;
     // Far enough ahead for every node to measure its own clock offset first.
-    let start = served.rendezvous.start(now_ns() + START_DELAY_NS, served.deployments.current());
+    let allowed_lateness = config.allowed_lateness.map(|lateness| lateness.as_nanos() as u64);
+    let start = served.rendezvous.start(now_ns() + START_DELAY_NS, served.deployments.current(), allowed_lateness);
     let worker_ids: Vec<String> = start.workers.iter().map(|w| w.id.clone()).collect();
     let outputs: Vec<Push> =
         start.workers.iter().map(|w| Push::connect(&context, &w.endpoint, &options)).collect::<Result<_, _>>()?;
@@ -401,7 +402,7 @@ impl DataPath {
         self.routed[tick.injector as usize][owner] += 1;
         self.routed_total += 1;
         let batch = &mut self.batches[owner];
-        batch.push(symbol, tick.price, tick.t_inject, tick.injector, tick.seq, t_in);
+        batch.push(symbol, tick.price, tick.t_inject, tick.t_event, tick.injector, tick.seq, t_in);
         if batch.len() >= self.batch_limit {
             self.flush(owner, shutdown)?;
         }

@@ -64,15 +64,18 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
     let rules = compile_rules(&ready.rules).map_err(WorkerError::Rules)?;
     info!(id, index = ready.assigned, workers = ready.workers.len(), rules = ready.rules.origin, "run started");
 
+    let mut engine = Engine::new(rules);
+    engine.set_allowed_lateness(ready.allowed_lateness_ns);
     let mut state = WorkerState {
-        engine: Engine::new(rules),
+        engine,
         epoch: ready.rules.epoch,
         index: ready.assigned,
         outputs: OutputBatchWriter::new(ready.assigned),
         batch_limit: config.batch,
         max_frame_bytes: config.max_frame_bytes,
         decoded: Vec::with_capacity(1024),
-        symbol_last_seq: Vec::new(),
+        symbols: Vec::new(),
+        last_end_ns: 0,
         streams: (0..ready.streams).map(|_| StreamState::default()).collect(),
         duplicates: 0,
         out_of_order: 0,
@@ -95,6 +98,10 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
             last_progress = Instant::now();
         }
     }
+    if state.all_ended() {
+        // The end of input: the windows still open emit now, before the report counts them.
+        state.close_windows(&collector, &shutdown)?;
+    }
     let report = state.report(id);
     collector.send(&encode_message(FrameKind::WorkerReport, report.index, &report), &shutdown)?;
     if shutdown.load(Ordering::Relaxed) {
@@ -106,6 +113,15 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
     }
     info!(processed = report.processed, symbols = report.symbols, "worker done");
     Ok(report)
+}
+
+/// What the worker keeps per symbol besides the engine's state.
+#[derive(Clone, Copy, Default)]
+struct SymbolTrack {
+    /// One past the highest sequence number seen, for the per-key order check.
+    next_seq: u64,
+    /// The stream its ticks come on.
+    stream: u32,
 }
 
 #[derive(Default)]
@@ -129,8 +145,10 @@ struct WorkerState {
     batch_limit: usize,
     max_frame_bytes: usize,
     decoded: Vec<TickRecord>,
-    /// One past the highest sequence number seen per symbol, for the per-key order check.
-    symbol_last_seq: Vec<u64>,
+    /// Per symbol (by engine id): its order check and its stream.
+    symbols: Vec<SymbolTrack>,
+    /// When the last end-of-stream marker arrived (the final outputs' arrival stamp).
+    last_end_ns: u64,
     streams: Vec<StreamState>,
     duplicates: u64,
     out_of_order: u64,
@@ -167,7 +185,10 @@ impl WorkerState {
             }
             FrameKind::EndOfStream => match decode_message::<EndOfStream>(&header, rest, FrameKind::EndOfStream) {
                 Ok(eos) => match self.streams.get_mut(eos.stream as usize) {
-                    Some(stream) if stream.end.is_none() => stream.end = Some(eos),
+                    Some(stream) if stream.end.is_none() => {
+                        stream.end = Some(eos);
+                        self.last_end_ns = t_worker_in;
+                    }
                     _ => self.rejections.reject(
                         "unknown_stream",
                         Some(header.sender),
@@ -229,19 +250,20 @@ impl WorkerState {
         stream.processed += 1;
         let symbol = self.engine.intern_bytes(tick.symbol_bytes(frame));
         let slot = symbol as usize;
-        if slot >= self.symbol_last_seq.len() {
-            self.symbol_last_seq.resize(slot + 1, 0);
+        if slot >= self.symbols.len() {
+            self.symbols.resize(slot + 1, SymbolTrack::default());
         }
-        // Stored as seq + 1 so that 0 means "none yet".
-        if tick.seq < self.symbol_last_seq[slot] {
+        let track = &mut self.symbols[slot];
+        if tick.seq < track.next_seq {
             self.out_of_order += 1;
         }
-        self.symbol_last_seq[slot] = self.symbol_last_seq[slot].max(tick.seq + 1);
+        track.next_seq = track.next_seq.max(tick.seq + 1);
+        track.stream = tick.injector;
         let outputs = &mut self.outputs;
         let symbol_bytes = tick.symbol_bytes(frame);
         let (price, stream_id, seq, t_inject, t_router_in) =
             (tick.price, tick.injector, tick.seq, tick.t_inject, tick.t_router_in);
-        self.engine.process(symbol, price, t_inject, |query, price, value| {
+        self.engine.process(symbol, price, tick.t_event, |query, price, value| {
             outputs.push(query, symbol_bytes, price, value, stream_id, seq, t_inject, t_router_in);
         });
     }
@@ -258,6 +280,29 @@ impl WorkerState {
         if !self.outputs.is_empty() {
             collector.send(self.outputs.seal(t_router_out, t_worker_in, now_ns()), shutdown)?;
             self.outputs.clear();
+        }
+        Ok(())
+    }
+
+    /// The end of input: every open tumbling window emits, as FinalOutputs. No tick caused
+    /// these outputs; each names its symbol's stream and that stream's end marker (`seq` =
+    /// the stream's `sent`), and carries no tick stamps.
+    fn close_windows(&mut self, collector: &Push, shutdown: &AtomicBool) -> Result<(), TransportError> {
+        let mut outputs = OutputBatchWriter::final_outputs(self.index);
+        let mut closed = Vec::new();
+        self.engine.close_windows(|symbol, query, price, value| closed.push((symbol, query, price, value)));
+        for (symbol, query, price, value) in closed {
+            let stream = self.symbols[symbol as usize].stream;
+            let end = self.streams.get(stream as usize).and_then(|s| s.end.as_ref()).map_or(0, |end| end.sent);
+            let name = self.engine.symbol_name(symbol).as_bytes();
+            outputs.push(query, name, price, value, stream, end, 0, 0);
+            if outputs.len() >= self.batch_limit {
+                collector.send(outputs.seal(0, self.last_end_ns, now_ns()), shutdown)?;
+                outputs.clear();
+            }
+        }
+        if !outputs.is_empty() {
+            collector.send(outputs.seal(0, self.last_end_ns, now_ns()), shutdown)?;
         }
         Ok(())
     }
@@ -285,6 +330,8 @@ impl WorkerState {
                 .collect(),
             duplicates: self.duplicates,
             out_of_order: self.out_of_order,
+            late: self.engine.late(),
+            late_dropped: self.engine.late_dropped(),
             rejected: self.rejections.counts().clone(),
         }
     }

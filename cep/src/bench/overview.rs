@@ -179,7 +179,7 @@ pub fn bench_transport(messages: u64, per_message: usize) -> anyhow::Result<f64>
     let push = Push::connect(&Context::new(), pull.endpoint(), &options)?;
     let mut batch = TickBatchWriter::new(0);
     for seq in 0..per_message as u64 {
-        batch.push(b"S0001", 100.0, 1_700_000_000_000_000_000, 0, seq, 0);
+        batch.push(b"S0001", 100.0, 1_700_000_000_000_000_000, 1_700_000_000_000_000_000, 0, seq, 0);
     }
     let frame = batch.seal(0).to_vec();
     let sender = std::thread::spawn(move || -> anyhow::Result<()> {

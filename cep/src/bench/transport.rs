@@ -85,7 +85,8 @@ pub struct TransportPoint {
 fn frame(per_message: usize) -> TickBatchWriter {
     let mut batch = TickBatchWriter::new(0);
     for seq in 0..per_message as u64 {
-        batch.push(b"S0001", 100.0 + seq as f64 * 0.01, 1_700_000_000_000_000_000 + seq, 0, seq, 0);
+        let t = 1_700_000_000_000_000_000 + seq;
+        batch.push(b"S0001", 100.0 + seq as f64 * 0.01, t, t, 0, seq, 0);
     }
     batch
 }
