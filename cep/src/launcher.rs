@@ -131,7 +131,7 @@ impl LaunchArgs {
             bail!("--batch must be at least 1");
         }
         let source = cep_query::RulesSource::load(self.rules.as_deref()).map_err(anyhow::Error::msg)?;
-        source.compile()?;
+        source.compile().map_err(|error| anyhow::anyhow!(error.first_line()))?;
         if let Some(file) = &self.replay {
             cep_core::replay::read(file, self.time_unit).map_err(anyhow::Error::msg)?;
         }

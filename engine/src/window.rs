@@ -5,7 +5,7 @@
 //! Sums are kept of deviations from an anchor close to the window's mean, so the
 //! `E[x^2] - E[x]^2` subtraction does not cancel catastrophically. Rounding error from
 //! adding and removing values would still accumulate over a long run, so the sums are rebuilt
-//! exactly (two passes over the window, re-anchoring at the mean) once as many values have
+//! exactly (passes over the window, re-anchoring near the mean) once as many values have
 //! been removed as the window holds: at most one extra pass per value, O(1) amortised.
 
 use std::collections::VecDeque;
@@ -55,23 +55,44 @@ impl Moments {
         self.removed_since_rebuild += 1;
     }
 
-    /// Whether enough values were removed since the last rebuild that rounding error could
-    /// have built up: then [`Self::rebuild`] from the window's values (O(1) amortised).
+    /// Whether [`Self::rebuild`] from the window's values is due: enough values were removed
+    /// since the last rebuild that rounding error could have built up (O(1) amortised), or
+    /// the sums no longer carry the variance's digits. After removals only: until then the
+    /// anchor is one of the window's own values and nothing was subtracted.
     #[inline]
     pub fn needs_rebuild(&self) -> bool {
-        self.removed_since_rebuild > self.n.max(16)
+        self.removed_since_rebuild > self.n.max(16) || (self.removed_since_rebuild > 0 && self.imprecise())
     }
 
-    /// Recomputes the sums exactly from the window's values, re-anchored at their mean.
+    /// The variance (times n^2: `sum_sq n - sum^2`) is below 1e-4 of the mean square deviation
+    /// from the anchor (the values drifted far from it, so the subtraction cancels), or so
+    /// small beside the values' magnitude (1e-12 of anchor^2) that what is left of the sums
+    /// may be the rounding of values that left: a window of equal prices must have a stddev of
+    /// 0, not 1e-9. Rebuilding anchors at one of the values, so equal values then sum exactly
+    /// to 0 and nothing triggers again until the values differ.
+    #[inline]
+    fn imprecise(&self) -> bool {
+        let n = self.n as f64;
+        let spread = self.sum_sq * n - self.sum * self.sum;
+        self.sum_sq > 0.0 && (spread < 1e-4 * self.sum_sq * n || spread < 1e-12 * self.anchor * self.anchor * n * n)
+    }
+
+    /// Recomputes the sums exactly from the window's values, re-anchored near their mean.
     pub fn rebuild(&mut self, values: impl Iterator<Item = f64> + Clone) {
         let live = values.filter(|v| !v.is_nan());
         let n = self.n as f64;
         let mean = live.clone().sum::<f64>() / n;
-        self.anchor = mean;
+        // The value nearest the mean: as good an anchor, and values equal to it deviate by
+        // exactly 0 (a mean computed by division may differ from all of them).
+        let anchor = live
+            .clone()
+            .reduce(|best, v| if (v - mean).abs() < (best - mean).abs() { v } else { best })
+            .unwrap_or(mean);
+        self.anchor = anchor;
         self.sum = 0.0;
         self.sum_sq = 0.0;
         for value in live {
-            let d = value - mean;
+            let d = value - anchor;
             self.sum += d;
             self.sum_sq += d * d;
         }
@@ -207,7 +228,40 @@ mod tests {
         assert_eq!(window.stddev(), 1.0);
     }
 
+    #[test]
+    fn equal_prices_have_no_spread_after_others_left() {
+        let mut window = PriceWindow::default();
+        window.push(SECOND, 101.37, 10 * SECOND);
+        window.push(2 * SECOND, 97.21, 10 * SECOND);
+        for second in 3..40 {
+            let stddev = window.push(second * SECOND, 99.99, 10 * SECOND);
+            if second >= 12 {
+                assert_eq!(stddev, 0.0, "{second} s");
+            }
+        }
+    }
+
     proptest! {
+        /// Prices on a grid of cents repeat, so windows of equal prices come up.
+        #[test]
+        fn repeated_prices_match_two_pass(
+            steps in prop::collection::vec((0u64..4 * SECOND, -3i32..4), 1..400),
+        ) {
+            let mut window = PriceWindow::default();
+            let mut all: Vec<(u64, f64)> = Vec::new();
+            let (mut ts, mut cents) = (20 * SECOND, 10_000i32);
+            for (gap, step) in steps {
+                ts += gap;
+                cents = (cents + step * (step.abs() - 1)).max(1);
+                let price = cents as f64 / 100.0;
+                let got = window.push(ts, price, 10 * SECOND);
+                all.push((ts, price));
+                let live: Vec<f64> = all.iter().filter(|(t, _)| *t + 10 * SECOND > ts).map(|&(_, p)| p).collect();
+                let want = two_pass_stddev(&live);
+                prop_assert!((got - want).abs() <= 1e-9 * want.max(price * 1e-6), "got {got}, want {want}");
+            }
+        }
+
         #[test]
         fn matches_two_pass_within_1e9(
             start in 1.0f64..1e6,

@@ -84,6 +84,19 @@ impl RulesError {
     }
 }
 
+impl RulesError {
+    /// The first error on one line (`path:line:col: message`), and how many more there are.
+    pub fn first_line(&self) -> String {
+        let Some(first) = self.diagnostics.first() else { return format!("{}: no errors", self.path) };
+        let (line, column) = first.line_col(&self.source_text);
+        let more = match self.diagnostics.len() - 1 {
+            0 => String::new(),
+            n => format!(" (and {n} more: `cep rules check {}` shows them all)", self.path),
+        };
+        format!("{}:{line}:{column}: {}{more}", self.path, first.message)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

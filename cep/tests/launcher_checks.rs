@@ -1,0 +1,111 @@
+//! `cep run` checks everything a user can get wrong before any process starts: one line,
+//! exit status 2, nothing of an earlier run printed; and a run that starts leaves no file of
+//! an earlier run beside its own results.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cep_run(out: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cep"))
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("cep runs")
+}
+
+/// A results folder holding an earlier run's files.
+fn earlier_run(dir: &Path) -> std::path::PathBuf {
+    let out = dir.join("results");
+    std::fs::create_dir_all(&out).unwrap();
+    for name in ["report.txt", "summary.json", "input.csv", "outputs.csv", "intervals.csv", "standalone-outputs.csv"] {
+        std::fs::write(out.join(name), "EARLIER RUN\n").unwrap();
+    }
+    std::fs::write(out.join("notes.txt"), "the user's own file\n").unwrap();
+    out
+}
+
+/// The one line a refused run prints; asserts exit status 2 and that nothing else came out.
+fn refused(output: &Output) -> String {
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stdout.contains("EARLIER RUN") && !stderr.contains("EARLIER RUN"), "{stdout}{stderr}");
+    assert!(stdout.trim().is_empty(), "stdout: {stdout}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line, got: {stderr}");
+    lines[0].to_string()
+}
+
+#[test]
+fn bad_flags_and_files_are_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = earlier_run(dir.path());
+    let bad_ticks = dir.path().join("ticks.txt");
+    std::fs::write(&bad_ticks, "AAA;1.0;5\nAAA;1.0;6\nAAA;-3;7\n").unwrap();
+    let bad_rules = dir.path().join("bad.rules");
+    std::fs::write(&bad_rules, "@name('x') SELECT symbol, volume AS value FROM StockTick;\n").unwrap();
+    let a_file = dir.path().join("a-file");
+    std::fs::write(&a_file, "").unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (vec!["--workers".into(), "0".into()], "error: --workers must be at least 1".into()),
+        (vec!["--batch".into(), "0".into()], "error: --batch must be at least 1".into()),
+        (vec!["--symbols".into(), "0".into()], "error: --symbols must be at least 1".into()),
+        (
+            vec!["--connections".into(), "0".into()],
+            "error: --connections must be between 1 and --symbols (1470)".into(),
+        ),
+        (vec!["--count".into(), "0".into()], "error: --count must be at least 1".into()),
+        (vec!["--duration".into(), "0s".into()], "error: --duration must be longer than 0".into()),
+        (vec!["--rate=-5".into()], "error: --rate must be a non-negative number".into()),
+        (
+            vec!["--rules".into(), "/nope.rules".into()],
+            "error: cannot read the rules file /nope.rules: No such file or directory (os error 2)".into(),
+        ),
+        (
+            vec![format!("--rules={}", bad_rules.display())],
+            format!(
+                "error: {}:1:27: unknown field `volume`: a StockTick has `symbol` and `price`",
+                bad_rules.display()
+            ),
+        ),
+        (
+            vec![format!("--replay={}", bad_ticks.display())],
+            format!("error: {}:3: price -3 must be a positive finite number", bad_ticks.display()),
+        ),
+        (vec!["--replay=/nope.txt".into()], "error: /nope.txt: No such file or directory (os error 2)".into()),
+    ];
+    for (args, expected) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(refused(&cep_run(&out, &args)), expected, "{args:?}");
+    }
+    // A results folder that is a file.
+    let line = refused(&cep_run(&a_file, &["--count", "10"]));
+    assert_eq!(line, format!("error: --out {}: not a folder", a_file.display()));
+    // Flags that only make sense for a replay, as clap refuses a bad flag (exit 2 too).
+    let output = cep_run(&out, &["--speed", "10"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--replay"));
+    // Nothing of the earlier run was touched by the refused ones.
+    assert_eq!(std::fs::read_to_string(out.join("report.txt")).unwrap(), "EARLIER RUN\n");
+}
+
+#[test]
+fn a_new_run_leaves_no_file_of_an_earlier_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = earlier_run(dir.path());
+    let output = cep_run(&out, &["--count", "2000", "--rate", "0", "--csv", "none", "--quiet", "--workers", "1"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!stdout.contains("EARLIER RUN"), "{stdout}");
+    // This run wrote its own files; the earlier run's input.csv and standalone outputs are gone.
+    for name in ["report.txt", "summary.json", "outputs.csv", "intervals.csv"] {
+        assert_ne!(std::fs::read_to_string(out.join(name)).unwrap(), "EARLIER RUN\n", "{name}");
+    }
+    assert!(!out.join("input.csv").exists());
+    assert!(!out.join("standalone-outputs.csv").exists());
+    // A file of the user's own stays.
+    assert!(out.join("notes.txt").exists());
+}
