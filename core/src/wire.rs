@@ -229,7 +229,7 @@ impl<const STAMPS: usize> BatchBuffer<STAMPS> {
     }
 }
 
-/// Writes `[3, Ticks, sender, t_sent, [[symbol, price, t_inject, event_offset, injector, seq,
+/// Writes `[version, Ticks, sender, t_sent, [[symbol, price, t_inject, event_offset, injector, seq,
 /// t_router_in], ...]]`, where `event_offset` is the tick's event time minus `t_inject`
 /// (signed; 0 for generated ticks, whose event time is their intended send time).
 #[derive(Debug)]
@@ -285,7 +285,7 @@ impl TickBatchWriter {
     }
 }
 
-/// Writes `[3, Outputs, sender, t_router_out, t_worker_in, t_engine_out, [[rule, symbol,
+/// Writes `[version, Outputs, sender, t_router_out, t_worker_in, t_engine_out, [[rule, symbol,
 /// price, value, injector, seq, t_inject, t_router_in], ...]]`: one batch holds the outputs of
 /// ticks that left the router, reached the worker and left the engine together, so those
 /// three stamps are the batch's. The same layout as kind FinalOutputs carries the outputs of
@@ -448,7 +448,7 @@ pub fn decode_outputs(
     Ok(())
 }
 
-/// Encodes a cold frame: `[1, kind, sender, body]`, the body as a MessagePack array.
+/// Encodes a cold frame: `[version, kind, sender, body]`, the body as a MessagePack array.
 pub fn encode_message<T: Serialize>(kind: FrameKind, sender: u32, body: &T) -> Vec<u8> {
     let mut buf = Vec::with_capacity(128);
     write_header(&mut buf, 4, kind, sender);
