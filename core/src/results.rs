@@ -106,11 +106,28 @@ pub struct Summary {
     pub rules: Vec<RulesEpoch>,
 }
 
+/// What report.txt's figures mean, at its top: tools read only the `[SECTION], Metric, value`
+/// lines, people need to know that latency is counted per output, not per tick.
+const LEGEND: &str = "\
+# cep run report: [SECTION], Metric, value lines (YCSB style); summary.json has the same and more.
+# OVERALL: events are the ticks the injector sent. RunTime runs from the start (warm-up included)
+#   to the last worker's report; Throughput(ops/sec) = EventsProcessed / RunTime.
+# OUTPUTS: what the rules emitted, duplicates included. A tick gives one output per query that
+#   fires on it (none, one or several), so outputs and events differ. Total = Measured +
+#   DuringWarmup; Lost = outputs the workers sent that never reached the collector.
+# Latency sections count OUTPUTS, not events: Operations = the outputs measured (ticks intended
+#   after the warm-up), one latency each, in microseconds. END_TO_END runs from the tick's
+#   intended send time to the output's arrival at the collector; INJECTOR_TO_ROUTER, ROUTER,
+#   ROUTER_TO_WORKER, ENGINE and WORKER_TO_COLLECTOR split that path hop by hop.
+# CLOCK: each node's measured offset to the collector's clock, which every stamp is in.
+# WORKER: the ticks each worker processed (Events) and the symbols it owns (Symbols).
+";
+
 impl Summary {
-    /// The human summary in YCSB's style (`[SECTION], Metric, value`).
+    /// The human summary in YCSB's style (`[SECTION], Metric, value`) under a legend (`#`).
     pub fn ycsb_report(&self) -> String {
         use std::fmt::Write;
-        let mut out = String::new();
+        let mut out = String::from(LEGEND);
         let mut line = |section: &str, metric: &str, value: String| {
             let _ = writeln!(out, "[{section}], {metric}, {value}");
         };
@@ -131,6 +148,9 @@ impl Summary {
             }
         }
         line("OUTPUTS", "Total", self.outputs.values().sum::<u64>().to_string());
+        line("OUTPUTS", "Measured", self.latency_us.end_to_end.count.to_string());
+        line("OUTPUTS", "DuringWarmup", self.warmup_outputs.to_string());
+        line("OUTPUTS", "Lost", self.outputs_lost.to_string());
         // Many-query rule sets (the Oracle 400) list their counts in summary.json only.
         if self.outputs.len() <= 16 {
             for (rule, count) in &self.outputs {
@@ -174,5 +194,51 @@ impl Summary {
             line(&format!("WORKER {}", worker.id), "Symbols", worker.symbols.to_string());
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary() -> Summary {
+        Summary {
+            events_sent: 2_200_000,
+            events_processed: 2_200_000,
+            duration_s: 11.0,
+            throughput_eps: 200_000.0,
+            outputs: [("perc".to_string(), 200_000), ("volatility".to_string(), 2_200_000)].into(),
+            warmup_outputs: 200_000,
+            latency_us: HopLatencies {
+                end_to_end: LatencySummary { count: 2_200_000, p99: 850.0, ..LatencySummary::default() },
+                ..HopLatencies::default()
+            },
+            workers: vec![WorkerSummary { id: "worker-0".into(), events: 2_200_000, symbols: 1470 }],
+            complete: true,
+            ..Summary::default()
+        }
+    }
+
+    #[test]
+    fn the_report_says_what_its_figures_count() {
+        let report = summary().ycsb_report();
+        // Every line is a comment of the legend or a `[SECTION], Metric, value` line.
+        for line in report.lines() {
+            assert!(line.starts_with("# ") || line.starts_with("#   ") || line.split(", ").count() == 3, "{line}");
+        }
+        assert!(report.starts_with("# cep run report"), "{report}");
+        assert!(report.contains("Latency sections count OUTPUTS, not events"), "{report}");
+        for expected in [
+            "[OVERALL], EventsSent, 2200000\n",
+            "[OUTPUTS], Total, 2400000\n",
+            "[OUTPUTS], Measured, 2200000\n",
+            "[OUTPUTS], DuringWarmup, 200000\n",
+            "[OUTPUTS], Lost, 0\n",
+            "[END_TO_END], Operations, 2200000\n",
+            "[END_TO_END], 99thPercentileLatency(us), 850.00\n",
+            "[WORKER worker-0], Symbols, 1470\n",
+        ] {
+            assert!(report.contains(expected), "{expected} in {report}");
+        }
     }
 }
