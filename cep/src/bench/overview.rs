@@ -268,7 +268,7 @@ pub fn run(args: OverviewArgs) -> anyhow::Result<()> {
         eprintln!("pipeline at full speed: {} ticks, {} workers ...", args.pipeline_ticks, args.workers);
         let full = pipeline(&args, "pipeline-full-speed", 0.0, Some(args.pipeline_ticks), None)?;
         results.pipeline_eps = Some(full.throughput_eps);
-        results.pipeline_lost = Some(full.events_lost);
+        results.pipeline_lost = full.events_lost;
         eprintln!("pipeline at {} ev/s for {:?} ...", args.latency_rate, args.latency_duration);
         let paced = pipeline(&args, "pipeline-latency", args.latency_rate, None, Some(args.latency_duration))?;
         results.latency_rate_eps = Some(paced.throughput_eps);
@@ -314,9 +314,10 @@ fn write(args: &OverviewArgs, r: &BenchResults) -> anyhow::Result<()> {
         ("raw_hop_latency_p50".into(), hop.p50, "us"),
         ("raw_hop_latency_p99".into(), hop.p99, "us"),
     ];
-    if let (Some(eps), Some(lost)) = (r.pipeline_eps, r.pipeline_lost) {
+    if let Some(eps) = r.pipeline_eps {
         figures.push(("pipeline_full_speed".into(), eps, "ev/s"));
-        figures.push(("pipeline_full_speed_lost".into(), lost as f64, "events"));
+        // An incomplete run's loss is unknown: NaN, not a guess.
+        figures.push(("pipeline_full_speed_lost".into(), r.pipeline_lost.map_or(f64::NAN, |l| l as f64), "events"));
     }
     if let (Some(rate), Some(h)) = (r.latency_rate_eps, &r.latency_end_to_end_us) {
         figures.push(("pipeline_paced_rate".into(), rate, "ev/s"));
@@ -476,7 +477,7 @@ pub fn render(r: &BenchResults) -> String {
             "pipeline, 2 workers, full speed",
             m(eps)
         );
-        let _ = writeln!(out, "{:<44} {:>16}  must be 0", "  events lost", r.pipeline_lost.unwrap_or(0));
+        let _ = writeln!(out, "{:<44} {:>16}  must be 0", "  events lost", cep_core::results::known(r.pipeline_lost));
         let _ = writeln!(
             out,
             "{:<44} {:>15.1}%  >= 40 %",

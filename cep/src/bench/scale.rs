@@ -30,7 +30,8 @@ pub struct ScaleArgs {
 pub struct ScalePoint {
     pub workers: usize,
     pub throughput_eps: f64,
-    pub events_lost: u64,
+    /// `None` if the run did not complete (its loss is unknown).
+    pub events_lost: Option<u64>,
     pub end_to_end_us: LatencySummary,
     /// Busy processes (workers + injector + router + collector) outnumber the cores.
     pub core_bound: bool,
@@ -89,7 +90,11 @@ fn summary_text(results: &ScaleResults) -> String {
     for p in &results.points {
         text += &format!(
             "[SCALE {} workers], Throughput(ops/sec), {:.0}, 99thPercentileLatency(us), {:.1}, Lost, {}, CoreBound, {}\n",
-            p.workers, p.throughput_eps, p.end_to_end_us.p99, p.events_lost, p.core_bound
+            p.workers,
+            p.throughput_eps,
+            p.end_to_end_us.p99,
+            cep_core::results::known(p.events_lost),
+            p.core_bound
         );
     }
     text + &verdict(results) + "\n"
@@ -115,7 +120,13 @@ pub fn write(out: &Path, results: &ScaleResults) -> anyhow::Result<()> {
         let l = &p.end_to_end_us;
         csv += &format!(
             "{},{:.1},{},{:.2},{:.2},{:.2},{}\n",
-            p.workers, p.throughput_eps, p.events_lost, l.p50, l.p99, l.max, p.core_bound
+            p.workers,
+            p.throughput_eps,
+            p.events_lost.map_or(String::new(), |lost| lost.to_string()),
+            l.p50,
+            l.p99,
+            l.max,
+            p.core_bound
         );
     }
     std::fs::write(out.join("scale.csv"), csv)?;
@@ -133,7 +144,7 @@ pub fn write(out: &Path, results: &ScaleResults) -> anyhow::Result<()> {
                 format!("{:.2} M", p.throughput_eps / 1e6),
                 format!("{:.1}", p.end_to_end_us.p50),
                 format!("{:.1}", p.end_to_end_us.p99),
-                p.events_lost.to_string(),
+                cep_core::results::known(p.events_lost),
                 p.core_bound.to_string(),
             ]
         })

@@ -53,7 +53,8 @@ pub struct SweepPoint {
     pub target_rate: f64,
     pub insert_rate: f64,
     pub output_rate: f64,
-    pub events_lost: u64,
+    /// `None` if the run did not complete (its loss is unknown).
+    pub events_lost: Option<u64>,
     pub complete: bool,
     pub end_to_end_us: LatencySummary,
     /// Every hop's distribution (and end to end again), as in the point's summary.json.
@@ -83,7 +84,7 @@ impl SweepPoint {
     /// Sustained: nothing lost, the rate held, the latency bound kept.
     fn sustained(&self, p99_bound_us: f64) -> bool {
         self.complete
-            && self.events_lost == 0
+            && self.events_lost == Some(0)
             && self.insert_rate >= 0.9 * self.target_rate
             && self.end_to_end_us.p99 <= p99_bound_us
     }
@@ -171,7 +172,7 @@ fn summary_text(results: &SweepResults) -> String {
     for p in &results.points {
         text += &format!(
             "[SWEEP {} {}x{:.0}], InsertRate(ops/sec), {:.0}, OutputRate(ops/sec), {:.0}, AverageLatency(us), {:.1}, 99thPercentileLatency(us), {:.1}, 99.99thPercentileLatency(us), {:.1}, MaxLatency(us), {:.1}, Lost, {}\n",
-            p.sweep, p.connections, p.rate_per_connection, p.insert_rate, p.output_rate, p.end_to_end_us.mean, p.end_to_end_us.p99, p.end_to_end_us.p9999, p.end_to_end_us.max, p.events_lost
+            p.sweep, p.connections, p.rate_per_connection, p.insert_rate, p.output_rate, p.end_to_end_us.mean, p.end_to_end_us.p99, p.end_to_end_us.p9999, p.end_to_end_us.max, cep_core::results::known(p.events_lost)
         );
     }
     if let Some(rate) = results.saturation_rate {
@@ -244,7 +245,13 @@ pub fn write(out: &Path, results: &SweepResults) -> anyhow::Result<()> {
     for p in &results.points {
         csv += &format!(
             "{},{},{:.0},{:.0},{:.1},{:.1},{}",
-            p.sweep, p.connections, p.rate_per_connection, p.target_rate, p.insert_rate, p.output_rate, p.events_lost
+            p.sweep,
+            p.connections,
+            p.rate_per_connection,
+            p.target_rate,
+            p.insert_rate,
+            p.output_rate,
+            p.events_lost.map_or(String::new(), |lost| lost.to_string())
         );
         let h = &p.hops_us;
         for l in
@@ -335,7 +342,7 @@ pub fn write(out: &Path, results: &SweepResults) -> anyhow::Result<()> {
                 format!("{:.1}", l.p999),
                 format!("{:.1}", l.p9999),
                 format!("{:.1}", l.max),
-                p.events_lost.to_string(),
+                cep_core::results::known(p.events_lost),
             ]
         })
         .collect();
