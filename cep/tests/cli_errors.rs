@@ -145,3 +145,18 @@ fn rules_check_reports_every_error_with_a_caret_and_fails() {
     let line = error_line(&cep(&["rules", "check", "/nonexistent.rules"]));
     assert!(line.starts_with("error: cannot read the rules file /nonexistent.rules: "), "{line}");
 }
+
+#[test]
+fn csv_help_says_what_alerts_writes() {
+    // The help of every command that takes --csv, as the collector decides it (query/src/plan.rs
+    // Query::is_alert): a condition, not a rule's name.
+    for command in ["run", "collector"] {
+        let output = cep(&[command, "--help"]);
+        let help = String::from_utf8_lossy(&output.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            help.contains("- alerts: Outputs of queries that emit on a condition (HAVING, or WHERE on the event: perc and trend), not those that emit on every tick (volatility)"),
+            "{command}: {help}"
+        );
+        assert!(!help.contains("perc and trend outputs only"), "{command}: {help}");
+    }
+}
