@@ -278,7 +278,7 @@ fn legend(area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>, entries: &
         };
         let _ = area.draw(&Text::new(name.clone(), (x + 32, y), left_middle(LABEL_PX)));
         // The backend cannot measure text; this is its own estimate, with room to spare.
-        x += 32 + (name.chars().count() as f64 * LABEL_PX as f64 * 0.55) as i32 + 28;
+        x += 32 + (name.chars().count() as f64 * LABEL_PX as f64 * 0.52) as i32 + 24;
     }
 }
 
@@ -404,7 +404,8 @@ pub fn bar_chart(title: &str, value_axis: &Axis, bars: &[Bar], groups: &[&str]) 
             .map(|(i, g)| (g.to_string(), COLORS[i % COLORS.len()], false))
             .collect();
         if entries.len() > 1 {
-            legend(&below, &entries, name_width as i32 + 14);
+            // Under the names and bars both: the bars' names may take half the width.
+            legend(&below, &entries, 24);
         }
         let _ = root.present();
     }
