@@ -65,9 +65,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             let summary = cep_collector::run(config, crate::telemetry::shutdown_flag()?)?;
             if !summary.complete {
                 anyhow::bail!(
-                    "run incomplete (not every worker and the router reported): {} events processed, {} lost as far as known",
-                    summary.events_processed,
-                    summary.events_lost
+                    "run incomplete (a stream, a worker or the router never sent its end): {}",
+                    summary.counts()
                 );
             }
             Ok(())

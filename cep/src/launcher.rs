@@ -205,17 +205,12 @@ pub fn launch(args: LaunchArgs) -> anyhow::Result<()> {
 /// The verdict on a run: every event processed exactly once, every output delivered.
 pub fn check_complete(summary: &Summary) -> anyhow::Result<()> {
     if !summary.complete {
-        bail!(
-            "run incomplete: {} of {} events processed, {} lost",
-            summary.events_processed,
-            summary.events_sent,
-            summary.events_lost
-        );
+        bail!("run incomplete: {}", summary.counts());
     }
-    if summary.events_lost > 0 || summary.outputs_lost > 0 || summary.duplicates > 0 {
+    if summary.events_lost != Some(0) || summary.outputs_lost > 0 || summary.duplicates > 0 {
         bail!(
             "{} events lost ({:?}), {} outputs lost, {} duplicates",
-            summary.events_lost,
+            cep_core::results::known(summary.events_lost),
             summary.lost_by_cause,
             summary.outputs_lost,
             summary.duplicates

@@ -38,6 +38,7 @@ pub enum RulesCommand {
     /// Print the Oracle white paper's workload as a rules file: R1 and R2 for each of the
     /// first N symbols, one query each (`rules/oracle-400.rules` is N = 200).
     Oracle {
+        /// Monitored symbols (S0000, S0001, ...), at least 1.
         #[arg(long, default_value_t = 200)]
         symbols: usize,
     },
@@ -48,6 +49,10 @@ pub fn run(args: RulesArgs) -> anyhow::Result<()> {
         RulesCommand::Check { files } => check(&files),
         RulesCommand::Deploy { file, router, timeout } => deploy(&file, &router, timeout),
         RulesCommand::Oracle { symbols } => {
+            // Zero symbols would print a file of no queries, which `rules check` refuses.
+            if symbols == 0 {
+                bail!("--symbols must be at least 1: a rules file needs at least one query");
+            }
             print!("{}", cep_query::generate::oracle_rules(symbols));
             Ok(())
         }

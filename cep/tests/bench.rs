@@ -21,9 +21,14 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn assert_report(dir: &Path, charts: usize) {
+fn assert_report(dir: &Path, charts: usize) -> String {
     let summary = std::fs::read_to_string(dir.join("summary.txt")).expect("summary.txt written");
     assert!(summary.lines().all(|line| line.starts_with('[') || line.starts_with("This machine")), "{summary}");
+    assert_page(dir, charts)
+}
+
+/// The page is whole, holds `charts` charts, and says above each what it shows.
+fn assert_page(dir: &Path, charts: usize) -> String {
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
     assert_eq!(html.matches("<svg").count(), charts, "charts in the report");
@@ -31,6 +36,15 @@ fn assert_report(dir: &Path, charts: usize) {
         !html.contains("http://")
             || html.matches("http://").all(|_| html.contains("xmlns=\"http://www.w3.org/2000/svg\""))
     );
+    for section in html.split("<h2>").filter(|section| section.contains("<svg")) {
+        assert!(section.contains("<p class=\"about\">"), "a chart without its description: {}", &section[..80]);
+    }
+    html
+}
+
+/// The labels an SVG chart writes (one text element each).
+fn labelled(html: &str, label: &str) -> usize {
+    html.matches(&format!(">\n{label}\n<")).count()
 }
 
 #[test]
@@ -76,7 +90,23 @@ fn engine_kind() {
     let csv = std::fs::read_to_string(dir.path().join("engine.csv")).unwrap();
     assert!(csv.starts_with("rule_set,events,seconds,events_per_s,ns_per_event,outputs\n"));
     assert_eq!(csv.lines().count(), 14);
-    assert_report(dir.path(), 1);
+    let html = assert_report(dir.path(), 1);
+    // Every bar named, compiled and hand-written told apart, the ratios on the page.
+    for set in &sets {
+        assert_eq!(labelled(&html, set), 1, "{set}");
+    }
+    for group in ["compiled rule language", "hand-written (baseline)", "compiled, no filter index"] {
+        assert_eq!(labelled(&html, group), 1, "{group}");
+    }
+    for ratio in [
+        "R1 perc / R1 hand-written",
+        "R1+R2+R3 / R1+R2+R3 hand-written",
+        "Oracle 400 queries / R1+R2 as 2 queries on the 200 symbols",
+        "Oracle 400 queries, no filter index / Oracle 400 queries (not interleaved)",
+    ] {
+        assert!(html.contains(&format!("<td>{ratio}</td>")), "{ratio}");
+    }
+    assert_eq!(json["ratios"]["pairs"].as_array().unwrap().len(), 5);
 }
 
 #[test]
@@ -132,6 +162,15 @@ fn overview_kind_with_a_small_pipeline() {
         assert_eq!(summary["complete"], true, "{run}");
         assert!(dir.path().join(run).join("latency.hlog").exists());
     }
+    // The printed table, one row per figure and ratio, and the page: the ratios, the
+    // throughput and latency bars, the paced run's four latency charts.
+    assert_eq!(std::fs::read_to_string(dir.path().join("summary.txt")).unwrap(), stdout);
+    let csv = std::fs::read_to_string(dir.path().join("overview.csv")).unwrap();
+    assert!(csv.starts_with("figure,value,unit\nengine_alone,"), "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 14 + 3, "{csv}");
+    let html = assert_page(dir.path(), 6);
+    assert!(html.contains("<td>pipeline at full speed / raw batched hop (ev/s)</td>"), "{html}");
+    assert!(html.contains("<td>paced pipeline p50 / (3 x raw hop p50)</td>"), "{html}");
 }
 
 #[test]
@@ -178,5 +217,7 @@ fn scale_kind_one_and_two_workers() {
     assert_eq!(results["points"].as_array().unwrap().len(), 2);
     let csv = std::fs::read_to_string(dir.path().join("scale.csv")).unwrap();
     assert!(csv.starts_with("workers,throughput_eps,events_lost,p50_us,p99_us,max_us,core_bound\n"));
-    assert_report(dir.path(), 2);
+    let html = assert_report(dir.path(), 2);
+    // Worker counts are whole: ticks at 1 and 2 on both charts, nothing in between.
+    assert_eq!((labelled(&html, "1"), labelled(&html, "2"), labelled(&html, "1.5")), (2, 2, 0));
 }

@@ -145,3 +145,50 @@ fn rules_check_reports_every_error_with_a_caret_and_fails() {
     let line = error_line(&cep(&["rules", "check", "/nonexistent.rules"]));
     assert!(line.starts_with("error: cannot read the rules file /nonexistent.rules: "), "{line}");
 }
+
+#[test]
+fn csv_help_says_what_alerts_writes() {
+    // The help of every command that takes --csv, as the collector decides it (query/src/plan.rs
+    // Query::is_alert): a condition, not a rule's name.
+    for command in ["run", "collector"] {
+        let output = cep(&[command, "--help"]);
+        let help = String::from_utf8_lossy(&output.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            help.contains("- alerts: Outputs of queries that emit on a condition (HAVING, or WHERE on the event: perc and trend), not those that emit on every tick (volatility)"),
+            "{command}: {help}"
+        );
+        assert!(!help.contains("perc and trend outputs only"), "{command}: {help}");
+    }
+}
+
+#[test]
+fn the_oracle_generator_writes_only_files_that_check() {
+    let output = cep(&["rules", "oracle", "--symbols", "0"]);
+    assert_eq!(error_line(&output), "error: --symbols must be at least 1: a rules file needs at least one query");
+    assert!(output.stdout.is_empty(), "nothing written: {}", String::from_utf8_lossy(&output.stdout));
+    // The smallest file it writes checks.
+    let dir = tempfile::tempdir().unwrap();
+    let one = dir.path().join("oracle-2.rules");
+    let output = cep(&["rules", "oracle", "--symbols", "1"]);
+    assert!(output.status.success());
+    std::fs::write(&one, &output.stdout).unwrap();
+    let output = cep(&["rules", "check", one.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), format!("{}: ok, 2 queries\n", one.display()));
+}
+
+#[test]
+fn rules_check_requires_the_last_semicolon() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("last.rules");
+    std::fs::write(&file, "@name('a')\nSELECT symbol, price AS value FROM StockTick\n").unwrap();
+    let output = cep(&["rules", "check", file.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let expected = format!(
+        "{}:2:45: expected `;` after the query, found the end of the file\n  |\n2 | SELECT symbol, price AS value FROM StockTick\n  |                                             ^\n",
+        file.display()
+    );
+    assert!(stderr.starts_with(&expected), "{stderr}");
+    assert!(stderr.contains("error: 1 of 1 rules files do not check"), "{stderr}");
+}

@@ -40,6 +40,7 @@ pub fn summarize(
         ..Summary::default()
     };
     let mut lost_by_cause: BTreeMap<String, u64> = BTreeMap::new();
+    let mut all_sent = Some(0u64);
     for stream in 0..streams {
         let at_workers = reports.values().filter_map(|r| r.streams.iter().find(|s| s.stream == stream));
         let (mut sent, mut processed) = (None, 0);
@@ -47,37 +48,38 @@ pub fn summarize(
             processed += seen.processed;
             sent = sent.max(seen.sent);
         }
-        let received_by_router = router.and_then(|r| r.received.get(&stream).copied()).unwrap_or(0);
-        let known_sent = sent.unwrap_or(received_by_router.max(processed));
-        let lost = known_sent.saturating_sub(processed);
-        if sent.is_none() {
-            // Without its end marker a stream's count is unknown: what the router saw and the
-            // workers did not process is the least that was lost.
-            *lost_by_cause.entry("stream_never_ended".into()).or_default() += lost;
-        } else if router.is_some() {
-            let before_router = known_sent.saturating_sub(received_by_router);
-            let after_router = lost - before_router.min(lost);
-            *lost_by_cause.entry("not_received_by_router".into()).or_default() += before_router.min(lost);
-            *lost_by_cause.entry("not_processed_by_worker".into()).or_default() += after_router;
-        } else if lost > 0 {
-            *lost_by_cause.entry("unknown_router_report_missing".into()).or_default() += lost;
+        let received_by_router = router.and_then(|r| r.received.get(&stream).copied());
+        let lost = sent.map(|sent| sent.saturating_sub(processed));
+        match (sent, lost) {
+            (Some(sent), Some(lost)) if router.is_some() => {
+                let before_router = sent.saturating_sub(received_by_router.unwrap_or(0)).min(lost);
+                *lost_by_cause.entry("not_received_by_router".into()).or_default() += before_router;
+                *lost_by_cause.entry("not_processed_by_worker".into()).or_default() += lost - before_router;
+            }
+            (Some(_), Some(lost)) => {
+                *lost_by_cause.entry("unknown_router_report_missing".into()).or_default() += lost;
+            }
+            _ => {
+                // Without its end marker a stream's count is unknown: what the router saw and
+                // the workers did not process is the least that was lost.
+                let at_least = received_by_router.unwrap_or(0).saturating_sub(processed);
+                *lost_by_cause.entry("stream_never_ended".into()).or_default() += at_least;
+            }
         }
-        summary.events_sent += known_sent;
+        all_sent = all_sent.zip(sent).map(|(all, sent)| all + sent);
         summary.events_processed += processed;
-        summary.events_lost += lost;
         summary.streams.push(StreamSummary { stream, sent, received_by_router, processed, lost });
     }
-    // Workers that never reported still told their progress.
+    // Workers that never reported still told their progress: at least that much was processed.
     let progressed: u64 = (0..workers.len() as u32)
         .map(|index| {
             reports.get(&index).map_or_else(|| progress.get(index as usize).map_or(0, |p| p.processed), |r| r.processed)
         })
         .sum();
-    if progressed > summary.events_processed {
-        summary.events_processed = progressed;
-        summary.events_sent = summary.events_sent.max(progressed);
-        summary.events_lost = summary.events_sent - progressed;
-    }
+    summary.events_processed = summary.events_processed.max(progressed);
+    // Sent is known only when every stream's end marker arrived; then so is what was lost.
+    summary.events_sent = all_sent.map(|sent| sent.max(summary.events_processed));
+    summary.events_lost = summary.events_sent.map(|sent| sent - summary.events_processed);
     lost_by_cause.retain(|_, count| *count > 0);
     summary.lost_by_cause = lost_by_cause;
 
@@ -97,7 +99,7 @@ pub fn summarize(
         summary.workers.push(WorkerSummary {
             id: id.clone(),
             events: report.map_or(progressed, |r| r.processed),
-            symbols: report.map_or(0, |r| r.symbols),
+            symbols: report.map(|r| r.symbols),
         });
         if let Some(report) = report.filter(|r| !r.rejected.is_empty()) {
             summary.rejected.insert(format!("worker:{}", report.id), report.rejected.clone());
@@ -170,7 +172,9 @@ mod tests {
                 .collect();
         let ids = vec!["w0".to_string(), "w1".to_string()];
         let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), observed(29));
-        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (29, 29, 0));
+        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(29), 29, Some(0)));
+        assert_eq!(summary.streams[0].received_by_router, Some(20));
+        assert_eq!(summary.workers[0].symbols, Some(3));
         assert!(summary.complete);
         assert_eq!(summary.throughput_eps, 14.5);
         assert_eq!(summary.workers[1].events, 14);
@@ -188,7 +192,8 @@ mod tests {
                 .collect();
         let ids = vec!["w0".to_string(), "w1".to_string()];
         let summary = summarize(2, &ids, &reports, &[], Some(&router([18, 9])), observed(20));
-        assert_eq!(summary.events_lost, 3);
+        assert_eq!(summary.events_lost, Some(3));
+        assert_eq!((summary.streams[0].lost, summary.streams[1].lost), (Some(3), Some(0)));
         assert_eq!(summary.lost_by_cause["not_received_by_router"], 2);
         assert_eq!(summary.lost_by_cause["not_processed_by_worker"], 1);
         assert_eq!(summary.outputs_lost, 6);
@@ -200,14 +205,57 @@ mod tests {
         let ids = vec!["w0".to_string(), "w1".to_string()];
         let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), observed(15));
         assert!(!summary.complete);
-        assert_eq!(summary.events_lost, 14);
-        assert_eq!(summary.workers[1].events, 0);
+        assert_eq!(summary.events_lost, Some(14));
+        assert_eq!((summary.workers[1].events, summary.workers[1].symbols), (0, None));
         // Its last progress counts for what it processed.
         let progress = [
             WorkerProgress { processed: 15, outputs: 0, rejected: 0 },
             WorkerProgress { processed: 10, outputs: 0, rejected: 0 },
         ];
         let summary = summarize(2, &ids, &reports, &progress, Some(&router([20, 9])), observed(15));
-        assert_eq!((summary.events_processed, summary.events_lost, summary.workers[1].events), (25, 4, 10));
+        assert_eq!((summary.events_processed, summary.events_lost, summary.workers[1].events), (25, Some(4), 10));
+    }
+
+    #[test]
+    fn an_interrupted_run_says_what_it_does_not_know() {
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        // Interrupted before any end report arrived: only the workers' progress is known.
+        let progress = [
+            WorkerProgress { processed: 175, outputs: 0, rejected: 0 },
+            WorkerProgress { processed: 165, outputs: 0, rejected: 0 },
+        ];
+        let summary = summarize(2, &ids, &BTreeMap::new(), &progress, None, observed(15));
+        assert!(!summary.complete);
+        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (None, 340, None));
+        assert_eq!(
+            summary.streams[0],
+            StreamSummary { stream: 0, sent: None, received_by_router: None, processed: 0, lost: None }
+        );
+        let workers: Vec<(u64, Option<u64>)> = summary.workers.iter().map(|w| (w.events, w.symbols)).collect();
+        assert_eq!(workers, [(175, None), (165, None)]);
+        assert!(summary.lost_by_cause.is_empty(), "{:?}", summary.lost_by_cause);
+        let report = summary.ycsb_report();
+        assert!(
+            report.contains("[OVERALL], EventsSent, unknown\n") && report.contains("[OVERALL], EventsLost, unknown\n")
+        );
+        assert!(report.contains("[WORKER w0], Symbols, unknown\n") && report.contains("# PARTIAL RUN"), "{report}");
+
+        // Interrupted, and the stopping workers and router reported what they had: no stream
+        // ended, so sent stays unknown; what the router received and no worker processed was
+        // lost at least.
+        let reports: BTreeMap<u32, WorkerReport> =
+            [(0, worker(0, [10, 5], [None, None])), (1, worker(1, [10, 4], [None, None]))].into_iter().collect();
+        let summary = summarize(2, &ids, &reports, &progress, Some(&router([25, 9])), observed(15));
+        assert!(!summary.complete);
+        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (None, 29, None));
+        assert_eq!(
+            summary.streams[0],
+            StreamSummary { stream: 0, sent: None, received_by_router: Some(25), processed: 20, lost: None }
+        );
+        assert_eq!(summary.lost_by_cause, [("stream_never_ended".to_string(), 5)].into());
+        assert_eq!(
+            summary.workers.iter().map(|w| (w.events, w.symbols)).collect::<Vec<_>>(),
+            [(15, Some(3)), (14, Some(3))]
+        );
     }
 }

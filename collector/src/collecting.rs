@@ -24,6 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
+/// How long a stopping collector still takes the reports of the processes stopping with it.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
 /// Errors that stop the collector.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectorError {
@@ -98,13 +101,21 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
     let started = Instant::now();
     let mut last_message = Instant::now();
     let mut last_progress = (Instant::now(), 0u64);
+    let mut stopping: Option<Instant> = None;
     loop {
         if state.reports.len() == worker_ids.len() && state.router.is_some() {
             break;
         }
+        // The other processes stop with us and send their reports as they go: wait a moment
+        // for them, so that a partial summary holds what they knew.
         if shutdown.load(Ordering::Relaxed) {
-            warn!("shutdown requested: writing partial results");
-            break;
+            let since = *stopping.get_or_insert_with(|| {
+                warn!(grace = ?SHUTDOWN_GRACE, "shutdown requested: taking the last reports, then writing partial results");
+                Instant::now()
+            });
+            if since.elapsed() >= SHUTDOWN_GRACE {
+                break;
+            }
         }
         if input.recv(&mut message, Duration::from_millis(100))? {
             state.handle(&message, &mut csv).map_err(write_err(&csv_path))?;

@@ -8,9 +8,11 @@ use std::time::Duration;
 /// Which outputs go to `outputs.csv`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CsvMode {
-    /// Every output, volatility included (one row per tick): for correctness runs.
+    /// Every output, those of queries that emit on every tick included (volatility): for
+    /// correctness runs.
     All,
-    /// perc and trend outputs only.
+    /// Outputs of queries that emit on a condition (HAVING, or WHERE on the event: perc and
+    /// trend), not those that emit on every tick (volatility).
     Alerts,
     /// No rows (header only): for throughput runs.
     None,

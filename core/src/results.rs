@@ -67,8 +67,11 @@ pub struct HopLatencies {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerSummary {
     pub id: String,
+    /// Ticks processed: from the worker's report, or (a worker that never reported) at least
+    /// what its last progress said.
     pub events: u64,
-    pub symbols: u64,
+    /// Symbols the worker owns, from its report; `None` if it never reported.
+    pub symbols: Option<u64>,
 }
 
 /// One injector stream's accounting.
@@ -77,9 +80,12 @@ pub struct StreamSummary {
     pub stream: u32,
     /// From the stream's end-of-stream marker; `None` if it never arrived.
     pub sent: Option<u64>,
-    pub received_by_router: u64,
+    /// From the router's report; `None` if it never arrived.
+    pub received_by_router: Option<u64>,
+    /// Processed by the workers that reported.
     pub processed: u64,
-    pub lost: u64,
+    /// `sent - processed`; `None` while `sent` is unknown.
+    pub lost: Option<u64>,
 }
 
 /// One node's clock offset.
@@ -90,20 +96,25 @@ pub struct ClockOffset {
     pub uncertainty_us: f64,
 }
 
-/// `summary.json`.
+/// `summary.json`. A run that did not complete (interrupted, or a process that never
+/// reported) says what it does not know: `None` (null) where a count is unknown, never a guess.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
-    pub events_sent: u64,
+    /// The sum of every stream's end-of-stream count; `None` if any stream's is unknown.
+    pub events_sent: Option<u64>,
+    /// Exact in a complete run; otherwise at least this many (reports and last progress).
     pub events_processed: u64,
-    pub events_lost: u64,
+    /// `events_sent - events_processed`; `None` while `events_sent` is unknown.
+    pub events_lost: Option<u64>,
     pub duplicates: u64,
     pub duration_s: f64,
     pub throughput_eps: f64,
     pub outputs: OutputCounts,
     pub latency_us: HopLatencies,
     pub workers: Vec<WorkerSummary>,
-    /// Lost events by cause: `rejected` (invalid ticks of a registered stream), `missing`
-    /// (sent but never seen, e.g. a process died), `incomplete` (a stream never ended).
+    /// Lost events by cause: `not_received_by_router`, `not_processed_by_worker`,
+    /// `unknown_router_report_missing`, and `stream_never_ended`, a lower bound: ticks of a
+    /// stream without its end marker that the router received and no worker processed.
     pub lost_by_cause: BTreeMap<String, u64>,
     /// Rejected frames and ticks by place (`router`, `worker:<id>`, `collector`) and cause.
     pub rejected: BTreeMap<String, BTreeMap<String, u64>>,
@@ -132,19 +143,65 @@ pub struct Summary {
     pub rules: Vec<RulesEpoch>,
 }
 
+/// What report.txt's figures mean, at its top: tools read only the `[SECTION], Metric, value`
+/// lines, people need to know that latency is counted per output, not per tick.
+const LEGEND: &str = "\
+# cep run report: [SECTION], Metric, value lines (YCSB style); summary.json has the same and more.
+# OVERALL: events are the ticks the injector sent. RunTime runs from the start (warm-up included)
+#   to the last worker's report; Throughput(ops/sec) = EventsProcessed / RunTime.
+# OUTPUTS: what the rules emitted, duplicates included. A tick gives one output per query that
+#   fires on it (none, one or several), so outputs and events differ. Total = Measured +
+#   DuringWarmup + ClosedByEndOfInput (tumbling windows still open when the input ended: no
+#   tick caused them, so no latency); Lost = outputs the workers sent that never arrived.
+# LateEvents: ticks behind their symbol's latest event time, processed at that time;
+#   LateDropped: later than the allowed lateness, dropped by the engine (counted processed).
+# Latency sections count OUTPUTS, not events: Operations = the outputs measured (ticks intended
+#   after the warm-up), one latency each, in microseconds. END_TO_END runs from the tick's
+#   intended send time to the output's arrival at the collector; INJECTOR_TO_ROUTER, ROUTER,
+#   ROUTER_TO_WORKER, ENGINE and WORKER_TO_COLLECTOR split that path hop by hop.
+# CLOCK: each node's measured offset to the collector's clock, which every stamp is in.
+# WORKER: the ticks each worker processed (Events) and the symbols it owns (Symbols).
+";
+
+/// Added when the run did not complete: which figures are bounds and which are unknown.
+const PARTIAL: &str = "\
+# PARTIAL RUN (Complete, false): interrupted, or a stream, a worker or the router never sent its
+#   end. A figure written `unknown` was never reported (EventsSent needs every stream's end
+#   marker). EventsProcessed, Throughput, OUTPUTS, latency Operations and each WORKER's Events
+#   count what arrived: the run did at least that much. LOST stream_never_ended is a lower bound.
+";
+
+/// A count, or `unknown` when it was never reported.
+pub fn known(count: Option<u64>) -> String {
+    count.map_or_else(|| "unknown".to_string(), |count| count.to_string())
+}
+
 impl Summary {
-    /// The human summary in YCSB's style (`[SECTION], Metric, value`).
+    /// The event counts in one phrase, e.g. `340532 of 400000 events processed, 59468 lost`, or
+    /// for a run whose streams never ended `at least 340532 events processed, sent and lost
+    /// unknown`.
+    pub fn counts(&self) -> String {
+        match (self.events_sent, self.events_lost) {
+            (Some(sent), Some(lost)) => format!("{} of {sent} events processed, {lost} lost", self.events_processed),
+            _ => format!("at least {} events processed, sent and lost unknown", self.events_processed),
+        }
+    }
+
+    /// The human summary in YCSB's style (`[SECTION], Metric, value`) under a legend (`#`).
     pub fn ycsb_report(&self) -> String {
         use std::fmt::Write;
-        let mut out = String::new();
+        let mut out = String::from(LEGEND);
+        if !self.complete {
+            out.push_str(PARTIAL);
+        }
         let mut line = |section: &str, metric: &str, value: String| {
             let _ = writeln!(out, "[{section}], {metric}, {value}");
         };
         line("OVERALL", "RunTime(ms)", format!("{:.0}", self.duration_s * 1000.0));
         line("OVERALL", "Throughput(ops/sec)", format!("{:.1}", self.throughput_eps));
-        line("OVERALL", "EventsSent", self.events_sent.to_string());
+        line("OVERALL", "EventsSent", known(self.events_sent));
         line("OVERALL", "EventsProcessed", self.events_processed.to_string());
-        line("OVERALL", "EventsLost", self.events_lost.to_string());
+        line("OVERALL", "EventsLost", known(self.events_lost));
         line("OVERALL", "Duplicates", self.duplicates.to_string());
         line("OVERALL", "OutOfOrder", self.out_of_order.to_string());
         line("OVERALL", "LateEvents", self.late.to_string());
@@ -159,7 +216,10 @@ impl Summary {
             }
         }
         line("OUTPUTS", "Total", self.outputs.values().sum::<u64>().to_string());
+        line("OUTPUTS", "Measured", self.latency_us.end_to_end.count.to_string());
+        line("OUTPUTS", "DuringWarmup", self.warmup_outputs.to_string());
         line("OUTPUTS", "ClosedByEndOfInput", self.final_outputs.to_string());
+        line("OUTPUTS", "Lost", self.outputs_lost.to_string());
         // Many-query rule sets (the Oracle 400) list their counts in summary.json only.
         if self.outputs.len() <= 16 {
             for (rule, count) in &self.outputs {
@@ -200,8 +260,84 @@ impl Summary {
         }
         for worker in &self.workers {
             line(&format!("WORKER {}", worker.id), "Events", worker.events.to_string());
-            line(&format!("WORKER {}", worker.id), "Symbols", worker.symbols.to_string());
+            line(&format!("WORKER {}", worker.id), "Symbols", known(worker.symbols));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary() -> Summary {
+        Summary {
+            events_sent: Some(2_200_000),
+            events_lost: Some(0),
+            events_processed: 2_200_000,
+            duration_s: 11.0,
+            throughput_eps: 200_000.0,
+            outputs: [("perc".to_string(), 200_000), ("volatility".to_string(), 2_200_000)].into(),
+            warmup_outputs: 200_000,
+            latency_us: HopLatencies {
+                end_to_end: LatencySummary { count: 2_200_000, p99: 850.0, ..LatencySummary::default() },
+                ..HopLatencies::default()
+            },
+            workers: vec![WorkerSummary { id: "worker-0".into(), events: 2_200_000, symbols: Some(1470) }],
+            complete: true,
+            ..Summary::default()
+        }
+    }
+
+    #[test]
+    fn the_report_says_what_its_figures_count() {
+        let report = summary().ycsb_report();
+        // Every line is a comment of the legend or a `[SECTION], Metric, value` line.
+        for line in report.lines() {
+            assert!(line.starts_with("# ") || line.starts_with("#   ") || line.split(", ").count() == 3, "{line}");
+        }
+        assert!(report.starts_with("# cep run report") && !report.contains("PARTIAL"), "{report}");
+        assert!(report.contains("Latency sections count OUTPUTS, not events"), "{report}");
+        for expected in [
+            "[OVERALL], EventsSent, 2200000\n",
+            "[OUTPUTS], Total, 2400000\n",
+            "[OUTPUTS], Measured, 2200000\n",
+            "[OUTPUTS], DuringWarmup, 200000\n",
+            "[OUTPUTS], ClosedByEndOfInput, 0\n",
+            "[OUTPUTS], Lost, 0\n",
+            "[END_TO_END], Operations, 2200000\n",
+            "[END_TO_END], 99thPercentileLatency(us), 850.00\n",
+            "[WORKER worker-0], Symbols, 1470\n",
+        ] {
+            assert!(report.contains(expected), "{expected} in {report}");
+        }
+    }
+
+    #[test]
+    fn a_partial_report_says_what_is_unknown_and_what_is_a_least() {
+        let partial = Summary {
+            events_sent: None,
+            events_lost: None,
+            complete: false,
+            workers: vec![WorkerSummary { id: "worker-1".into(), events: 170_000, symbols: None }],
+            ..summary()
+        };
+        let report = partial.ycsb_report();
+        assert!(report.contains("# PARTIAL RUN (Complete, false)"), "{report}");
+        for expected in [
+            "[OVERALL], EventsSent, unknown\n",
+            "[OVERALL], EventsProcessed, 2200000\n",
+            "[OVERALL], EventsLost, unknown\n",
+            "[OVERALL], Complete, false\n",
+            "[WORKER worker-1], Events, 170000\n",
+            "[WORKER worker-1], Symbols, unknown\n",
+        ] {
+            assert!(report.contains(expected), "{expected} in {report}");
+        }
+        // summary.json says the same: unknown is null.
+        let json: serde_json::Value = serde_json::to_value(&partial).unwrap();
+        assert!(
+            json["events_sent"].is_null() && json["events_lost"].is_null() && json["workers"][0]["symbols"].is_null()
+        );
     }
 }

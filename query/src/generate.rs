@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-/// The text of `rules/oracle-400.rules` for `symbols` = 200.
+/// The text of `rules/oracle-400.rules` for `symbols` = 200. It checks for any `symbols` of
+/// 1 or more; 0 gives a file without queries, which does not (`cep rules oracle` refuses 0).
 pub fn oracle_rules(symbols: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(

@@ -22,7 +22,15 @@ pub fn parse(tokens: &[Token]) -> (Vec<Statement>, Vec<Diagnostic>) {
             Ok(statement) => {
                 statements.push(statement);
                 let next = parser.peek();
-                if !matches!(next.kind, TokenKind::Semicolon | TokenKind::Eof) {
+                if next.kind == TokenKind::Eof {
+                    // Every query ends with `;` (docs/RULES.md), the last one too: the caret
+                    // goes just after its last word.
+                    let end = parser.previous_span().end as usize;
+                    errors.push(Diagnostic::new(
+                        Span::new(end, end),
+                        "expected `;` after the query, found the end of the file",
+                    ));
+                } else if next.kind != TokenKind::Semicolon {
                     errors.push(Diagnostic::new(
                         next.span,
                         format!(

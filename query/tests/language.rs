@@ -51,7 +51,7 @@ fn the_issue_examples_and_every_feature_check() {
             WHERE symbol != 'X' HAVING first(price) <> last(price);
         @name('e') SELECT *, sum(price * 2) / count(price) AS value FROM StockTick PARTITION BY symbol RETAIN 3 events
             HAVING stddev_samp(price) >= 0 AND stddev_pop(price) >= 0 AND abs(-1.5) = 1.5 AND trend(price) >= 0;
-        @name('f') SELECT * FROM StockTick WHERE symbol NOT IN ('A') AND price % 2 > 1
+        @name('f') SELECT * FROM StockTick WHERE symbol NOT IN ('A') AND price % 2 > 1;
     ";
     let rules = compile(source, "t").unwrap();
     assert_eq!(rules.queries.len(), 6);
@@ -64,6 +64,28 @@ fn the_issue_examples_and_every_feature_check() {
     // abs(-1.5) folded at check time.
     let e = &rules.queries[4];
     assert!(format!("{:?}", e.having).contains("Number(1.5), Number(1.5)"), "{:?}", e.having);
+}
+
+#[test]
+fn the_last_query_needs_its_semicolon_too() {
+    // docs/RULES.md: every query ends with `;`. The caret goes just after the last word.
+    let source =
+        "@name('a') SELECT price FROM StockTick;\n@name('b') SELECT price FROM StockTick\n  HAVING price > 1\n";
+    assert_eq!(one_error(source), (3, 19, "expected `;` after the query, found the end of the file".to_string()));
+    let rendered = compile(source, "t.rules").unwrap_err().render();
+    assert_eq!(
+        rendered,
+        "t.rules:3:19: expected `;` after the query, found the end of the file\n  |\n3 |   HAVING price > 1\n  |                   ^\n\nt.rules: 1 error"
+    );
+    // Other errors are still found, and a last query with its `;` and a comment after it checks.
+    assert_eq!(
+        errors("@name('a') SELECT nope FROM StockTick"),
+        vec![
+            (1, 19, "unknown field `nope`: a StockTick has `symbol` and `price`".to_string()),
+            (1, 38, "expected `;` after the query, found the end of the file".to_string()),
+        ]
+    );
+    assert!(compile("@name('a') SELECT price FROM StockTick; -- done\n", "t").is_ok());
 }
 
 #[test]

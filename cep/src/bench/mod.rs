@@ -6,8 +6,9 @@
 //! - [`engine`]: the engine alone per rule set.
 //! - [`sweep`]: the Oracle white paper's sweeps on the whole pipeline, and a saturation search.
 //! - [`scale`]: throughput and latency against the number of workers.
-//! - [`report`]: the self-contained HTML report with SVG charts every kind writes.
+//! - [`report`]: the self-contained HTML report every kind writes, and [`chart`] its SVG charts.
 
+pub mod chart;
 pub mod engine;
 pub mod overview;
 pub mod report;

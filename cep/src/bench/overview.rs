@@ -101,7 +101,7 @@ pub fn bench_rules(input: &[(u32, f64, u64)], engine: &EngineUnderTest) -> Engin
 }
 
 /// Ticks each engine takes in turn in [`bench_interleaved`] (5–10 ms of work).
-const SLICE: usize = 100_000;
+pub const SLICE: usize = 100_000;
 
 /// Engines over the same input, each with its own state, taking it in turns slice by slice
 /// and timed separately: on a shared host the speed changes from second to second, and
@@ -268,7 +268,7 @@ pub fn run(args: OverviewArgs) -> anyhow::Result<()> {
         eprintln!("pipeline at full speed: {} ticks, {} workers ...", args.pipeline_ticks, args.workers);
         let full = pipeline(&args, "pipeline-full-speed", 0.0, Some(args.pipeline_ticks), None)?;
         results.pipeline_eps = Some(full.throughput_eps);
-        results.pipeline_lost = Some(full.events_lost);
+        results.pipeline_lost = full.events_lost;
         eprintln!("pipeline at {} ev/s for {:?} ...", args.latency_rate, args.latency_duration);
         let paced = pipeline(&args, "pipeline-latency", args.latency_rate, None, Some(args.latency_duration))?;
         results.latency_rate_eps = Some(paced.throughput_eps);
@@ -276,8 +276,167 @@ pub fn run(args: OverviewArgs) -> anyhow::Result<()> {
     }
     let json = serde_json::to_string_pretty(&results)?;
     std::fs::write(args.out.join("bench.json"), json + "\n")?;
+    write(&args, &results)?;
     print!("{}", render(&results));
     Ok(())
+}
+
+/// The ratios one run measures: (name, value, target), those whose inputs were measured.
+pub fn ratios(r: &BenchResults) -> Vec<(&'static str, f64, &'static str)> {
+    let mut ratios = Vec::new();
+    if let Some(eps) = r.pipeline_eps {
+        ratios.push(("pipeline at full speed / raw batched hop (ev/s)", eps / r.transport_batched_eps, ">= 0.4"));
+        ratios.push(("pipeline at full speed / engine alone (ev/s)", eps / r.engine_eps, ""));
+    }
+    if let Some(h) = &r.latency_end_to_end_us {
+        ratios.push((
+            "paced pipeline p50 / (3 x raw hop p50)",
+            h.p50 / (3.0 * r.transport_hop_latency_us.p50.max(0.001)),
+            "<= 1.5 (over tcp)",
+        ));
+    }
+    ratios
+}
+
+/// The overview's bar colours, the same in both charts.
+const GROUPS: [&str; 3] = ["engine alone", "raw ZeroMQ hop (tcp)", "whole pipeline"];
+
+/// Writes overview.csv (one row per figure), summary.txt (the printed table) and report.html.
+fn write(args: &OverviewArgs, r: &BenchResults) -> anyhow::Result<()> {
+    use super::chart::{bar_chart, number, Axis, Bar, Unit};
+    use super::report::{pipeline_charts, table, Report};
+    let hop = &r.transport_hop_latency_us;
+    let mut figures: Vec<(String, f64, &str)> = vec![
+        ("engine_alone".into(), r.engine_eps, "ev/s"),
+        ("engine_alone_cost".into(), r.engine_ns_per_event, "ns/event"),
+        ("raw_hop_1_tick_per_message".into(), r.transport_unbatched_msgs_per_s, "msg/s"),
+        (format!("raw_hop_{}_ticks_per_message", cep_core::wire::DEFAULT_BATCH), r.transport_batched_eps, "ev/s"),
+        ("raw_hop_latency_p50".into(), hop.p50, "us"),
+        ("raw_hop_latency_p99".into(), hop.p99, "us"),
+    ];
+    if let Some(eps) = r.pipeline_eps {
+        figures.push(("pipeline_full_speed".into(), eps, "ev/s"));
+        // An incomplete run's loss is unknown: NaN, not a guess.
+        figures.push(("pipeline_full_speed_lost".into(), r.pipeline_lost.map_or(f64::NAN, |l| l as f64), "events"));
+    }
+    if let (Some(rate), Some(h)) = (r.latency_rate_eps, &r.latency_end_to_end_us) {
+        figures.push(("pipeline_paced_rate".into(), rate, "ev/s"));
+        for (name, value) in [("p50", h.p50), ("p99", h.p99), ("p999", h.p999), ("p9999", h.p9999), ("max", h.max)] {
+            figures.push((format!("pipeline_paced_end_to_end_{name}"), value, "us"));
+        }
+    }
+    let mut csv = String::from("figure,value,unit\n");
+    for (name, value, unit) in &figures {
+        csv += &format!("{name},{value:.3},{unit}\n");
+    }
+    for (name, value, _) in ratios(r) {
+        csv += &format!("{},{value:.4},ratio\n", name.replace(',', ";"));
+    }
+    std::fs::write(args.out.join("overview.csv"), csv)?;
+    std::fs::write(args.out.join("summary.txt"), render(r))?;
+
+    let mut report = Report::new("Overview: engine, raw hop and pipeline in one run");
+    report.note(&format!(
+        "On this machine, one after the other: the engine alone ({} ticks, R1+R2+R3, one thread), one raw ZeroMQ PUSH/PULL hop over tcp loopback ({} single-tick messages, then batches of {} ticks; latency from 20,000 messages at 10k msg/s), the whole pipeline with {} workers at full speed ({} ticks) and paced at {} ev/s for {:?}. Absolute figures drift on a shared host; the ratios, measured in the same run, are the point.",
+        args.engine_ticks,
+        args.transport_messages,
+        cep_core::wire::DEFAULT_BATCH,
+        args.workers,
+        args.pipeline_ticks,
+        number(args.latency_rate),
+        args.latency_duration,
+    ));
+    if args.no_pipeline {
+        report.note("Pipeline runs skipped (--no-pipeline).");
+    }
+    let ratio_rows: Vec<Vec<String>> = ratios(r)
+        .into_iter()
+        .map(|(name, value, target)| vec![name.to_string(), format!("{value:.2}"), target.to_string()])
+        .collect();
+    if !ratio_rows.is_empty() {
+        report.chart(
+            "Ratios",
+            "Each ratio divides two figures of this run (targets from DESIGN section 5).",
+            table(&["ratio", "value", "target"], &ratio_rows),
+        );
+    }
+    let rate = |eps: f64| format!("{} ev/s", number(eps));
+    let mut throughput = vec![
+        Bar { name: "engine alone, one thread".into(), value: r.engine_eps, group: 0, text: rate(r.engine_eps) },
+        Bar {
+            name: format!("raw hop, {} ticks/message", cep_core::wire::DEFAULT_BATCH),
+            value: r.transport_batched_eps,
+            group: 1,
+            text: rate(r.transport_batched_eps),
+        },
+        Bar {
+            name: "raw hop, 1 tick/message".into(),
+            value: r.transport_unbatched_msgs_per_s,
+            group: 1,
+            text: rate(r.transport_unbatched_msgs_per_s),
+        },
+    ];
+    if let Some(eps) = r.pipeline_eps {
+        let name = format!("pipeline, {} workers, full speed", args.workers);
+        throughput.push(Bar { name, value: eps, group: 2, text: rate(eps) });
+    }
+    if let Some(eps) = r.latency_rate_eps {
+        let name = format!("pipeline paced at {} ev/s", number(args.latency_rate));
+        throughput.push(Bar { name, value: eps, group: 2, text: rate(eps) });
+    }
+    report.chart(
+        "Throughput",
+        "Ticks per second each part sustained (longer is faster): the engine over ticks prepared in memory, the raw hop counting ticks received, the pipeline counting ticks processed by the workers over the run's time.",
+        bar_chart(
+            "ticks per second",
+            &Axis::linear("ticks per second", Unit::Number),
+            &throughput,
+            &GROUPS,
+        ),
+    );
+    let us = |value: f64| super::chart::micros(value);
+    let mut latency = vec![
+        Bar { name: "raw hop p50".into(), value: hop.p50, group: 1, text: us(hop.p50) },
+        Bar { name: "raw hop p99".into(), value: hop.p99, group: 1, text: us(hop.p99) },
+        Bar { name: "3 x raw hop p50 (the floor)".into(), value: 3.0 * hop.p50, group: 1, text: us(3.0 * hop.p50) },
+    ];
+    if let Some(h) = &r.latency_end_to_end_us {
+        latency.push(Bar { name: "pipeline p50".into(), value: h.p50, group: 2, text: us(h.p50) });
+        latency.push(Bar { name: "pipeline p99".into(), value: h.p99, group: 2, text: us(h.p99) });
+    }
+    report.chart(
+        "Latency",
+        "One-way latency of one raw hop (send stamp to receipt, 10k msg/s) against the paced pipeline's end to end (intended send time to the output at the collector, one value per output; three hops), linear from zero.",
+        bar_chart("latency", &Axis::linear("latency", Unit::Micros), &latency, &GROUPS),
+    );
+    let run = args.out.join("pipeline-latency");
+    if r.latency_end_to_end_us.is_some() && run.join("percentiles.csv").exists() {
+        for (heading, about, chart) in
+            pipeline_charts(&run, &format!("paced pipeline ({} ev/s)", number(args.latency_rate)))
+        {
+            report.chart(&heading, &about, chart);
+        }
+    }
+    let rows: Vec<Vec<String>> = render(r)
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let (measurement, rest) = line.split_at(44.min(line.len()));
+            let rest = rest.trim_start();
+            let (result, target) = split_result(rest);
+            vec![measurement.trim_end().to_string(), result, target]
+        })
+        .collect();
+    report.section("All figures (as printed)", table(&["measurement", "result", "target / peers"], &rows));
+    report.write(&args.out)
+}
+
+/// Splits "12.34 M ev/s  target" at the first double space.
+fn split_result(text: &str) -> (String, String) {
+    match text.find("  ") {
+        Some(at) => (text[..at].to_string(), text[at..].trim().to_string()),
+        None => (text.to_string(), String::new()),
+    }
 }
 
 /// The side-by-side table.
@@ -318,7 +477,7 @@ pub fn render(r: &BenchResults) -> String {
             "pipeline, 2 workers, full speed",
             m(eps)
         );
-        let _ = writeln!(out, "{:<44} {:>16}  must be 0", "  events lost", r.pipeline_lost.unwrap_or(0));
+        let _ = writeln!(out, "{:<44} {:>16}  must be 0", "  events lost", cep_core::results::known(r.pipeline_lost));
         let _ = writeln!(
             out,
             "{:<44} {:>15.1}%  >= 40 %",

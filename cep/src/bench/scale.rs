@@ -3,7 +3,8 @@
 //! `workers + 3` busy processes (plus a ZeroMQ I/O thread each), so once they outnumber the
 //! cores, adding workers adds contention, not capacity. The report says where that is.
 
-use super::report::{line_chart, table, Report, Scale, Series};
+use super::chart::{line_chart, Axis, Series, Unit};
+use super::report::{table, Report};
 use super::{pipeline_run, PipelinePoint};
 use cep_core::results::LatencySummary;
 use clap::Args;
@@ -29,7 +30,8 @@ pub struct ScaleArgs {
 pub struct ScalePoint {
     pub workers: usize,
     pub throughput_eps: f64,
-    pub events_lost: u64,
+    /// `None` if the run did not complete (its loss is unknown).
+    pub events_lost: Option<u64>,
     pub end_to_end_us: LatencySummary,
     /// Busy processes (workers + injector + router + collector) outnumber the cores.
     pub core_bound: bool,
@@ -88,7 +90,11 @@ fn summary_text(results: &ScaleResults) -> String {
     for p in &results.points {
         text += &format!(
             "[SCALE {} workers], Throughput(ops/sec), {:.0}, 99thPercentileLatency(us), {:.1}, Lost, {}, CoreBound, {}\n",
-            p.workers, p.throughput_eps, p.end_to_end_us.p99, p.events_lost, p.core_bound
+            p.workers,
+            p.throughput_eps,
+            p.end_to_end_us.p99,
+            cep_core::results::known(p.events_lost),
+            p.core_bound
         );
     }
     text + &verdict(results) + "\n"
@@ -114,13 +120,21 @@ pub fn write(out: &Path, results: &ScaleResults) -> anyhow::Result<()> {
         let l = &p.end_to_end_us;
         csv += &format!(
             "{},{:.1},{},{:.2},{:.2},{:.2},{}\n",
-            p.workers, p.throughput_eps, p.events_lost, l.p50, l.p99, l.max, p.core_bound
+            p.workers,
+            p.throughput_eps,
+            p.events_lost.map_or(String::new(), |lost| lost.to_string()),
+            l.p50,
+            l.p99,
+            l.max,
+            p.core_bound
         );
     }
     std::fs::write(out.join("scale.csv"), csv)?;
     std::fs::write(out.join("summary.txt"), summary_text(results))?;
-    let throughput: Vec<(f64, f64)> = results.points.iter().map(|p| (p.workers as f64, p.throughput_eps)).collect();
-    let p99: Vec<(f64, f64)> = results.points.iter().map(|p| (p.workers as f64, p.end_to_end_us.p99)).collect();
+    let by_workers = |value: &dyn Fn(&ScalePoint) -> f64| -> Vec<(f64, f64)> {
+        results.points.iter().map(|p| (p.workers as f64, value(p))).collect()
+    };
+    let workers = Axis::linear("workers", Unit::Whole);
     let rows: Vec<Vec<String>> = results
         .points
         .iter()
@@ -128,38 +142,40 @@ pub fn write(out: &Path, results: &ScaleResults) -> anyhow::Result<()> {
             vec![
                 p.workers.to_string(),
                 format!("{:.2} M", p.throughput_eps / 1e6),
+                format!("{:.1}", p.end_to_end_us.p50),
                 format!("{:.1}", p.end_to_end_us.p99),
-                p.events_lost.to_string(),
+                cep_core::results::known(p.events_lost),
                 p.core_bound.to_string(),
             ]
         })
         .collect();
     let mut report = Report::new("Scaling with workers");
     report
-        .note("Whole pipeline at full speed (unpaced injector), R1+R2+R3; latency from each tick's intended send time.")
+        .note("One run of the whole pipeline (injector, router, workers and collector as processes on loopback, R1+R2+R3) per number of workers, the same ticks each time, sent as fast as possible.")
         .note(&verdict(results))
-        .section(
+        .chart(
             "Throughput",
+            "Ticks processed per second of the run (ticks / time from the start to the last worker's report), one point per run.",
             line_chart(
                 "throughput against workers",
-                "workers",
-                "ticks/s",
-                &[Series { name: "throughput".into(), points: throughput }],
-                Scale::Linear,
-                Scale::Linear,
+                &workers,
+                &Axis::linear("ticks per second", Unit::Number),
+                &[Series::new("throughput", by_workers(&|p| p.throughput_eps))],
             ),
         )
-        .section(
+        .chart(
             "Latency",
+            "End-to-end p50 and p99 of each run, from each tick's send time (unpaced, the injector stamps a tick when it batches it) to its output's arrival at the collector, one value per output: in a saturated pipeline this is mostly time spent queueing.",
             line_chart(
-                "end-to-end p99 against workers",
-                "workers",
-                "us",
-                &[Series { name: "p99".into(), points: p99 }],
-                Scale::Linear,
-                Scale::Log,
+                "end-to-end latency against workers",
+                &workers,
+                &Axis::linear("end-to-end latency", Unit::Micros),
+                &[
+                    Series::new("p50", by_workers(&|p| p.end_to_end_us.p50)),
+                    Series::new("p99", by_workers(&|p| p.end_to_end_us.p99)),
+                ],
             ),
         )
-        .section("Figures", table(&["workers", "throughput", "p99 us", "lost", "core-bound"], &rows));
+        .section("Figures", table(&["workers", "throughput", "p50 us", "p99 us", "lost", "core-bound"], &rows));
     report.write(out)
 }

@@ -4,7 +4,8 @@
 //! output rate, end-to-end and per-hop latency, and the events lost (which must be 0).
 //! Latency is measured from each tick's intended send time (no coordinated omission).
 
-use super::report::{line_chart, pipeline_charts, table, Report, Scale, Series};
+use super::chart::{line_chart, Axis, Series, Unit};
+use super::report::{pipeline_charts, table, Report};
 use super::{pipeline_run, PipelinePoint};
 use cep_core::duration::parse_duration;
 use cep_core::results::{HopLatencies, LatencySummary, Summary};
@@ -52,7 +53,8 @@ pub struct SweepPoint {
     pub target_rate: f64,
     pub insert_rate: f64,
     pub output_rate: f64,
-    pub events_lost: u64,
+    /// `None` if the run did not complete (its loss is unknown).
+    pub events_lost: Option<u64>,
     pub complete: bool,
     pub end_to_end_us: LatencySummary,
     /// Every hop's distribution (and end to end again), as in the point's summary.json.
@@ -82,7 +84,7 @@ impl SweepPoint {
     /// Sustained: nothing lost, the rate held, the latency bound kept.
     fn sustained(&self, p99_bound_us: f64) -> bool {
         self.complete
-            && self.events_lost == 0
+            && self.events_lost == Some(0)
             && self.insert_rate >= 0.9 * self.target_rate
             && self.end_to_end_us.p99 <= p99_bound_us
     }
@@ -170,7 +172,7 @@ fn summary_text(results: &SweepResults) -> String {
     for p in &results.points {
         text += &format!(
             "[SWEEP {} {}x{:.0}], InsertRate(ops/sec), {:.0}, OutputRate(ops/sec), {:.0}, AverageLatency(us), {:.1}, 99thPercentileLatency(us), {:.1}, 99.99thPercentileLatency(us), {:.1}, MaxLatency(us), {:.1}, Lost, {}\n",
-            p.sweep, p.connections, p.rate_per_connection, p.insert_rate, p.output_rate, p.end_to_end_us.mean, p.end_to_end_us.p99, p.end_to_end_us.p9999, p.end_to_end_us.max, p.events_lost
+            p.sweep, p.connections, p.rate_per_connection, p.insert_rate, p.output_rate, p.end_to_end_us.mean, p.end_to_end_us.p99, p.end_to_end_us.p9999, p.end_to_end_us.max, cep_core::results::known(p.events_lost)
         );
     }
     if let Some(rate) = results.saturation_rate {
@@ -243,7 +245,13 @@ pub fn write(out: &Path, results: &SweepResults) -> anyhow::Result<()> {
     for p in &results.points {
         csv += &format!(
             "{},{},{:.0},{:.0},{:.1},{:.1},{}",
-            p.sweep, p.connections, p.rate_per_connection, p.target_rate, p.insert_rate, p.output_rate, p.events_lost
+            p.sweep,
+            p.connections,
+            p.rate_per_connection,
+            p.target_rate,
+            p.insert_rate,
+            p.output_rate,
+            p.events_lost.map_or(String::new(), |lost| lost.to_string())
         );
         let h = &p.hops_us;
         for l in
@@ -278,43 +286,43 @@ pub fn write(out: &Path, results: &SweepResults) -> anyhow::Result<()> {
             "b" => "(b) rising rate per connection",
             _ => "saturation search",
         };
-        report.section(
+        let rate_axis = Axis::linear("target insert rate (ticks per second)", Unit::Number).spanning_data();
+        report.chart(
             &format!("{name}: throughput"),
+            "Per point, against the total rate asked for: ticks processed and outputs received by the collector per second of the run (warm-up included); below the target means the pipeline could not keep up.",
             line_chart(
                 "throughput against insert rate",
-                "target insert rate (ticks/s)",
-                "ticks/s",
+                &rate_axis,
+                &Axis::linear("per second", Unit::Number),
                 &[
-                    Series { name: "achieved insert rate".into(), points: by_rate(&|p| p.insert_rate) },
-                    Series { name: "output rate".into(), points: by_rate(&|p| p.output_rate) },
+                    Series::new("achieved insert rate (ticks/s)", by_rate(&|p| p.insert_rate)),
+                    Series::new("output rate (outputs/s)", by_rate(&|p| p.output_rate)),
                 ],
-                Scale::Linear,
-                Scale::Linear,
             ),
         );
-        report.section(
+        report.chart(
             &format!("{name}: latency"),
+            "Mean, p99 and max end-to-end latency of each point (from each tick's intended send time to its output at the collector, one value per output, warm-up excluded), log scale.",
             line_chart(
                 "end-to-end latency against insert rate",
-                "target insert rate (ticks/s)",
-                "latency (us)",
+                &rate_axis,
+                &Axis::log("end-to-end latency", Unit::Micros),
                 &[
-                    Series { name: "mean".into(), points: by_rate(&|p| p.end_to_end_us.mean) },
-                    Series { name: "p99".into(), points: by_rate(&|p| p.end_to_end_us.p99) },
-                    Series { name: "max".into(), points: by_rate(&|p| p.end_to_end_us.max) },
+                    Series::new("mean", by_rate(&|p| p.end_to_end_us.mean)),
+                    Series::new("p99", by_rate(&|p| p.end_to_end_us.p99)),
+                    Series::new("max", by_rate(&|p| p.end_to_end_us.max)),
                 ],
-                Scale::Linear,
-                Scale::Log,
             ),
         );
     }
     if let Some(heaviest) =
         results.points.iter().filter(|p| p.sweep != "saturation").max_by(|a, b| a.target_rate.total_cmp(&b.target_rate))
     {
-        for (heading, chart) in
-            pipeline_charts(&out.join(&heaviest.folder), &format!("{:.0} ticks/s", heaviest.target_rate))
-        {
-            report.section(&heading, chart);
+        for (heading, about, chart) in pipeline_charts(
+            &out.join(&heaviest.folder),
+            &format!("heaviest point ({} ticks/s)", super::chart::number(heaviest.target_rate)),
+        ) {
+            report.chart(&heading, &about, chart);
         }
     }
     let rows: Vec<Vec<String>> = results
@@ -334,7 +342,7 @@ pub fn write(out: &Path, results: &SweepResults) -> anyhow::Result<()> {
                 format!("{:.1}", l.p999),
                 format!("{:.1}", l.p9999),
                 format!("{:.1}", l.max),
-                p.events_lost.to_string(),
+                cep_core::results::known(p.events_lost),
             ]
         })
         .collect();

@@ -5,7 +5,8 @@
 //! Each point runs twice: unpaced for throughput, then paced for latency (from the send stamp
 //! in each message; one host's clock).
 
-use super::report::{line_chart, table, Report, Scale, Series};
+use super::chart::{line_chart, Axis, Series, Unit};
+use super::report::{table, Report};
 use anyhow::{bail, Context as _};
 use cep_core::clock::now_ns;
 use cep_core::duration::parse_duration;
@@ -309,17 +310,33 @@ pub fn write(out: &std::path::Path, points: &[TransportPoint], latency_rate: f64
             ]
         })
         .collect();
+    let per_message = Axis::log("ticks per message", Unit::Number);
     let mut report = Report::new("Raw ZeroMQ PUSH/PULL");
     report
-        .note("tcp and ipc between two processes, inproc between two threads. Messages are tick batches as the pipeline encodes them. Throughput: unpaced sender. Latency: paced sender, from the send stamp in each message to its receipt.")
-        .note(&format!("Latency measured at {latency_rate:.0} messages/s."))
-        .section("Events per second", line_chart("throughput", "events per message", "events/s", &series(&|p| p.events_per_s), Scale::Log, Scale::Log))
-        .section("Messages per second", line_chart("message rate", "events per message", "messages/s", &series(&|p| p.messages_per_s), Scale::Log, Scale::Log))
-        .section("MB per second", line_chart("bandwidth", "events per message", "MB/s", &series(&|p| p.megabytes_per_s), Scale::Log, Scale::Linear))
-        .section("Latency p99", line_chart("latency p99", "events per message", "us", &series(&|p| p.latency_us.p99), Scale::Log, Scale::Log))
+        .note("The ceiling every pipeline figure is compared to: tcp and ipc between two processes, inproc between two threads of one process. Messages are tick batches encoded as the pipeline encodes them. Each point runs twice: unpaced for throughput, then paced for latency.")
+        .chart(
+            "Events per second",
+            "Ticks received per second with an unpaced sender, by the number of ticks per message (log axes): what batching buys.",
+            line_chart("throughput", &per_message, &Axis::log("ticks per second", Unit::Number), &series(&|p| p.events_per_s)),
+        )
+        .chart(
+            "Messages per second",
+            "The same runs counted in messages received per second (log axes): the per-message cost that batching spreads.",
+            line_chart("message rate", &per_message, &Axis::log("messages per second", Unit::Number), &series(&|p| p.messages_per_s)),
+        )
+        .chart(
+            "MB per second",
+            "The same runs in megabytes of encoded frames per second (linear from zero).",
+            line_chart("bandwidth", &per_message, &Axis::linear("MB per second", Unit::Number), &series(&|p| p.megabytes_per_s)),
+        )
+        .chart(
+            "Latency p99",
+            &format!("p99 one-way latency with the sender paced at {latency_rate:.0} messages/s, from the send stamp in each message to its receipt (one host's clock), log axes."),
+            line_chart("latency p99", &per_message, &Axis::log("one-way latency, p99", Unit::Micros), &series(&|p| p.latency_us.p99)),
+        )
         .section(
             "Figures",
-            table(&["transport", "events/msg", "bytes/msg", "msgs/s", "events/s", "MB/s", "p50 us", "p99 us", "max us"], &rows),
+            table(&["transport", "ticks/msg", "bytes/msg", "msgs/s", "ticks/s", "MB/s", "p50 us", "p99 us", "max us"], &rows),
         );
     report.write(out)
 }
