@@ -81,6 +81,7 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
     };
     info!(router = config.router, streams = config.connections, "injector registering");
     let ready = register(&context, &config.router, &registration, config.start_timeout, &shutdown)?;
+    cep_telemetry::identity::set_id(&format!("injector-{}", ready.assigned));
     info!(first_stream = ready.assigned, "run started");
     // Intended send times are in the collector's clock, like every other stamp.
     if let Some(estimate) = synchronise(&context, &ready.collector_clock, &shutdown)? {
@@ -90,16 +91,20 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
     }
 
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
+    let metrics = crate::metrics::InjectorMetrics::register(config.rate);
     let mut threads = Vec::new();
     for (c, (source, share)) in sources.streams.into_iter().zip(sources.shares).enumerate() {
         let push = Push::connect(&context, &config.router_data, &options)?;
         let rate = config.rate * share;
+        let (stream, schedule, limit) =
+            (ready.assigned + c as u32, Schedule::new(ready.start_ns, rate), tick_limit(&config, rate, &source));
         let plan = Plan {
-            stream: ready.assigned + c as u32,
-            schedule: Schedule::new(ready.start_ns, rate),
-            limit: tick_limit(&config, rate, &source),
+            stream,
+            schedule,
+            limit,
             deadline_ns: config.duration.map(|d| ready.start_ns + (config.warmup + d).as_nanos() as u64),
             batch: config.batch,
+            metrics: metrics.stream(stream, schedule, limit),
         };
         let (names, recorder, shutdown) = (sources.names.clone(), recorder.clone(), shutdown.clone());
         // Each thread hands its socket back so that it stays open until the run is over.
@@ -145,6 +150,7 @@ struct Plan {
     /// For unpaced runs with a duration: stop sending at this wall-clock time.
     deadline_ns: Option<u64>,
     batch: usize,
+    metrics: Arc<crate::metrics::StreamMetrics>,
 }
 
 fn send_stream(
@@ -205,6 +211,7 @@ fn send_stream(
         if !batch.is_empty() {
             push.send(batch.seal(now_ns()), shutdown)?;
             batch.clear();
+            plan.metrics.sent(sent);
         }
         if let Some(recorder) = recorder.filter(|_| rows.len() > 1 << 16) {
             recorder.lock().expect("no sender panicked").write_all(rows.as_bytes()).map_err(record_err)?;
@@ -216,6 +223,7 @@ fn send_stream(
     }
     let marker = EndOfStream { stream: plan.stream, sent, routed: 0 };
     push.send(&encode_message(FrameKind::EndOfStream, plan.stream, &marker), shutdown)?;
+    plan.metrics.ended(sent);
     if shutdown.load(Ordering::Relaxed) {
         push.shorten_linger(SHUTDOWN_LINGER);
     }
