@@ -307,6 +307,21 @@ mod tests {
     }
 
     #[test]
+    fn metrics_ports_and_the_collector_journal() {
+        let cluster: ClusterFile = toml::from_str(EXAMPLE).unwrap();
+        let worker = cluster.role_args(NodeRole::Worker, Some("worker-1")).unwrap();
+        assert!(worker.contains(&"--metrics-listen=0.0.0.0:9100".to_string()), "{worker:?}");
+        assert!(worker.contains(&"--metrics-linger=10s".to_string()), "{worker:?}");
+        let collector = cluster.role_args(NodeRole::Collector, None).unwrap();
+        assert!(collector.contains(&"--progress".into()) && collector.contains(&"--print-report".into()));
+        // Without metrics_port, no metrics.
+        let mut quiet = cluster.clone();
+        quiet.router.metrics_port = None;
+        let router = quiet.role_args(NodeRole::Router, None).unwrap();
+        assert!(!router.iter().any(|arg| arg.starts_with("--metrics")), "{router:?}");
+    }
+
+    #[test]
     fn errors_say_where() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cluster.toml");
