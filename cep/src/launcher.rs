@@ -344,6 +344,9 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
         )?),
         None => None,
     };
+    if let Some(plan) = &metrics {
+        plan.check_ports()?;
+    }
     let observed = |name: &str, role_args: Vec<String>| match &metrics {
         Some(plan) => [role_args, plan.args(name)].concat(),
         None => role_args,

@@ -5,8 +5,9 @@
 //! Ports are consecutive from PORT, in an order that does not depend on the number of
 //! workers: router PORT, collector PORT+1, injector PORT+2, worker-i PORT+3+i. PORT 0 gives
 //! every process a free port. Either way each process reports the address it bound
-//! (`--metrics-announce`), and the targets file lists exactly those, so nothing can race; a
-//! port already taken stops its process with one line saying which address.
+//! (`--metrics-announce`), and the targets file lists exactly those, so nothing can race. A
+//! fixed port already taken stops the run before anything starts, with one line saying which
+//! address and whose.
 
 use anyhow::{bail, Context as _};
 use cep_core::duration::parse_duration;
@@ -60,6 +61,24 @@ impl MetricsPlan {
             );
         }
         Ok(MetricsPlan { host: host.to_string(), base, linger, order, announce_dir: announce_dir.to_path_buf() })
+    }
+
+    /// Fails with one line naming the address and the process if a fixed port is taken, before
+    /// any process starts (each process's own bind stays the authority: this only spares the
+    /// user a cascade of errors from the processes stopped after the first one failed).
+    pub fn check_ports(&self) -> anyhow::Result<()> {
+        if self.base == 0 {
+            return Ok(());
+        }
+        for (offset, name) in self.order.iter().enumerate() {
+            let address = format!("{}:{}", self.host, self.base as usize + offset);
+            if let Err(error) = std::net::TcpListener::bind(address.as_str()) {
+                let reason = error.to_string();
+                let reason = reason.split(" (os error").next().unwrap_or_default();
+                bail!("cannot serve metrics on {address} ({name}'s port): {reason}");
+            }
+        }
+        Ok(())
     }
 
     fn announce_file(&self, name: &str) -> PathBuf {
