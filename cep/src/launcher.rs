@@ -397,7 +397,7 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                 }
             }
             _ = interrupt.recv() => {
-                eprintln!("interrupted: stopping every process (results so far are kept)");
+                tracing::warn!("interrupted: stopping every process (results so far are kept)");
                 interrupted = true;
                 terminate(&pids, nix::sys::signal::Signal::SIGTERM);
                 kill_deadline.get_or_insert(tokio::time::Instant::now() + Duration::from_secs(10));

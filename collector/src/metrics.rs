@@ -151,3 +151,51 @@ impl Source for CollectorMetrics {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_core::tick::Stamps;
+
+    /// Served (as the CLI would): the snapshot's histograms are the hop histograms' counts.
+    #[test]
+    fn latency_histograms_count_what_the_hop_histograms_hold() {
+        let _server = cep_telemetry::MetricsServer::start("127.0.0.1:0").unwrap();
+        let metrics = CollectorMetrics::register();
+        let mut hops = HopHistograms::default();
+        let stamps =
+            Stamps { t_inject: 0, t_router_in: 1_000, t_router_out: 2_000, t_worker_in: 50_000, t_engine_out: 60_000 };
+        for _ in 0..7 {
+            hops.record(&stamps, 400_000);
+        }
+        hops.summary();
+        metrics.observe(Snapshot {
+            outputs: &RuleTable::default(),
+            output_duplicates: 0,
+            warmup_outputs: 2,
+            hops: &hops,
+            workers: 2,
+            workers_reported: 1,
+            router_reported: false,
+            clock_offsets: &[],
+            rejected: &CauseCounts::new(),
+        });
+        let text = cep_telemetry::metrics::encode(false).unwrap();
+        for expected in [
+            "# TYPE cep_collector_latency_seconds histogram\n",
+            "cep_collector_latency_seconds_count{role=\"cep\",id=\"cep\",hop=\"end_to_end\"} 7\n",
+            "cep_collector_latency_seconds_bucket{role=\"cep\",id=\"cep\",hop=\"end_to_end\",le=\"0.0003\"} 0\n",
+            "cep_collector_latency_seconds_bucket{role=\"cep\",id=\"cep\",hop=\"end_to_end\",le=\"0.0005\"} 7\n",
+            "cep_collector_latency_seconds_count{role=\"cep\",id=\"cep\",hop=\"router\"} 7\n",
+            "cep_collector_warmup_outputs_total{role=\"cep\",id=\"cep\"} 2\n",
+            "cep_collector_workers_reported{role=\"cep\",id=\"cep\"} 1",
+        ] {
+            assert!(text.contains(expected), "{expected} missing from:\n{text}");
+        }
+        assert!(!text.contains("cep_collector_run_complete{"), "not before the summary");
+        metrics.complete(true);
+        assert!(cep_telemetry::metrics::encode(false)
+            .unwrap()
+            .contains("cep_collector_run_complete{role=\"cep\",id=\"cep\"} 1"));
+    }
+}

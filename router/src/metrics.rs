@@ -143,3 +143,30 @@ impl Source for RouterMetrics {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scrape_shows_the_data_paths_counters_with_their_types() {
+        let metrics = RouterMetrics::register(2, 1);
+        metrics.registered((2, true, 1));
+        metrics.started(&["worker-0".into(), "worker-1".into()], 1);
+        let rejected: CauseCounts = [("malformed".to_string(), 3)].into();
+        metrics.observe(&[10], &[vec![4, 6]], &[true], &rejected, 1);
+        let text = cep_telemetry::metrics::encode(false).unwrap();
+        for expected in [
+            "# TYPE cep_router_ticks_received_total counter\n",
+            "cep_router_ticks_received_total{role=\"cep\",id=\"cep\",stream=\"0\"} 10\n",
+            "cep_router_ticks_routed_total{role=\"cep\",id=\"cep\",worker=\"worker-1\"} 6\n",
+            "# TYPE cep_router_registered gauge\n",
+            "cep_router_registered{role=\"cep\",id=\"cep\",kind=\"worker\"} 2",
+            "cep_router_run_ended{role=\"cep\",id=\"cep\"} 1",
+            "cep_router_rules_epoch{role=\"cep\",id=\"cep\"} 1",
+            "cep_rejected_total{role=\"cep\",id=\"cep\",cause=\"malformed\"} 3\n",
+        ] {
+            assert!(text.contains(expected), "{expected} missing from:\n{text}");
+        }
+    }
+}
