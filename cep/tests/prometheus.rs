@@ -62,7 +62,22 @@ fn start_prometheus(dir: &Path, targets: &Path) -> (Killed, String) {
         }
     });
     let address = address.recv_timeout(Duration::from_secs(60)).expect("prometheus announced its address");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while get(&address, "/-/ready").split_whitespace().nth(1) != Some("200") {
+        assert!(Instant::now() < deadline, "prometheus at {address} not ready within 60 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     (Killed(child), address)
+}
+
+/// The whole HTTP response to a GET (empty if the connection fails).
+fn get(address: &str, path_and_query: &str) -> String {
+    let Ok(mut stream) = TcpStream::connect(address) else { return String::new() };
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut response = String::new();
+    let _ = write!(stream, "GET {path_and_query} HTTP/1.0\r\nHost: prometheus\r\n\r\n")
+        .and_then(|()| stream.read_to_string(&mut response));
+    response
 }
 
 fn percent_encode(text: &str) -> String {
@@ -76,11 +91,7 @@ fn percent_encode(text: &str) -> String {
 
 /// An instant query: each series' labels and value.
 fn query(prometheus: &str, promql: &str) -> Vec<(BTreeMap<String, String>, f64)> {
-    let mut stream = TcpStream::connect(prometheus).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(stream, "GET /api/v1/query?query={} HTTP/1.0\r\nHost: prometheus\r\n\r\n", percent_encode(promql)).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    let response = get(prometheus, &format!("/api/v1/query?query={}", percent_encode(promql)));
     let body = response.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or_default();
     let answer: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("{promql}: {response}"));
     assert_eq!(answer["status"], "success", "{promql}: {answer}");
