@@ -1,7 +1,10 @@
 //! The command line.
 
 use crate::launcher::Usage;
+use cep_telemetry::{LogFormat, MetricsArgs, MetricsServer};
 use clap::{Parser, Subcommand};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// A partitioned complex-event-processing cluster over ZeroMQ.
 #[derive(Parser, Debug)]
@@ -12,6 +15,10 @@ pub struct Cli {
     /// Test hook: run this process with its clock this far off (e.g. `-50ms`).
     #[arg(long, global = true, hide = true, env = "CEP_CLOCK_SKEW", allow_hyphen_values = true, value_parser = cep_core::clock::parse_skew)]
     pub clock_skew: Option<i64>,
+    /// How log lines are written to stderr: `text` (colour only on a terminal, never with
+    /// NO_COLOR set) or `json` (one object per line, for log shippers).
+    #[arg(long, global = true, env = "CEP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 #[derive(Subcommand, Debug)]
@@ -19,13 +26,36 @@ pub enum Command {
     /// Run a whole cluster (router, workers, collector, injector) as local processes.
     Run(crate::launcher::LaunchArgs),
     /// Run the router.
-    Router(cep_router::RouterConfig),
+    Router {
+        #[command(flatten)]
+        config: cep_router::RouterConfig,
+        #[command(flatten)]
+        metrics: MetricsArgs,
+    },
     /// Run one worker.
-    Worker(cep_worker::WorkerConfig),
+    Worker {
+        #[command(flatten)]
+        config: cep_worker::WorkerConfig,
+        #[command(flatten)]
+        metrics: MetricsArgs,
+    },
     /// Run the collector.
-    Collector(cep_collector::CollectorConfig),
+    Collector {
+        #[command(flatten)]
+        config: cep_collector::CollectorConfig,
+        #[command(flatten)]
+        metrics: MetricsArgs,
+        /// Print the report (report.txt) on stdout at the end, e.g. into a service's journal.
+        #[arg(long, env = "CEP_PRINT_REPORT")]
+        print_report: bool,
+    },
     /// Run an injector.
-    Injector(cep_injector::InjectorConfig),
+    Injector {
+        #[command(flatten)]
+        config: cep_injector::InjectorConfig,
+        #[command(flatten)]
+        metrics: MetricsArgs,
+    },
     /// Check, deploy or generate rules files.
     Rules(crate::rules::RulesArgs),
     /// Run the engine alone over a recorded input.csv (standalone mode).
@@ -41,6 +71,26 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// Who a process running this command is (role, id), for its logs and metrics.
+    pub fn identity(&self) -> (String, String) {
+        let named = |role: &str| (role.to_string(), role.to_string());
+        match self {
+            Command::Run(_) => named("launcher"),
+            Command::Router { .. } => named("router"),
+            Command::Collector { .. } => named("collector"),
+            Command::Worker { config, .. } => ("worker".into(), config.worker_id()),
+            // Numbered once the router assigns its streams.
+            Command::Injector { .. } => named("injector"),
+            Command::Node(node) => match (node.role, &node.id) {
+                (crate::node::NodeRole::Worker, Some(id)) => ("worker".into(), id.clone()),
+                (role, _) => named(role.name()),
+            },
+            _ => named("cep"),
+        }
+    }
+}
+
 /// Runs the chosen command.
 pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     if let Some(skew) = cli.clock_skew {
@@ -48,21 +98,27 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
     match cli.command {
         Command::Run(args) => crate::launcher::launch(args),
-        Command::Router(config) => {
-            cep_router::run(config, crate::telemetry::shutdown_flag()?).map_err(|error| match error {
+        Command::Router { config, metrics } => observed(&metrics, |shutdown| {
+            cep_router::run(config, shutdown).map_err(|error| match error {
                 cep_router::routing::RouterError::Config(_) | cep_router::routing::RouterError::Rules(_) => {
                     Usage(error.to_string()).into()
                 }
                 error => anyhow::Error::from(error),
             })?;
             Ok(())
-        }
-        Command::Worker(config) => {
-            cep_worker::run(config, crate::telemetry::shutdown_flag()?)?;
+        }),
+        Command::Worker { config, metrics } => observed(&metrics, |shutdown| {
+            cep_worker::run(config, shutdown)?;
             Ok(())
-        }
-        Command::Collector(config) => {
-            let summary = cep_collector::run(config, crate::telemetry::shutdown_flag()?)?;
+        }),
+        Command::Collector { config, metrics, print_report } => {
+            let summary = observed(&metrics, |shutdown| {
+                let summary = cep_collector::run(config, shutdown)?;
+                if print_report {
+                    print!("{}", summary.ycsb_report());
+                }
+                Ok(summary)
+            })?;
             if !summary.complete {
                 anyhow::bail!(
                     "run incomplete (a stream, a worker or the router never sent its end): {}",
@@ -71,21 +127,35 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Injector(config) => {
-            cep_injector::run(config, crate::telemetry::shutdown_flag()?).map_err(|error| match error {
+        Command::Injector { config, metrics } => observed(&metrics, |shutdown| {
+            cep_injector::run(config, shutdown).map_err(|error| match error {
                 cep_injector::sending::InjectorError::Config(_) | cep_injector::sending::InjectorError::Replay(_) => {
                     Usage(error.to_string()).into()
                 }
                 error => anyhow::Error::from(error),
             })?;
             Ok(())
-        }
+        }),
         Command::Rules(args) => crate::rules::run(args),
         Command::Engine(args) => crate::standalone::run(args),
         Command::Bench(args) => crate::bench::run(args),
         Command::Node(args) => crate::node::run(args),
         Command::Probe { endpoint } => probe(&endpoint),
     }
+}
+
+/// Runs a role with its metrics served (when asked) and, once a run has ended well, keeps
+/// serving until a last scrape has read the final values (`--metrics-linger`).
+fn observed<T>(metrics: &MetricsArgs, run: impl FnOnce(Arc<AtomicBool>) -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let server = MetricsServer::from_args(metrics)?;
+    let shutdown = crate::telemetry::shutdown_flag()?;
+    let outcome = run(shutdown.clone())?;
+    if let Some(server) = server.filter(|_| !metrics.metrics_linger.is_zero() && !shutdown.load(Ordering::Relaxed)) {
+        if !server.linger(metrics.metrics_linger, &shutdown) {
+            tracing::warn!(waited = ?metrics.metrics_linger, "no scrape read the final metrics");
+        }
+    }
+    Ok(outcome)
 }
 
 fn probe(endpoint: &str) -> anyhow::Result<()> {

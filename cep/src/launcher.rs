@@ -95,6 +95,8 @@ pub struct LaunchArgs {
     /// (default: a free port on loopback).
     #[arg(long, env = "CEP_ROUTER_CONTROL")]
     pub control: Option<String>,
+    #[command(flatten)]
+    pub metrics: crate::metrics_plan::LaunchMetrics,
 }
 
 impl LaunchArgs {
@@ -134,6 +136,15 @@ impl LaunchArgs {
         source.compile().map_err(|error| anyhow::anyhow!(error.first_line()))?;
         if let Some(file) = &self.replay {
             cep_core::replay::read(file, self.time_unit).map_err(anyhow::Error::msg)?;
+        }
+        if let Some(listen) = &self.metrics.metrics_listen {
+            let plan = crate::metrics_plan::MetricsPlan::new(
+                listen,
+                self.metrics.metrics_linger,
+                self.workers,
+                Path::new("."),
+            )?;
+            plan.check_ports()?;
         }
         check_out_folder(&self.out)?;
         Ok(())
@@ -402,6 +413,8 @@ fn spawn(
 ) -> anyhow::Result<()> {
     let mut command = Command::new(program);
     command.args(&role_args).kill_on_drop(true).process_group(0);
+    // Every process logs the way the launcher does (global flag: any position works).
+    command.arg(format!("--log-format={}", cep_telemetry::logging::format().as_str()));
     if std::env::var_os("RUST_LOG").is_none() {
         command.env("RUST_LOG", "warn");
     }
@@ -420,7 +433,23 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
     let mut terminate_signal = signal(SignalKind::terminate())?;
     let mut children = Children::new();
     let mut pids: Vec<(String, u32)> = Vec::new();
-    spawn(program, "router".into(), router_command(args, endpoints), &mut children, &mut pids)?;
+    let metrics = match &args.metrics.metrics_listen {
+        Some(listen) => Some(crate::metrics_plan::MetricsPlan::new(
+            listen,
+            args.metrics.metrics_linger,
+            args.workers,
+            &endpoints.scratch,
+        )?),
+        None => None,
+    };
+    if let Some(plan) = &metrics {
+        plan.check_ports()?;
+    }
+    let observed = |name: &str, role_args: Vec<String>| match &metrics {
+        Some(plan) => [role_args, plan.args(name)].concat(),
+        None => role_args,
+    };
+    spawn(program, "router".into(), observed("router", router_command(args, endpoints)), &mut children, &mut pids)?;
     let started = tokio::time::Instant::now();
     let (data, control) = loop {
         if let Some(announced) = endpoints.announced() {
@@ -436,8 +465,10 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     for (name, role_args) in role_commands(args, endpoints, &data, &control) {
+        let role_args = observed(&name, role_args);
         spawn(program, name, role_args, &mut children, &mut pids)?;
     }
+    let targets = metrics.map(|plan| tokio::spawn(plan.write_targets(args.out.clone())));
     let mut failures: Vec<String> = Vec::new();
     let mut interrupted = false;
     let mut kill_deadline: Option<tokio::time::Instant> = None;
@@ -457,12 +488,14 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                         kill_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(10));
                     }
                 } else if name == "collector" && kill_deadline.is_none() {
-                    // The collector has everything; the others are finishing or stuck.
-                    kill_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(15));
+                    // The collector has everything; the others are finishing (or waiting for a
+                    // last scrape of their metrics) or stuck.
+                    let grace = Duration::from_secs(15) + args.metrics.metrics_linger;
+                    kill_deadline = Some(tokio::time::Instant::now() + grace);
                 }
             }
             _ = interrupt.recv() => {
-                eprintln!("interrupted: stopping every process (results so far are kept)");
+                tracing::warn!("interrupted: stopping every process (results so far are kept)");
                 interrupted = true;
                 terminate(&pids, nix::sys::signal::Signal::SIGTERM);
                 kill_deadline.get_or_insert(tokio::time::Instant::now() + Duration::from_secs(10));
@@ -479,6 +512,12 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                 terminate(&pids, nix::sys::signal::Signal::SIGKILL);
                 kill_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(86_400));
             }
+        }
+    }
+    if let Some(targets) = targets {
+        match targets.is_finished() {
+            true => targets.await??,
+            false => targets.abort(),
         }
     }
     if interrupted {

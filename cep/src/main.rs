@@ -4,9 +4,11 @@ use clap::Parser;
 
 fn main() {
     let cli = cep::cli::Cli::parse();
-    cep::telemetry::init();
+    let (role, id) = cli.command.identity();
+    cep_telemetry::identity::set(&role, &id);
+    cep_telemetry::logging::init(cli.log_format);
     if let Err(error) = cep::cli::dispatch(cli) {
-        eprintln!("error: {}", cep::telemetry::one_line(&error));
+        cep_telemetry::logging::fatal(&cep::telemetry::one_line(&error));
         // A mistake found before anything started exits as clap's own usage errors do.
         std::process::exit(if error.is::<cep::launcher::Usage>() { 2 } else { 1 });
     }

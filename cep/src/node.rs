@@ -27,6 +27,17 @@ pub enum NodeRole {
     Injector,
 }
 
+impl NodeRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeRole::Router => "router",
+            NodeRole::Collector => "collector",
+            NodeRole::Worker => "worker",
+            NodeRole::Injector => "injector",
+        }
+    }
+}
+
 /// The cluster file.
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
@@ -35,6 +46,16 @@ pub struct ClusterFile {
     pub collector: CollectorHost,
     pub workers: Vec<WorkerHost>,
     pub injector: InjectorHost,
+    #[serde(default)]
+    pub metrics: MetricsSection,
+}
+
+/// Prometheus metrics: each host section's `metrics_port` turns them on for its process.
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    /// After a run, keep serving until a scrape has read the final values, at most this long.
+    pub linger: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -50,6 +71,9 @@ pub struct RouterHost {
     /// reference rules). `cep rules deploy` replaces them while the cluster runs.
     #[serde(default)]
     pub rules: Option<String>,
+    /// Where the router serves Prometheus metrics (`/metrics` on every address); none if unset.
+    #[serde(default)]
+    pub metrics_port: Option<u16>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -64,6 +88,8 @@ pub struct CollectorHost {
     pub csv: String,
     #[serde(default = "default_idle")]
     pub idle_timeout: String,
+    #[serde(default)]
+    pub metrics_port: Option<u16>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -73,6 +99,8 @@ pub struct WorkerHost {
     pub host: String,
     #[serde(default = "default_worker_port")]
     pub port: u16,
+    #[serde(default)]
+    pub metrics_port: Option<u16>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -91,6 +119,8 @@ pub struct InjectorHost {
     pub symbols: usize,
     #[serde(default = "default_seed")]
     pub seed: u64,
+    #[serde(default)]
+    pub metrics_port: Option<u16>,
 }
 
 fn default_data_port() -> u16 {
@@ -153,6 +183,23 @@ impl ClusterFile {
 
     /// The command-line arguments of one role, as `cep <role>` takes them.
     pub fn role_args(&self, role: NodeRole, id: Option<&str>) -> anyhow::Result<Vec<String>> {
+        let mut args = self.data_args(role, id)?;
+        let metrics_port = match role {
+            NodeRole::Router => self.router.metrics_port,
+            NodeRole::Collector => self.collector.metrics_port,
+            NodeRole::Worker => self.workers.iter().find(|w| Some(w.id.as_str()) == id).and_then(|w| w.metrics_port),
+            NodeRole::Injector => self.injector.metrics_port,
+        };
+        if let Some(port) = metrics_port {
+            args.push(format!("--metrics-listen=0.0.0.0:{port}"));
+            if let Some(linger) = &self.metrics.linger {
+                args.push(format!("--metrics-linger={linger}"));
+            }
+        }
+        Ok(args)
+    }
+
+    fn data_args(&self, role: NodeRole, id: Option<&str>) -> anyhow::Result<Vec<String>> {
         let router = self.router_control();
         Ok(match role {
             NodeRole::Router => {
@@ -176,6 +223,9 @@ impl ClusterFile {
                 format!("--out={}", self.collector.out),
                 format!("--csv={}", self.collector.csv),
                 format!("--idle-timeout={}", self.collector.idle_timeout),
+                // A service's output is its journal: progress every second, the report at the end.
+                "--progress".into(),
+                "--print-report".into(),
             ],
             NodeRole::Worker => {
                 let Some(id) = id else {
@@ -254,6 +304,21 @@ mod tests {
         }
         assert!(cluster.role_args(NodeRole::Worker, Some("nobody")).is_err());
         assert!(cluster.role_args(NodeRole::Worker, None).is_err());
+    }
+
+    #[test]
+    fn metrics_ports_and_the_collector_journal() {
+        let cluster: ClusterFile = toml::from_str(EXAMPLE).unwrap();
+        let worker = cluster.role_args(NodeRole::Worker, Some("worker-1")).unwrap();
+        assert!(worker.contains(&"--metrics-listen=0.0.0.0:9100".to_string()), "{worker:?}");
+        assert!(worker.contains(&"--metrics-linger=10s".to_string()), "{worker:?}");
+        let collector = cluster.role_args(NodeRole::Collector, None).unwrap();
+        assert!(collector.contains(&"--progress".into()) && collector.contains(&"--print-report".into()));
+        // Without metrics_port, no metrics.
+        let mut quiet = cluster.clone();
+        quiet.router.metrics_port = None;
+        let router = quiet.role_args(NodeRole::Router, None).unwrap();
+        assert!(!router.iter().any(|arg| arg.starts_with("--metrics")), "{router:?}");
     }
 
     #[test]

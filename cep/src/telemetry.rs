@@ -1,15 +1,7 @@
-//! One place for logging and shutdown signals.
+//! Shutdown signals and the error line (logging and metrics are in `cep-telemetry`).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use tracing_subscriber::EnvFilter;
-
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
-pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
-}
 
 /// A flag raised by the first SIGINT or SIGTERM (graceful shutdown: results are still
 /// written); a second one ends the process at once.

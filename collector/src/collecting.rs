@@ -97,6 +97,8 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
         last_frame_ns: now_ns(),
         rejections: Rejections::new("collector"),
     };
+    let metrics = crate::metrics::CollectorMetrics::register();
+    let mut last_publish = Instant::now();
     let mut message = Message::new();
     let started = Instant::now();
     let mut last_message = Instant::now();
@@ -130,13 +132,17 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
             let rate = (processed - last_progress.1) as f64 / last_progress.0.elapsed().as_secs_f64();
             let per_worker: Vec<String> =
                 worker_ids.iter().zip(&state.progress).map(|(id, p)| format!("{id} {}", p.processed)).collect();
-            eprintln!(
-                "[progress] {:>5.1}s  processed {processed}  ({rate:.0} ev/s)  outputs {}  | {}",
+            cep_telemetry::logging::progress(format_args!(
+                "{:>5.1}s  processed {processed}  ({rate:.0} ev/s)  outputs {}  | {}",
                 started.elapsed().as_secs_f64(),
                 state.rules.total(),
                 per_worker.join(" | ")
-            );
+            ));
             last_progress = (Instant::now(), processed);
+        }
+        if last_publish.elapsed() >= Duration::from_secs(1) {
+            state.publish(&metrics, worker_ids.len());
+            last_publish = Instant::now();
         }
     }
     drop(clock);
@@ -149,17 +155,21 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
         }
     }
     let rows = csv.finish().map_err(write_err(&csv_path))?;
+    // Final values for a last scrape (summary() first: it records the router hop's last run).
+    let latency = state.hops.summary();
+    state.publish(&metrics, worker_ids.len());
     state.intervals.finish(&state.hops.end_to_end).map_err(write_err(&config.out))?;
     crate::latency::write_distribution(&config.out, &state.hops.end_to_end).map_err(write_err(&config.out))?;
     // A complete run ends with the last report; an interrupted one with the last frame.
     let end_ns = if state.reports.len() == worker_ids.len() { state.last_report_ns } else { state.last_frame_ns };
     state.observed.duration_s = end_ns.saturating_sub(ready.start_ns) as f64 / 1e9;
-    state.observed.latency = state.hops.summary();
+    state.observed.latency = latency;
     state.observed.rejected = state.rejections.counts().clone();
     state.observed.outputs = state.rules.counts();
     let summary =
         summarize(ready.streams, &worker_ids, &state.reports, &state.progress, state.router.as_ref(), state.observed);
     write_results(&config.out, &summary)?;
+    metrics.complete(summary.complete);
     info!(
         rows,
         sent = summary.events_sent,
@@ -203,6 +213,22 @@ struct Collecting {
 }
 
 impl Collecting {
+    /// Copies what the collector knows to the metrics (once a second and at the end).
+    fn publish(&self, metrics: &crate::metrics::CollectorMetrics, workers: usize) {
+        metrics.observe(crate::metrics::Snapshot {
+            outputs: &self.rules,
+            output_duplicates: self.observed.output_duplicates,
+            warmup_outputs: self.observed.warmup_outputs,
+            final_outputs: self.observed.final_outputs,
+            hops: &self.hops,
+            workers,
+            workers_reported: self.reports.len(),
+            router_reported: self.router.is_some(),
+            clock_offsets: &self.observed.clock_offsets,
+            rejected: self.rejections.counts(),
+        });
+    }
+
     fn handle(&mut self, frame: &[u8], csv: &mut OutputsCsv) -> std::io::Result<()> {
         let t_collector = now_ns();
         let Some((header, rest)) = self.rejections.accept(frame, self.max_frame_bytes) else {

@@ -7,6 +7,7 @@
 //! - [`csv`]: the `outputs.csv` writer (no allocation per row).
 //! - [`rules`]: resolves each output's rule index against its worker's announced rules.
 //! - [`intervals`]: latency per second, as CSV and as an HdrHistogram interval log.
+//! - [`metrics`]: what the collector exposes to Prometheus.
 //! - [`accounting`]: turns the reports and counts into `summary.json`.
 //! - [`collecting`]: the run loop and the results folder.
 
@@ -16,6 +17,7 @@ pub mod config;
 pub mod csv;
 pub mod intervals;
 pub mod latency;
+pub mod metrics;
 pub mod rules;
 
 pub use collecting::run;

@@ -20,6 +20,8 @@ pub const RUN_FILES: &[&str] = &[
     "percentiles.csv",
     "latency_histogram.csv",
     STANDALONE_OUTPUTS,
+    // Written by `cep run --metrics-listen` for Prometheus's file_sd.
+    "prometheus-targets.json",
 ];
 
 /// Latency distribution of one hop, in microseconds.

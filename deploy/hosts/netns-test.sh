@@ -43,15 +43,18 @@ done
 cat > "$work/cluster.toml" <<TOML
 [router]
 host = "${address[router]}"
+metrics_port = 9100
 
 [collector]
 host = "${address[collector]}"
 out = "$work/results"
 csv = "all"
+metrics_port = 9100
 
 [[workers]]
 id = "worker-0"
 host = "${address[worker0]}"
+metrics_port = 9100
 
 [[workers]]
 id = "worker-1"
@@ -62,6 +65,7 @@ host = "${address[injector]}"
 rate = 100000
 count = 200000
 warmup = "0s"
+metrics_port = 9100
 TOML
 
 start() { # node, then cep node arguments
@@ -90,6 +94,10 @@ python3 - "$work/results/summary.json" "$work/collector.log" "${address[collecto
 import json, sys
 summary = json.load(open(sys.argv[1]))
 problems = []
+# What the hosts guide promises in the collector's journal: progress lines and the report.
+log = open(sys.argv[2]).read()
+if "[progress]" not in log or "[OVERALL], Throughput(ops/sec)," not in log:
+    problems.append("the collector's output lacks its progress lines or the report")
 if not summary["complete"]:
     problems.append("run incomplete")
 if summary["events_sent"] != 200000 or summary["events_processed"] != 200000:

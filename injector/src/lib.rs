@@ -6,11 +6,13 @@
 //! stall by slowing the injector down (no coordinated omission).
 //!
 //! - [`config`]: flags and their validation.
+//! - [`metrics`]: what the injector exposes to Prometheus.
 //! - [`source`]: where ticks come from (the GBM model or a replay file), split per stream.
 //! - [`pacing`]: the schedule of intended send times.
 //! - [`sending`]: the per-stream send loop and the run.
 
 pub mod config;
+pub mod metrics;
 pub mod pacing;
 pub mod sending;
 pub mod source;

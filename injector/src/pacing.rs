@@ -30,6 +30,14 @@ impl Schedule {
         self.start_ns + (k as f64 * self.period_ns) as u64
     }
 
+    /// How many ticks are due by `now_ns` (a paced schedule; 0 before the start).
+    pub fn due_by(&self, now_ns: u64) -> u64 {
+        match now_ns.checked_sub(self.start_ns) {
+            Some(elapsed) if self.is_paced() => (elapsed as f64 / self.period_ns) as u64 + 1,
+            _ => 0,
+        }
+    }
+
     /// Waits until `deadline_ns` (wall clock): sleeps for all but the last few microseconds,
     /// then yields until the deadline.
     pub fn wait_until(deadline_ns: u64) {
@@ -121,6 +129,7 @@ mod tests {
         assert_eq!(schedule.due(0), 1_000);
         assert_eq!(schedule.due(3), 4_000);
         assert!(!Schedule::new(0, 0.0).is_paced());
+        assert_eq!((schedule.due_by(999), schedule.due_by(1_000), schedule.due_by(4_500)), (0, 1, 4));
     }
 
     #[test]

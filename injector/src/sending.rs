@@ -83,6 +83,7 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
     };
     info!(router = config.router, streams = config.connections, "injector registering");
     let ready = register(&context, &config.router, &registration, config.start_timeout, &shutdown)?;
+    cep_telemetry::identity::set_id(&format!("injector-{}", ready.assigned));
     info!(first_stream = ready.assigned, "run started");
     // Intended send times are in the collector's clock, like every other stamp.
     if let Some(estimate) = synchronise(&context, &ready.collector_clock, &shutdown)? {
@@ -92,6 +93,7 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
     }
 
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
+    let metrics = crate::metrics::InjectorMetrics::register(config.rate);
     let mut threads = Vec::new();
     for (c, (source, share)) in sources.streams.into_iter().zip(sources.shares).enumerate() {
         let push = Push::connect(&context, &config.router_data, &options)?;
@@ -104,13 +106,20 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
             _ if rate > 0.0 => Pace::Rate(Schedule::new(ready.start_ns, rate)),
             _ => Pace::Unpaced,
         };
+        let (stream, limit) = (ready.assigned + c as u32, tick_limit(&config, pace, rate, &source));
+        // The backlog gauge follows a fixed rate only (an unpaced schedule reports none).
+        let schedule = match pace {
+            Pace::Rate(schedule) => schedule,
+            Pace::Unpaced | Pace::Recorded { .. } => Schedule::new(ready.start_ns, 0.0),
+        };
         let plan = Plan {
-            stream: ready.assigned + c as u32,
+            stream,
             pace,
             start_ns: ready.start_ns,
-            limit: tick_limit(&config, pace, rate, &source),
+            limit,
             deadline_ns: config.duration.map(|d| ready.start_ns + (config.warmup + d).as_nanos() as u64),
             batch: config.batch,
+            metrics: metrics.stream(stream, schedule, limit),
         };
         let (names, recorder, shutdown) = (sources.names.clone(), recorder.clone(), shutdown.clone());
         // Each thread hands its socket back so that it stays open until the run is over.
@@ -157,6 +166,7 @@ struct Plan {
     /// With a duration: no tick intended at or after this wall-clock time is sent.
     deadline_ns: Option<u64>,
     batch: usize,
+    metrics: Arc<crate::metrics::StreamMetrics>,
 }
 
 fn send_stream(
@@ -223,6 +233,7 @@ fn send_stream(
         if !batch.is_empty() {
             push.send(batch.seal(now_ns()), shutdown)?;
             batch.clear();
+            plan.metrics.sent(sent);
         }
         if let Some(recorder) = recorder.filter(|_| rows.len() > 1 << 16) {
             recorder.lock().expect("no sender panicked").write_all(rows.as_bytes()).map_err(record_err)?;
@@ -234,6 +245,7 @@ fn send_stream(
     }
     let marker = EndOfStream { stream: plan.stream, sent, routed: 0 };
     push.send(&encode_message(FrameKind::EndOfStream, plan.stream, &marker), shutdown)?;
+    plan.metrics.ended(sent);
     if shutdown.load(Ordering::Relaxed) {
         push.shorten_linger(SHUTDOWN_LINGER);
     }

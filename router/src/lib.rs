@@ -5,11 +5,13 @@
 //!
 //! - [`config`]: command-line flags and their validation.
 //! - [`deploying`]: the run's rules, checked deployments and their switch points.
+//! - [`metrics`]: what the router exposes to Prometheus.
 //! - [`rendezvous`]: who has registered, and when the run may start.
 //! - [`routing`]: the data path.
 
 pub mod config;
 pub mod deploying;
+pub mod metrics;
 pub mod rendezvous;
 pub mod routing;
 

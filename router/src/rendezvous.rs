@@ -122,6 +122,11 @@ impl<C: Clone> Rendezvous<C> {
         self.collector.as_ref().map(|(_, _, clock)| clock.as_str())
     }
 
+    /// Who has registered: (workers, whether the collector has, injector streams).
+    pub fn registered(&self) -> (usize, bool, u32) {
+        (self.workers.len(), self.collector.is_some(), self.streams())
+    }
+
     /// What is still missing, for the log.
     pub fn waiting_for(&self) -> String {
         let expected = match self.expected_workers {

@@ -61,6 +61,7 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
         "router listening"
     );
 
+    let metrics = crate::metrics::RouterMetrics::register(config.workers, config.streams);
     let expected = match config.workers {
         0 => WorkerCount::Settle(config.settle),
         n => WorkerCount::Exactly(n),
@@ -84,6 +85,7 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
         }
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
             served.serve(&control, None, client, &body, &shutdown)?;
+            metrics.registered(served.rendezvous.registered());
         }
         if last_log.elapsed() > Duration::from_secs(5) {
             info!("waiting for {}", served.rendezvous.waiting_for());
@@ -107,6 +109,7 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
         control.reply(client, &encode_message(FrameKind::Ready, ROUTER_SENDER, ready))?;
     }
     info!(workers = ?worker_ids, collector = start.collector, "cluster complete, run started");
+    metrics.started(&worker_ids, config.streams);
 
     let mut path = DataPath::new(&config, Partitioner::new(&worker_ids, config.vnodes), outputs);
     let mut message = cep_transport::Message::new();
@@ -124,10 +127,12 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
             while let Some((client, body)) = control.recv(Duration::ZERO)? {
                 served.serve(&control, Some(&mut path), client, &body, &shutdown)?;
             }
+            path.publish(&metrics, &served.deployments);
             last_control = Instant::now();
         }
     }
     path.flush_all(&shutdown)?;
+    path.publish(&metrics, &served.deployments);
     let report = RouterReport {
         received: path.received.iter().enumerate().map(|(stream, count)| (stream as u32, *count)).collect(),
         rules: served.deployments.history().to_vec(),
@@ -333,6 +338,12 @@ impl DataPath {
 
     fn all_ended(&self) -> bool {
         self.ended.iter().all(|ended| *ended)
+    }
+
+    /// Copies the counters to the metrics (every 100 ms and at the end, never per tick).
+    fn publish(&self, metrics: &crate::metrics::RouterMetrics, deployments: &Deployments) {
+        let epoch = deployments.current().epoch;
+        metrics.observe(&self.received, &self.routed, &self.ended, self.rejections.counts(), epoch);
     }
 
     fn handle(&mut self, frame: &[u8], shutdown: &AtomicBool) -> Result<(), TransportError> {

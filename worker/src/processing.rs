@@ -82,6 +82,7 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
         rejections: Rejections::new("worker"),
     };
     state.announce_rules(&collector, &shutdown)?;
+    let metrics = crate::metrics::WorkerMetrics::register(ready.streams);
     let mut message = Message::new();
     let mut last_progress = Instant::now();
     while !state.all_ended() && !shutdown.load(Ordering::Relaxed) {
@@ -95,6 +96,7 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
                 rejected: state.rejections.total(),
             };
             collector.send(&encode_message(FrameKind::WorkerProgress, state.index, &progress), &shutdown)?;
+            state.publish(&metrics);
             last_progress = Instant::now();
         }
     }
@@ -102,6 +104,7 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
         // The end of input: the windows still open emit now, before the report counts them.
         state.close_windows(&collector, &shutdown)?;
     }
+    state.publish(&metrics);
     let report = state.report(id);
     collector.send(&encode_message(FrameKind::WorkerReport, report.index, &report), &shutdown)?;
     if shutdown.load(Ordering::Relaxed) {
@@ -158,6 +161,23 @@ struct WorkerState {
 impl WorkerState {
     fn all_ended(&self) -> bool {
         self.streams.iter().all(|stream| stream.end.is_some())
+    }
+
+    /// Copies the counters to the metrics (with each progress report and at the end).
+    fn publish(&self, metrics: &crate::metrics::WorkerMetrics) {
+        let processed: Vec<u64> = self.streams.iter().map(|stream| stream.processed).collect();
+        metrics.observe(&crate::metrics::Snapshot {
+            processed: &processed,
+            streams_ended: self.streams.iter().filter(|stream| stream.end.is_some()).count(),
+            outputs: self.engine.outputs_total(),
+            duplicates: self.duplicates,
+            out_of_order: self.out_of_order,
+            late: self.engine.late(),
+            late_dropped: self.engine.late_dropped(),
+            symbols: self.engine.symbols(),
+            epoch: self.epoch,
+            rejected: self.rejections.counts(),
+        });
     }
 
     fn handle(&mut self, frame: &[u8], collector: &Push, shutdown: &AtomicBool) -> Result<(), TransportError> {

@@ -96,6 +96,7 @@ pub fn pipeline_run(point: &PipelinePoint, out: &Path) -> anyhow::Result<cep_cor
         quiet: true,
         rules: None,
         control: None,
+        metrics: Default::default(),
     };
     crate::launcher::run_cluster(&program, &launch)
 }

@@ -1,0 +1,172 @@
+//! The router's metrics (docs/METRICS.md): who has registered, ticks in per stream and out
+//! per worker, rejected frames by cause, the rules' epoch. The data path copies the counters
+//! it keeps anyway into these atomics where it already looks at its control socket (every
+//! 100 ms) and at the end: nothing per tick.
+
+use cep_core::report::CauseCounts;
+use cep_telemetry::{Scrape, Source};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+
+#[derive(Default)]
+pub struct RouterMetrics {
+    /// 0 while taking every worker that registers until they settle.
+    expected_workers: AtomicU64,
+    expected_streams: AtomicU64,
+    registered_workers: AtomicU64,
+    registered_collectors: AtomicU64,
+    registered_streams: AtomicU64,
+    started: AtomicBool,
+    streams_ended: AtomicU64,
+    rules_epoch: AtomicU64,
+    /// Sized when the run starts.
+    run: OnceLock<RunMetrics>,
+    rejected: Mutex<CauseCounts>,
+    rejected_total: AtomicU64,
+}
+
+struct RunMetrics {
+    workers: Vec<String>,
+    streams: Vec<String>,
+    received: Vec<AtomicU64>,
+    routed: Vec<AtomicU64>,
+}
+
+impl RouterMetrics {
+    /// This process's router metrics, registered for scraping.
+    pub fn register(expected_workers: usize, expected_streams: u32) -> Arc<RouterMetrics> {
+        let metrics = Arc::new(RouterMetrics::default());
+        metrics.expected_workers.store(expected_workers as u64, Relaxed);
+        metrics.expected_streams.store(expected_streams as u64, Relaxed);
+        cep_telemetry::metrics::register("router", metrics.clone());
+        metrics
+    }
+
+    /// Who has registered so far: (workers, collector, injector streams).
+    pub fn registered(&self, (workers, collector, streams): (usize, bool, u32)) {
+        self.registered_workers.store(workers as u64, Relaxed);
+        self.registered_collectors.store(collector as u64, Relaxed);
+        self.registered_streams.store(streams as u64, Relaxed);
+    }
+
+    /// The run has started with these workers (ring order) and streams.
+    pub fn started(&self, workers: &[String], streams: u32) {
+        let zeros = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect();
+        let _ = self.run.set(RunMetrics {
+            workers: workers.to_vec(),
+            streams: (0..streams).map(|stream| stream.to_string()).collect(),
+            received: zeros(streams as usize),
+            routed: zeros(workers.len()),
+        });
+        self.started.store(true, Relaxed);
+    }
+
+    /// Copies the data path's counters: valid ticks received per stream, ticks routed per
+    /// stream and worker, which streams have ended, rejections by cause.
+    pub fn observe(&self, received: &[u64], routed: &[Vec<u64>], ended: &[bool], rejected: &CauseCounts, epoch: u32) {
+        if let Some(run) = self.run.get() {
+            for (slot, count) in run.received.iter().zip(received) {
+                slot.store(*count, Relaxed);
+            }
+            for (worker, slot) in run.routed.iter().enumerate() {
+                slot.store(routed.iter().map(|per_worker| per_worker.get(worker).copied().unwrap_or(0)).sum(), Relaxed);
+            }
+        }
+        self.streams_ended.store(ended.iter().filter(|ended| **ended).count() as u64, Relaxed);
+        self.rules_epoch.store(epoch as u64, Relaxed);
+        let total: u64 = rejected.values().sum();
+        if total != self.rejected_total.swap(total, Relaxed) {
+            *self.rejected.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = rejected.clone();
+        }
+    }
+}
+
+impl Source for RouterMetrics {
+    fn scrape(&self, out: &mut Scrape<'_>) -> fmt::Result {
+        let get = |value: &AtomicU64| value.load(Relaxed) as f64;
+        out.gauges(
+            "cep_router_registered",
+            "Processes registered with the router, by kind (injector streams count one each).",
+            "kind",
+            [
+                ("worker", get(&self.registered_workers)),
+                ("collector", get(&self.registered_collectors)),
+                ("stream", get(&self.registered_streams)),
+            ],
+        )?;
+        out.gauges(
+            "cep_router_expected",
+            "Processes the run waits for, by kind (workers 0: every worker that registers until they settle).",
+            "kind",
+            [("worker", get(&self.expected_workers)), ("collector", 1.0), ("stream", get(&self.expected_streams))],
+        )?;
+        out.gauge("cep_router_run_started", "1 once the cluster is complete and the run has started.", {
+            self.started.load(Relaxed) as u8 as f64
+        })?;
+        let streams = self.run.get().map_or(0, |run| run.streams.len()) as u64;
+        let ended = self.streams_ended.load(Relaxed);
+        out.gauge(
+            "cep_router_streams_ended",
+            "Injector streams whose end-of-stream marker has arrived.",
+            ended as f64,
+        )?;
+        out.gauge(
+            "cep_router_run_ended",
+            "1 once every stream has ended.",
+            (self.started.load(Relaxed) && ended == streams) as u8 as f64,
+        )?;
+        out.gauge("cep_router_rules_epoch", "The rules' version in force (0 at the start, +1 per deployment).", {
+            get(&self.rules_epoch)
+        })?;
+        let run = self.run.get();
+        let received = run.into_iter().flat_map(|run| run.streams.iter().zip(&run.received));
+        out.counters(
+            "cep_router_ticks_received",
+            "Valid ticks received, per injector stream.",
+            "stream",
+            received.map(|(stream, count)| (stream.as_str(), count.load(Relaxed))),
+        )?;
+        let routed = run.into_iter().flat_map(|run| run.workers.iter().zip(&run.routed));
+        out.counters(
+            "cep_router_ticks_routed",
+            "Ticks forwarded, per worker.",
+            "worker",
+            routed.map(|(worker, count)| (worker.as_str(), count.load(Relaxed))),
+        )?;
+        let rejected = self.rejected.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        out.counters(
+            "cep_rejected",
+            "Frames and ticks rejected, by cause.",
+            "cause",
+            rejected.iter().map(|(cause, count)| (cause.as_str(), *count)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scrape_shows_the_data_paths_counters_with_their_types() {
+        let metrics = RouterMetrics::register(2, 1);
+        metrics.registered((2, true, 1));
+        metrics.started(&["worker-0".into(), "worker-1".into()], 1);
+        let rejected: CauseCounts = [("malformed".to_string(), 3)].into();
+        metrics.observe(&[10], &[vec![4, 6]], &[true], &rejected, 1);
+        let text = cep_telemetry::metrics::encode(false).unwrap();
+        for expected in [
+            "# TYPE cep_router_ticks_received_total counter\n",
+            "cep_router_ticks_received_total{role=\"cep\",id=\"cep\",stream=\"0\"} 10\n",
+            "cep_router_ticks_routed_total{role=\"cep\",id=\"cep\",worker=\"worker-1\"} 6\n",
+            "# TYPE cep_router_registered gauge\n",
+            "cep_router_registered{role=\"cep\",id=\"cep\",kind=\"worker\"} 2",
+            "cep_router_run_ended{role=\"cep\",id=\"cep\"} 1",
+            "cep_router_rules_epoch{role=\"cep\",id=\"cep\"} 1",
+            "cep_rejected_total{role=\"cep\",id=\"cep\",cause=\"malformed\"} 3\n",
+        ] {
+            assert!(text.contains(expected), "{expected} missing from:\n{text}");
+        }
+    }
+}

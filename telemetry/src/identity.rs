@@ -1,0 +1,64 @@
+//! Who this process is: a role (`router`, `worker`, `collector`, `injector`, `launcher`, or
+//! `cep` for the tools) and an id within it (`worker-1`, `injector-0`). Under `cep run` every
+//! process writes to the same terminal, so every log line names its process; every metric
+//! carries the same two labels. Process-wide, because a log line from any thread needs it.
+
+use std::sync::{Arc, RwLock};
+
+/// A process's role and id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub role: Arc<str>,
+    pub id: Arc<str>,
+}
+
+impl Identity {
+    pub fn new(role: &str, id: &str) -> Identity {
+        Identity { role: role.into(), id: id.into() }
+    }
+
+    /// The name a text log line shows: the id when it already says the role (`router`,
+    /// `worker-1`), else `role/id` (a worker named after its host: `worker/ip-10-0-1-12-811`).
+    pub fn name(&self) -> String {
+        if self.id.starts_with(&*self.role) {
+            self.id.to_string()
+        } else {
+            format!("{}/{}", self.role, self.id)
+        }
+    }
+}
+
+static CURRENT: RwLock<Option<Identity>> = RwLock::new(None);
+
+/// Names this process.
+pub fn set(role: &str, id: &str) {
+    *CURRENT.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Identity::new(role, id));
+}
+
+/// Gives this process its id once it is known (an injector learns its number when it
+/// registers); the role stays.
+pub fn set_id(id: &str) {
+    let role = current().role;
+    *CURRENT.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Identity { role, id: id.into() });
+}
+
+/// Who this process is (`cep`/`cep` until named).
+pub fn current() -> Identity {
+    CURRENT
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .clone()
+        .unwrap_or_else(|| Identity::new("cep", "cep"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_say_the_role_once() {
+        assert_eq!(Identity::new("router", "router").name(), "router");
+        assert_eq!(Identity::new("worker", "worker-1").name(), "worker-1");
+        assert_eq!(Identity::new("worker", "ip-10-0-1-12-811").name(), "worker/ip-10-0-1-12-811");
+    }
+}
