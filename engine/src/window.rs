@@ -3,10 +3,14 @@
 //! built on them.
 //!
 //! Sums are kept of deviations from an anchor close to the window's mean, so the
-//! `E[x^2] - E[x]^2` subtraction does not cancel catastrophically. Rounding error from
-//! adding and removing values would still accumulate over a long run, so the sums are rebuilt
-//! exactly (passes over the window, re-anchoring near the mean) once as many values have
-//! been removed as the window holds: at most one extra pass per value, O(1) amortised.
+//! `E[x^2] - E[x]^2` subtraction does not cancel catastrophically. Adding and removing values
+//! leaves rounding in the sums, at most a few ulps of the squared deviations that passed
+//! through them; the sums are rebuilt exactly (passes over the window, re-anchored at the
+//! value nearest the mean) when that rounding could reach 1e-10 of the variance: after very
+//! many removals, or at once when values far from the rest leave (a window of equal prices
+//! then has a stddev of exactly 0, not 1e-9). A rebuild resets the account, so windows of
+//! (nearly) equal values do not rebuild again until different values have come and gone:
+//! O(1) amortised.
 
 use std::collections::VecDeque;
 
@@ -17,7 +21,10 @@ use std::collections::VecDeque;
 pub struct Moments {
     /// Non-null values counted (u32 keeps the state small; no window holds 4 billion).
     pub n: u32,
-    removed_since_rebuild: u32,
+    /// The squared deviations of the values removed since the last rebuild, summed: a bound
+    /// on the rounding left in the sums, not a figure to compute with (f32 keeps the state in
+    /// 32 bytes, a time window's in one cache line).
+    removed_sq: f32,
     anchor: f64,
     sum: f64,
     sum_sq: f64,
@@ -34,7 +41,7 @@ impl Moments {
             self.anchor = value;
             self.sum = 0.0;
             self.sum_sq = 0.0;
-            self.removed_since_rebuild = 0;
+            self.removed_sq = 0.0;
         }
         self.n += 1;
         let d = value - self.anchor;
@@ -52,29 +59,24 @@ impl Moments {
         let d = value - self.anchor;
         self.sum -= d;
         self.sum_sq -= d * d;
-        self.removed_since_rebuild += 1;
+        // Never 0 after a removal, even of a value equal to the anchor: the anchor may have
+        // left, and the others' deviations from it cancel in the variance.
+        self.removed_sq = (self.removed_sq as f64 + d * d).clamp(f32::MIN_POSITIVE as f64, f32::MAX as f64) as f32;
     }
 
-    /// Whether [`Self::rebuild`] from the window's values is due: enough values were removed
-    /// since the last rebuild that rounding error could have built up (O(1) amortised), or
-    /// the sums no longer carry the variance's digits. After removals only: until then the
-    /// anchor is one of the window's own values and nothing was subtracted.
+    /// Whether [`Self::rebuild`] from the window's values is due: the rounding the sums may
+    /// hold (a few ulps of what was removed since the last rebuild and of what is there) could
+    /// reach 1e-10 of the variance (`sum_sq n - sum^2` is the variance times n^2). Nothing
+    /// removed, nothing to fix: until then the anchor is one of the window's own values and
+    /// nothing cancelled.
     #[inline]
     pub fn needs_rebuild(&self) -> bool {
-        self.removed_since_rebuild > self.n.max(16) || (self.removed_since_rebuild > 0 && self.imprecise())
-    }
-
-    /// The variance (times n^2: `sum_sq n - sum^2`) is below 1e-4 of the mean square deviation
-    /// from the anchor (the values drifted far from it, so the subtraction cancels), or so
-    /// small beside the values' magnitude (1e-12 of anchor^2) that what is left of the sums
-    /// may be the rounding of values that left: a window of equal prices must have a stddev of
-    /// 0, not 1e-9. Rebuilding anchors at one of the values, so equal values then sum exactly
-    /// to 0 and nothing triggers again until the values differ.
-    #[inline]
-    fn imprecise(&self) -> bool {
         let n = self.n as f64;
         let spread = self.sum_sq * n - self.sum * self.sum;
-        self.sum_sq > 0.0 && (spread < 1e-4 * self.sum_sq * n || spread < 1e-12 * self.anchor * self.anchor * n * n)
+        // Sums of exact zeros (equal values, one of them the anchor) hold no rounding.
+        self.removed_sq > 0.0
+            && self.sum_sq > 0.0
+            && spread * 1e-10 < f64::EPSILON * (2.0 * self.removed_sq as f64 + self.sum_sq) * n
     }
 
     /// Recomputes the sums exactly from the window's values, re-anchored near their mean.
@@ -96,7 +98,7 @@ impl Moments {
             self.sum += d;
             self.sum_sq += d * d;
         }
-        self.removed_since_rebuild = 0;
+        self.removed_sq = 0.0;
     }
 
     /// Sum of the values; NaN (null) when there are none.
@@ -239,6 +241,35 @@ mod tests {
                 assert_eq!(stddev, 0.0, "{second} s");
             }
         }
+    }
+
+    /// A long window of equal prices with a rare other one: rebuilt when the other leaves,
+    /// not on every value.
+    #[test]
+    fn nearly_equal_windows_rebuild_rarely() {
+        let mut moments = Moments::default();
+        let mut window: VecDeque<f64> = VecDeque::new();
+        let mut rebuilds = 0;
+        for i in 0..200_000u32 {
+            let price = if i % 25_000 == 7 { 50_000.01 } else { 50_000.0 };
+            if window.len() == 10_000 {
+                moments.remove(window.pop_front().unwrap());
+            }
+            window.push_back(price);
+            moments.add(price);
+            if moments.needs_rebuild() {
+                rebuilds += 1;
+                moments.rebuild(window.iter().copied());
+            }
+            let want = two_pass_stddev(window.make_contiguous());
+            assert!(
+                (moments.stddev_pop() - want).abs() <= 1e-9 * want.max(1e-6),
+                "{i}: {} vs {want}",
+                moments.stddev_pop()
+            );
+        }
+        // At most one per rare price leaving the window (8 of them), not one per value.
+        assert!(rebuilds <= 16, "{rebuilds} rebuilds");
     }
 
     proptest! {
