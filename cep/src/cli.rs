@@ -1,10 +1,22 @@
 //! The command line.
 
-use crate::launcher::Usage;
 use cep_telemetry::{LogFormat, MetricsArgs, MetricsServer};
 use clap::{Parser, Subcommand};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// A mistake in the command line or its files, found before anything started: `cep` exits
+/// with status 2, as for a flag clap rejects.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
 
 /// A partitioned complex-event-processing cluster over ZeroMQ.
 #[derive(Parser, Debug)]
@@ -108,7 +120,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }),
         Command::Worker { config, metrics } => observed(&metrics, |shutdown| {
-            cep_worker::run(config, shutdown)?;
+            cep_worker::run(config, shutdown).map_err(|error| match error {
+                cep_worker::processing::WorkerError::Batch => Usage(error.to_string()).into(),
+                error => anyhow::Error::from(error),
+            })?;
             Ok(())
         }),
         Command::Collector { config, metrics, print_report } => {

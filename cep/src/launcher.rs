@@ -5,6 +5,7 @@
 //! Everything a user can get wrong (flags, rules, the replay file, the results folder) is
 //! checked before any process starts, and reported as one line with exit status 2.
 
+use crate::cli::Usage;
 use anyhow::{bail, Context as _};
 use cep_collector::CsvMode;
 use cep_core::duration::parse_duration;
@@ -48,11 +49,17 @@ pub struct LaunchArgs {
     /// (timestamps in ms unless --time-unit says otherwise) or CSV with a header naming the
     /// columns. Each tick's timestamp is its event time; the file is sent paced by --rate, or
     /// by its own timestamps with --speed.
-    #[arg(long, env = "CEP_REPLAY")]
+    #[arg(long, env = "CEP_REPLAY", conflicts_with_all = ["symbols", "seed"])]
     pub replay: Option<PathBuf>,
     /// Replay at the file's recorded pace times this factor (1, 10, 0.5), or `max` for as
     /// fast as possible (instead of --rate).
-    #[arg(long, env = "CEP_SPEED", value_parser = cep_injector::pacing::Speed::parse, requires = "replay")]
+    #[arg(
+        long,
+        env = "CEP_SPEED",
+        value_parser = cep_injector::pacing::Speed::parse,
+        requires = "replay",
+        conflicts_with = "rate"
+    )]
     pub speed: Option<cep_injector::pacing::Speed>,
     /// The unit of the replay file's timestamps when its header does not name one: s, ms, us,
     /// ns (default ms).
@@ -135,7 +142,10 @@ impl LaunchArgs {
         let source = cep_query::RulesSource::load(self.rules.as_deref()).map_err(anyhow::Error::msg)?;
         source.compile().map_err(|error| anyhow::anyhow!(error.first_line()))?;
         if let Some(file) = &self.replay {
-            cep_core::replay::read(file, self.time_unit).map_err(anyhow::Error::msg)?;
+            refuse_replaying_a_run_file(file, &self.out)?;
+            // Read whole here and again by the injector: a bad line must stop the run before
+            // anything starts, and the injector may run elsewhere.
+            cep_core::replay::read(file, self.time_unit).map_err(|error| anyhow::anyhow!("--replay {error}"))?;
         }
         if let Some(listen) = &self.metrics.metrics_listen {
             let plan = crate::metrics_plan::MetricsPlan::new(
@@ -151,19 +161,6 @@ impl LaunchArgs {
     }
 }
 
-/// A mistake in the command line or its files, found before anything started: `cep` exits
-/// with status 2 (as for a flag clap rejects).
-#[derive(Debug)]
-pub struct Usage(pub String);
-
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}
-
 /// The results folder exists (or can be made) and takes files.
 fn check_out_folder(out: &Path) -> anyhow::Result<()> {
     if out.exists() && !out.is_dir() {
@@ -178,17 +175,25 @@ fn check_out_folder(out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Removes the files an earlier run left in `out`, so none passes for this run's.
-fn clear_previous_run(out: &Path) -> anyhow::Result<()> {
-    for name in cep_core::results::RUN_FILES {
-        let path = out.join(name);
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => bail!("cannot remove {} of an earlier run: {error}", path.display()),
-        }
+/// A replay of a file this run is about to remove or rewrite (a recorded `input.csv` in the
+/// results folder) would lose its input.
+fn refuse_replaying_a_run_file(file: &Path, out: &Path) -> anyhow::Result<()> {
+    let (Ok(file_path), Ok(out_path)) = (file.canonicalize(), out.canonicalize()) else { return Ok(()) };
+    let name = file_path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+    if file_path.parent() == Some(out_path.as_path()) && cep_core::results::RUN_FILES.contains(&name) {
+        bail!(
+            "--replay {}: a run replaces its results folder's {name}; copy it elsewhere or choose another --out",
+            file.display()
+        );
     }
     Ok(())
+}
+
+/// Removes the files an earlier run left in `out`, so none passes for this run's.
+fn clear_previous_run(out: &Path) -> anyhow::Result<()> {
+    cep_core::results::remove_files(out, cep_core::results::RUN_FILES).map_err(|(path, error)| {
+        anyhow::anyhow!("cannot remove {} of an earlier run: {}", path.display(), cep_core::io_text::plain(&error))
+    })
 }
 
 /// `cep run`: launches, prints the report, fails if anything was lost.
@@ -277,7 +282,7 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
     args.validate()?;
     clear_previous_run(&args.out)?;
     if !args.quiet {
-        eprintln!("writing results to {}", args.out.display());
+        tracing::info!("writing results to {}", args.out.display());
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let endpoints = Endpoints::new(args.transport)?;
@@ -442,9 +447,6 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
         )?),
         None => None,
     };
-    if let Some(plan) = &metrics {
-        plan.check_ports()?;
-    }
     let observed = |name: &str, role_args: Vec<String>| match &metrics {
         Some(plan) => [role_args, plan.args(name)].concat(),
         None => role_args,

@@ -73,8 +73,7 @@ impl MetricsPlan {
         for (offset, name) in self.order.iter().enumerate() {
             let address = format!("{}:{}", self.host, self.base as usize + offset);
             if let Err(error) = std::net::TcpListener::bind(address.as_str()) {
-                let reason = error.to_string();
-                let reason = reason.split(" (os error").next().unwrap_or_default();
+                let reason = cep_core::io_text::plain(&error);
                 bail!("cannot serve metrics on {address} ({name}'s port): {reason}");
             }
         }

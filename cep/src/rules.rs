@@ -51,7 +51,10 @@ pub fn run(args: RulesArgs) -> anyhow::Result<()> {
         RulesCommand::Oracle { symbols } => {
             // Zero symbols would print a file of no queries, which `rules check` refuses.
             if symbols == 0 {
-                bail!("--symbols must be at least 1: a rules file needs at least one query");
+                return Err(crate::cli::Usage(
+                    "--symbols must be at least 1: a rules file needs at least one query".into(),
+                )
+                .into());
             }
             print!("{}", cep_query::generate::oracle_rules(symbols));
             Ok(())

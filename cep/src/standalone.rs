@@ -161,10 +161,13 @@ pub fn evaluate_deployments(
 }
 
 pub fn run(args: EngineArgs) -> anyhow::Result<()> {
-    let source = cep_query::RulesSource::load(args.rules.as_deref()).map_err(anyhow::Error::msg)?;
-    let rules = source.compile()?;
-    let rows = read_ticks(&args.input, args.time_unit, args.connections)?;
-    let event_time = EventTime { allowed_lateness_ns: args.allowed_lateness.map(|d| d.as_nanos() as u64) };
+    // A bad rules file or input is the user's to fix: one line, exit 2.
+    let usage = |error: anyhow::Error| anyhow::Error::from(crate::cli::Usage(crate::telemetry::one_line(&error)));
+    let source = cep_query::RulesSource::load(args.rules.as_deref()).map_err(|error| usage(anyhow::anyhow!(error)))?;
+    let rules = source.compile().map_err(|error| usage(anyhow::anyhow!(error.first_line())))?;
+    let rows = read_ticks(&args.input, args.time_unit, args.connections).map_err(usage)?;
+    let allowed_lateness_ns = args.allowed_lateness.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let event_time = EventTime { allowed_lateness_ns };
     let outputs = evaluate_deployments(&rows, rules, &[], event_time);
     let output = args
         .output
@@ -177,6 +180,6 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
         writeln!(out, "{},{},{},{},{},{}", o.rule, o.symbol, o.price, o.value, o.injector, o.seq)?;
     }
     out.flush()?;
-    eprintln!("{} ticks in, {} outputs written to {}", rows.len(), outputs.len(), output.display());
+    tracing::info!("{} ticks in, {} outputs written to {}", rows.len(), outputs.len(), output.display());
     Ok(())
 }

@@ -242,9 +242,12 @@ fn an_interrupted_run_writes_partial_results_that_agree() {
     let summary: Summary =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap();
     assert!(!summary.complete && report.contains("[OVERALL], Complete, false\n") && report.contains("# PARTIAL RUN"));
-    // The run was cut short: no stream can have ended, so what was sent and lost is unknown.
-    assert!(summary.streams.iter().all(|s| s.sent.is_none() && s.lost.is_none()), "{:?}", summary.streams);
-    assert_eq!((summary.events_sent, summary.events_lost), (None, None));
+    // The run was cut short: a stream whose end marker did not arrive (the injector sends it
+    // on its way out, so it may) has its sent and lost counts unknown, and so has the run.
+    assert!(summary.streams.iter().all(|s| s.sent.is_none() == s.lost.is_none()), "{:?}", summary.streams);
+    let every_end = summary.streams.iter().all(|s| s.sent.is_some());
+    assert_eq!(summary.events_sent.is_some(), every_end, "{summary:?}");
+    assert_eq!(summary.events_lost.is_some(), every_end, "{summary:?}");
     let known = cep_core::results::known;
     let line = |section: &str, metric: &str, value: String| format!("[{section}], {metric}, {value}\n");
     for expected in [

@@ -73,13 +73,35 @@ fn bad_flags_and_files_are_refused_before_anything_starts() {
         ),
         (
             vec![format!("--replay={}", bad_ticks.display())],
-            format!("error: {}:3: price -3 must be a positive finite number", bad_ticks.display()),
+            format!("error: --replay {}:3: price -3 must be a positive finite number", bad_ticks.display()),
         ),
-        (vec!["--replay=/nope.txt".into()], "error: /nope.txt: No such file or directory (os error 2)".into()),
+        (
+            vec!["--replay=/nope.txt".into()],
+            "error: --replay /nope.txt: cannot read it: No such file or directory".into(),
+        ),
     ];
     for (args, expected) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         assert_eq!(refused(&cep_run(&out, &args)), expected, "{args:?}");
+    }
+    // Replaying the recorded input of the results folder this run would empty.
+    let recorded = out.join("input.csv");
+    let line = refused(&cep_run(&out, &["--replay", recorded.to_str().unwrap()]));
+    assert_eq!(
+        line,
+        format!(
+            "error: --replay {}: a run replaces its results folder's input.csv; copy it elsewhere or choose another --out",
+            recorded.display()
+        )
+    );
+    // Flags that contradict each other, refused by clap (exit 2 too).
+    let good_ticks = dir.path().join("good.txt");
+    std::fs::write(&good_ticks, "AAA;1.0;5\n").unwrap();
+    let replay = format!("--replay={}", good_ticks.display());
+    for args in [vec![replay.as_str(), "--speed", "2", "--rate", "100"], vec![replay.as_str(), "--symbols", "10"]] {
+        let output = cep_run(&out, &args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains("cannot be used with"), "{args:?}");
     }
     // A results folder that is a file.
     let line = refused(&cep_run(&a_file, &["--count", "10"]));

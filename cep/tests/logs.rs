@@ -90,7 +90,8 @@ fn json_lines_parse_and_say_who_wrote_them() {
 fn a_local_run_names_every_process_on_the_shared_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let run = |format: &str| {
-        let output = cep(&["run", "--count", "20000", "--rate", "0", "--csv", "none", "--quiet"])
+        // Not quiet: the launcher's own lines and the collector's progress lines too.
+        let output = cep(&["run", "--count", "20000", "--rate", "0", "--csv", "none"])
             .args(["--log-format", format, "--out"])
             .arg(dir.path())
             .output()
@@ -98,7 +99,7 @@ fn a_local_run_names_every_process_on_the_shared_stderr() {
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         stderr_lines(&output)
     };
-    let names = ["router", "collector", "worker-0", "worker-1", "injector", "injector-0"];
+    let names = ["launcher", "router", "collector", "worker-0", "worker-1", "injector", "injector-0"];
     let text = run("text");
     assert!(!text.is_empty());
     let mut seen = std::collections::BTreeSet::new();
@@ -108,7 +109,7 @@ fn a_local_run_names_every_process_on_the_shared_stderr() {
         assert!(name.is_some_and(|name| names.contains(&name)), "{line}");
         seen.insert(name.unwrap().to_string());
     }
-    for name in ["router", "collector", "worker-0", "worker-1", "injector-0"] {
+    for name in ["launcher", "router", "collector", "worker-0", "worker-1", "injector-0"] {
         assert!(seen.contains(name), "no line from {name}: {text:?}");
     }
 
@@ -120,5 +121,5 @@ fn a_local_run_names_every_process_on_the_shared_stderr() {
         assert!(id.starts_with(role), "{line}");
         roles.insert(role.to_string());
     }
-    assert_eq!(roles.into_iter().collect::<Vec<_>>(), vec!["collector", "injector", "router", "worker"]);
+    assert_eq!(roles.into_iter().collect::<Vec<_>>(), vec!["collector", "injector", "launcher", "router", "worker"]);
 }

@@ -48,16 +48,8 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> CollectorError + '_ 
 /// time-out or `shutdown`), writes the results folder and returns the summary.
 pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary, CollectorError> {
     std::fs::create_dir_all(&config.out).map_err(write_err(&config.out))?;
-    // What an earlier run wrote at its end must not pass for this run's while it goes.
-    for name in ["summary.json", "report.txt", "percentiles.csv", "latency_histogram.csv"] {
-        let path = config.out.join(name);
-        match std::fs::remove_file(&path) {
-            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-                return Err(CollectorError::Write { path, source: error })
-            }
-            _ => {}
-        }
-    }
+    cep_core::results::remove_files(&config.out, cep_core::results::COLLECTOR_END_FILES)
+        .map_err(|(path, source)| CollectorError::Write { path, source })?;
     let csv_path = config.out.join("outputs.csv");
     let mut csv = OutputsCsv::create(&csv_path).map_err(write_err(&csv_path))?;
     let context = Context::new();

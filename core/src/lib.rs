@@ -11,12 +11,14 @@
 //! - [`partition`]: the consistent-hash ring with its pinned hasher.
 //! - [`seen`]: exactly-once bookkeeping of sequence numbers.
 //! - [`clock`]: wall-clock nanoseconds, the unit of every timestamp.
+//! - [`io_text`]: I/O errors as one plain line.
 //! - [`duration`]: parsing of `30s` / `500ms` style durations for every CLI.
 
 pub mod clock;
 pub mod control;
 pub mod duration;
 pub mod gbm;
+pub mod io_text;
 pub mod msgpack;
 pub mod partition;
 pub mod replay;

@@ -192,7 +192,8 @@ pub fn parse_timestamp(text: &str, unit: TimeUnit) -> Result<u64, String> {
 /// Reads a tick file. `unit` overrides the default unit (ms) of a file whose header does not
 /// name one; a header that names another unit is an error. Errors name the file and line.
 pub fn read(path: &Path, unit: Option<TimeUnit>) -> Result<TickFile, String> {
-    let bytes = std::fs::read(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let bytes = std::fs::read(path)
+        .map_err(|error| format!("{}: cannot read it: {}", path.display(), crate::io_text::plain(&error)))?;
     let text = std::str::from_utf8(&bytes).map_err(|error| {
         let line = bytes[..error.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1;
         format!("{}:{line}: not UTF-8 text", path.display())
@@ -220,7 +221,9 @@ pub fn parse(text: &str, unit: Option<TimeUnit>) -> Result<TickFile, (Option<usi
         let (separator, columns) = match &layout {
             Some(layout) => layout,
             None => {
-                let separator = [';', ',', '\t'].into_iter().find(|c| line.contains(*c)).unwrap_or(';');
+                let Some(separator) = [';', ',', '\t'].into_iter().find(|c| line.contains(*c)) else {
+                    return Err(at(format!("no field separator (`;`, `,` or a tab) in `{line}`")));
+                };
                 let fields: Vec<&str> = line.split(separator).collect();
                 // A first line whose price field is not a number is a header.
                 let header = fields.get(1).is_none_or(|price| price.trim().parse::<f64>().is_err());
@@ -333,6 +336,10 @@ mod tests {
             (Some(1), "the header names the unit ns (column `ts_ns`) but the unit given is ms".into())
         );
         assert_eq!(error("# nothing\n\n", None), (None, "no ticks in the file".into()));
+        assert_eq!(
+            error("AAA 1.5 1000\n", None),
+            (Some(1), "no field separator (`;`, `,` or a tab) in `AAA 1.5 1000`".into())
+        );
     }
 
     #[test]

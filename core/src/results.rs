@@ -24,6 +24,22 @@ pub const RUN_FILES: &[&str] = &[
     "prometheus-targets.json",
 ];
 
+/// What the collector writes when a run ends; it removes them when the next starts, so they
+/// cannot pass for the running one's.
+pub const COLLECTOR_END_FILES: &[&str] = &["summary.json", "report.txt", "percentiles.csv", "latency_histogram.csv"];
+
+/// Removes the files `names` from `dir` where they exist; the error names the file.
+pub fn remove_files(dir: &std::path::Path, names: &[&str]) -> Result<(), (std::path::PathBuf, std::io::Error)> {
+    for name in names {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err((path, error)),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Latency distribution of one hop, in microseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
@@ -150,7 +166,7 @@ pub struct Summary {
 const LEGEND: &str = "\
 # cep run report: [SECTION], Metric, value lines (YCSB style); summary.json has the same and more.
 # OVERALL: events are the ticks the injector sent. RunTime runs from the start (warm-up included)
-#   to the last worker's report; Throughput(ops/sec) = EventsProcessed / RunTime.
+#   to the last worker's report (a partial run: to the last frame received); Throughput(ops/sec) = EventsProcessed / RunTime.
 # OUTPUTS: what the rules emitted, duplicates included. A tick gives one output per query that
 #   fires on it (none, one or several), so outputs and events differ. Total = Measured +
 #   DuringWarmup + ClosedByEndOfInput (tumbling windows still open when the input ended: no
@@ -289,6 +305,11 @@ mod tests {
             complete: true,
             ..Summary::default()
         }
+    }
+
+    #[test]
+    fn a_new_run_removes_what_the_collector_writes_at_the_end() {
+        assert!(COLLECTOR_END_FILES.iter().all(|name| RUN_FILES.contains(name)));
     }
 
     #[test]

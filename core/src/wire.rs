@@ -385,8 +385,8 @@ pub fn decode_ticks(
     let mut rd = Reader::at(frame, header.body_at);
     let t_sent = rd.uint().map_err(malformed)?;
     let count = rd.array_len().map_err(malformed)?;
-    // Each tick takes at least 13 bytes; a count beyond that is a lie, not a reason to allocate.
-    if count as usize > rd.remaining() / 13 + 1 {
+    // Each tick takes at least 12 bytes; a count beyond that is a lie, not a reason to allocate.
+    if count as usize > rd.remaining() / 12 + 1 {
         return Err(WireError::Malformed(format!("tick count {count} exceeds the frame")));
     }
     out.reserve(count as usize);
@@ -597,5 +597,73 @@ mod tests {
         liar[16] = 0xff;
         let (header, rest) = read_header(&liar).unwrap();
         assert!(decode_ticks(&liar, &header, rest, &mut out).is_err());
+    }
+}
+
+/// Golden bytes of the cold frames protocol 3 changed: a field added to one of them must
+/// change these bytes (and the protocol version), never silently break older decoders.
+#[cfg(test)]
+mod golden_cold {
+    use super::*;
+    use crate::control::{Ready, RulesText, WorkerInfo};
+    use crate::report::WorkerReport;
+
+    #[test]
+    fn ready_carries_the_allowed_lateness_last() {
+        let ready = Ready {
+            assigned: 1,
+            workers: vec![WorkerInfo { id: "w".into(), endpoint: "e".into() }],
+            collector: "c".into(),
+            streams: 2,
+            start_ns: 3,
+            warmup_ns: 4,
+            collector_clock: "k".into(),
+            rules: RulesText { epoch: 0, origin: "o".into(), text: "t".into() },
+            allowed_lateness_ns: Some(5),
+        };
+        let frame = encode_message(FrameKind::Ready, 0, &ready);
+        #[rustfmt::skip]
+        let expected = [
+            0x94, 0x03, 0x08, 0x00, // [version 3, kind Ready, sender 0,
+            0x99, 0x01, // [assigned 1,
+            0x91, 0x92, 0xa1, b'w', 0xa1, b'e', // [[worker id, endpoint]],
+            0xa1, b'c', 0x02, 0x03, 0x04, 0xa1, b'k', // collector, streams, start_ns, warmup_ns, clock,
+            0x93, 0x00, 0xa1, b'o', 0xa1, b't', // [epoch, origin, text],
+            0x05, // allowed_lateness_ns]]
+        ];
+        assert_eq!(frame, expected);
+        let (header, rest) = read_header(&frame).unwrap();
+        assert_eq!(decode_message::<Ready>(&header, rest, FrameKind::Ready).unwrap(), ready);
+        // No allowed lateness: nil.
+        let open = encode_message(FrameKind::Ready, 0, &Ready { allowed_lateness_ns: None, ..ready });
+        assert_eq!(open.last(), Some(&0xc0));
+    }
+
+    #[test]
+    fn worker_report_carries_the_late_counts() {
+        let report = WorkerReport {
+            id: "w".into(),
+            index: 1,
+            processed: 2,
+            symbols: 3,
+            outputs: 4,
+            streams: vec![],
+            duplicates: 5,
+            out_of_order: 6,
+            late: 7,
+            late_dropped: 8,
+            rejected: Default::default(),
+        };
+        let frame = encode_message(FrameKind::WorkerReport, 1, &report);
+        #[rustfmt::skip]
+        let expected = [
+            0x94, 0x03, 0x05, 0x01, // [version 3, kind WorkerReport, sender 1,
+            0x9b, 0xa1, b'w', 0x01, 0x02, 0x03, 0x04, // [id, index, processed, symbols, outputs,
+            0x90, 0x05, 0x06, // streams, duplicates, out_of_order,
+            0x07, 0x08, 0x80, // late, late_dropped, rejected]]
+        ];
+        assert_eq!(frame, expected);
+        let (header, rest) = read_header(&frame).unwrap();
+        assert_eq!(decode_message::<WorkerReport>(&header, rest, FrameKind::WorkerReport).unwrap(), report);
     }
 }

@@ -6,8 +6,9 @@
 //!
 //! Event time runs forward per symbol: a tick earlier than its symbol's latest event time is
 //! *late*. It is processed at that latest time (its price enters the windows as the newest
-//! value) and counted, or, with an allowed lateness set, dropped and counted if it is later
-//! than that (Flink's allowed lateness). The end of input closes every open tumbling window
+//! value, so it never reopens a closed tumbling window; Flink would put it in the window of
+//! its own time) and counted, or, with an allowed lateness set, dropped and counted if it is
+//! later than that. The end of input closes every open tumbling window
 //! ([`Engine::close_windows`], Flink's final watermark).
 
 use crate::group::{lay_out, Cells, Compiled, Group, Signature};

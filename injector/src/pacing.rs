@@ -1,12 +1,21 @@
-//! The send schedule: tick `k` of a stream is due at `start + k / rate`. Waiting sleeps for
-//! long gaps and yields for the last stretch, because a plain sleep overshoots by tens of
-//! microseconds, which would show up as latency.
+//! When each tick is due: at a fixed rate, tick `k` of a stream at `start + k / rate`; a
+//! replay at its recorded pace, at `start + (t_event - first t_event) / speed`. Waiting
+//! sleeps for long gaps and yields for the last stretch, because a plain sleep overshoots by
+//! tens of microseconds, which would show up as latency.
 
 use cep_core::clock::now_ns;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The last stretch of a wait that is yielded rather than slept (a sleep can overshoot).
 const SPIN_NS: u64 = 20_000;
+
+/// The longest single sleep: how soon a waiting stream sees a shutdown.
+const MAX_SLEEP: Duration = Duration::from_millis(100);
+
+/// The latest intended send time a tick can have (2^63 ns, the year 2262): the wire carries
+/// event time as a signed offset from it.
+const LATEST_DUE_NS: u64 = i64::MAX as u64;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Schedule {
@@ -38,17 +47,18 @@ impl Schedule {
         }
     }
 
-    /// Waits until `deadline_ns` (wall clock): sleeps for all but the last few microseconds,
-    /// then yields until the deadline.
-    pub fn wait_until(deadline_ns: u64) {
+    /// Waits until `deadline_ns` (wall clock) or `shutdown`: sleeps for all but the last few
+    /// microseconds (in slices, so a long gap of a replay still sees a Ctrl-C), then yields
+    /// until the deadline.
+    pub fn wait_until(deadline_ns: u64, shutdown: &AtomicBool) {
         loop {
             let now = now_ns();
-            if now >= deadline_ns {
+            if now >= deadline_ns || shutdown.load(Ordering::Relaxed) {
                 return;
             }
             let left = deadline_ns - now;
             if left > SPIN_NS {
-                std::thread::sleep(Duration::from_nanos(left - SPIN_NS));
+                std::thread::sleep(Duration::from_nanos(left - SPIN_NS).min(MAX_SLEEP));
             } else {
                 std::thread::yield_now();
             }
@@ -72,7 +82,7 @@ pub enum Speed {
 }
 
 impl Speed {
-    /// `max`, or a positive factor (`1`, `10`, `0.5`, also written `10x`).
+    /// `max`, or a factor from 0.000001 to 1,000,000,000 (`1`, `10`, `0.5`, also written `10x`).
     pub fn parse(text: &str) -> Result<Speed, String> {
         if text.eq_ignore_ascii_case("max") {
             return Ok(Speed::Max);
@@ -80,8 +90,8 @@ impl Speed {
         let factor: f64 = text.strip_suffix(['x', 'X']).unwrap_or(text).parse().map_err(|_| {
             format!("`{text}` is not a speed: a positive factor of the recorded pace (1, 10, 0.5) or `max`")
         })?;
-        if !(factor.is_finite() && factor > 0.0) {
-            return Err(format!("speed {factor} must be positive (or `max`)"));
+        if !(1e-6..=1e9).contains(&factor) {
+            return Err(format!("speed {factor} must be from 0.000001 to 1000000000 (or `max`)"));
         }
         Ok(Speed::Times(factor))
     }
@@ -113,7 +123,9 @@ impl Pace {
             Pace::Rate(schedule) => Some(schedule.due(k)),
             Pace::Recorded { start_ns, first_event_ns, speed } => {
                 let offset = t_event.map_or(0, |t| t.saturating_sub(first_event_ns));
-                Some((start_ns + (offset as f64 / speed) as u64).max(previous))
+                // Float to integer saturates; a slow replay of a long file stops at 2^63.
+                let due = start_ns.saturating_add((offset as f64 / speed) as u64).min(LATEST_DUE_NS);
+                Some(due.max(previous))
             }
         }
     }
@@ -142,7 +154,11 @@ mod tests {
         assert_eq!(Pace::Unpaced.due(0, Some(1), 0), None);
         assert_eq!(Speed::parse("max"), Ok(Speed::Max));
         assert_eq!(Speed::parse("10x"), Ok(Speed::Times(10.0)));
-        assert!(Speed::parse("0").unwrap_err().contains("must be positive"));
+        assert!(Speed::parse("0").unwrap_err().contains("must be from 0.000001"));
+        assert!(Speed::parse("1e-300").unwrap_err().contains("must be from 0.000001"));
+        // The slowest replay of the longest file still has an intended send time on the wire.
+        let slow = Pace::Recorded { start_ns: 1 << 62, first_event_ns: 0, speed: 1e-6 };
+        assert_eq!(slow.due(0, Some(i64::MAX as u64), 0), Some(i64::MAX as u64));
         assert!(Speed::parse("fast").unwrap_err().contains("is not a speed"));
     }
 }

@@ -183,7 +183,7 @@ fn send_stream(
     let mut sent: u64 = 0;
     // When the previous tick was due (a replay's times may go backwards; sending does not).
     let mut previous_due = plan.start_ns;
-    Schedule::wait_until(plan.start_ns);
+    Schedule::wait_until(plan.start_ns, shutdown);
     let mut exhausted = false;
     Schedule::tighten_timer_slack();
     while !exhausted && sent < plan.limit && !shutdown.load(Ordering::Relaxed) {
@@ -193,7 +193,7 @@ fn send_stream(
             break;
         }
         if let Some(due) = next_due.filter(|due| *due > now) {
-            Schedule::wait_until(due);
+            Schedule::wait_until(due, shutdown);
             continue;
         }
         // Everything already due goes out in one batch (at least one tick).

@@ -95,7 +95,8 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
     // Stamps are taken in the collector's time: measure this host's offset to it first.
     let clock = synchronise(&context, served.rendezvous.collector_clock().unwrap_or_default(), &shutdown)?;
     // Far enough ahead for every node to measure its own clock offset first.
-    let allowed_lateness = config.allowed_lateness.map(|lateness| lateness.as_nanos() as u64);
+    let allowed_lateness =
+        config.allowed_lateness.map(|lateness| u64::try_from(lateness.as_nanos()).unwrap_or(u64::MAX));
     let start = served.rendezvous.start(now_ns() + START_DELAY_NS, served.deployments.current(), allowed_lateness);
     let worker_ids: Vec<String> = start.workers.iter().map(|w| w.id.clone()).collect();
     let outputs: Vec<Push> =

@@ -165,9 +165,5 @@ fn text_response(status: u16, body: String, content_type: &str) -> Response<io::
 
 /// An I/O error's text without its `(os error N)` tail: `Address already in use`.
 fn plain(error: &io::Error) -> String {
-    let text = error.to_string();
-    match text.find(" (os error") {
-        Some(at) => text[..at].to_string(),
-        None => text,
-    }
+    cep_core::io_text::plain(error)
 }
