@@ -6,10 +6,10 @@ use std::time::Duration;
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if let Ok(seconds) = text.parse::<f64>() {
-        if seconds.is_finite() && seconds >= 0.0 {
-            return Ok(Duration::from_secs_f64(seconds));
+        if let Ok(duration) = Duration::try_from_secs_f64(seconds) {
+            return Ok(duration);
         }
-        return Err(format!("invalid duration `{text}`: must be a non-negative number of seconds"));
+        return Err(format!("invalid duration `{text}`: must be a non-negative number of seconds, below 2^64"));
     }
     humantime::parse_duration(text)
         .map_err(|error| format!("invalid duration `{text}` ({error}); use e.g. 30s, 500ms, 2m"))
@@ -26,5 +26,6 @@ mod tests {
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("1e30").unwrap_err().contains("below 2^64"));
     }
 }
