@@ -227,22 +227,13 @@ impl Collecting {
             return Ok(());
         };
         match header.kind {
-            FrameKind::Outputs => {
+            FrameKind::Outputs | FrameKind::FinalOutputs => {
                 let mut decoded = std::mem::take(&mut self.decoded);
                 let result = match decode_outputs(frame, &header, rest, &mut decoded) {
-                    Ok(()) => self.record(frame, header.sender, &decoded, t_collector, csv),
-                    Err(error) => {
-                        self.rejections.reject(error.cause(), Some(header.sender), &error);
-                        Ok(())
+                    Ok(()) if header.kind == FrameKind::FinalOutputs => {
+                        self.record_final(frame, header.sender, &decoded, t_collector, csv)
                     }
-                };
-                self.decoded = decoded;
-                result?;
-            }
-            FrameKind::FinalOutputs => {
-                let mut decoded = std::mem::take(&mut self.decoded);
-                let result = match decode_outputs(frame, &header, rest, &mut decoded) {
-                    Ok(()) => self.record_final(frame, header.sender, &decoded, t_collector, csv),
+                    Ok(()) => self.record(frame, header.sender, &decoded, t_collector, csv),
                     Err(error) => {
                         self.rejections.reject(error.cause(), Some(header.sender), &error);
                         Ok(())

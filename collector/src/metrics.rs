@@ -8,6 +8,7 @@ use crate::rules::RuleTable;
 use cep_core::report::CauseCounts;
 use cep_core::results::{ClockOffset, OutputCounts};
 use cep_telemetry::buckets::{Buckets, LATENCY_SECONDS};
+use cep_telemetry::metrics::Rejected;
 use cep_telemetry::{Scrape, Source};
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -33,6 +34,7 @@ pub struct Snapshot<'a> {
 #[derive(Default)]
 pub struct CollectorMetrics {
     latest: Mutex<Latest>,
+    rejected: Rejected,
 }
 
 /// The last snapshot, as scrapes read it.
@@ -48,7 +50,6 @@ struct Latest {
     router_reported: bool,
     complete: Option<bool>,
     clock_offsets: Vec<ClockOffset>,
-    rejected: CauseCounts,
 }
 
 impl CollectorMetrics {
@@ -81,8 +82,8 @@ impl CollectorMetrics {
             router_reported: now.router_reported,
             complete: None,
             clock_offsets: now.clock_offsets.to_vec(),
-            rejected: now.rejected.clone(),
         };
+        self.rejected.observe(now.rejected);
         *self.latest.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = latest;
     }
 
@@ -151,12 +152,7 @@ impl Source for CollectorMetrics {
             "node",
             offsets.map(|clock| (clock.node.as_str(), clock.uncertainty_us / 1e6)),
         )?;
-        out.counters(
-            "cep_rejected",
-            "Frames and outputs rejected, by cause.",
-            "cause",
-            latest.rejected.iter().map(|(cause, count)| (cause.as_str(), *count)),
-        )
+        self.rejected.scrape(out)
     }
 }
 

@@ -4,10 +4,11 @@
 //! 100 ms) and at the end: nothing per tick.
 
 use cep_core::report::CauseCounts;
+use cep_telemetry::metrics::Rejected;
 use cep_telemetry::{Scrape, Source};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 #[derive(Default)]
 pub struct RouterMetrics {
@@ -22,8 +23,7 @@ pub struct RouterMetrics {
     rules_epoch: AtomicU64,
     /// Sized when the run starts.
     run: OnceLock<RunMetrics>,
-    rejected: Mutex<CauseCounts>,
-    rejected_total: AtomicU64,
+    rejected: Rejected,
 }
 
 struct RunMetrics {
@@ -75,10 +75,7 @@ impl RouterMetrics {
         }
         self.streams_ended.store(ended.iter().filter(|ended| **ended).count() as u64, Relaxed);
         self.rules_epoch.store(epoch as u64, Relaxed);
-        let total: u64 = rejected.values().sum();
-        if total != self.rejected_total.swap(total, Relaxed) {
-            *self.rejected.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = rejected.clone();
-        }
+        self.rejected.observe(rejected);
     }
 }
 
@@ -134,13 +131,7 @@ impl Source for RouterMetrics {
             "worker",
             routed.map(|(worker, count)| (worker.as_str(), count.load(Relaxed))),
         )?;
-        let rejected = self.rejected.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        out.counters(
-            "cep_rejected",
-            "Frames and ticks rejected, by cause.",
-            "cause",
-            rejected.iter().map(|(cause, count)| (cause.as_str(), *count)),
-        )
+        self.rejected.scrape(out)
     }
 }
 

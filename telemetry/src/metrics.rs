@@ -17,6 +17,33 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// A role's rejections by cause (`cep_rejected_total{cause}`): the data path's counts,
+/// copied only when their total changed, so the map is cloned rarely.
+#[derive(Default)]
+pub struct Rejected {
+    counts: Mutex<cep_core::report::CauseCounts>,
+    total: std::sync::atomic::AtomicU64,
+}
+
+impl Rejected {
+    pub fn observe(&self, now: &cep_core::report::CauseCounts) {
+        let total: u64 = now.values().sum();
+        if total != self.total.swap(total, Ordering::Relaxed) {
+            *self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = now.clone();
+        }
+    }
+
+    pub fn scrape(&self, out: &mut Scrape<'_>) -> fmt::Result {
+        let counts = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        out.counters(
+            "cep_rejected",
+            "Frames and ticks rejected, by cause.",
+            "cause",
+            counts.iter().map(|(cause, count)| (cause.as_str(), *count)),
+        )
+    }
+}
+
 /// Something that writes metrics when scraped (from the HTTP thread: read atomics or a
 /// snapshot, never the role's own state).
 pub trait Source: Send + Sync + 'static {

@@ -4,10 +4,11 @@
 //! (every 500 ms) and at the end: nothing per tick.
 
 use cep_core::report::CauseCounts;
+use cep_telemetry::metrics::Rejected;
 use cep_telemetry::{Scrape, Source};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What the data path knows at one moment.
 pub struct Snapshot<'a> {
@@ -35,8 +36,7 @@ pub struct WorkerMetrics {
     late_dropped: AtomicU64,
     symbols: AtomicU64,
     epoch: AtomicU64,
-    rejected: Mutex<CauseCounts>,
-    rejected_total: AtomicU64,
+    rejected: Rejected,
 }
 
 impl WorkerMetrics {
@@ -53,8 +53,7 @@ impl WorkerMetrics {
             late_dropped: AtomicU64::new(0),
             symbols: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
-            rejected: Mutex::new(CauseCounts::new()),
-            rejected_total: AtomicU64::new(0),
+            rejected: Rejected::default(),
         });
         cep_telemetry::metrics::register("worker", metrics.clone());
         metrics
@@ -72,10 +71,7 @@ impl WorkerMetrics {
         self.late_dropped.store(now.late_dropped, Relaxed);
         self.symbols.store(now.symbols as u64, Relaxed);
         self.epoch.store(now.epoch as u64, Relaxed);
-        let total: u64 = now.rejected.values().sum();
-        if total != self.rejected_total.swap(total, Relaxed) {
-            *self.rejected.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = now.rejected.clone();
-        }
+        self.rejected.observe(now.rejected);
     }
 }
 
@@ -114,12 +110,6 @@ impl Source for WorkerMetrics {
             get(&self.streams_ended) as f64
         })?;
         out.gauge("cep_worker_rules_epoch", "The rules' version this worker runs.", get(&self.epoch) as f64)?;
-        let rejected = self.rejected.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        out.counters(
-            "cep_rejected",
-            "Frames and ticks rejected, by cause.",
-            "cause",
-            rejected.iter().map(|(cause, count)| (cause.as_str(), *count)),
-        )
+        self.rejected.scrape(out)
     }
 }
