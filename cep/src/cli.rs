@@ -18,6 +18,24 @@ impl std::fmt::Display for Usage {
 
 impl std::error::Error for Usage {}
 
+/// Ends the process for arguments clap did not accept: help and version as clap prints
+/// them; a mistake as its one line (`error: ...`, without the usage block), exit status 2.
+pub fn refuse_arguments(error: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        error.exit();
+    }
+    // The message is what comes before the first blank line (then tips and usage follow).
+    let text = error.render().to_string();
+    let message: Vec<&str> =
+        text.lines().map(str::trim).skip_while(|line| line.is_empty()).take_while(|line| !line.is_empty()).collect();
+    eprintln!("{} (`--help` explains the flags)", message.join(" "));
+    std::process::exit(2);
+}
+
 /// A partitioned complex-event-processing cluster over ZeroMQ.
 #[derive(Parser, Debug)]
 #[command(name = "cep", version, about)]

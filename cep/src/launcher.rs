@@ -68,7 +68,7 @@ pub struct LaunchArgs {
     /// How far behind its symbol's latest event time a tick may be and still be processed
     /// (e.g. 5s); later ones are dropped and counted (`late_dropped`). Default: every late
     /// tick is processed at its symbol's latest time and counted (`late`).
-    #[arg(long, env = "CEP_ALLOWED_LATENESS", value_parser = parse_duration)]
+    #[arg(long, env = "CEP_ALLOWED_LATENESS", value_parser = parse_duration, requires = "replay")]
     pub allowed_lateness: Option<Duration>,
     /// Also write input.csv, every tick sent.
     #[arg(long, env = "CEP_RECORD_INPUT")]

@@ -3,7 +3,10 @@
 use clap::Parser;
 
 fn main() {
-    let cli = cep::cli::Cli::parse();
+    let cli = match cep::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => cep::cli::refuse_arguments(error),
+    };
     let (role, id) = cli.command.identity();
     cep_telemetry::identity::set(&role, &id);
     cep_telemetry::logging::init(cli.log_format);

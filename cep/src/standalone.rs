@@ -101,7 +101,17 @@ pub struct EventTime {
 
 /// Runs one engine over the rows in order (each symbol's rows are in its stream's order).
 pub fn evaluate(rows: &[InputRow], rules: RuleSet) -> Vec<StandaloneOutput> {
-    evaluate_deployments(rows, rules, &[], EventTime::default())
+    evaluate_deployments(rows, rules, &[], EventTime::default()).outputs
+}
+
+/// What the engine alone made of an input.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Evaluation {
+    pub outputs: Vec<StandaloneOutput>,
+    /// As `summary.json`'s fields of the same names.
+    pub late: u64,
+    pub late_dropped: u64,
+    pub final_outputs: u64,
 }
 
 /// Like [`evaluate`], with rule switches as a cluster makes them: each deployment's rules
@@ -115,7 +125,7 @@ pub fn evaluate_deployments(
     rules: RuleSet,
     deployments: &[(RuleSet, BTreeMap<u32, u64>)],
     event_time: EventTime,
-) -> Vec<StandaloneOutput> {
+) -> Evaluation {
     let phase_of = |row: &InputRow| {
         deployments.iter().take_while(|(_, at)| at.get(&row.injector).is_some_and(|&first| row.seq >= first)).count()
     };
@@ -151,13 +161,14 @@ pub fn evaluate_deployments(
     let names: Vec<String> = engine.queries().map(|q| q.name.clone()).collect();
     let mut closed = Vec::new();
     engine.close_windows(|symbol, query, price, value| closed.push((symbol, query, price, value)));
+    let final_outputs = closed.len() as u64;
     for (symbol, query, price, value) in closed {
         let symbol = engine.symbol_name(symbol).to_string();
         let injector = stream_of[symbol.as_str()];
         let seq = sent[&injector];
         outputs.push(StandaloneOutput { rule: names[query as usize].clone(), symbol, price, value, injector, seq });
     }
-    outputs
+    Evaluation { late: engine.late(), late_dropped: engine.late_dropped(), final_outputs, outputs }
 }
 
 pub fn run(args: EngineArgs) -> anyhow::Result<()> {
@@ -168,7 +179,7 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
     let rows = read_ticks(&args.input, args.time_unit, args.connections).map_err(usage)?;
     let allowed_lateness_ns = args.allowed_lateness.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     let event_time = EventTime { allowed_lateness_ns };
-    let outputs = evaluate_deployments(&rows, rules, &[], event_time);
+    let evaluation = evaluate_deployments(&rows, rules, &[], event_time);
     let output = args
         .output
         .clone()
@@ -176,10 +187,21 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
     let file = std::fs::File::create(&output).with_context(|| format!("cannot write {}", output.display()))?;
     let mut out = BufWriter::new(file);
     writeln!(out, "rule,symbol,price,value,injector,seq")?;
-    for o in &outputs {
-        writeln!(out, "{},{},{},{},{},{}", o.rule, o.symbol, o.price, o.value, o.injector, o.seq)?;
+    // Floats as outputs.csv writes them (the shortest text that reads back the same bits).
+    let mut floats = (ryu::Buffer::new(), ryu::Buffer::new());
+    for o in &evaluation.outputs {
+        let (price, value) = (floats.0.format(o.price), floats.1.format(o.value));
+        writeln!(out, "{},{},{price},{value},{},{}", o.rule, o.symbol, o.injector, o.seq)?;
     }
     out.flush()?;
-    tracing::info!("{} ticks in, {} outputs written to {}", rows.len(), outputs.len(), output.display());
+    tracing::info!(
+        late = evaluation.late,
+        late_dropped = evaluation.late_dropped,
+        final_outputs = evaluation.final_outputs,
+        "{} ticks in, {} outputs written to {}",
+        rows.len(),
+        evaluation.outputs.len(),
+        output.display()
+    );
     Ok(())
 }

@@ -154,7 +154,7 @@ fn csv_help_says_what_alerts_writes() {
         let output = cep(&[command, "--help"]);
         let help = String::from_utf8_lossy(&output.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            help.contains("- alerts: Outputs of queries that emit on a condition (HAVING, or WHERE on the event: perc and trend), not those that emit on every tick (volatility)"),
+            help.contains("- alerts: Outputs of queries that emit on a condition (HAVING, or WHERE on the event: perc and trend), not those without one (volatility on every tick, a tumbling window's every pane)"),
             "{command}: {help}"
         );
         assert!(!help.contains("perc and trend outputs only"), "{command}: {help}");

@@ -104,7 +104,7 @@ fn deploy_under_load_switches_every_worker_at_the_same_point() {
     let input = read_input(&out.join("input.csv")).unwrap();
     let old = cep_engine::reference_rules();
     let new = cep_engine::compile(&new_rules(), "new").unwrap();
-    let expected = evaluate_deployments(&input, old, &[(new, at.clone())], Default::default());
+    let expected = evaluate_deployments(&input, old, &[(new, at.clone())], Default::default()).outputs;
     let text = std::fs::read_to_string(out.join("outputs.csv")).unwrap();
     // Keyed by symbol too: the windows the end of input closes all name their stream's end.
     let mut got: HashMap<(String, String, u32, u64), (u64, u64)> = HashMap::new();
@@ -122,10 +122,10 @@ fn deploy_under_load_switches_every_worker_at_the_same_point() {
             "{o:?}"
         );
     }
-    // The busy windows still open at the end of input emitted then, once per symbol.
+    // The busy windows still open at the end of input emitted then (those with 3 ticks: how
+    // many depends on where the last 200 ms window began), once per symbol.
     let end_of = |stream: u32| summary.streams[stream as usize].sent.unwrap();
     let closed_at_end = expected.iter().filter(|o| o.rule == "busy" && o.seq == end_of(o.injector)).count() as u64;
-    assert!(closed_at_end > 0);
     assert_eq!(summary.final_outputs, closed_at_end);
     // Every rule of either set is counted; volatility stops at the switch, busy starts there.
     let count = |rule: &str| expected.iter().filter(|o| o.rule == rule).count() as u64;

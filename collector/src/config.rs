@@ -12,7 +12,7 @@ pub enum CsvMode {
     /// correctness runs.
     All,
     /// Outputs of queries that emit on a condition (HAVING, or WHERE on the event: perc and
-    /// trend), not those that emit on every tick (volatility).
+    /// trend), not those without one (volatility on every tick, a tumbling window's every pane).
     Alerts,
     /// No rows (header only): for throughput runs.
     None,

@@ -247,7 +247,10 @@ pub fn parse(text: &str, unit: Option<TimeUnit>) -> Result<TickFile, (Option<usi
             }
         };
         let fields: Vec<&str> = line.split(*separator).map(str::trim).collect();
-        if fields.len() < columns.width() {
+        // A header may name more columns than are used; without one a line is exactly OCTO's.
+        let width_ok =
+            if columns.time_name.is_some() { fields.len() >= columns.width() } else { fields.len() == columns.width() };
+        if !width_ok {
             let expected = if columns.time_name.is_some() {
                 format!("{} fields as the header names", columns.width())
             } else {
@@ -328,6 +331,10 @@ mod tests {
         let error = |text: &str, unit| parse(text, unit).unwrap_err();
         assert_eq!(error("AAA;1;5\nBBB;NaN;6\n", None), (Some(2), "price NaN must be a positive finite number".into()));
         assert_eq!(error("AAA;1;5\nBBB;2\n", None).0, Some(2));
+        assert_eq!(
+            error("AAA;1;5\nBBB;2;6;extra\n", None),
+            (Some(2), "expected `symbol;price;timestamp`, got `BBB;2;6;extra`".into())
+        );
         assert_eq!(error("AAA;1;-5\n", None), (Some(1), "timestamp `-5` is not a non-negative decimal number".into()));
         assert!(error("AAA;1;99999999999999999\n", None).1.contains("beyond the year 2262"));
         assert!(error("name;when\nA;1\n", None).1.starts_with("the header `name;when` must name a symbol column"));

@@ -93,7 +93,8 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
     }
 
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
-    let metrics = crate::metrics::InjectorMetrics::register(config.rate);
+    // A replay given --speed is not paced by --rate: its target rate is not a rate (0).
+    let metrics = crate::metrics::InjectorMetrics::register(if config.speed.is_some() { 0.0 } else { config.rate });
     let mut threads = Vec::new();
     for (c, (source, share)) in sources.streams.into_iter().zip(sources.shares).enumerate() {
         let push = Push::connect(&context, &config.router_data, &options)?;

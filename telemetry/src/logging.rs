@@ -56,7 +56,7 @@ pub fn fatal(message: &str) {
 /// `[progress] ...` as text, or a JSON line whose `fields.kind` is `progress`.
 pub fn progress(line: fmt::Arguments<'_>) {
     match format() {
-        LogFormat::Text => eprintln!("[progress] {line}"),
+        LogFormat::Text => eprintln!("[progress] {}: {line}", crate::identity::current().name()),
         LogFormat::Json => {
             let mut fields = serde_json::Map::new();
             fields.insert("kind".into(), "progress".into());
