@@ -266,6 +266,15 @@ impl TickBatchWriter {
         self.0.count += 1;
     }
 
+    /// Appends a decoded tick as it was encoded ([`TickRecord::encoded`]) with a new
+    /// `t_router_in`: what a hop that only stamps its arrival sends on.
+    #[inline]
+    pub fn push_encoded(&mut self, encoded: &[u8], t_router_in: u64) {
+        self.0.buf.extend_from_slice(encoded);
+        msgpack::write_uint(&mut self.0.buf, t_router_in);
+        self.0.count += 1;
+    }
+
     /// Number of ticks in the batch.
     pub fn len(&self) -> usize {
         self.0.count as usize
@@ -381,6 +390,9 @@ pub fn decode_ticks(
     out: &mut Vec<TickRecord>,
 ) -> Result<u64, WireError> {
     expect_kind(header, FrameKind::Ticks, 5)?;
+    if u32::try_from(frame.len()).is_err() {
+        return Err(WireError::Malformed(format!("a tick frame of {} bytes (4 GiB at most)", frame.len())));
+    }
     out.clear();
     let mut rd = Reader::at(frame, header.body_at);
     let t_sent = rd.uint().map_err(malformed)?;
@@ -391,6 +403,7 @@ pub fn decode_ticks(
     }
     out.reserve(count as usize);
     for _ in 0..count {
+        let start = rd.position();
         rd.array_of(7, "a tick of 7 fields").map_err(malformed)?;
         let symbol = read_symbol(frame, &mut rd)?;
         let price = rd.float().map_err(malformed)?;
@@ -401,8 +414,10 @@ pub fn decode_ticks(
         })?;
         let injector = rd.u32().map_err(malformed)?;
         let seq = rd.uint().map_err(malformed)?;
+        // The frame is below 4 GiB (checked above).
+        let encoded = (start as u32, rd.position() as u32);
         let t_router_in = rd.uint().map_err(malformed)?;
-        out.push(TickRecord { symbol, price, t_inject, t_event, injector, seq, t_router_in });
+        out.push(TickRecord { symbol, price, t_inject, t_event, injector, seq, t_router_in, encoded });
     }
     if rd.remaining() != 0 {
         return Err(WireError::Malformed(format!("{} trailing bytes", rd.remaining())));
@@ -521,6 +536,19 @@ mod tests {
             assert_eq!(decoded[5].seq, round * 100 + 5);
             assert_eq!((decoded[5].t_inject, decoded[5].t_event), (50, u64::MAX / 2 + 5));
             assert_eq!((decoded[6].t_inject, decoded[6].t_event), (60, 6));
+            // Forwarded as encoded with a new t_router_in: the same tick, stamped.
+            let mut forwarded = TickBatchWriter::new(9);
+            forwarded.push_encoded(decoded[6].encoded(&frame), 777);
+            let again = forwarded.seal(0).to_vec();
+            let (header, rest) = read_header(&again).unwrap();
+            let mut one = Vec::new();
+            decode_ticks(&again, &header, rest, &mut one).unwrap();
+            let (a, b) = (&one[0], &decoded[6]);
+            assert_eq!(
+                (a.symbol(&again), a.price, a.t_inject, a.t_event),
+                (b.symbol(&frame), b.price, b.t_inject, b.t_event)
+            );
+            assert_eq!((a.injector, a.seq, a.t_router_in), (b.injector, b.seq, 777));
             assert_eq!(decoded[99].price, 100.0);
         }
     }

@@ -199,14 +199,16 @@ fn send_stream(
         }
         // Everything already due goes out in one batch (at least one tick).
         while batch.len() < plan.batch && sent < plan.limit {
-            let t_inject = match plan.pace.due(sent, source.next_event_time(), previous_due) {
-                Some(due) if due > now && !batch.is_empty() => break,
-                Some(due) => due,
-                None => now,
+            // Unpaced, a tick is intended when it is batched (the deadline was checked above).
+            let t_inject = if plan.pace.is_paced() {
+                let due = plan.pace.due(sent, source.next_event_time(), previous_due).unwrap_or(now);
+                if (due > now && !batch.is_empty()) || plan.deadline_ns.is_some_and(|deadline| due >= deadline) {
+                    break;
+                }
+                due
+            } else {
+                now
             };
-            if plan.deadline_ns.is_some_and(|deadline| t_inject >= deadline) {
-                break;
-            }
             let Some(tick) = source.next_tick() else {
                 exhausted = true;
                 break;

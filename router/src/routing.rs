@@ -414,7 +414,7 @@ impl DataPath {
         self.routed[tick.injector as usize][owner] += 1;
         self.routed_total += 1;
         let batch = &mut self.batches[owner];
-        batch.push(symbol, tick.price, tick.t_inject, tick.t_event, tick.injector, tick.seq, t_in);
+        batch.push_encoded(tick.encoded(frame), t_in);
         if batch.len() >= self.batch_limit {
             self.flush(owner, shutdown)?;
         }
