@@ -18,6 +18,26 @@ impl std::fmt::Display for Usage {
 
 impl std::error::Error for Usage {}
 
+impl Usage {
+    /// An error as one usage line (exit status 2).
+    pub fn of(error: &anyhow::Error) -> anyhow::Error {
+        Usage(crate::telemetry::one_line(error)).into()
+    }
+}
+
+/// A role's error as `cep` reports it: a usage error when `is_usage` says the user's flags
+/// or files are at fault, else the error as it is.
+fn role_error<E: std::error::Error + Send + Sync + 'static>(
+    error: E,
+    is_usage: impl FnOnce(&E) -> bool,
+) -> anyhow::Error {
+    if is_usage(&error) {
+        Usage(error.to_string()).into()
+    } else {
+        error.into()
+    }
+}
+
 /// Ends the process for arguments clap did not accept: help and version as clap prints
 /// them; a mistake as its one line (`error: ...`, without the usage block), exit status 2.
 pub fn refuse_arguments(error: clap::Error) -> ! {
@@ -129,19 +149,14 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => crate::launcher::launch(args),
         Command::Router { config, metrics } => observed(&metrics, |shutdown| {
-            cep_router::run(config, shutdown).map_err(|error| match error {
-                cep_router::routing::RouterError::Config(_) | cep_router::routing::RouterError::Rules(_) => {
-                    Usage(error.to_string()).into()
-                }
-                error => anyhow::Error::from(error),
-            })?;
+            use cep_router::routing::RouterError;
+            cep_router::run(config, shutdown)
+                .map_err(|e| role_error(e, |e| matches!(e, RouterError::Config(_) | RouterError::Rules(_))))?;
             Ok(())
         }),
         Command::Worker { config, metrics } => observed(&metrics, |shutdown| {
-            cep_worker::run(config, shutdown).map_err(|error| match error {
-                cep_worker::processing::WorkerError::Batch => Usage(error.to_string()).into(),
-                error => anyhow::Error::from(error),
-            })?;
+            use cep_worker::processing::WorkerError;
+            cep_worker::run(config, shutdown).map_err(|e| role_error(e, |e| matches!(e, WorkerError::Batch)))?;
             Ok(())
         }),
         Command::Collector { config, metrics, print_report } => {
@@ -161,12 +176,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Injector { config, metrics } => observed(&metrics, |shutdown| {
-            cep_injector::run(config, shutdown).map_err(|error| match error {
-                cep_injector::sending::InjectorError::Config(_) | cep_injector::sending::InjectorError::Replay(_) => {
-                    Usage(error.to_string()).into()
-                }
-                error => anyhow::Error::from(error),
-            })?;
+            use cep_injector::sending::InjectorError;
+            cep_injector::run(config, shutdown)
+                .map_err(|e| role_error(e, |e| matches!(e, InjectorError::Config(_) | InjectorError::Replay(_))))?;
             Ok(())
         }),
         Command::Rules(args) => crate::rules::run(args),

@@ -110,7 +110,7 @@ impl LaunchArgs {
     /// Everything the processes would refuse, checked before any starts; the error is a
     /// [`Usage`] error (exit status 2).
     fn validate(&self) -> anyhow::Result<()> {
-        self.check().map_err(|error| Usage(crate::telemetry::one_line(&error)).into())
+        self.check().map_err(|error| Usage::of(&error))
     }
 
     fn check(&self) -> anyhow::Result<()> {

@@ -173,7 +173,7 @@ pub fn evaluate_deployments(
 
 pub fn run(args: EngineArgs) -> anyhow::Result<()> {
     // A bad rules file or input is the user's to fix: one line, exit 2.
-    let usage = |error: anyhow::Error| anyhow::Error::from(crate::cli::Usage(crate::telemetry::one_line(&error)));
+    let usage = |error: anyhow::Error| crate::cli::Usage::of(&error);
     let source = cep_query::RulesSource::load(args.rules.as_deref()).map_err(|error| usage(anyhow::anyhow!(error)))?;
     let rules = source.compile().map_err(|error| usage(anyhow::anyhow!(error.first_line())))?;
     let rows = read_ticks(&args.input, args.time_unit, args.connections).map_err(usage)?;

@@ -304,30 +304,46 @@ impl Collecting {
         csv: &mut OutputsCsv,
     ) -> std::io::Result<()> {
         for output in outputs {
-            let Some(slot) = self.rules.slot(sender, output.rule) else {
-                self.rejections.reject(
-                    "unknown_rule",
-                    Some(sender),
-                    &format_args!("final output of rule index {} (not in the worker's announced rules)", output.rule),
-                );
-                continue;
-            };
-            self.rules.count(slot);
+            let Some(slot) = self.rule_slot(sender, output.rule) else { continue };
             self.observed.final_outputs += 1;
-            if self.writes(slot) {
-                csv.write(self.rules.name(slot), output, output.symbol_bytes(frame), t_collector)?;
-            }
+            self.keep(slot, output, frame, t_collector, csv)?;
         }
         Ok(())
     }
 
-    /// Whether outputs of this rule slot go to outputs.csv.
-    fn writes(&self, slot: usize) -> bool {
-        match self.csv_mode {
+    /// The rule slot of an output of `sender`'s, or `None` (counted as `unknown_rule`) when
+    /// that worker never announced the rule index.
+    fn rule_slot(&mut self, sender: u32, rule: u32) -> Option<usize> {
+        let slot = self.rules.slot(sender, rule);
+        if slot.is_none() {
+            self.rejections.reject(
+                "unknown_rule",
+                Some(sender),
+                &format_args!("output of rule index {rule} (not in the worker's announced rules)"),
+            );
+        }
+        slot
+    }
+
+    /// Counts an output under its rule and writes it to outputs.csv if the mode asks.
+    fn keep(
+        &mut self,
+        slot: usize,
+        output: &OutputRecord,
+        frame: &[u8],
+        t_collector: u64,
+        csv: &mut OutputsCsv,
+    ) -> std::io::Result<()> {
+        self.rules.count(slot);
+        let writes = match self.csv_mode {
             CsvMode::All => true,
             CsvMode::Alerts => self.rules.is_alert(slot),
             CsvMode::None => false,
+        };
+        if writes {
+            csv.write(self.rules.name(slot), output, output.symbol_bytes(frame), t_collector)?;
         }
+        Ok(())
     }
 
     fn record(
@@ -343,22 +359,16 @@ impl Collecting {
         let mut measured = 0;
         let mut group: Option<(u32, u64, bool)> = None;
         for output in outputs {
-            let Some(seen) = self.seen.get_mut(output.injector as usize) else {
+            let stream = output.injector as usize;
+            if stream >= self.seen.len() {
                 self.rejections.reject("unknown_stream", None, &format_args!("output of stream {}", output.injector));
                 continue;
-            };
-            let Some(slot) = self.rules.slot(sender, output.rule) else {
-                self.rejections.reject(
-                    "unknown_rule",
-                    Some(sender),
-                    &format_args!("output of rule index {} (not in the worker's announced rules)", output.rule),
-                );
-                continue;
-            };
+            }
+            let Some(slot) = self.rule_slot(sender, output.rule) else { continue };
             let duplicate = match group {
                 Some((injector, seq, duplicate)) if (injector, seq) == (output.injector, output.seq) => duplicate,
                 _ => {
-                    let duplicate = seen.insert(output.seq) == Arrival::Duplicate;
+                    let duplicate = self.seen[stream].insert(output.seq) == Arrival::Duplicate;
                     group = Some((output.injector, output.seq, duplicate));
                     duplicate
                 }
@@ -366,16 +376,13 @@ impl Collecting {
             if duplicate {
                 self.observed.output_duplicates += 1;
             }
-            self.rules.count(slot);
             if output.stamps.t_inject < self.warmup_end_ns {
                 self.observed.warmup_outputs += 1;
             } else {
                 self.hops.record_output(&output.stamps, t_collector);
                 measured += 1;
             }
-            if self.writes(slot) {
-                csv.write(self.rules.name(slot), output, output.symbol_bytes(frame), t_collector)?;
-            }
+            self.keep(slot, output, frame, t_collector, csv)?;
         }
         // The batch's own hops are the same for every output in it.
         if let Some(first) = outputs.first() {

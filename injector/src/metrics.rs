@@ -20,7 +20,9 @@ pub struct InjectorMetrics {
 /// One stream's counters, owned by its sending thread.
 pub struct StreamMetrics {
     stream: String,
-    schedule: Schedule,
+    /// The stream's fixed-rate schedule; `None` when nothing is due by a rate (unpaced, or a
+    /// replay paced by its own timestamps).
+    schedule: Option<Schedule>,
     /// Ticks the stream sends at most.
     limit: u64,
     sent: AtomicU64,
@@ -36,7 +38,7 @@ impl InjectorMetrics {
     }
 
     /// The counters of a stream about to start.
-    pub fn stream(&self, stream: u32, schedule: Schedule, limit: u64) -> Arc<StreamMetrics> {
+    pub fn stream(&self, stream: u32, schedule: Option<Schedule>, limit: u64) -> Arc<StreamMetrics> {
         let metrics = Arc::new(StreamMetrics {
             stream: stream.to_string(),
             schedule,
@@ -62,16 +64,14 @@ impl StreamMetrics {
         self.ended.store(true, Relaxed);
     }
 
-    /// Ticks due by now and not yet sent; `None` for an unpaced stream (nothing is ever due).
+    /// Ticks due by now and not yet sent; `None` without a fixed-rate schedule.
     fn backlog(&self, now_ns: u64) -> Option<u64> {
-        if !self.schedule.is_paced() {
-            return None;
-        }
+        let schedule = self.schedule.filter(Schedule::is_paced)?;
         let sent = self.sent.load(Relaxed);
         if self.ended.load(Relaxed) {
             return Some(0);
         }
-        Some(self.schedule.due_by(now_ns).min(self.limit).saturating_sub(sent))
+        Some(schedule.due_by(now_ns).min(self.limit).saturating_sub(sent))
     }
 }
 

@@ -108,10 +108,10 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
             _ => Pace::Unpaced,
         };
         let (stream, limit) = (ready.assigned + c as u32, tick_limit(&config, pace, rate, &source));
-        // The backlog gauge follows a fixed rate only (an unpaced schedule reports none).
+        // The backlog gauge follows a fixed rate only.
         let schedule = match pace {
-            Pace::Rate(schedule) => schedule,
-            Pace::Unpaced | Pace::Recorded { .. } => Schedule::new(ready.start_ns, 0.0),
+            Pace::Rate(schedule) => Some(schedule),
+            Pace::Unpaced | Pace::Recorded { .. } => None,
         };
         let plan = Plan {
             stream,

@@ -119,7 +119,7 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
 }
 
 /// What the worker keeps per symbol besides the engine's state.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct SymbolTrack {
     /// One past the highest sequence number seen, for the per-key order check.
     next_seq: u64,
@@ -271,14 +271,14 @@ impl WorkerState {
         let symbol = self.engine.intern_bytes(tick.symbol_bytes(frame));
         let slot = symbol as usize;
         if slot >= self.symbols.len() {
-            self.symbols.resize(slot + 1, SymbolTrack::default());
+            // A symbol comes on one stream only (the injector splits symbols, not ticks).
+            self.symbols.resize(slot + 1, SymbolTrack { next_seq: 0, stream: tick.injector });
         }
         let track = &mut self.symbols[slot];
         if tick.seq < track.next_seq {
             self.out_of_order += 1;
         }
         track.next_seq = track.next_seq.max(tick.seq + 1);
-        track.stream = tick.injector;
         let outputs = &mut self.outputs;
         let symbol_bytes = tick.symbol_bytes(frame);
         let (price, stream_id, seq, t_inject, t_router_in) =
