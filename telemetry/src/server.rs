@@ -1,17 +1,32 @@
-//! The thin HTTP driver: `/metrics` on a thread of its own (`tiny_http`: small, synchronous,
-//! no async runtime in processes whose data paths are plain threads). All it does is ask
-//! [`crate::metrics::encode`] for the text; scrapes never touch a role's data path.
+//! The thin HTTP driver: `/metrics` on a thread of its own (plain `std::net`, no async
+//! runtime in processes whose data paths are plain threads), requests parsed by `httparse`
+//! from a buffer of fixed size. All it does is ask [`crate::metrics::encode`] for the text;
+//! scrapes never touch a role's data path.
+//!
+//! The port is open to the network, so what a client sends is bounded: a request (line and
+//! headers) of at most [`MAX_REQUEST_BYTES`], sent within [`REQUEST_TIMEOUT`], or it is
+//! answered with an error and closed; a body is never read. Clients are served one at a time
+//! (scrapes are small and rare), so a slow one delays the next by the time-out at most.
 
 use crate::args::MetricsArgs;
-use std::io;
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tiny_http::{Header, Method, Request, Response};
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const PLAIN: &str = "text/plain; charset=utf-8";
+
+/// The most a request line and its headers may take.
+pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
+
+/// How long a client may take to send its request, and to read the answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How often the accepting thread looks whether it should stop.
+const POLL: Duration = Duration::from_millis(20);
 
 /// Why metrics cannot be served (each says what and where, on one line).
 #[derive(Debug, thiserror::Error)]
@@ -31,8 +46,8 @@ struct Scrapes {
 
 /// Serves `/metrics` until dropped.
 pub struct MetricsServer {
-    server: Arc<tiny_http::Server>,
     address: SocketAddr,
+    stop: Arc<AtomicBool>,
     scrapes: Arc<(Mutex<Scrapes>, Condvar)>,
     thread: Option<JoinHandle<()>>,
 }
@@ -48,22 +63,28 @@ impl MetricsServer {
             .ok_or_else(|| bind_error("the host resolves to no address".into()))?;
         let listener = TcpListener::bind(address).map_err(|error| bind_error(plain(&error)))?;
         let address = listener.local_addr().map_err(|error| bind_error(plain(&error)))?;
-        let server =
-            Arc::new(tiny_http::Server::from_listener(listener, None).map_err(|error| bind_error(error.to_string()))?);
+        // Non-blocking accepts, so that the thread sees a stop request.
+        listener.set_nonblocking(true).map_err(|error| bind_error(plain(&error)))?;
+        let stop = Arc::new(AtomicBool::new(false));
         let scrapes = Arc::new((Mutex::new(Scrapes::default()), Condvar::new()));
         let thread = {
-            let (server, scrapes) = (server.clone(), scrapes.clone());
+            let (stop, scrapes) = (stop.clone(), scrapes.clone());
             std::thread::Builder::new()
                 .name("metrics".into())
                 .spawn(move || {
-                    for request in server.incoming_requests() {
-                        serve(request, &scrapes);
+                    while !stop.load(Ordering::Relaxed) {
+                        match listener.accept() {
+                            Ok((stream, _)) => serve(stream, &scrapes),
+                            Err(error) if error.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
+                            // A connection that failed before it was accepted: nothing to answer.
+                            Err(_) => std::thread::sleep(POLL),
+                        }
                     }
                 })
                 .map_err(|error| bind_error(format!("cannot start its thread: {error}")))?
         };
         crate::metrics::set_served();
-        Ok(MetricsServer { server, address, scrapes, thread: Some(thread) })
+        Ok(MetricsServer { address, stop, scrapes, thread: Some(thread) })
     }
 
     /// What `args` asks for: a server (announced if asked) or none.
@@ -114,53 +135,109 @@ impl MetricsServer {
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
-        self.server.unblock();
+        self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
 }
 
-fn serve(request: Request, scrapes: &(Mutex<Scrapes>, Condvar)) {
-    let path = request.url().split('?').next().unwrap_or_default();
-    let response = match (request.method(), path) {
-        (Method::Get | Method::Head, "/metrics") => {
+/// What a client asked for, read within the bounds.
+enum Asked {
+    /// `GET` or `HEAD` (`head`: no body) of a path; whether it accepts OpenMetrics.
+    Get { path: String, openmetrics: bool, head: bool },
+    /// Another method.
+    Other,
+    /// More than [`MAX_REQUEST_BYTES`] or too many headers.
+    TooLarge,
+    /// Not HTTP.
+    Bad,
+}
+
+/// Reads the request line and headers into a buffer of fixed size.
+fn read_request(stream: &mut TcpStream) -> io::Result<Asked> {
+    let mut buf = [0u8; MAX_REQUEST_BYTES];
+    let mut len = 0;
+    loop {
+        let read = stream.read(&mut buf[len..])?;
+        if read == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        len += read;
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut request = httparse::Request::new(&mut headers);
+        match request.parse(&buf[..len]) {
+            Ok(httparse::Status::Complete(_)) => {
+                let (Some(method), Some(path)) = (request.method, request.path) else { return Ok(Asked::Bad) };
+                if method != "GET" && method != "HEAD" {
+                    return Ok(Asked::Other);
+                }
+                // Prometheus asks for OpenMetrics; curl and older scrapers get the 0.0.4 text.
+                let openmetrics = request.headers.iter().any(|header| {
+                    header.name.eq_ignore_ascii_case("accept")
+                        && String::from_utf8_lossy(header.value).contains("application/openmetrics-text")
+                });
+                let path = path.split('?').next().unwrap_or_default().to_string();
+                return Ok(Asked::Get { path, openmetrics, head: method == "HEAD" });
+            }
+            Ok(httparse::Status::Partial) if len == buf.len() => return Ok(Asked::TooLarge),
+            Ok(httparse::Status::Partial) => {}
+            Err(httparse::Error::TooManyHeaders) => return Ok(Asked::TooLarge),
+            Err(_) => return Ok(Asked::Bad),
+        }
+    }
+}
+
+/// Answers one client and closes the connection.
+fn serve(mut stream: TcpStream, scrapes: &(Mutex<Scrapes>, Condvar)) {
+    let bounded = stream
+        .set_nonblocking(false)
+        .and_then(|()| stream.set_read_timeout(Some(REQUEST_TIMEOUT)))
+        .and_then(|()| stream.set_write_timeout(Some(REQUEST_TIMEOUT)));
+    if bounded.is_err() {
+        return;
+    }
+    // A client that sent nothing whole in time, or went away: nothing to answer.
+    let Ok(asked) = read_request(&mut stream) else { return };
+    let head = matches!(asked, Asked::Get { head: true, .. });
+    let (status, body, content_type) = match asked {
+        Asked::Get { path, openmetrics, .. } if path == "/metrics" => {
             let (lock, changed) = scrapes;
             lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).begun += 1;
-            // Prometheus asks for OpenMetrics; curl and older scrapers get the 0.0.4 text.
-            let openmetrics = request.headers().iter().any(|header| {
-                header.field.equiv("Accept") && header.value.as_str().contains("application/openmetrics-text")
-            });
-            let response = match crate::metrics::encode(openmetrics) {
+            let answer = match crate::metrics::encode(openmetrics) {
                 Ok(text) => {
                     let content_type = if openmetrics {
                         OPENMETRICS
                     } else {
                         prometheus_client::encoding::prometheus_text::CONTENT_TYPE
                     };
-                    text_response(200, text, content_type)
+                    ("200 OK", text, content_type)
                 }
-                Err(_) => text_response(500, "cannot encode the metrics\n".into(), "text/plain; charset=utf-8"),
+                Err(_) => ("500 Internal Server Error", "cannot encode the metrics\n".into(), PLAIN),
             };
-            let _ = request.respond(response);
+            respond(&mut stream, answer, head);
             lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).done += 1;
             changed.notify_all();
             return;
         }
-        (Method::Get | Method::Head, "/") => {
-            text_response(200, "cep metrics: see /metrics\n".into(), "text/plain; charset=utf-8")
-        }
-        (Method::Get | Method::Head, _) => {
-            text_response(404, "not found: try /metrics\n".into(), "text/plain; charset=utf-8")
-        }
-        _ => text_response(405, "only GET\n".into(), "text/plain; charset=utf-8"),
+        Asked::Get { path, .. } if path == "/" => ("200 OK", "cep metrics: see /metrics\n".into(), PLAIN),
+        Asked::Get { .. } => ("404 Not Found", "not found: try /metrics\n".into(), PLAIN),
+        Asked::Other => ("405 Method Not Allowed", "only GET\n".into(), PLAIN),
+        Asked::TooLarge => ("431 Request Header Fields Too Large", "request too large\n".into(), PLAIN),
+        Asked::Bad => ("400 Bad Request", "not an HTTP request\n".into(), PLAIN),
     };
-    let _ = request.respond(response);
+    respond(&mut stream, (status, body, content_type), head);
 }
 
-fn text_response(status: u16, body: String, content_type: &str) -> Response<io::Cursor<Vec<u8>>> {
-    let header = Header::from_bytes(&b"Content-Type"[..], content_type.as_bytes()).expect("a valid header");
-    Response::from_string(body).with_status_code(status).with_header(header)
+/// Writes a whole answer (its head only for `HEAD`); the connection closes after it.
+fn respond(stream: &mut TcpStream, (status, body, content_type): (&str, String, &str), head_only: bool) {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    // The client may have gone: nothing to do about it.
+    let body = if head_only { &b""[..] } else { body.as_bytes() };
+    let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body));
 }
 
 /// An I/O error's text without its `(os error N)` tail: `Address already in use`.

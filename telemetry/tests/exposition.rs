@@ -93,3 +93,38 @@ fn a_scrape_reads_every_source_with_the_process_labels() {
     let bad = MetricsServer::start("localhost").err().unwrap().to_string();
     assert!(bad.starts_with("cannot serve metrics on localhost: not a HOST:PORT address"), "{bad}");
 }
+
+/// A hostile client: a header that never ends, or a line that is not HTTP, is answered with an
+/// error within its bound (no memory grows with what it sends), and scrapes go on.
+#[test]
+fn forged_requests_are_bounded_and_refused() {
+    let server = MetricsServer::start("127.0.0.1:0").unwrap();
+    let address = server.address();
+    let answer = |request: &[u8]| {
+        let mut stream = TcpStream::connect(address).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // The server may close before taking all of it: only what it answers matters.
+        let _ = stream.write_all(request);
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response.lines().next().unwrap_or_default().to_string()
+    };
+    let mut endless = b"GET /metrics HTTP/1.1\r\nX-Junk: ".to_vec();
+    endless.extend(std::iter::repeat_n(b'a', 64 * 1024));
+    assert_eq!(answer(&endless), "HTTP/1.1 431 Request Header Fields Too Large");
+    let many: String = (0..40).map(|i| format!("X-{i}: y\r\n")).collect();
+    assert_eq!(
+        answer(format!("GET /metrics HTTP/1.1\r\n{many}\r\n").as_bytes()),
+        "HTTP/1.1 431 Request Header Fields Too Large"
+    );
+    assert_eq!(answer(b"\x00\x01 not http\r\n\r\n"), "HTTP/1.1 400 Bad Request");
+    assert_eq!(answer(b"POST /metrics HTTP/1.1\r\n\r\n"), "HTTP/1.1 405 Method Not Allowed");
+    // HEAD: the head of the answer, no body.
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.write_all(b"HEAD /metrics HTTP/1.1\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200 OK") && response.ends_with("\r\n\r\n"), "{response}");
+    let (status, _, _) = get(address, "/metrics", "*/*");
+    assert!(status.ends_with("200 OK"), "{status}");
+}
