@@ -577,6 +577,27 @@ mod tests {
     }
 
     #[test]
+    fn a_forged_final_outputs_frame_is_rejected_whole() {
+        let mut writer = OutputBatchWriter::final_outputs(2);
+        writer.push(0, b"S0001", 98.0, 2.0, 0, 500, 0, 0);
+        let frame = writer.seal(0, 4, 5).to_vec();
+        let mut out = Vec::new();
+        for cut in 4..frame.len() {
+            let short = &frame[..cut];
+            if let Ok((header, rest)) = read_header(short) {
+                assert!(decode_outputs(short, &header, rest, &mut out).is_err(), "cut at {cut} decoded");
+            }
+        }
+        // A count that claims more outputs than the bytes could hold allocates nothing.
+        let mut liar = frame.clone();
+        let count_at = 4 + 3 * 9; // after the header and the three stamps: the array32 length
+        assert_eq!(liar[count_at], 0xdd);
+        liar[count_at + 1] = 0xff;
+        let (header, rest) = read_header(&liar).unwrap();
+        assert!(decode_outputs(&liar, &header, rest, &mut out).unwrap_err().to_string().contains("exceeds the frame"));
+    }
+
+    #[test]
     fn an_event_time_before_the_epoch_is_malformed() {
         let mut writer = TickBatchWriter::new(1);
         // An offset of -2000 ns from an intended send time of 1000 ns.
