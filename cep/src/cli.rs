@@ -149,14 +149,14 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => crate::launcher::launch(args),
         Command::Router { config, metrics } => observed(&metrics, |shutdown| {
-            use cep_router::routing::RouterError;
+            use cep_router::RouterError;
             cep_router::run(config, shutdown)
                 .map_err(|e| role_error(e, |e| matches!(e, RouterError::Config(_) | RouterError::Rules(_))))?;
             Ok(())
         }),
         Command::Worker { config, metrics } => observed(&metrics, |shutdown| {
-            use cep_worker::processing::WorkerError;
-            cep_worker::run(config, shutdown).map_err(|e| role_error(e, |e| matches!(e, WorkerError::Batch)))?;
+            use cep_worker::WorkerError;
+            cep_worker::run(config, shutdown).map_err(|e| role_error(e, |e| matches!(e, WorkerError::Config(_))))?;
             Ok(())
         }),
         Command::Collector { config, metrics, print_report } => {

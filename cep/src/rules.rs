@@ -2,7 +2,8 @@
 
 use anyhow::{bail, Context as _};
 use cep_core::control::{Deploy, Deployed, Refused};
-use cep_core::wire::{decode_message, encode_message, read_header, FrameKind};
+use cep_core::frame::{Body, Frame};
+use cep_core::wire::FrameKind;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -86,21 +87,15 @@ fn deploy(file: &std::path::Path, router: &str, timeout: Duration) -> anyhow::Re
     let rules = source.compile().map_err(|error| anyhow::anyhow!("{}\nnot deployed", error.render()))?;
     let deploy = Deploy { origin: source.origin.clone(), text: source.text };
     let context = cep_transport::Context::new();
-    let answer = cep_transport::control::request(
-        &context,
-        router,
-        &encode_message(FrameKind::Deploy, 0, &deploy),
-        timeout,
-        &AtomicBool::new(false),
-    )
-    .with_context(|| format!("cannot deploy to the router at {router}"))?;
-    let (header, rest) = read_header(&answer).with_context(|| format!("bad answer from the router at {router}"))?;
-    if header.kind == FrameKind::Refused {
-        let refused: Refused = decode_message(&header, rest, FrameKind::Refused)?;
+    let answer = cep_transport::control::request(&context, router, &deploy.encode(0), timeout, &AtomicBool::new(false))
+        .with_context(|| format!("cannot deploy to the router at {router}"))?;
+    let frame = Frame::read(&answer, cep_transport::control::MAX_CONTROL_BYTES)
+        .with_context(|| format!("bad answer from the router at {router}"))?;
+    if frame.kind() == FrameKind::Refused {
+        let refused: Refused = frame.body()?;
         bail!("the router at {router} refused {}: {}", file.display(), refused.reason);
     }
-    let deployed: Deployed = decode_message(&header, rest, FrameKind::Deployed)
-        .with_context(|| format!("bad answer from the router at {router}"))?;
+    let deployed: Deployed = frame.body().with_context(|| format!("bad answer from the router at {router}"))?;
     let at: Vec<String> = deployed.at.iter().map(|(stream, seq)| format!("stream {stream} from seq {seq}")).collect();
     println!(
         "deployed {} ({} queries) as rules version {}; switch: {}",

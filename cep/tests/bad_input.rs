@@ -3,12 +3,11 @@
 //! plays the injector and the collector itself, so it controls the order of every frame.
 
 use cep_core::control::{Ready, Register, Role};
+use cep_core::frame::{Body, Frame};
 use cep_core::report::{CauseCounts, EndOfStream, RouterReport, WorkerProgress, WorkerReport};
-use cep_core::wire::{
-    decode_message, decode_outputs, encode_message, read_header, FrameKind, OutputBatchWriter, TickBatchWriter,
-};
+use cep_core::wire::{FrameKind, OutputBatchWriter, TickBatchWriter};
 use cep_router::RouterConfig;
-use cep_transport::control::register;
+use cep_transport::control::{register, EndOfRun};
 use cep_transport::{Context, Message, Pull, Push, SocketOptions};
 use cep_worker::WorkerConfig;
 use std::sync::atomic::AtomicBool;
@@ -170,9 +169,9 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         if !collector.recv(&mut message, Duration::from_millis(100)).unwrap() {
             continue;
         }
-        let (header, rest) = read_header(&message).unwrap();
-        if header.kind == FrameKind::WorkerProgress {
-            let progress: WorkerProgress = decode_message(&header, rest, FrameKind::WorkerProgress).unwrap();
+        let frame = Frame::read(&message, usize::MAX).unwrap();
+        if frame.kind() == FrameKind::WorkerProgress {
+            let progress: WorkerProgress = frame.body().unwrap();
             if progress.rejected == direct.len() as u64 {
                 break;
             }
@@ -187,9 +186,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     }
     to_router.send(&bad_ticks(), &never).unwrap();
     to_router.send(&valid_ticks(500, 1000), &never).unwrap();
-    to_router
-        .send(&encode_message(FrameKind::EndOfStream, 0, &EndOfStream { stream: 0, sent: 1000, routed: 0 }), &never)
-        .unwrap();
+    to_router.send(&EndOfStream { stream: 0, sent: 1000, routed: 0 }.encode(0), &never).unwrap();
 
     let (mut worker_report, mut router_report): (Option<WorkerReport>, Option<RouterReport>) = (None, None);
     let mut decoded = Vec::new();
@@ -198,18 +195,11 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         if !collector.recv(&mut message, Duration::from_millis(100)).unwrap() {
             continue;
         }
-        let (header, rest) = read_header(&message).unwrap();
-        match header.kind {
-            FrameKind::Outputs => {
-                decode_outputs(&message, &header, rest, &mut decoded).unwrap();
-                outputs_received += decoded.len() as u64;
-            }
-            FrameKind::WorkerReport => {
-                worker_report = Some(decode_message(&header, rest, FrameKind::WorkerReport).unwrap())
-            }
-            FrameKind::RouterReport => {
-                router_report = Some(decode_message(&header, rest, FrameKind::RouterReport).unwrap())
-            }
+        let frame = Frame::read(&message, usize::MAX).unwrap();
+        match frame.kind() {
+            FrameKind::Outputs => outputs_received += frame.outputs(&mut decoded).unwrap().records.len() as u64,
+            FrameKind::WorkerReport => worker_report = Some(frame.body().unwrap()),
+            FrameKind::RouterReport => router_report = Some(frame.body().unwrap()),
             _ => {}
         }
     }
@@ -239,7 +229,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     assert!(worker_report.outputs >= 1000);
 
     // As the collector would: the run is over, everyone may close.
-    cep_transport::control::end_of_run(&context, &control, FrameKind::RunFinished, Duration::from_secs(10), &never)
+    cep_transport::control::end_of_run(&context, &control, EndOfRun::RunFinished, Duration::from_secs(10), &never)
         .unwrap();
     assert!(router.join().unwrap().is_ok());
     assert!(worker.join().unwrap().is_ok());

@@ -6,8 +6,9 @@
 
 use cep::standalone::{evaluate_deployments, read_input};
 use cep_core::control::{Deploy, Refused};
+use cep_core::frame::{Body, Frame};
 use cep_core::results::Summary;
-use cep_core::wire::{decode_message, encode_message, read_header, FrameKind};
+use cep_core::wire::FrameKind;
 use std::collections::HashMap;
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
@@ -68,15 +69,14 @@ fn deploy_under_load_switches_every_worker_at_the_same_point() {
     assert!(stderr.contains("bad.rules:2:27: unknown field `volume`"), "{stderr}");
     assert!(stderr.contains("not deployed"), "{stderr}");
     // The router checks too, and refuses with the errors.
-    let frame =
-        encode_message(FrameKind::Deploy, 0, &Deploy { origin: "raw.rules".into(), text: "@name('y') SELECT;".into() });
+    let frame = Deploy { origin: "raw.rules".into(), text: "@name('y') SELECT;".into() }.encode(0);
     let context = cep_transport::Context::new();
     let answer =
         cep_transport::control::request(&context, &control, &frame, Duration::from_secs(10), &AtomicBool::new(false))
             .unwrap();
-    let (header, rest) = read_header(&answer).unwrap();
-    assert_eq!(header.kind, FrameKind::Refused);
-    let refused: Refused = decode_message(&header, rest, FrameKind::Refused).unwrap();
+    let frame = Frame::read(&answer, usize::MAX).unwrap();
+    assert_eq!(frame.kind(), FrameKind::Refused);
+    let refused: Refused = frame.body().unwrap();
     assert!(refused.reason.contains("raw.rules:1:18: expected an expression, found `;`"), "{}", refused.reason);
 
     let deployed = cep().args(["rules", "deploy", "--router", &control]).arg(&good).output().unwrap();

@@ -9,16 +9,24 @@ use std::path::Path;
 pub const OUTPUTS_HEADER: &str =
     "rule,symbol,price,value,injector,seq,t_inject_ns,t_router_in_ns,t_router_out_ns,t_worker_in_ns,t_engine_out_ns,t_collector_ns";
 
-pub struct OutputsCsv {
-    out: BufWriter<File>,
+/// Writes outputs.csv rows to `W` (a buffered file, or memory in tests and the harness).
+pub struct OutputsCsv<W: Write = BufWriter<File>> {
+    out: W,
     ints: itoa::Buffer,
     floats: ryu::Buffer,
     pub rows: u64,
 }
 
 impl OutputsCsv {
+    /// Creates the file at `path` and writes its header.
     pub fn create(path: &Path) -> io::Result<OutputsCsv> {
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+        OutputsCsv::new(BufWriter::with_capacity(1 << 20, File::create(path)?))
+    }
+}
+
+impl<W: Write> OutputsCsv<W> {
+    /// Rows written to `out`, after the header.
+    pub fn new(mut out: W) -> io::Result<OutputsCsv<W>> {
         writeln!(out, "{OUTPUTS_HEADER}")?;
         Ok(OutputsCsv { out, ints: itoa::Buffer::new(), floats: ryu::Buffer::new(), rows: 0 })
     }
@@ -61,8 +69,9 @@ impl OutputsCsv {
         Ok(())
     }
 
-    pub fn finish(mut self) -> io::Result<u64> {
+    /// Flushes what is buffered and returns the sink with the number of rows written.
+    pub fn finish(mut self) -> io::Result<(W, u64)> {
         self.out.flush()?;
-        Ok(self.rows)
+        Ok((self.out, self.rows))
     }
 }

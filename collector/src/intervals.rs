@@ -15,23 +15,32 @@ use std::time::{Duration, UNIX_EPOCH};
 
 pub const INTERVALS_HEADER: &str = "interval_start_s,count,mean_us,p50_us,p99_us,p999_us,max_us";
 
-pub struct IntervalRecorder {
+/// Closes one-second intervals of the run's end-to-end histogram into `intervals.csv` and
+/// `latency.hlog` (files, or memory in tests and the harness).
+pub struct IntervalRecorder<W: Write = BufWriter<File>> {
     start_ns: u64,
     interval_ns: u64,
     current_start_ns: u64,
     /// The run's histogram as it was at the start of the current interval.
     at_interval_start: Histogram<u64>,
-    csv: BufWriter<File>,
-    log: BufWriter<File>,
+    csv: W,
+    log: W,
     serializer: V2DeflateSerializer,
 }
 
 impl IntervalRecorder {
     /// Intervals of `interval` from `start_ns` (the run's start, collector time).
     pub fn create(out: &Path, start_ns: u64, interval: Duration) -> io::Result<IntervalRecorder> {
-        let mut csv = BufWriter::new(File::create(out.join("intervals.csv"))?);
+        let csv = BufWriter::new(File::create(out.join("intervals.csv"))?);
+        let log = BufWriter::new(File::create(out.join("latency.hlog"))?);
+        IntervalRecorder::new(csv, log, start_ns, interval)
+    }
+}
+
+impl<W: Write> IntervalRecorder<W> {
+    /// Intervals of `interval` from `start_ns`, written to `csv` and `log`.
+    pub fn new(mut csv: W, mut log: W, start_ns: u64, interval: Duration) -> io::Result<IntervalRecorder<W>> {
         writeln!(csv, "{INTERVALS_HEADER}")?;
-        let mut log = BufWriter::new(File::create(out.join("latency.hlog"))?);
         let start_s = start_ns as f64 / 1e9;
         writeln!(log, "#[Histogram log format version 1.3]")?;
         writeln!(log, "#[End-to-end latency in nanoseconds, from each tick's intended send time]")?;
@@ -99,10 +108,11 @@ impl IntervalRecorder {
     }
 
     /// Closes the last interval; `total` is the run's end-to-end histogram.
-    pub fn finish(mut self, total: &Histogram<u64>) -> io::Result<()> {
+    pub fn finish(mut self, total: &Histogram<u64>) -> io::Result<(W, W)> {
         self.flush_interval(total)?;
         self.csv.flush()?;
-        self.log.flush()
+        self.log.flush()?;
+        Ok((self.csv, self.log))
     }
 }
 

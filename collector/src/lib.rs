@@ -9,16 +9,19 @@
 //! - [`intervals`]: latency per second, as CSV and as an HdrHistogram interval log.
 //! - [`metrics`]: what the collector exposes to Prometheus.
 //! - [`accounting`]: turns the reports and counts into `summary.json`.
-//! - [`collecting`]: the run loop and the results folder.
+//! - [`collector`]: the core, a state machine from received frames to rows and accounting.
+//! - [`driver`]: sockets, clock, the run loop and the results folder.
 
 pub mod accounting;
-pub mod collecting;
+pub mod collector;
 pub mod config;
 pub mod csv;
+pub mod driver;
 pub mod intervals;
 pub mod latency;
 pub mod metrics;
 pub mod rules;
 
-pub use collecting::run;
+pub use collector::Collector;
 pub use config::{CollectorConfig, CsvMode};
+pub use driver::{run, run_in, write_results, CollectorError};

@@ -3,6 +3,8 @@
 //! - [`tick`]: ticks, outputs, rule kinds and the hop timestamps they carry.
 //! - [`msgpack`]: the hand-written MessagePack reader and writer of the hot frames.
 //! - [`wire`]: the versioned MessagePack frame format (the only place that encodes or decodes bytes).
+//! - [`frame`]: typed frames: each body knows its kind; a decoded batch carries its frame.
+//! - [`outbox`]: where a role's core sends frames, and the clock it stamps them with.
 //! - [`control`]: registration and start-up messages exchanged with the router.
 //! - [`report`]: end-of-run reports that workers and the router send to the collector.
 //! - [`results`]: the `summary.json` schema that tests, benchmarks and users read.
@@ -17,9 +19,11 @@
 pub mod clock;
 pub mod control;
 pub mod duration;
+pub mod frame;
 pub mod gbm;
 pub mod io_text;
 pub mod msgpack;
+pub mod outbox;
 pub mod partition;
 pub mod replay;
 pub mod report;

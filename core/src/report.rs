@@ -1,6 +1,7 @@
 //! In-band markers and end-of-run reports (cold frames, `rmp-serde` bodies).
 
-use crate::wire::{check_frame, FrameHeader, WireError};
+use crate::frame::Frame;
+use crate::wire::WireError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -135,8 +136,8 @@ impl Rejections {
     }
 
     /// Checks a received frame's size and header; a frame that fails is counted and `None`.
-    pub fn accept<'a>(&mut self, frame: &'a [u8], max_bytes: usize) -> Option<(FrameHeader, &'a [u8])> {
-        match check_frame(frame, max_bytes) {
+    pub fn accept<'a>(&mut self, frame: &'a [u8], max_bytes: usize) -> Option<Frame<'a>> {
+        match Frame::read(frame, max_bytes) {
             Ok(parsed) => Some(parsed),
             Err(error) => {
                 self.reject(error.cause(), None, &error);
@@ -146,9 +147,9 @@ impl Rejections {
     }
 
     /// Counts a well-formed frame of a kind this receiver does not take.
-    pub fn unexpected(&mut self, header: &FrameHeader) {
-        let error = WireError::UnexpectedKind(header.kind as u64);
-        self.reject(error.cause(), Some(header.sender), &error);
+    pub fn unexpected(&mut self, frame: &Frame<'_>) {
+        let error = WireError::UnexpectedKind(frame.kind() as u64);
+        self.reject(error.cause(), Some(frame.sender()), &error);
     }
 
     pub fn counts(&self) -> &CauseCounts {

@@ -9,7 +9,6 @@
 
 use crate::msgpack::{self, DecodeError, Reader};
 use crate::tick::{OutputRecord, Stamps, TickRecord};
-use serde::{de::DeserializeOwned, Serialize};
 
 /// The protocol version this build speaks. A frame of any other version is rejected.
 pub const PROTOCOL_VERSION: u8 = 3;
@@ -170,7 +169,7 @@ pub fn check_frame(frame: &[u8], max_bytes: usize) -> Result<(FrameHeader, &[u8]
     read_header(frame)
 }
 
-fn write_header(buf: &mut Vec<u8>, fields: u8, kind: FrameKind, sender: u32) {
+pub(crate) fn write_header(buf: &mut Vec<u8>, fields: u8, kind: FrameKind, sender: u32) {
     msgpack::write_fixarray(buf, fields);
     msgpack::write_uint(buf, PROTOCOL_VERSION as u64);
     msgpack::write_uint(buf, kind as u64);
@@ -368,17 +367,25 @@ fn read_symbol(frame: &[u8], rd: &mut Reader<'_>) -> Result<std::ops::Range<usiz
     Ok(range)
 }
 
-fn expect_kind(header: &FrameHeader, kind: FrameKind, fields: u32) -> Result<(), WireError> {
-    if header.kind != kind {
-        return Err(WireError::UnexpectedKind(header.kind as u64));
+impl FrameHeader {
+    /// Where the kind-specific part of the frame starts.
+    pub fn body_at(&self) -> usize {
+        self.body_at
     }
-    if header.fields != fields {
-        return Err(WireError::Malformed(format!(
-            "{:?} frame has {} elements, expected {fields}",
-            kind, header.fields
-        )));
+
+    /// Checks that the frame is of `kind` and has that kind's number of elements.
+    pub fn expect(&self, kind: FrameKind, fields: u32) -> Result<(), WireError> {
+        if self.kind != kind {
+            return Err(WireError::UnexpectedKind(self.kind as u64));
+        }
+        if self.fields != fields {
+            return Err(WireError::Malformed(format!(
+                "{:?} frame has {} elements, expected {fields}",
+                kind, self.fields
+            )));
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Decodes a whole tick batch into `out` (cleared first) and returns its send stamp. A frame
@@ -389,7 +396,7 @@ pub fn decode_ticks(
     _rest: &[u8],
     out: &mut Vec<TickRecord>,
 ) -> Result<u64, WireError> {
-    expect_kind(header, FrameKind::Ticks, 5)?;
+    header.expect(FrameKind::Ticks, 5)?;
     if u32::try_from(frame.len()).is_err() {
         return Err(WireError::Malformed(format!("a tick frame of {} bytes (4 GiB at most)", frame.len())));
     }
@@ -433,7 +440,7 @@ pub fn decode_outputs(
     out: &mut Vec<OutputRecord>,
 ) -> Result<(), WireError> {
     let kind = if header.kind == FrameKind::FinalOutputs { FrameKind::FinalOutputs } else { FrameKind::Outputs };
-    expect_kind(header, kind, 7)?;
+    header.expect(kind, 7)?;
     out.clear();
     let mut rd = Reader::at(frame, header.body_at);
     let t_router_out = rd.uint().map_err(malformed)?;
@@ -463,29 +470,9 @@ pub fn decode_outputs(
     Ok(())
 }
 
-/// Encodes a cold frame: `[version, kind, sender, body]`, the body as a MessagePack array.
-pub fn encode_message<T: Serialize>(kind: FrameKind, sender: u32, body: &T) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(128);
-    write_header(&mut buf, 4, kind, sender);
-    rmp_serde::encode::write(&mut buf, body).expect("serialising a control body into memory cannot fail");
-    buf
-}
-
-/// Decodes the body of a cold frame whose header was read with [`read_header`].
-pub fn decode_message<T: DeserializeOwned>(header: &FrameHeader, rest: &[u8], kind: FrameKind) -> Result<T, WireError> {
-    expect_kind(header, kind, 4)?;
-    let mut rd = rest;
-    let body = rmp_serde::decode::from_read(&mut rd).map_err(|error| WireError::Malformed(format!("body: {error}")))?;
-    if !rd.is_empty() {
-        return Err(WireError::Malformed(format!("{} trailing bytes", rd.len())));
-    }
-    Ok(body)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::EndOfStream;
 
     fn ticks_frame() -> Vec<u8> {
         let mut writer = TickBatchWriter::new(7);
@@ -612,16 +599,6 @@ mod tests {
     }
 
     #[test]
-    fn cold_frame_golden_bytes_and_round_trip() {
-        let eos = EndOfStream { stream: 2, sent: 300, routed: 0 };
-        let frame = encode_message(FrameKind::EndOfStream, 9, &eos);
-        assert_eq!(frame, vec![0x94, 0x03, 0x02, 0x09, 0x93, 0x02, 0xcd, 0x01, 0x2c, 0x00]);
-        let (header, rest) = read_header(&frame).unwrap();
-        let back: EndOfStream = decode_message(&header, rest, FrameKind::EndOfStream).unwrap();
-        assert_eq!(back, eos);
-    }
-
-    #[test]
     fn rejects_bad_frames_with_a_cause() {
         assert_eq!(read_header(b"hello").unwrap_err().cause(), "malformed");
         assert_eq!(read_header(&[]).unwrap_err().cause(), "malformed");
@@ -646,73 +623,5 @@ mod tests {
         liar[16] = 0xff;
         let (header, rest) = read_header(&liar).unwrap();
         assert!(decode_ticks(&liar, &header, rest, &mut out).is_err());
-    }
-}
-
-/// Golden bytes of the cold frames protocol 3 changed: a field added to one of them must
-/// change these bytes (and the protocol version), never silently break older decoders.
-#[cfg(test)]
-mod golden_cold {
-    use super::*;
-    use crate::control::{Ready, RulesText, WorkerInfo};
-    use crate::report::WorkerReport;
-
-    #[test]
-    fn ready_carries_the_allowed_lateness_last() {
-        let ready = Ready {
-            assigned: 1,
-            workers: vec![WorkerInfo { id: "w".into(), endpoint: "e".into() }],
-            collector: "c".into(),
-            streams: 2,
-            start_ns: 3,
-            warmup_ns: 4,
-            collector_clock: "k".into(),
-            rules: RulesText { epoch: 0, origin: "o".into(), text: "t".into() },
-            allowed_lateness_ns: Some(5),
-        };
-        let frame = encode_message(FrameKind::Ready, 0, &ready);
-        #[rustfmt::skip]
-        let expected = [
-            0x94, 0x03, 0x08, 0x00, // [version 3, kind Ready, sender 0,
-            0x99, 0x01, // [assigned 1,
-            0x91, 0x92, 0xa1, b'w', 0xa1, b'e', // [[worker id, endpoint]],
-            0xa1, b'c', 0x02, 0x03, 0x04, 0xa1, b'k', // collector, streams, start_ns, warmup_ns, clock,
-            0x93, 0x00, 0xa1, b'o', 0xa1, b't', // [epoch, origin, text],
-            0x05, // allowed_lateness_ns]]
-        ];
-        assert_eq!(frame, expected);
-        let (header, rest) = read_header(&frame).unwrap();
-        assert_eq!(decode_message::<Ready>(&header, rest, FrameKind::Ready).unwrap(), ready);
-        // No allowed lateness: nil.
-        let open = encode_message(FrameKind::Ready, 0, &Ready { allowed_lateness_ns: None, ..ready });
-        assert_eq!(open.last(), Some(&0xc0));
-    }
-
-    #[test]
-    fn worker_report_carries_the_late_counts() {
-        let report = WorkerReport {
-            id: "w".into(),
-            index: 1,
-            processed: 2,
-            symbols: 3,
-            outputs: 4,
-            streams: vec![],
-            duplicates: 5,
-            out_of_order: 6,
-            late: 7,
-            late_dropped: 8,
-            rejected: Default::default(),
-        };
-        let frame = encode_message(FrameKind::WorkerReport, 1, &report);
-        #[rustfmt::skip]
-        let expected = [
-            0x94, 0x03, 0x05, 0x01, // [version 3, kind WorkerReport, sender 1,
-            0x9b, 0xa1, b'w', 0x01, 0x02, 0x03, 0x04, // [id, index, processed, symbols, outputs,
-            0x90, 0x05, 0x06, // streams, duplicates, out_of_order,
-            0x07, 0x08, 0x80, // late, late_dropped, rejected]]
-        ];
-        assert_eq!(frame, expected);
-        let (header, rest) = read_header(&frame).unwrap();
-        assert_eq!(decode_message::<WorkerReport>(&header, rest, FrameKind::WorkerReport).unwrap(), report);
     }
 }

@@ -5,10 +5,11 @@ use crate::pacing::{Pace, Schedule, Speed};
 use crate::source::{self, StreamSource};
 use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
+use cep_core::frame::Body;
 use cep_core::report::{ClockReport, EndOfStream};
-use cep_core::wire::{encode_message, FrameKind, TickBatchWriter};
+use cep_core::wire::TickBatchWriter;
 use cep_transport::clock::synchronise;
-use cep_transport::control::{end_of_run, register, RegistrationError};
+use cep_transport::control::{end_of_run, register, EndOfRun, RegistrationError};
 use cep_transport::{Context, Push, SocketOptions, TransportError};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -89,7 +90,7 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
     if let Some(estimate) = synchronise(&context, &ready.collector_clock, &shutdown)? {
         let collector = Push::connect(&context, &ready.collector, &SocketOptions::default())?;
         let report = ClockReport { node: format!("injector-{}", ready.assigned), estimate };
-        collector.send(&encode_message(FrameKind::ClockReport, ready.assigned, &report), &shutdown)?;
+        collector.send(&report.encode(ready.assigned), &shutdown)?;
     }
 
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
@@ -136,7 +137,7 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
         sockets.push(push);
     }
     if !shutdown.load(Ordering::Relaxed) {
-        if let Err(error) = end_of_run(&context, &config.router, FrameKind::AwaitEnd, config.end_timeout, &shutdown) {
+        if let Err(error) = end_of_run(&context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &shutdown) {
             tracing::warn!(%error, "no end-of-run signal from the router");
         }
     }
@@ -247,7 +248,7 @@ fn send_stream(
         recorder.lock().expect("no sender panicked").write_all(rows.as_bytes()).map_err(record_err)?;
     }
     let marker = EndOfStream { stream: plan.stream, sent, routed: 0 };
-    push.send(&encode_message(FrameKind::EndOfStream, plan.stream, &marker), shutdown)?;
+    push.send(&marker.encode(plan.stream), shutdown)?;
     plan.metrics.ended(sent);
     if shutdown.load(Ordering::Relaxed) {
         push.shorten_linger(SHUTDOWN_LINGER);

@@ -4,16 +4,23 @@
 //! beyond a cache of the ring's answers.
 //!
 //! - [`config`]: command-line flags and their validation.
-//! - [`deploying`]: the run's rules, checked deployments and their switch points.
-//! - [`metrics`]: what the router exposes to Prometheus.
+//! - [`router`]: the core, a state machine over the run's phases.
+//! - [`control`]: control and membership: registrations, deployments, the end of the run.
 //! - [`rendezvous`]: who has registered, and when the run may start.
-//! - [`routing`]: the data path.
+//! - [`deploying`]: the run's rules, checked deployments and their switch points.
+//! - [`data_path`]: routing ticks to their owners, in batches.
+//! - [`driver`]: sockets, clock and the run loop around the core.
+//! - [`metrics`]: what the router exposes to Prometheus.
 
 pub mod config;
+pub mod control;
+pub mod data_path;
 pub mod deploying;
+pub mod driver;
 pub mod metrics;
 pub mod rendezvous;
-pub mod routing;
+pub mod router;
 
 pub use config::RouterConfig;
-pub use routing::run;
+pub use driver::{run, run_in, RouterError};
+pub use router::Router;

@@ -3,7 +3,7 @@
 //! half-built cluster (ZeroMQ's slow joiner). A pure state machine: the caller does the I/O.
 
 use cep_core::control::{Ready, Register, Role, RulesText, WorkerInfo};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How many workers a run waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +27,8 @@ pub enum Verdict {
 #[derive(Debug)]
 pub struct Rendezvous<C> {
     expected_workers: WorkerCount,
-    last_worker_at: Option<Instant>,
+    /// When the last worker registered (ns, the driver's clock).
+    last_worker_at: Option<u64>,
     expected_streams: u32,
     workers: Vec<(C, WorkerInfo)>,
     collector: Option<(C, String, String)>,
@@ -59,8 +60,8 @@ impl<C: Clone> Rendezvous<C> {
         self.injectors.iter().map(|(_, streams, _)| streams).sum()
     }
 
-    /// Takes a registration arriving at `now`.
-    pub fn offer(&mut self, client: C, registration: Register, now: Instant) -> Verdict {
+    /// Takes a registration arriving at `now` (ns).
+    pub fn offer(&mut self, client: C, registration: Register, now: u64) -> Verdict {
         if self.started {
             return Verdict::Refuse(format!(
                 "the run has already started with {} workers; a process arriving late joins the next run",
@@ -108,11 +109,13 @@ impl<C: Clone> Rendezvous<C> {
         Verdict::Hold
     }
 
-    /// Whether the run can start at `now`.
-    pub fn is_complete(&self, now: Instant) -> bool {
+    /// Whether the run can start at `now` (ns).
+    pub fn is_complete(&self, now: u64) -> bool {
         let workers_complete = match self.expected_workers {
             WorkerCount::Exactly(n) => self.workers.len() == n,
-            WorkerCount::Settle(settle) => self.last_worker_at.is_some_and(|at| now.duration_since(at) >= settle),
+            WorkerCount::Settle(settle) => {
+                self.last_worker_at.is_some_and(|at| u128::from(now.saturating_sub(at)) >= settle.as_nanos())
+            }
         };
         !self.started && workers_complete && self.collector.is_some() && self.streams() == self.expected_streams
     }
@@ -197,7 +200,7 @@ mod tests {
 
     #[test]
     fn starts_only_when_complete_and_refuses_late_or_duplicate() {
-        let now = Instant::now();
+        let now = 1;
         let mut rendezvous = Rendezvous::new(WorkerCount::Exactly(2), 3);
         assert_eq!(rendezvous.offer(1, register(Role::Worker, "b", 0), now), Verdict::Hold);
         assert!(matches!(rendezvous.offer(2, register(Role::Worker, "b", 0), now), Verdict::Refuse(_)));
@@ -222,17 +225,18 @@ mod tests {
 
     #[test]
     fn settle_mode_takes_every_worker_until_they_stop_arriving() {
-        let t0 = Instant::now();
+        let t0 = 1_000;
+        let secs = |s: u64| s * 1_000_000_000;
         let settle = Duration::from_secs(3);
         let mut rendezvous = Rendezvous::new(WorkerCount::Settle(settle), 1);
         rendezvous.offer(1, register(Role::Collector, "c", 0), t0);
         rendezvous.offer(2, register(Role::Injector, "i", 1), t0);
-        assert!(!rendezvous.is_complete(t0 + settle * 10), "no worker yet");
+        assert!(!rendezvous.is_complete(t0 + secs(30)), "no worker yet");
         for (i, id) in ["w1", "w2", "w3"].iter().enumerate() {
-            rendezvous.offer(10 + i as i32, register(Role::Worker, id, 0), t0 + Duration::from_secs(i as u64));
+            rendezvous.offer(10 + i as i32, register(Role::Worker, id, 0), t0 + secs(i as u64));
         }
-        assert!(!rendezvous.is_complete(t0 + Duration::from_secs(4)));
-        assert!(rendezvous.is_complete(t0 + Duration::from_secs(5)));
+        assert!(!rendezvous.is_complete(t0 + secs(4)));
+        assert!(rendezvous.is_complete(t0 + secs(5)));
         assert_eq!(rendezvous.start(1, &rules(), None).workers.len(), 3);
     }
 }

@@ -2,9 +2,10 @@
 //! (served by a thread, so a busy data path does not delay the answers); every other node
 //! takes several samples and keeps the best ([`cep_core::clock::estimate_offset`]).
 
+use crate::control::MAX_CONTROL_BYTES;
 use crate::socket::{socket_err, TransportError};
 use cep_core::clock::{estimate_offset, local_ns, now_ns, ClockSample, OffsetEstimate};
-use cep_core::wire::{decode_message, encode_message, read_header, FrameKind};
+use cep_core::frame::{Body, ClockReply, ClockRequest, Frame};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -38,7 +39,7 @@ impl ClockServer {
                     continue;
                 }
                 // REP must answer every request; the time is read as late as possible.
-                let _ = socket.send(encode_message(FrameKind::ClockReply, 0, &(now_ns(),)), 0);
+                let _ = socket.send(ClockReply { now_ns: now_ns() }.encode(0), 0);
             }
         });
         Ok(ClockServer { endpoint, stop, thread: Some(thread) })
@@ -70,7 +71,7 @@ pub fn sample_offset(
     let socket = context.socket(zmq::REQ).map_err(socket_err("create REQ socket"))?;
     socket.set_linger(0).map_err(socket_err("set linger"))?;
     socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
-    let request = encode_message(FrameKind::ClockRequest, 0, &());
+    let request = ClockRequest.encode(0);
     let deadline = Instant::now() + timeout;
     let mut taken = Vec::with_capacity(samples);
     while taken.len() < samples {
@@ -91,10 +92,10 @@ pub fn sample_offset(
         }
         let answer = socket.recv_bytes(0).map_err(socket_err("receive clock answer"))?;
         let received = local_ns();
-        let reference = read_header(&answer)
-            .and_then(|(header, rest)| decode_message::<(u64,)>(&header, rest, FrameKind::ClockReply))
+        let reference = Frame::read(&answer, MAX_CONTROL_BYTES)
+            .and_then(|frame| frame.body::<ClockReply>())
             .map_err(|error| TransportError::BadAnswer { peer: endpoint.to_string(), reason: error.to_string() })?
-            .0;
+            .now_ns;
         taken.push(ClockSample { sent, reference, received });
     }
     Ok(estimate_offset(&taken).expect("at least one sample was taken"))

@@ -10,6 +10,9 @@ use zmq::Context;
 /// A client's identity on the control socket, used to address the answer.
 pub type ClientId = Vec<u8>;
 
+/// Most bytes of a control answer a client reads (a Ready frame carries the rules text).
+pub const MAX_CONTROL_BYTES: usize = 16 << 20;
+
 /// The router's end of the control channel.
 pub struct ControlServer {
     socket: zmq::Socket,
@@ -144,20 +147,29 @@ mod tests {
 pub fn end_of_run(
     context: &Context,
     router: &str,
-    kind: cep_core::wire::FrameKind,
+    ask: EndOfRun,
     timeout: Duration,
     shutdown: &AtomicBool,
 ) -> Result<(), TransportError> {
-    use cep_core::wire::{encode_message, read_header, FrameKind};
-    let answer = request(context, router, &encode_message(kind, 0, &()), timeout, shutdown)?;
-    match read_header(&answer) {
-        Ok((header, _)) if header.kind == FrameKind::EndAck => Ok(()),
-        Ok((header, _)) => Err(TransportError::BadAnswer {
-            peer: router.to_string(),
-            reason: format!("{:?} instead of EndAck", header.kind),
-        }),
-        Err(error) => Err(TransportError::BadAnswer { peer: router.to_string(), reason: error.to_string() }),
-    }
+    use cep_core::frame::{AwaitEnd, Body, EndAck, Frame, RunFinished};
+    let body = match ask {
+        EndOfRun::AwaitEnd => AwaitEnd.encode(0),
+        EndOfRun::RunFinished => RunFinished.encode(0),
+    };
+    let answer = request(context, router, &body, timeout, shutdown)?;
+    Frame::read(&answer, MAX_CONTROL_BYTES)
+        .and_then(|frame| frame.body::<EndAck>())
+        .map(|EndAck| ())
+        .map_err(|error| TransportError::BadAnswer { peer: router.to_string(), reason: error.to_string() })
+}
+
+/// What a node tells the router at the end of its run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndOfRun {
+    /// "I have sent everything; tell me when the run is over" (workers, injectors).
+    AwaitEnd,
+    /// "I have everything" (the collector): the router releases everyone.
+    RunFinished,
 }
 
 /// Why a process could not join the run.
@@ -184,15 +196,15 @@ pub fn register(
     shutdown: &AtomicBool,
 ) -> Result<cep_core::control::Ready, RegistrationError> {
     use cep_core::control::{Ready, Refused};
-    use cep_core::wire::{decode_message, encode_message, read_header, FrameKind};
-    let frame = encode_message(FrameKind::Register, 0, registration);
-    let answer = request(context, router, &frame, timeout, shutdown)
+    use cep_core::frame::{Body, Frame};
+    use cep_core::wire::FrameKind;
+    let answer = request(context, router, &registration.encode(0), timeout, shutdown)
         .map_err(|source| RegistrationError::Unreachable { router: router.to_string(), source })?;
     let bad = |source| RegistrationError::BadAnswer { router: router.to_string(), source };
-    let (header, rest) = read_header(&answer).map_err(bad)?;
-    if header.kind == FrameKind::Refused {
-        let refused: Refused = decode_message(&header, rest, FrameKind::Refused).map_err(bad)?;
+    let frame = Frame::read(&answer, MAX_CONTROL_BYTES).map_err(bad)?;
+    if frame.kind() == FrameKind::Refused {
+        let refused: Refused = frame.body().map_err(bad)?;
         return Err(RegistrationError::Refused { router: router.to_string(), reason: refused.reason });
     }
-    decode_message::<Ready>(&header, rest, FrameKind::Ready).map_err(bad)
+    frame.body::<Ready>().map_err(bad)
 }

@@ -38,6 +38,14 @@ pub struct WorkerConfig {
 }
 
 impl WorkerConfig {
+    /// Checks what clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.batch == 0 {
+            return Err("--batch must be at least 1".into());
+        }
+        Ok(())
+    }
+
     pub fn worker_id(&self) -> String {
         self.id.clone().unwrap_or_else(|| {
             // In containers every process is pid 1: the host name tells them apart.

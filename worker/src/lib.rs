@@ -1,13 +1,16 @@
 //! The worker: registers with the router, receives the ticks of the symbols it owns, runs
 //! the engine over them and pushes outputs, stamped, to the collector.
 //!
-//! - [`config`]: flags, including the rule flags shared with the launcher and benchmarks.
+//! - [`config`]: flags and their validation.
+//! - [`worker`]: the core, a state machine from the router's frames to the collector's.
+//! - [`driver`]: sockets, clock and the run loop around the core.
 //! - [`metrics`]: what the worker exposes to Prometheus.
-//! - [`processing`]: the data path.
 
 pub mod config;
+pub mod driver;
 pub mod metrics;
-pub mod processing;
+pub mod worker;
 
 pub use config::WorkerConfig;
-pub use processing::run;
+pub use driver::{run, run_in, WorkerError};
+pub use worker::Worker;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// What the data path knows at one moment.
 pub struct Snapshot<'a> {
     /// Ticks processed, per stream id.
-    pub processed: &'a [u64],
+    pub processed: Vec<u64>,
     pub streams_ended: usize,
     pub outputs: u64,
     pub duplicates: u64,
@@ -60,7 +60,7 @@ impl WorkerMetrics {
     }
 
     pub fn observe(&self, now: &Snapshot<'_>) {
-        for (slot, count) in self.processed.iter().zip(now.processed) {
+        for (slot, count) in self.processed.iter().zip(&now.processed) {
             slot.store(*count, Relaxed);
         }
         self.streams_ended.store(now.streams_ended as u64, Relaxed);

@@ -10,9 +10,10 @@ use super::report::{table, Report};
 use anyhow::{bail, Context as _};
 use cep_core::clock::now_ns;
 use cep_core::duration::parse_duration;
+use cep_core::frame::{Body, Frame};
 use cep_core::report::EndOfStream;
 use cep_core::results::LatencySummary;
-use cep_core::wire::{decode_message, encode_message, read_header, FrameKind, TickBatchWriter};
+use cep_core::wire::{FrameKind, TickBatchWriter};
 use cep_transport::{Context, Message, Pull, Push, SocketOptions};
 use clap::Args;
 use serde::Serialize;
@@ -114,7 +115,7 @@ fn send(context: &Context, args: &PeerArgs) -> anyhow::Result<()> {
         push.send(batch.seal(now_ns()), &never)?;
         sent += 1;
     }
-    push.send(&encode_message(FrameKind::EndOfStream, 0, &EndOfStream { stream: 0, sent, routed: 0 }), &never)?;
+    push.send(&EndOfStream { stream: 0, sent, routed: 0 }.encode(0), &never)?;
     Ok(())
 }
 
@@ -132,15 +133,16 @@ fn receive(pull: &Pull) -> anyhow::Result<(u64, f64, LatencySummary)> {
             bail!("the sender went silent after {count} messages");
         }
         let t = now_ns();
-        let (header, rest) = read_header(&message)?;
-        if header.kind == FrameKind::EndOfStream {
-            let eos: EndOfStream = decode_message(&header, rest, FrameKind::EndOfStream)?;
+        let frame = Frame::read(&message, usize::MAX)?;
+        if frame.kind() == FrameKind::EndOfStream {
+            let eos: EndOfStream = frame.body()?;
             if eos.sent != count {
                 bail!("{} messages sent, {count} received", eos.sent);
             }
             break;
         }
         // The send stamp is the first field after the header (a fixed 9-byte u64).
+        let rest = &frame.bytes()[frame.header().body_at()..];
         let t_sent = u64::from_be_bytes(rest[1..9].try_into()?);
         histogram.saturating_record(t.saturating_sub(t_sent).max(1));
         first.get_or_insert_with(Instant::now);

@@ -1,0 +1,448 @@
+//! The collector's core: a state machine that takes every frame the workers and the router
+//! send (outputs, rules announcements, progress, reports, clock offsets), records latency per
+//! hop, writes outputs.csv rows to its sink and keeps the accounting. It owns no socket and
+//! reads no clock: the driver ([`crate::driver`]) feeds it frames with their arrival time, and
+//! unit tests and the in-process harness drive it the same way.
+
+use crate::accounting::{summarize, Observed};
+use crate::config::CsvMode;
+use crate::csv::OutputsCsv;
+use crate::intervals::IntervalRecorder;
+use crate::latency::HopHistograms;
+use crate::rules::RuleTable;
+use cep_core::control::Ready;
+use cep_core::frame::{Body, Frame, OutputBatch};
+use cep_core::report::{ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
+use cep_core::results::{ClockOffset, Summary};
+use cep_core::seen::{Arrival, SeenSet};
+use cep_core::tick::OutputRecord;
+use cep_core::wire::FrameKind;
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+/// The run as the collector learned it from the router's Ready answer.
+#[derive(Clone, Debug)]
+pub struct RunShape {
+    /// The run's worker ids, by index.
+    pub workers: Vec<String>,
+    /// Injector streams in the run.
+    pub streams: u32,
+    /// When injectors start sending (collector time).
+    pub start_ns: u64,
+    /// Outputs of ticks intended before `start_ns + warmup_ns` stay out of the latency figures.
+    pub warmup_ns: u64,
+}
+
+impl RunShape {
+    /// The shape of the run `ready` starts.
+    pub fn of(ready: &Ready) -> Self {
+        RunShape {
+            workers: ready.workers.iter().map(|w| w.id.clone()).collect(),
+            streams: ready.streams,
+            start_ns: ready.start_ns,
+            warmup_ns: ready.warmup_ns,
+        }
+    }
+}
+
+/// What the collector writes besides the summary: outputs.csv rows, and the per-second
+/// latency intervals (`intervals.csv`, `latency.hlog`).
+pub struct Sinks<W: Write> {
+    /// outputs.csv.
+    pub csv: OutputsCsv<W>,
+    /// intervals.csv and latency.hlog.
+    pub intervals: IntervalRecorder<W>,
+}
+
+/// One run of the collector.
+pub struct Collector<W: Write> {
+    shape: RunShape,
+    csv_mode: CsvMode,
+    max_frame_bytes: usize,
+    hops: HopHistograms,
+    sinks: Sinks<W>,
+    decoded: Vec<OutputRecord>,
+    /// Per stream: which ticks' outputs have arrived. A tick's outputs (one per query that
+    /// fired) leave its worker together, in one frame, so a tick seen in an earlier group
+    /// means the whole group is a duplicate.
+    seen: Vec<SeenSet>,
+    rules: RuleTable,
+    observed: Observed,
+    progress: Vec<WorkerProgress>,
+    reports: BTreeMap<u32, WorkerReport>,
+    router: Option<RouterReport>,
+    last_report_ns: u64,
+    last_frame_ns: u64,
+    rejections: Rejections,
+}
+
+impl<W: Write> Collector<W> {
+    /// The collector of the run `shape` describes, from `now`, writing to `sinks`.
+    pub fn new(shape: RunShape, csv_mode: CsvMode, max_frame_bytes: usize, sinks: Sinks<W>, now: u64) -> Self {
+        Collector {
+            csv_mode,
+            max_frame_bytes,
+            hops: HopHistograms::default(),
+            sinks,
+            decoded: Vec::with_capacity(1024),
+            seen: (0..shape.streams).map(|_| SeenSet::default()).collect(),
+            rules: RuleTable::default(),
+            observed: Observed::default(),
+            progress: vec![WorkerProgress { processed: 0, outputs: 0, rejected: 0 }; shape.workers.len()],
+            reports: BTreeMap::new(),
+            router: None,
+            last_report_ns: now,
+            last_frame_ns: now,
+            rejections: Rejections::new("collector"),
+            shape,
+        }
+    }
+
+    /// Whether every worker and the router have reported: the collector has everything.
+    pub fn has_everything(&self) -> bool {
+        self.reports.len() == self.shape.workers.len() && self.router.is_some()
+    }
+
+    /// How long nothing has arrived, at `now`.
+    pub fn idle_for(&self, now: u64) -> u64 {
+        now.saturating_sub(self.last_frame_ns)
+    }
+
+    /// The run's worker ids.
+    pub fn workers(&self) -> &[String] {
+        &self.shape.workers
+    }
+
+    /// Ticks processed so far, per worker (from their progress and reports).
+    pub fn processed_by_worker(&self) -> Vec<u64> {
+        self.progress.iter().map(|p| p.processed).collect()
+    }
+
+    /// Outputs received so far, all rules.
+    pub fn outputs_total(&self) -> u64 {
+        self.rules.total()
+    }
+
+    /// Handles one frame received at `now`; fails only if outputs.csv cannot be written.
+    pub fn handle(&mut self, bytes: &[u8], now: u64) -> io::Result<()> {
+        self.last_frame_ns = now;
+        let Some(frame) = self.rejections.accept(bytes, self.max_frame_bytes) else { return Ok(()) };
+        match frame.kind() {
+            FrameKind::Outputs | FrameKind::FinalOutputs => {
+                let mut decoded = std::mem::take(&mut self.decoded);
+                let result = match frame.outputs(&mut decoded) {
+                    Ok(batch) if batch.closed_by_end => self.record_final(&batch, now),
+                    Ok(batch) => self.record(&batch, now),
+                    Err(error) => {
+                        self.rejections.reject(error.cause(), Some(frame.sender()), &error);
+                        Ok(())
+                    }
+                };
+                self.decoded = decoded;
+                result?;
+            }
+            FrameKind::WorkerProgress => {
+                if let Some(progress) = self.decode_cold::<WorkerProgress>(&frame) {
+                    if let Some(slot) = self.progress.get_mut(frame.sender() as usize) {
+                        *slot = progress;
+                    }
+                }
+            }
+            FrameKind::WorkerReport => {
+                if let Some(report) = self.decode_cold::<WorkerReport>(&frame) {
+                    if let Some(slot) = self.progress.get_mut(report.index as usize) {
+                        *slot = WorkerProgress {
+                            processed: report.processed,
+                            outputs: report.outputs,
+                            rejected: report.rejected.values().sum(),
+                        };
+                    }
+                    self.last_report_ns = now;
+                    self.reports.insert(report.index, report);
+                }
+            }
+            FrameKind::Rules => {
+                if let Some(installed) = self.decode_cold::<RulesInstalled>(&frame) {
+                    self.rules.install(frame.sender(), &installed);
+                }
+            }
+            FrameKind::RouterReport => {
+                if let Some(report) = self.decode_cold::<RouterReport>(&frame) {
+                    self.router = Some(report);
+                }
+            }
+            FrameKind::ClockReport => {
+                if let Some(report) = self.decode_cold::<ClockReport>(&frame) {
+                    self.observed.clock_offsets.push(ClockOffset {
+                        node: report.node,
+                        offset_us: report.estimate.offset_ns as f64 / 1000.0,
+                        uncertainty_us: report.estimate.uncertainty_ns as f64 / 1000.0,
+                    });
+                }
+            }
+            _ => self.rejections.unexpected(&frame),
+        }
+        Ok(())
+    }
+
+    fn decode_cold<B: Body>(&mut self, frame: &Frame<'_>) -> Option<B> {
+        frame.body::<B>().map_err(|error| self.rejections.reject(error.cause(), Some(frame.sender()), &error)).ok()
+    }
+
+    /// Outputs of windows the end of input closed: counted and written like any output, but
+    /// no tick caused them, so they have no latency and no place in the per-tick duplicate
+    /// check.
+    fn record_final(&mut self, batch: &OutputBatch<'_>, t_collector: u64) -> io::Result<()> {
+        for output in batch.records {
+            let Some(slot) = self.rule_slot(batch.sender, output.rule) else { continue };
+            self.observed.final_outputs += 1;
+            self.keep(slot, output, batch.symbol(output), t_collector)?;
+        }
+        Ok(())
+    }
+
+    /// The rule slot of an output of `sender`'s, or `None` (counted as `unknown_rule`) when
+    /// that worker never announced the rule index.
+    fn rule_slot(&mut self, sender: u32, rule: u32) -> Option<usize> {
+        let slot = self.rules.slot(sender, rule);
+        if slot.is_none() {
+            self.rejections.reject(
+                "unknown_rule",
+                Some(sender),
+                &format_args!("output of rule index {rule} (not in the worker's announced rules)"),
+            );
+        }
+        slot
+    }
+
+    /// Counts an output under its rule and writes it to outputs.csv if the mode asks.
+    fn keep(&mut self, slot: usize, output: &OutputRecord, symbol: &[u8], t_collector: u64) -> io::Result<()> {
+        self.rules.count(slot);
+        let writes = match self.csv_mode {
+            CsvMode::All => true,
+            CsvMode::Alerts => self.rules.is_alert(slot),
+            CsvMode::None => false,
+        };
+        if writes {
+            self.sinks.csv.write(self.rules.name(slot), output, symbol, t_collector)?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, batch: &OutputBatch<'_>, t_collector: u64) -> io::Result<()> {
+        // Every output of a frame arrived at the same instant: close a finished interval first.
+        self.sinks.intervals.advance(t_collector, &self.hops.end_to_end)?;
+        let warmup_end_ns = self.shape.start_ns + self.shape.warmup_ns;
+        let mut measured = 0;
+        let mut group: Option<(u32, u64, bool)> = None;
+        for output in batch.records {
+            let stream = output.injector as usize;
+            if stream >= self.seen.len() {
+                self.rejections.reject("unknown_stream", None, &format_args!("output of stream {}", output.injector));
+                continue;
+            }
+            let Some(slot) = self.rule_slot(batch.sender, output.rule) else { continue };
+            let duplicate = match group {
+                Some((injector, seq, duplicate)) if (injector, seq) == (output.injector, output.seq) => duplicate,
+                _ => {
+                    let duplicate = self.seen[stream].insert(output.seq) == Arrival::Duplicate;
+                    group = Some((output.injector, output.seq, duplicate));
+                    duplicate
+                }
+            };
+            if duplicate {
+                self.observed.output_duplicates += 1;
+            }
+            if output.stamps.t_inject < warmup_end_ns {
+                self.observed.warmup_outputs += 1;
+            } else {
+                self.hops.record_output(&output.stamps, t_collector);
+                measured += 1;
+            }
+            self.keep(slot, output, batch.symbol(output), t_collector)?;
+        }
+        // The batch's own hops are the same for every output in it.
+        if let Some(first) = batch.records.first() {
+            self.hops.record_batch(&first.stamps, t_collector, measured);
+        }
+        Ok(())
+    }
+
+    /// Copies what the collector knows to the metrics (the driver calls it once a second and
+    /// at the end).
+    pub fn publish(&self, metrics: &crate::metrics::CollectorMetrics) {
+        metrics.observe(crate::metrics::Snapshot {
+            outputs: &self.rules,
+            output_duplicates: self.observed.output_duplicates,
+            warmup_outputs: self.observed.warmup_outputs,
+            final_outputs: self.observed.final_outputs,
+            hops: &self.hops,
+            workers: self.shape.workers.len(),
+            workers_reported: self.reports.len(),
+            router_reported: self.router.is_some(),
+            clock_offsets: &self.observed.clock_offsets,
+            rejected: self.rejections.counts(),
+        });
+    }
+
+    /// Ends the run: closes the sinks and builds the summary. A complete run ends with its
+    /// last report, an interrupted one with its last frame. `last_look` sees the final state
+    /// (for a last publication of the metrics).
+    pub fn finish(mut self, last_look: impl FnOnce(&Self)) -> io::Result<Finished<W>> {
+        let latency = self.hops.summary();
+        last_look(&self);
+        let (csv, rows) = self.sinks.csv.finish()?;
+        let (intervals_csv, latency_log) = self.sinks.intervals.finish(&self.hops.end_to_end)?;
+        let end_ns =
+            if self.reports.len() == self.shape.workers.len() { self.last_report_ns } else { self.last_frame_ns };
+        self.observed.duration_s = end_ns.saturating_sub(self.shape.start_ns) as f64 / 1e9;
+        self.observed.latency = latency;
+        self.observed.rejected = self.rejections.counts().clone();
+        self.observed.outputs = self.rules.counts();
+        let summary = summarize(
+            self.shape.streams,
+            &self.shape.workers,
+            &self.reports,
+            &self.progress,
+            self.router.as_ref(),
+            self.observed,
+        );
+        Ok(Finished { summary, rows, csv, intervals_csv, latency_log, hops: self.hops })
+    }
+}
+
+/// What a finished collector leaves.
+pub struct Finished<W: Write> {
+    /// The accounting of the run.
+    pub summary: Summary,
+    /// Rows written to outputs.csv.
+    pub rows: u64,
+    /// The outputs.csv sink.
+    pub csv: W,
+    /// The intervals.csv sink.
+    pub intervals_csv: W,
+    /// The latency.hlog sink.
+    pub latency_log: W,
+    /// The latency histograms (the driver writes the end-to-end distribution).
+    pub hops: HopHistograms,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_core::report::{RuleInfo, StreamAtWorker};
+    use cep_core::wire::OutputBatchWriter;
+    use std::time::Duration;
+
+    fn collector(csv_mode: CsvMode) -> Collector<Vec<u8>> {
+        let shape = RunShape { workers: vec!["w0".into()], streams: 1, start_ns: 1_000, warmup_ns: 0 };
+        let sinks = Sinks {
+            csv: OutputsCsv::new(Vec::new()).unwrap(),
+            intervals: IntervalRecorder::new(Vec::new(), Vec::new(), 1_000, Duration::from_secs(1)).unwrap(),
+        };
+        Collector::new(shape, csv_mode, 1 << 20, sinks, 1_000)
+    }
+
+    fn rules() -> Vec<u8> {
+        let queries =
+            vec![RuleInfo { name: "perc".into(), alert: true }, RuleInfo { name: "volatility".into(), alert: false }];
+        RulesInstalled { epoch: 0, queries }.encode(0)
+    }
+
+    /// Outputs of worker 0 for tick `seq` of stream 0: one per rule index given.
+    fn outputs(seq: u64, rules: &[u32]) -> Vec<u8> {
+        let mut writer = OutputBatchWriter::new(0);
+        for &rule in rules {
+            writer.push(rule, b"S1", 10.0, 2.5, 0, seq, 2_000, 2_100);
+        }
+        writer.seal(2_200, 2_300, 2_400).to_vec()
+    }
+
+    fn report(processed: u64, outputs: u64) -> Vec<u8> {
+        WorkerReport {
+            id: "w0".into(),
+            index: 0,
+            processed,
+            symbols: 1,
+            outputs,
+            streams: vec![StreamAtWorker { stream: 0, sent: Some(processed), routed: Some(processed), processed }],
+            duplicates: 0,
+            out_of_order: 0,
+            late: 0,
+            late_dropped: 0,
+            rejected: Default::default(),
+        }
+        .encode(0)
+    }
+
+    fn router_report(received: u64) -> Vec<u8> {
+        RouterReport {
+            received: BTreeMap::from([(0, received)]),
+            rules: vec![],
+            routed: received,
+            rejected: Default::default(),
+            workers: vec!["w0".into()],
+        }
+        .encode(0)
+    }
+
+    #[test]
+    fn rows_latency_and_accounting_from_frames() {
+        let mut collector = collector(CsvMode::Alerts);
+        collector.handle(&rules(), 1_500).unwrap();
+        collector.handle(&outputs(0, &[0, 1]), 3_000).unwrap();
+        collector.handle(&outputs(1, &[1]), 3_100).unwrap();
+        assert!(!collector.has_everything());
+        collector.handle(&report(2, 3), 3_200).unwrap();
+        collector.handle(&router_report(2), 3_300).unwrap();
+        assert!(collector.has_everything());
+        let finished = collector.finish(|_| {}).unwrap();
+        let csv = String::from_utf8(finished.csv).unwrap();
+        assert_eq!(
+            csv.lines().collect::<Vec<_>>(),
+            [crate::csv::OUTPUTS_HEADER, "perc,S1,10.0,2.5,0,0,2000,2100,2200,2300,2400,3000"],
+            "alerts only"
+        );
+        let summary = finished.summary;
+        assert!(summary.complete, "{summary:?}");
+        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(2), 2, Some(0)));
+        assert_eq!(summary.outputs.get("perc"), Some(&1));
+        assert_eq!(summary.outputs.get("volatility"), Some(&2));
+        // End to end: 3,000 - 2,000 ns for the first two outputs, 1,100 ns for the third.
+        assert_eq!(summary.latency_us.end_to_end.count, 3);
+        assert_eq!(summary.latency_us.end_to_end.max, 1.1);
+        assert_eq!(summary.duration_s, (3_200 - 1_000) as f64 / 1e9);
+    }
+
+    #[test]
+    fn duplicates_unknown_rules_and_lost_outputs_are_counted() {
+        let mut collector = collector(CsvMode::All);
+        collector.handle(&outputs(0, &[0]), 2_500).unwrap();
+        collector.handle(&rules(), 2_600).unwrap();
+        collector.handle(&outputs(1, &[0, 1]), 3_000).unwrap();
+        collector.handle(&outputs(1, &[0, 1]), 3_001).unwrap();
+        collector.handle(b"junk", 3_002).unwrap();
+        // The worker says it sent 5 outputs: 1 never announced, 4 received (2 duplicates).
+        collector.handle(&report(2, 5), 3_100).unwrap();
+        collector.handle(&router_report(2), 3_200).unwrap();
+        let finished = collector.finish(|_| {}).unwrap();
+        assert_eq!(finished.rows, 4);
+        let summary = finished.summary;
+        assert_eq!(summary.duplicates, 2);
+        assert_eq!(summary.rejected["collector"]["unknown_rule"], 1);
+        assert_eq!(summary.rejected["collector"]["malformed"], 1);
+        // 5 reported, 2 distinct received.
+        assert_eq!(summary.outputs_lost, 3);
+    }
+
+    #[test]
+    fn an_idle_collector_knows_how_long() {
+        let mut collector = collector(CsvMode::None);
+        assert_eq!(collector.idle_for(5_000), 4_000);
+        collector.handle(&rules(), 5_000).unwrap();
+        assert_eq!(collector.idle_for(5_500), 500);
+        let summary = collector.finish(|_| {}).unwrap().summary;
+        assert!(!summary.complete);
+        assert_eq!(summary.events_sent, None, "no report: what was sent is unknown");
+    }
+}

@@ -1,0 +1,171 @@
+//! The collector's driver: registers, serves the run's clock, feeds the core
+//! ([`crate::collector`]) every frame with its arrival time until every report is in (or the
+//! idle time-out, or a shutdown), then writes the results folder.
+
+use crate::collector::{Collector, RunShape, Sinks};
+use crate::config::CollectorConfig;
+use crate::csv::OutputsCsv;
+use crate::intervals::IntervalRecorder;
+use cep_core::clock::now_ns;
+use cep_core::control::{Register, Role};
+use cep_core::results::Summary;
+use cep_transport::clock::ClockServer;
+use cep_transport::control::{end_of_run, register, EndOfRun, RegistrationError};
+use cep_transport::driving::{receive_loop, Flow, Received};
+use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, SocketOptions, TransportError};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// How long a stopping collector still takes the reports of the processes stopping with it.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// Errors that stop the collector.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectorError {
+    /// A socket failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The router refused this collector or could not be reached.
+    #[error(transparent)]
+    Registration(#[from] RegistrationError),
+    /// No address to advertise to the router.
+    #[error("cannot find the address to advertise: {0}")]
+    Advertise(String),
+    /// A results file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> CollectorError + '_ {
+    move |source| CollectorError::Write { path: path.to_path_buf(), source }
+}
+
+/// Runs the collector in its own ZeroMQ context until every worker and the router have
+/// reported (or the idle time-out or `shutdown`), writes the results folder and returns the
+/// summary.
+pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary, CollectorError> {
+    run_in(&Context::new(), config, shutdown)
+}
+
+/// Runs the collector on `context` (shared by every role of an in-process cluster).
+pub fn run_in(
+    context: &Context,
+    config: CollectorConfig,
+    shutdown: Arc<AtomicBool>,
+) -> Result<Summary, CollectorError> {
+    std::fs::create_dir_all(&config.out).map_err(write_err(&config.out))?;
+    cep_core::results::remove_files(&config.out, cep_core::results::COLLECTOR_END_FILES)
+        .map_err(|(path, source)| CollectorError::Write { path, source })?;
+    let csv_path = config.out.join("outputs.csv");
+    let csv = OutputsCsv::create(&csv_path).map_err(write_err(&csv_path))?;
+    let input = Pull::bind(context, &config.listen, &SocketOptions::default())?;
+    let host = advertise_host(&config.advertise, &config.router).map_err(CollectorError::Advertise)?;
+    let endpoint = advertised_endpoint(input.endpoint(), &host);
+    // The collector's clock is the run's reference: it serves it to every other node.
+    let clock = ClockServer::start(context, &config.clock_listen)?;
+    let registration = Register {
+        role: Role::Collector,
+        id: "collector".into(),
+        endpoint: endpoint.clone(),
+        streams: 0,
+        warmup_ns: 0,
+        clock_endpoint: advertised_endpoint(clock.endpoint(), &host),
+    };
+    info!(endpoint, router = config.router, "collector registering");
+    let ready = register(context, &config.router, &registration, config.start_timeout, &shutdown)?;
+    let shape = RunShape::of(&ready);
+    info!(workers = ?shape.workers, streams = shape.streams, "run started");
+    let intervals = IntervalRecorder::create(&config.out, ready.start_ns, Duration::from_secs(1))
+        .map_err(write_err(&config.out))?;
+    let mut collector = Collector::new(shape, config.csv, config.max_frame_bytes, Sinks { csv, intervals }, now_ns());
+
+    let metrics = crate::metrics::CollectorMetrics::register();
+    let mut last_publish = Instant::now();
+    let started = Instant::now();
+    let mut last_progress = (Instant::now(), 0u64);
+    let mut stopping: Option<Instant> = None;
+    let idle_timeout_ns = u64::try_from(config.idle_timeout.as_nanos()).unwrap_or(u64::MAX);
+    receive_loop(&input, Duration::from_millis(100), |received| {
+        if let Received::Frame { bytes, .. } = received {
+            collector.handle(bytes, now_ns()).map_err(write_err(&csv_path))?;
+        }
+        if collector.has_everything() {
+            return Ok(Flow::Stop);
+        }
+        // The other processes stop with us and send their reports as they go: wait a moment
+        // for them, so that a partial summary holds what they knew.
+        if shutdown.load(Ordering::Relaxed) {
+            let since = *stopping.get_or_insert_with(|| {
+                warn!(grace = ?SHUTDOWN_GRACE, "shutdown requested: taking the last reports, then writing partial results");
+                Instant::now()
+            });
+            if since.elapsed() >= SHUTDOWN_GRACE {
+                return Ok(Flow::Stop);
+            }
+        }
+        if collector.idle_for(now_ns()) > idle_timeout_ns {
+            warn!(idle = ?config.idle_timeout, "no message for the idle time-out: what is missing is reported as lost");
+            return Ok(Flow::Stop);
+        }
+        if config.progress && last_progress.0.elapsed() >= Duration::from_secs(1) {
+            let by_worker = collector.processed_by_worker();
+            let processed: u64 = by_worker.iter().sum();
+            let rate = (processed - last_progress.1) as f64 / last_progress.0.elapsed().as_secs_f64();
+            let per_worker: Vec<String> =
+                collector.workers().iter().zip(&by_worker).map(|(id, count)| format!("{id} {count}")).collect();
+            cep_telemetry::logging::progress(format_args!(
+                "{:>5.1}s  processed {processed}  ({rate:.0} ev/s)  outputs {}  | {}",
+                started.elapsed().as_secs_f64(),
+                collector.outputs_total(),
+                per_worker.join(" | ")
+            ));
+            last_progress = (Instant::now(), processed);
+        }
+        if last_publish.elapsed() >= Duration::from_secs(1) {
+            collector.publish(&metrics);
+            last_publish = Instant::now();
+        }
+        Ok::<_, CollectorError>(Flow::Continue)
+    })?;
+    drop(clock);
+    // Everyone keeps their sockets open until the collector has everything: say so now.
+    if !shutdown.load(Ordering::Relaxed) {
+        if let Err(error) =
+            end_of_run(context, &config.router, EndOfRun::RunFinished, Duration::from_secs(5), &shutdown)
+        {
+            warn!(%error, "could not tell the router the run is over");
+        }
+    }
+    let finished = collector.finish(|collector| collector.publish(&metrics)).map_err(write_err(&csv_path))?;
+    crate::latency::write_distribution(&config.out, &finished.hops.end_to_end).map_err(write_err(&config.out))?;
+    let summary = finished.summary;
+    write_results(&config.out, &summary)?;
+    metrics.complete(summary.complete);
+    info!(
+        rows = finished.rows,
+        sent = summary.events_sent,
+        processed = summary.events_processed,
+        lost = summary.events_lost,
+        complete = summary.complete,
+        "collector done"
+    );
+    Ok(summary)
+}
+
+/// Writes `summary.json` and `report.txt`.
+pub fn write_results(out: &Path, summary: &Summary) -> Result<(), CollectorError> {
+    let json_path = out.join("summary.json");
+    let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
+    std::fs::write(&json_path, json + "\n").map_err(write_err(&json_path))?;
+    let report_path = out.join("report.txt");
+    std::fs::write(&report_path, summary.ycsb_report()).map_err(write_err(&report_path))?;
+    Ok(())
+}

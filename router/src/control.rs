@@ -1,0 +1,143 @@
+//! The router's control plane: registrations until the run starts, rule deployments while it
+//! runs, and the end-of-run exchange. Requests arrive with the identity of the client to
+//! answer; answers go to the [`Outbox`] as [`Peer::Client`] frames.
+
+use crate::data_path::{DataPath, ROUTER_SENDER};
+use crate::deploying::Deployments;
+use crate::rendezvous::{Rendezvous, Verdict};
+use cep_core::control::{Deploy, Deployed, Refused, Register};
+use cep_core::frame::{Body, EndAck, Frame};
+use cep_core::outbox::{Outbox, Peer};
+use cep_core::wire::FrameKind;
+use tracing::{info, warn};
+
+/// Most bytes of a control request the router reads (a Deploy frame carries a rules file).
+pub const MAX_CONTROL_FRAME_BYTES: usize = 16 << 20;
+
+/// A client's identity on the control socket.
+pub type ClientId = Vec<u8>;
+
+/// The end of a run. ZeroMQ (4.3) can drop messages a peer had already sent when that peer
+/// disconnects while the receiver's queue is full, so no node closes its data sockets before
+/// the collector has everything: nodes that are done ask the router to be told (AwaitEnd), the
+/// collector says when it is done (RunFinished), and the router then answers them all.
+#[derive(Debug, Default)]
+struct Ending {
+    waiting: Vec<ClientId>,
+    finished: bool,
+}
+
+/// What control requests change: who registered, the end of the run, the rules.
+pub struct Control {
+    /// Who has registered, and when the run may start.
+    pub rendezvous: Rendezvous<ClientId>,
+    /// The rules in force and every switch so far.
+    pub deployments: Deployments,
+    ending: Ending,
+}
+
+impl Control {
+    /// The control plane of a run that waits for `rendezvous` and starts with `deployments`.
+    pub fn new(rendezvous: Rendezvous<ClientId>, deployments: Deployments) -> Self {
+        Control { rendezvous, deployments, ending: Ending::default() }
+    }
+
+    /// Whether the collector said it has everything.
+    pub fn collector_finished(&self) -> bool {
+        self.ending.finished
+    }
+
+    /// Serves one control request received at `now`: a registration, a deployment, or the
+    /// end-of-run exchange. `path` is the data path once the run has started.
+    pub fn serve(
+        &mut self,
+        client: ClientId,
+        body: &[u8],
+        now: u64,
+        path: Option<&mut DataPath>,
+        out: &mut impl Outbox,
+    ) {
+        match Frame::read(body, MAX_CONTROL_FRAME_BYTES) {
+            Ok(frame) if frame.kind() == FrameKind::AwaitEnd => self.ending.waiting.push(client),
+            Ok(frame) if frame.kind() == FrameKind::RunFinished => {
+                self.ending.finished = true;
+                self.ending.waiting.push(client);
+            }
+            Ok(frame) if frame.kind() == FrameKind::Deploy => {
+                let answer = match frame.body::<Deploy>() {
+                    Ok(deploy) => self.deploy(path, deploy, out),
+                    Err(error) => Err(format!("bad deploy frame: {error}")),
+                };
+                let answer = match answer {
+                    Ok(deployed) => deployed.encode(ROUTER_SENDER),
+                    Err(reason) => {
+                        warn!("deployment refused: {}", reason.lines().next().unwrap_or_default());
+                        Refused { reason }.encode(ROUTER_SENDER)
+                    }
+                };
+                out.send(Peer::Client(client), &answer);
+            }
+            other => self.register(client, other.and_then(|frame| frame.body::<Register>()), now, out),
+        }
+        if self.ending.finished {
+            self.release(out);
+        }
+    }
+
+    /// Answers every node waiting for the end of the run.
+    pub fn release(&mut self, out: &mut impl Outbox) {
+        for client in self.ending.waiting.drain(..) {
+            out.send(Peer::Client(client), &EndAck.encode(ROUTER_SENDER));
+        }
+    }
+
+    fn deploy(
+        &mut self,
+        path: Option<&mut DataPath>,
+        deploy: Deploy,
+        out: &mut impl Outbox,
+    ) -> Result<Deployed, String> {
+        let queries = self.deployments.check(&deploy)?;
+        let origin = deploy.origin.clone();
+        let deployed = match path {
+            // Not started yet: the run starts with these rules.
+            None => self.deployments.accept(deploy, queries, Default::default()).1,
+            Some(path) if path.all_ended() => return Err("the run is over: every stream has ended".into()),
+            Some(path) => {
+                let at = path.switch_point();
+                let (marker, deployed) = self.deployments.accept(deploy, queries, at);
+                path.switch_rules(&marker, out);
+                deployed
+            }
+        };
+        info!(epoch = deployed.epoch, origin, at = ?deployed.at, "rules deployed");
+        Ok(deployed)
+    }
+
+    fn register(
+        &mut self,
+        client: ClientId,
+        registration: Result<Register, cep_core::wire::WireError>,
+        now: u64,
+        out: &mut impl Outbox,
+    ) {
+        let verdict = match registration {
+            Ok(registration) => {
+                let who = format!("{:?} `{}` at {}", registration.role, registration.id, registration.endpoint);
+                let verdict = self.rendezvous.offer(client.clone(), registration, now);
+                match &verdict {
+                    Verdict::Hold => info!("registered {who}; waiting for {}", self.rendezvous.waiting_for()),
+                    Verdict::Refuse(reason) => warn!("refused {who}: {reason}"),
+                }
+                verdict
+            }
+            Err(error) => {
+                warn!(%error, "bad registration frame");
+                Verdict::Refuse(format!("bad registration frame: {error}"))
+            }
+        };
+        if let Verdict::Refuse(reason) = verdict {
+            out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+        }
+    }
+}

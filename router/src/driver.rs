@@ -1,0 +1,191 @@
+//! The router's driver: binds the data and control sockets, feeds the core
+//! ([`crate::router`]) what they receive with its arrival time, and sends what the core puts
+//! out, through the three phases of a run (gathering, routing, ending).
+
+use crate::config::RouterConfig;
+use crate::deploying::Deployments;
+use crate::rendezvous::WorkerCount;
+use crate::router::{Router, RouterSettings};
+use cep_core::clock::now_ns;
+use cep_core::report::RouterReport;
+use cep_transport::clock::synchronise;
+use cep_transport::control::ControlServer;
+use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
+use cep_transport::{Context, Pull, Push, SocketOptions, TransportError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// How far ahead of the answers the run starts: far enough for every node to measure its
+/// clock offset first.
+const START_DELAY_NS: u64 = 100_000_000;
+
+/// Errors that stop the router.
+#[derive(Debug, thiserror::Error)]
+pub enum RouterError {
+    /// The configuration does not hold.
+    #[error("invalid router configuration: {0}")]
+    Config(String),
+    /// The rules file is missing or does not check.
+    #[error("{0}")]
+    Rules(String),
+    /// A socket failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The announce file could not be written.
+    #[error("cannot write the announce file {0}")]
+    Announce(String),
+    /// The cluster did not assemble within the start time-out.
+    #[error("the cluster was not complete within {waited:?}: {missing}")]
+    Incomplete {
+        /// How long the router waited.
+        waited: Duration,
+        /// Who was still missing.
+        missing: String,
+    },
+    /// Asked to stop before the run started.
+    #[error("shut down before the cluster was complete ({0})")]
+    ShutdownBeforeStart(String),
+}
+
+/// Runs the router in its own ZeroMQ context until every stream has ended (or `shutdown` is
+/// raised) and returns the report it also sent to the collector.
+pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterReport, RouterError> {
+    run_in(&Context::new(), config, shutdown)
+}
+
+/// Runs the router on `context` (shared by every role of an in-process cluster).
+pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterReport, RouterError> {
+    config.validate().map_err(RouterError::Config)?;
+    let source = cep_query::RulesSource::load(config.rules.as_deref()).map_err(RouterError::Rules)?;
+    let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
+    let control = ControlServer::bind(context, &config.control)?;
+    let input = Pull::bind(context, &config.listen, &options)?;
+    if let Some(path) = &config.announce {
+        announce(path, input.endpoint(), control.endpoint())?;
+    }
+    info!(
+        data = input.endpoint(),
+        control = control.endpoint(),
+        workers = config.workers,
+        streams = config.streams,
+        "router listening"
+    );
+
+    let metrics = crate::metrics::RouterMetrics::register(config.workers, config.streams);
+    let settings = RouterSettings {
+        workers: match config.workers {
+            0 => WorkerCount::Settle(config.settle),
+            n => WorkerCount::Exactly(n),
+        },
+        streams: config.streams,
+        vnodes: config.vnodes,
+        batch: config.batch,
+        max_frame_bytes: config.max_frame_bytes,
+        allowed_lateness_ns: config.allowed_lateness.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+    };
+    let mut router = Router::new(settings, Deployments::start(&source).map_err(RouterError::Rules)?);
+    gather(&mut router, &control, &config, &shutdown, &metrics)?;
+
+    // Stamps are taken in the collector's time: measure this host's offset to it first.
+    let clock = synchronise(context, router.collector_clock().unwrap_or_default(), &shutdown)?;
+    let start = router.start(now_ns() + START_DELAY_NS);
+    let workers: Vec<Push> =
+        start.workers.iter().map(|w| Push::connect(context, &w.endpoint, &options)).collect::<Result<_, _>>()?;
+    let collector = Push::connect(context, &start.collector, &options)?;
+    let mut out = SocketOutbox::new(&workers, Some(&collector), Some(&control), &shutdown);
+    router.announce(clock, &mut out);
+    out.check()?;
+    info!(workers = ?router.worker_ids(), collector = start.collector, "cluster complete, run started");
+    metrics.started(router.worker_ids(), config.streams);
+
+    let mut last_control = Instant::now();
+    receive_loop(&input, Duration::from_millis(50), |received| {
+        match received {
+            Received::Frame { bytes, more_waiting } => {
+                router.data(bytes, now_ns(), &mut out);
+                if !more_waiting {
+                    router.flush(&mut out);
+                }
+            }
+            Received::Idle => router.flush(&mut out),
+        }
+        if last_control.elapsed() > Duration::from_millis(100) {
+            while let Some((client, body)) = control.recv(Duration::ZERO)? {
+                router.control(client, &body, now_ns(), &mut out);
+            }
+            router.publish(&metrics);
+            last_control = Instant::now();
+        }
+        out.check()?;
+        let done = router.all_ended() || shutdown.load(Ordering::Relaxed);
+        Ok::<_, TransportError>(if done { Flow::Stop } else { Flow::Continue })
+    })?;
+    let report = router.finish(&mut out);
+    router.publish(&metrics);
+    if let Err(error) = out.check() {
+        warn!(%error, "router report not delivered");
+    }
+    // Keep every socket open until the collector has everything (see `control::Ending`).
+    let ending_since = Instant::now();
+    while !router.collector_finished()
+        && !shutdown.load(Ordering::Relaxed)
+        && ending_since.elapsed() < config.end_timeout
+    {
+        if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
+            router.control(client, &body, now_ns(), &mut out);
+        }
+    }
+    if !router.collector_finished() && !shutdown.load(Ordering::Relaxed) {
+        warn!(waited = ?config.end_timeout, "the collector never said it had everything; ending anyway");
+    }
+    router.release(&mut out);
+    if shutdown.load(Ordering::Relaxed) {
+        for push in workers.iter().chain([&collector]) {
+            push.shorten_linger(Duration::from_millis(500));
+        }
+    }
+    let rejected: u64 = report.rejected.values().sum();
+    info!(routed = report.routed, rejected, "router done");
+    Ok(report)
+}
+
+/// Serves registrations (and deployments) until the cluster is complete.
+fn gather(
+    router: &mut Router,
+    control: &ControlServer,
+    config: &RouterConfig,
+    shutdown: &AtomicBool,
+    metrics: &crate::metrics::RouterMetrics,
+) -> Result<(), RouterError> {
+    let mut out = SocketOutbox::new(&[], None, Some(control), shutdown);
+    let mut last_log = Instant::now();
+    let listening_since = Instant::now();
+    while !router.can_start(now_ns()) {
+        if shutdown.load(Ordering::Relaxed) {
+            return Err(RouterError::ShutdownBeforeStart(router.waiting_for()));
+        }
+        if !config.start_timeout.is_zero() && listening_since.elapsed() > config.start_timeout {
+            return Err(RouterError::Incomplete { waited: config.start_timeout, missing: router.waiting_for() });
+        }
+        if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
+            router.control(client, &body, now_ns(), &mut out);
+            metrics.registered(router.registered());
+        }
+        if last_log.elapsed() > Duration::from_secs(5) {
+            info!("waiting for {}", router.waiting_for());
+            last_log = Instant::now();
+        }
+    }
+    Ok(())
+}
+
+/// Writes the bound endpoints for whoever started the router; written whole, then renamed,
+/// so a reader never sees half a file.
+fn announce(path: &std::path::Path, data: &str, control: &str) -> Result<(), RouterError> {
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, format!("data={data}\ncontrol={control}\n"))
+        .and_then(|()| std::fs::rename(&partial, path))
+        .map_err(|error| RouterError::Announce(format!("{}: {error}", path.display())))
+}

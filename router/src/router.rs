@@ -1,0 +1,400 @@
+//! The router's core: a state machine over the run's three phases. Until the cluster is
+//! complete it gathers registrations ([`Control`]); then the data path routes ticks
+//! ([`DataPath`]); once every stream has ended it reports to the collector and waits for the
+//! collector to have everything before releasing the nodes. It owns no socket and reads no
+//! clock: the driver ([`crate::driver`]) feeds it frames with their arrival time and sends
+//! what it puts in the [`Outbox`].
+
+use crate::control::{ClientId, Control};
+use crate::data_path::{DataPath, ROUTER_SENDER};
+use crate::deploying::Deployments;
+use crate::rendezvous::{Rendezvous, WorkerCount};
+use cep_core::clock::OffsetEstimate;
+use cep_core::control::{Ready, WorkerInfo};
+use cep_core::frame::Body;
+use cep_core::outbox::{Outbox, Peer};
+use cep_core::report::{ClockReport, RouterReport};
+
+/// What shapes a run, from the router's configuration.
+#[derive(Clone, Debug)]
+pub struct RouterSettings {
+    /// How many workers the run waits for.
+    pub workers: WorkerCount,
+    /// Injector streams the run waits for.
+    pub streams: u32,
+    /// Virtual nodes per worker on the hash ring.
+    pub vnodes: usize,
+    /// Most ticks in one batch to a worker.
+    pub batch: usize,
+    /// Frames larger than this are rejected.
+    pub max_frame_bytes: usize,
+    /// How late (ns) a tick may be and still be processed; `None`: every late tick is.
+    pub allowed_lateness_ns: Option<u64>,
+}
+
+/// Where the started run's data goes: the driver connects to these before
+/// [`Router::announce`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Start {
+    /// The workers in ring order; a worker's index here is its [`Peer::Worker`] index.
+    pub workers: Vec<WorkerInfo>,
+    /// The collector's data endpoint.
+    pub collector: String,
+}
+
+/// One run of the router.
+pub struct Router {
+    settings: RouterSettings,
+    control: Control,
+    path: Option<DataPath>,
+    answers: Vec<(ClientId, Ready)>,
+    worker_ids: Vec<String>,
+}
+
+impl Router {
+    /// A router waiting for the cluster `settings` describes, starting with `deployments`.
+    pub fn new(settings: RouterSettings, deployments: Deployments) -> Self {
+        let rendezvous = Rendezvous::new(settings.workers, settings.streams);
+        Router {
+            control: Control::new(rendezvous, deployments),
+            settings,
+            path: None,
+            answers: Vec::new(),
+            worker_ids: Vec::new(),
+        }
+    }
+
+    /// Handles one control request received at `now` (any phase).
+    pub fn control(&mut self, client: ClientId, body: &[u8], now: u64, out: &mut impl Outbox) {
+        self.control.serve(client, body, now, self.path.as_mut(), out);
+    }
+
+    /// Whether the run can start at `now`: every expected process has registered.
+    pub fn can_start(&self, now: u64) -> bool {
+        self.path.is_none() && self.control.rendezvous.is_complete(now)
+    }
+
+    /// The collector's clock endpoint, once it has registered (empty if it serves none).
+    pub fn collector_clock(&self) -> Option<&str> {
+        self.control.rendezvous.collector_clock()
+    }
+
+    /// What is still missing before the start, for the log.
+    pub fn waiting_for(&self) -> String {
+        self.control.rendezvous.waiting_for()
+    }
+
+    /// Who has registered: (workers, whether the collector has, injector streams).
+    pub fn registered(&self) -> (usize, bool, u32) {
+        self.control.rendezvous.registered()
+    }
+
+    /// Starts the run (once [`Self::can_start`]): injectors start sending at `start_ns`. The
+    /// answers wait for [`Self::announce`], after the driver has connected to the peers.
+    pub fn start(&mut self, start_ns: u64) -> Start {
+        let start = self.control.rendezvous.start(
+            start_ns,
+            self.control.deployments.current(),
+            self.settings.allowed_lateness_ns,
+        );
+        self.worker_ids = start.workers.iter().map(|w| w.id.clone()).collect();
+        self.path = Some(DataPath::new(
+            &self.worker_ids,
+            self.settings.vnodes,
+            self.settings.streams,
+            self.settings.batch,
+            self.settings.max_frame_bytes,
+        ));
+        self.answers = start.answers;
+        Start { workers: start.workers, collector: start.collector }
+    }
+
+    /// Tells the collector this host's clock offset (if measured), then answers every
+    /// registered process: the run starts.
+    pub fn announce(&mut self, clock: Option<OffsetEstimate>, out: &mut impl Outbox) {
+        if let Some(estimate) = clock {
+            out.send(Peer::Collector, &ClockReport { node: "router".into(), estimate }.encode(ROUTER_SENDER));
+        }
+        for (client, ready) in self.answers.drain(..) {
+            out.send(Peer::Client(client), &ready.encode(ROUTER_SENDER));
+        }
+    }
+
+    /// The run's workers in ring order (empty before the start).
+    pub fn worker_ids(&self) -> &[String] {
+        &self.worker_ids
+    }
+
+    /// Handles one data frame from an injector, received at `now`. Frames before the start
+    /// cannot arrive: no injector knows the start before the answers go out.
+    pub fn data(&mut self, bytes: &[u8], now: u64, out: &mut impl Outbox) {
+        if let Some(path) = self.path.as_mut() {
+            path.handle(bytes, now, out);
+        }
+    }
+
+    /// Sends every batch that holds ticks: nothing more is waiting.
+    pub fn flush(&mut self, out: &mut impl Outbox) {
+        if let Some(path) = self.path.as_mut() {
+            path.flush_all(out);
+        }
+    }
+
+    /// Whether every stream has ended.
+    pub fn all_ended(&self) -> bool {
+        self.path.as_ref().is_some_and(DataPath::all_ended)
+    }
+
+    /// Whether the collector said it has everything: the nodes may be released.
+    pub fn collector_finished(&self) -> bool {
+        self.control.collector_finished()
+    }
+
+    /// Answers every node still waiting for the end of the run.
+    pub fn release(&mut self, out: &mut impl Outbox) {
+        self.control.release(out);
+    }
+
+    /// The router's accounting so far.
+    pub fn report(&self) -> RouterReport {
+        let path = self.path.as_ref();
+        RouterReport {
+            received: path
+                .map(|p| p.received().iter().enumerate().map(|(stream, count)| (stream as u32, *count)).collect())
+                .unwrap_or_default(),
+            rules: self.control.deployments.history().to_vec(),
+            routed: path.map_or(0, DataPath::routed_total),
+            rejected: path.map(|p| p.rejections().counts().clone()).unwrap_or_default(),
+            workers: self.worker_ids.clone(),
+        }
+    }
+
+    /// Ends the data path: what is batched leaves, and the report goes to the collector.
+    pub fn finish(&mut self, out: &mut impl Outbox) -> RouterReport {
+        self.flush(out);
+        let report = self.report();
+        if self.path.is_some() {
+            out.send(Peer::Collector, &report.encode(ROUTER_SENDER));
+        }
+        report
+    }
+
+    /// Copies the counters to the metrics (the driver calls it every 100 ms and at the end).
+    pub fn publish(&self, metrics: &crate::metrics::RouterMetrics) {
+        if let Some(path) = &self.path {
+            let epoch = self.control.deployments.current().epoch;
+            metrics.observe(path.received(), path.routed(), path.ended(), path.rejections().counts(), epoch);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_core::control::{Deploy, Deployed, Register, Role};
+    use cep_core::frame::{AwaitEnd, EndAck, Frame, RunFinished};
+    use cep_core::outbox::Recorded;
+    use cep_core::partition::Partitioner;
+    use cep_core::report::EndOfStream;
+    use cep_core::wire::{FrameKind, TickBatchWriter};
+
+    fn register(role: Role, id: &str, streams: u32) -> Vec<u8> {
+        Register {
+            role,
+            id: id.into(),
+            endpoint: format!("inproc://{id}"),
+            streams,
+            warmup_ns: 0,
+            clock_endpoint: String::new(),
+        }
+        .encode(0)
+    }
+
+    /// A router with workers `a` and `b`, the collector and one injector stream registered,
+    /// started, its Ready answers taken.
+    fn running(batch: usize) -> (Router, Recorded) {
+        let settings = RouterSettings {
+            workers: WorkerCount::Exactly(2),
+            streams: 1,
+            vnodes: 64,
+            batch,
+            max_frame_bytes: 1 << 20,
+            allowed_lateness_ns: Some(5),
+        };
+        let source = cep_query::RulesSource::reference();
+        let mut router = Router::new(settings, Deployments::start(&source).unwrap());
+        let mut out = Recorded { clock: 777, ..Default::default() };
+        router.control(b"b".to_vec(), &register(Role::Worker, "b", 0), 1, &mut out);
+        router.control(b"c".to_vec(), &register(Role::Collector, "c", 0), 1, &mut out);
+        router.control(b"i".to_vec(), &register(Role::Injector, "i", 1), 1, &mut out);
+        assert!(!router.can_start(2));
+        router.control(b"a".to_vec(), &register(Role::Worker, "a", 0), 2, &mut out);
+        assert!(out.take().is_empty(), "nobody is answered before the start");
+        assert!(router.can_start(2));
+        let start = router.start(1_000);
+        assert_eq!(start.workers.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(start.collector, "inproc://c");
+        router.announce(None, &mut out);
+        let answers: Vec<(Peer, u32, u64, Option<u64>)> = out
+            .take()
+            .into_iter()
+            .map(|(to, frame)| {
+                let ready: Ready = Frame::read(&frame, usize::MAX).unwrap().body().unwrap();
+                (to, ready.assigned, ready.start_ns, ready.allowed_lateness_ns)
+            })
+            .collect();
+        let client = |id: &[u8]| Peer::Client(id.to_vec());
+        assert_eq!(
+            answers,
+            [
+                (client(b"a"), 0, 1_000, Some(5)),
+                (client(b"b"), 1, 1_000, Some(5)),
+                (client(b"c"), 0, 1_000, Some(5)),
+                (client(b"i"), 0, 1_000, Some(5))
+            ]
+        );
+        (router, out)
+    }
+
+    fn ticks(symbols: &[&str], first_seq: u64) -> Vec<u8> {
+        let mut writer = TickBatchWriter::new(0);
+        for (i, symbol) in symbols.iter().enumerate() {
+            let seq = first_seq + i as u64;
+            writer.push(symbol.as_bytes(), 10.0, 100 + seq, 100 + seq, 0, seq, 0);
+        }
+        writer.seal(50).to_vec()
+    }
+
+    /// Every tick sent to each worker: (worker, symbol, seq, t_router_in, batch t_sent).
+    fn routed(sent: &[(Peer, Vec<u8>)]) -> Vec<(u32, String, u64, u64, u64)> {
+        let mut records = Vec::new();
+        let mut all = Vec::new();
+        for (to, bytes) in sent {
+            let Peer::Worker(worker) = to else { panic!("data to {to:?}") };
+            let frame = Frame::read(bytes, usize::MAX).unwrap();
+            if frame.kind() != FrameKind::Ticks {
+                continue;
+            }
+            let batch = frame.ticks(&mut records).unwrap();
+            for tick in batch.records {
+                let symbol = String::from_utf8(batch.symbol(tick).to_vec()).unwrap();
+                all.push((*worker, symbol, tick.seq, tick.t_router_in, batch.t_sent));
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn each_symbol_goes_to_its_owner_in_batches_and_the_end_follows_the_ticks() {
+        let (mut router, mut out) = running(3);
+        let symbols = ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8"];
+        router.data(&ticks(&symbols, 0), 40, &mut out);
+        let full_batches = out.take();
+        assert!(!full_batches.is_empty() && routed(&full_batches).iter().all(|tick| tick.3 == 40));
+        router.flush(&mut out);
+        let rest = out.take();
+        let mut all = routed(&full_batches);
+        all.extend(routed(&rest));
+        assert_eq!(all.len(), symbols.len(), "every tick once");
+        let ring = Partitioner::new(&["a".to_string(), "b".to_string()], 64);
+        for (worker, symbol, _, t_router_in, t_sent) in &all {
+            assert_eq!(*worker as usize, ring.owner(symbol), "{symbol}");
+            assert_eq!((*t_router_in, *t_sent), (40, 777));
+        }
+        router.data(&EndOfStream { stream: 0, sent: 8, routed: 0 }.encode(0), 41, &mut out);
+        let markers: Vec<(Peer, EndOfStream)> = out
+            .take()
+            .into_iter()
+            .map(|(to, frame)| (to, Frame::read(&frame, usize::MAX).unwrap().body().unwrap()))
+            .collect();
+        let to_a = all.iter().filter(|tick| tick.0 == 0).count() as u64;
+        assert_eq!(
+            markers,
+            [
+                (Peer::Worker(0), EndOfStream { stream: 0, sent: 8, routed: to_a }),
+                (Peer::Worker(1), EndOfStream { stream: 0, sent: 8, routed: 8 - to_a })
+            ]
+        );
+        assert!(router.all_ended());
+        let report = router.finish(&mut out);
+        assert_eq!((report.routed, report.received.get(&0)), (8, Some(&8)));
+        let sent = out.take();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].0, Peer::Collector);
+        assert_eq!(Frame::read(&sent[0].1, usize::MAX).unwrap().body::<RouterReport>().unwrap(), report);
+    }
+
+    #[test]
+    fn nodes_wait_for_the_collector_before_closing() {
+        let (mut router, mut out) = running(10);
+        router.data(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+        router.finish(&mut out);
+        out.take();
+        router.control(b"a".to_vec(), &AwaitEnd.encode(0), 2, &mut out);
+        router.control(b"i".to_vec(), &AwaitEnd.encode(0), 2, &mut out);
+        assert!(out.take().is_empty() && !router.collector_finished());
+        router.control(b"c".to_vec(), &RunFinished.encode(0), 3, &mut out);
+        assert!(router.collector_finished());
+        let released: Vec<Peer> = out
+            .take()
+            .into_iter()
+            .map(|(to, frame)| {
+                Frame::read(&frame, usize::MAX).unwrap().body::<EndAck>().unwrap();
+                to
+            })
+            .collect();
+        assert_eq!(released, [Peer::Client(b"a".to_vec()), Peer::Client(b"i".to_vec()), Peer::Client(b"c".to_vec())]);
+    }
+
+    #[test]
+    fn a_deployment_switches_every_worker_between_the_same_ticks() {
+        let (mut router, mut out) = running(100);
+        router.data(&ticks(&["S1", "S2", "S3"], 0), 1, &mut out);
+        let deploy = Deploy { origin: "new.rules".into(), text: "@name('all') SELECT * FROM StockTick;".into() };
+        router.control(b"ops".to_vec(), &deploy.encode(0), 2, &mut out);
+        let sent = out.take();
+        let kinds: Vec<(Peer, FrameKind)> =
+            sent.iter().map(|(to, frame)| (to.clone(), Frame::read(frame, usize::MAX).unwrap().kind())).collect();
+        // The held batches leave first, then the marker to each worker, then the answer.
+        let markers = &kinds[kinds.len() - 3..];
+        assert_eq!(
+            markers,
+            [
+                (Peer::Worker(0), FrameKind::SwitchRules),
+                (Peer::Worker(1), FrameKind::SwitchRules),
+                (Peer::Client(b"ops".to_vec()), FrameKind::Deployed)
+            ]
+        );
+        assert_eq!(routed(&sent[..kinds.len() - 3]).len(), 3);
+        let deployed: Deployed = Frame::read(&sent.last().unwrap().1, usize::MAX).unwrap().body().unwrap();
+        assert_eq!((deployed.epoch, deployed.at.get(&0)), (1, Some(&3)));
+        // A file that does not check is refused, and the rules stay.
+        let bad = Deploy { origin: "bad.rules".into(), text: "SELECT nope;".into() };
+        router.control(b"ops".to_vec(), &bad.encode(0), 3, &mut out);
+        let sent = out.take();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(Frame::read(&sent[0].1, usize::MAX).unwrap().kind(), FrameKind::Refused);
+        assert_eq!(router.report().rules.len(), 2);
+    }
+
+    #[test]
+    fn bad_frames_and_ticks_are_counted_by_cause() {
+        let (mut router, mut out) = running(100);
+        router.data(b"junk", 1, &mut out);
+        let mut writer = TickBatchWriter::new(0);
+        writer.push(b"S1", f64::NAN, 1, 1, 0, 0, 0);
+        writer.push(b"S1", 1.0, 1, 1, 4, 0, 0);
+        writer.push(b"S1", 1.0, 1, 1, 0, 1, 0);
+        router.data(writer.seal(0), 1, &mut out);
+        router.data(&EndOfStream { stream: 9, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+        router.flush(&mut out);
+        assert_eq!(routed(&out.take()).len(), 1);
+        let report = router.report();
+        let causes: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(causes, [("malformed", 1), ("non_finite_price", 1), ("unknown_stream", 2)]);
+        // A registration after the start is refused with the reason.
+        router.control(b"late".to_vec(), &register(Role::Worker, "late", 0), 5, &mut out);
+        let refused: cep_core::control::Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
+        assert!(refused.reason.contains("already started"), "{}", refused.reason);
+    }
+}

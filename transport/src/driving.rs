@@ -1,0 +1,109 @@
+//! What every role's driver shares: one receive loop over a PULL socket, and the [`Outbox`]
+//! that sends a core's frames over ZeroMQ.
+
+use crate::control::ControlServer;
+use crate::socket::{Message, Pull, Push, TransportError};
+use cep_core::outbox::{Outbox, Peer};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// What the receive loop hands its caller at each turn.
+pub enum Received<'m> {
+    /// A frame arrived; `more_waiting` says whether another is already queued (smart
+    /// batching: a stage flushes what it batched when nothing more is waiting).
+    Frame {
+        /// The frame's bytes, valid for this turn only.
+        bytes: &'m [u8],
+        /// Another frame is already waiting.
+        more_waiting: bool,
+    },
+    /// Nothing arrived within the poll interval: time for periodic work and flushes.
+    Idle,
+}
+
+/// Whether the receive loop goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Receive the next frame.
+    Continue,
+    /// Leave the loop.
+    Stop,
+}
+
+/// Receives frames from `input` and hands each to `step` (or [`Received::Idle`] when none
+/// came within `poll`), until `step` says stop. The one receive loop of every role.
+pub fn receive_loop<E: From<TransportError>>(
+    input: &Pull,
+    poll: Duration,
+    mut step: impl FnMut(Received<'_>) -> Result<Flow, E>,
+) -> Result<(), E> {
+    let mut message = Message::new();
+    loop {
+        let received = if input.recv(&mut message, poll)? {
+            Received::Frame { bytes: &message, more_waiting: input.has_pending() }
+        } else {
+            Received::Idle
+        };
+        if step(received)? == Flow::Stop {
+            return Ok(());
+        }
+    }
+}
+
+/// Sends a core's frames over the process's sockets: data frames block while the peer's
+/// queue is full (lossless back-pressure) until `shutdown`; the first failure is kept for the
+/// driver ([`SocketOutbox::check`]) and later data sends are skipped. A control answer that
+/// cannot be delivered is logged: its client is gone, the run is not.
+pub struct SocketOutbox<'s> {
+    workers: &'s [Push],
+    collector: Option<&'s Push>,
+    control: Option<&'s ControlServer>,
+    shutdown: &'s AtomicBool,
+    failed: Option<TransportError>,
+}
+
+impl<'s> SocketOutbox<'s> {
+    /// An outbox over the given sockets; a frame for a peer without one is a bug in the core.
+    pub fn new(
+        workers: &'s [Push],
+        collector: Option<&'s Push>,
+        control: Option<&'s ControlServer>,
+        shutdown: &'s AtomicBool,
+    ) -> Self {
+        SocketOutbox { workers, collector, control, shutdown, failed: None }
+    }
+
+    /// The first send that failed since the last check, if one did.
+    pub fn check(&mut self) -> Result<(), TransportError> {
+        match self.failed.take() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Outbox for SocketOutbox<'_> {
+    fn send(&mut self, to: Peer, frame: &[u8]) {
+        let push = match &to {
+            Peer::Worker(index) => self.workers.get(*index as usize),
+            Peer::Collector => self.collector,
+            Peer::Client(client) => {
+                let control = self.control.expect("a core answered a control request without a control socket");
+                if let Err(error) = control.reply(client, frame) {
+                    tracing::warn!(%error, "could not answer a control request");
+                }
+                return;
+            }
+        };
+        let push = push.unwrap_or_else(|| panic!("a core sent to {to:?}, which has no socket here"));
+        if self.failed.is_none() {
+            if let Err(error) = push.send(frame, self.shutdown) {
+                self.failed = Some(error);
+            }
+        }
+    }
+
+    fn now(&self) -> u64 {
+        cep_core::clock::now_ns()
+    }
+}

@@ -1,0 +1,99 @@
+//! The worker's driver: registers with the router, then feeds the core ([`crate::worker`])
+//! every frame its PULL socket receives and sends what the core puts out, until every stream
+//! has ended (or `shutdown`).
+
+use crate::config::WorkerConfig;
+use crate::worker::Worker;
+use cep_core::clock::now_ns;
+use cep_core::control::{Register, Role};
+use cep_core::frame::Body;
+use cep_core::report::{ClockReport, WorkerReport};
+use cep_transport::clock::synchronise;
+use cep_transport::control::{end_of_run, register, EndOfRun, RegistrationError};
+use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
+use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, Push, SocketOptions, TransportError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::info;
+
+/// Errors that stop a worker.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The configuration does not hold.
+    #[error("invalid worker configuration: {0}")]
+    Config(String),
+    /// The rules the router sent do not compile in this build.
+    #[error("the router's rules do not check here (another version?): {0}")]
+    Rules(String),
+    /// No address to advertise to the router.
+    #[error("cannot find the address to advertise: {0}")]
+    Advertise(String),
+    /// A socket failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The router refused this worker or could not be reached.
+    #[error(transparent)]
+    Registration(#[from] RegistrationError),
+}
+
+/// Runs one worker in its own ZeroMQ context until every stream has ended (or `shutdown`),
+/// returning its report.
+pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerReport, WorkerError> {
+    run_in(&Context::new(), config, shutdown)
+}
+
+/// Runs one worker on `context` (shared by every role of an in-process cluster, whose
+/// `inproc://` endpoints live in one context).
+pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerReport, WorkerError> {
+    config.validate().map_err(WorkerError::Config)?;
+    let id = config.worker_id();
+    let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
+    let input = Pull::bind(context, &config.listen, &options)?;
+    let host = advertise_host(&config.advertise, &config.router).map_err(WorkerError::Advertise)?;
+    let endpoint = advertised_endpoint(input.endpoint(), &host);
+    let registration = Register {
+        role: Role::Worker,
+        id: id.clone(),
+        endpoint: endpoint.clone(),
+        streams: 0,
+        warmup_ns: 0,
+        clock_endpoint: String::new(),
+    };
+    info!(id, endpoint, router = config.router, "worker registering");
+    let ready = register(context, &config.router, &registration, config.start_timeout, &shutdown)?;
+    let collector = Push::connect(context, &ready.collector, &options)?;
+    if let Some(estimate) = synchronise(context, &ready.collector_clock, &shutdown)? {
+        let report = ClockReport { node: id.clone(), estimate };
+        collector.send(&report.encode(ready.assigned), &shutdown)?;
+    }
+    let mut out = SocketOutbox::new(&[], Some(&collector), None, &shutdown);
+    let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, now_ns(), &mut out)
+        .map_err(WorkerError::Rules)?;
+    out.check()?;
+    info!(id, index = ready.assigned, workers = ready.workers.len(), rules = ready.rules.origin, "run started");
+
+    let metrics = crate::metrics::WorkerMetrics::register(ready.streams);
+    receive_loop(&input, Duration::from_millis(50), |received| {
+        if let Received::Frame { bytes, .. } = received {
+            worker.handle(bytes, now_ns(), &mut out);
+        }
+        if worker.tick(now_ns(), &mut out) {
+            metrics.observe(&worker.snapshot());
+        }
+        out.check()?;
+        let done = worker.all_ended() || shutdown.load(Ordering::Relaxed);
+        Ok::<_, TransportError>(if done { Flow::Stop } else { Flow::Continue })
+    })?;
+    let report = worker.finish(&mut out);
+    out.check()?;
+    metrics.observe(&worker.snapshot());
+    if shutdown.load(Ordering::Relaxed) {
+        collector.shorten_linger(Duration::from_millis(500));
+    } else if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &shutdown) {
+        // Everything was sent; the end signal only guards delivery, so this is a warning.
+        tracing::warn!(%error, "no end-of-run signal from the router");
+    }
+    info!(processed = report.processed, symbols = report.symbols, "worker done");
+    Ok(report)
+}

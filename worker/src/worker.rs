@@ -1,0 +1,471 @@
+//! The worker's core: a state machine that takes the frames the router sends (tick batches,
+//! end-of-stream markers, rule switches) and puts the outputs, the rules announcements, the
+//! progress and the final report in an [`Outbox`]. It owns no socket and reads no clock: the
+//! driver ([`crate::driver`]) does both, and unit tests drive it frame by frame.
+
+use cep_core::control::{Ready, RulesText};
+use cep_core::frame::{Body, Frame, TickBatch};
+use cep_core::outbox::{Outbox, Peer};
+use cep_core::report::{
+    EndOfStream, Rejections, RuleInfo, RulesInstalled, StreamAtWorker, SwitchRules, WorkerProgress, WorkerReport,
+};
+use cep_core::seen::{Arrival, SeenSet};
+use cep_core::tick::TickRecord;
+use cep_core::wire::{FrameKind, OutputBatchWriter};
+use cep_engine::{Engine, RuleSet};
+use tracing::info;
+
+/// How often the worker reports its progress to the collector, in ns.
+pub const PROGRESS_EVERY_NS: u64 = 500_000_000;
+
+/// What the worker keeps per symbol besides the engine's state.
+#[derive(Clone, Copy)]
+struct SymbolTrack {
+    /// One past the highest sequence number seen, for the per-key order check.
+    next_seq: u64,
+    /// The stream its ticks come on.
+    stream: u32,
+}
+
+#[derive(Default)]
+struct StreamState {
+    seen: SeenSet,
+    processed: u64,
+    end: Option<EndOfStream>,
+}
+
+/// Checks the rules text the router sent.
+pub fn compile_rules(rules: &RulesText) -> Result<RuleSet, String> {
+    cep_engine::compile(&rules.text, &rules.origin).map_err(|error| error.to_string())
+}
+
+/// One worker's run, from the router's Ready answer to its report.
+pub struct Worker {
+    id: String,
+    engine: Engine,
+    /// The rules' version in the run.
+    epoch: u32,
+    index: u32,
+    outputs: OutputBatchWriter,
+    batch_limit: usize,
+    max_frame_bytes: usize,
+    decoded: Vec<TickRecord>,
+    /// Per symbol (by engine id): its order check and its stream.
+    symbols: Vec<SymbolTrack>,
+    /// When the last end-of-stream marker arrived (the final outputs' arrival stamp).
+    last_end_ns: u64,
+    streams: Vec<StreamState>,
+    duplicates: u64,
+    out_of_order: u64,
+    rejections: Rejections,
+    last_progress_ns: u64,
+    finished: bool,
+}
+
+impl Worker {
+    /// The worker `id` of the run `ready` describes, with outputs in batches of at most
+    /// `batch_limit` and frames above `max_frame_bytes` rejected. Announces its rules (the
+    /// collector must know them before the first output). Fails if the router's rules do not
+    /// compile here.
+    pub fn start(
+        id: String,
+        ready: &Ready,
+        batch_limit: usize,
+        max_frame_bytes: usize,
+        now: u64,
+        out: &mut impl Outbox,
+    ) -> Result<Worker, String> {
+        let mut engine = Engine::new(compile_rules(&ready.rules)?);
+        engine.set_allowed_lateness(ready.allowed_lateness_ns);
+        let worker = Worker {
+            id,
+            engine,
+            epoch: ready.rules.epoch,
+            index: ready.assigned,
+            outputs: OutputBatchWriter::new(ready.assigned),
+            batch_limit: batch_limit.max(1),
+            max_frame_bytes,
+            decoded: Vec::with_capacity(1024),
+            symbols: Vec::new(),
+            last_end_ns: 0,
+            streams: (0..ready.streams).map(|_| StreamState::default()).collect(),
+            duplicates: 0,
+            out_of_order: 0,
+            rejections: Rejections::new("worker"),
+            last_progress_ns: now,
+            finished: false,
+        };
+        worker.announce_rules(out);
+        Ok(worker)
+    }
+
+    /// This worker's index in the run.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Whether every stream has ended.
+    pub fn all_ended(&self) -> bool {
+        self.streams.iter().all(|stream| stream.end.is_some())
+    }
+
+    /// Handles one frame from the router, received at `now`.
+    pub fn handle(&mut self, bytes: &[u8], now: u64, out: &mut impl Outbox) {
+        let Some(frame) = self.rejections.accept(bytes, self.max_frame_bytes) else { return };
+        match frame.kind() {
+            FrameKind::Ticks => {
+                let mut decoded = std::mem::take(&mut self.decoded);
+                match frame.ticks(&mut decoded) {
+                    Ok(batch) => self.process_batch(&batch, now, out),
+                    Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
+                }
+                self.decoded = decoded;
+            }
+            FrameKind::EndOfStream => match frame.body::<EndOfStream>() {
+                Ok(eos) => match self.streams.get_mut(eos.stream as usize) {
+                    Some(stream) if stream.end.is_none() => {
+                        stream.end = Some(eos);
+                        self.last_end_ns = now;
+                    }
+                    _ => self.rejections.reject(
+                        "unknown_stream",
+                        Some(frame.sender()),
+                        &format_args!("end of stream {}", eos.stream),
+                    ),
+                },
+                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
+            },
+            FrameKind::SwitchRules => self.switch_rules(&frame, out),
+            _ => self.rejections.unexpected(&frame),
+        }
+    }
+
+    /// Periodic work at `now`: the progress report, every [`PROGRESS_EVERY_NS`]. Returns
+    /// whether one was sent (the driver publishes its metrics then).
+    pub fn tick(&mut self, now: u64, out: &mut impl Outbox) -> bool {
+        if now.saturating_sub(self.last_progress_ns) < PROGRESS_EVERY_NS {
+            return false;
+        }
+        let progress = WorkerProgress {
+            processed: self.engine.processed(),
+            outputs: self.engine.outputs_total(),
+            rejected: self.rejections.total(),
+        };
+        out.send(Peer::Collector, &progress.encode(self.index));
+        self.last_progress_ns = now;
+        true
+    }
+
+    /// Ends the run: if every stream ended, the windows still open emit (the end of input);
+    /// then the report goes to the collector. Returns the report.
+    pub fn finish(&mut self, out: &mut impl Outbox) -> WorkerReport {
+        if self.all_ended() && !self.finished {
+            self.close_windows(out);
+        }
+        self.finished = true;
+        let report = self.report();
+        out.send(Peer::Collector, &report.encode(self.index));
+        report
+    }
+
+    fn process_batch(&mut self, batch: &TickBatch<'_>, t_worker_in: u64, out: &mut impl Outbox) {
+        for tick in batch.records {
+            self.process(batch, tick);
+            if self.outputs.len() >= self.batch_limit {
+                self.send_outputs(batch.t_sent, t_worker_in, out);
+            }
+        }
+        // One input batch, one output batch: the stamps are the batch's.
+        self.send_outputs(batch.t_sent, t_worker_in, out);
+    }
+
+    fn switch_rules(&mut self, frame: &Frame<'_>, out: &mut impl Outbox) {
+        // Outputs go out after every input frame, so none of the old rules is pending.
+        let marker = match frame.body::<SwitchRules>() {
+            Ok(marker) => marker,
+            Err(error) => return self.rejections.reject(error.cause(), Some(frame.sender()), &error),
+        };
+        match compile_rules(&marker) {
+            Ok(rules) => {
+                self.engine.switch(rules);
+                self.epoch = marker.epoch;
+                info!(epoch = marker.epoch, origin = marker.origin, "rules switched");
+                self.announce_rules(out);
+            }
+            Err(error) => self.rejections.reject("bad_rules", Some(frame.sender()), &error),
+        }
+    }
+
+    /// Tells the collector which rules the next outputs are under (their rule indexes).
+    fn announce_rules(&self, out: &mut impl Outbox) {
+        let installed = RulesInstalled {
+            epoch: self.epoch,
+            queries: self.engine.queries().map(|q| RuleInfo { name: q.name.clone(), alert: q.is_alert() }).collect(),
+        };
+        out.send(Peer::Collector, &installed.encode(self.index));
+    }
+
+    #[inline]
+    fn process(&mut self, batch: &TickBatch<'_>, tick: &TickRecord) {
+        if let Some(cause) = tick.invalid_reason() {
+            self.rejections.reject(
+                cause,
+                Some(batch.sender),
+                &format_args!("tick seq {} of stream {}", tick.seq, tick.injector),
+            );
+            return;
+        }
+        let Some(stream) = self.streams.get_mut(tick.injector as usize).filter(|s| s.end.is_none()) else {
+            self.rejections.reject(
+                "unknown_stream",
+                Some(batch.sender),
+                &format_args!("tick of stream {}", tick.injector),
+            );
+            return;
+        };
+        match stream.seen.insert(tick.seq) {
+            Arrival::Duplicate => {
+                self.duplicates += 1;
+                return;
+            }
+            // Late within its stream is allowed (other symbols may overtake); only the
+            // per-symbol order below is a contract.
+            Arrival::Late | Arrival::InOrder => {}
+        }
+        stream.processed += 1;
+        let symbol_bytes = batch.symbol(tick);
+        let symbol = self.engine.intern_bytes(symbol_bytes);
+        let slot = symbol as usize;
+        if slot >= self.symbols.len() {
+            // A symbol comes on one stream only (the injector splits symbols, not ticks).
+            self.symbols.resize(slot + 1, SymbolTrack { next_seq: 0, stream: tick.injector });
+        }
+        let track = &mut self.symbols[slot];
+        if tick.seq < track.next_seq {
+            self.out_of_order += 1;
+        }
+        track.next_seq = track.next_seq.max(tick.seq + 1);
+        let outputs = &mut self.outputs;
+        let (price, stream_id, seq, t_inject, t_router_in) =
+            (tick.price, tick.injector, tick.seq, tick.t_inject, tick.t_router_in);
+        self.engine.process(symbol, price, tick.t_event, |query, price, value| {
+            outputs.push(query, symbol_bytes, price, value, stream_id, seq, t_inject, t_router_in);
+        });
+    }
+
+    /// Sends the outputs of the ticks processed since the last send, stamped with their
+    /// batch's router exit, worker arrival and engine exit (read from the outbox's clock).
+    fn send_outputs(&mut self, t_router_out: u64, t_worker_in: u64, out: &mut impl Outbox) {
+        if !self.outputs.is_empty() {
+            out.send(Peer::Collector, self.outputs.seal(t_router_out, t_worker_in, out.now()));
+            self.outputs.clear();
+        }
+    }
+
+    /// The end of input: every open tumbling window emits, as FinalOutputs. No tick caused
+    /// these outputs; each names its symbol's stream and that stream's end marker (`seq` =
+    /// the stream's `sent`), and carries no tick stamps.
+    fn close_windows(&mut self, out: &mut impl Outbox) {
+        let mut outputs = OutputBatchWriter::final_outputs(self.index);
+        let mut closed = Vec::new();
+        self.engine.close_windows(|symbol, query, price, value| closed.push((symbol, query, price, value)));
+        for (symbol, query, price, value) in closed {
+            let stream = self.symbols[symbol as usize].stream;
+            let end = self.streams.get(stream as usize).and_then(|s| s.end.as_ref()).map_or(0, |end| end.sent);
+            let name = self.engine.symbol_name(symbol).as_bytes();
+            outputs.push(query, name, price, value, stream, end, 0, 0);
+            if outputs.len() >= self.batch_limit {
+                out.send(Peer::Collector, outputs.seal(0, self.last_end_ns, out.now()));
+                outputs.clear();
+            }
+        }
+        if !outputs.is_empty() {
+            out.send(Peer::Collector, outputs.seal(0, self.last_end_ns, out.now()));
+        }
+    }
+
+    /// What the worker knows now, for its metrics.
+    pub fn snapshot(&self) -> crate::metrics::Snapshot<'_> {
+        crate::metrics::Snapshot {
+            processed: self.streams.iter().map(|stream| stream.processed).collect(),
+            streams_ended: self.streams.iter().filter(|stream| stream.end.is_some()).count(),
+            outputs: self.engine.outputs_total(),
+            duplicates: self.duplicates,
+            out_of_order: self.out_of_order,
+            late: self.engine.late(),
+            late_dropped: self.engine.late_dropped(),
+            symbols: self.engine.symbols(),
+            epoch: self.epoch,
+            rejected: self.rejections.counts(),
+        }
+    }
+
+    /// The worker's accounting so far.
+    pub fn report(&self) -> WorkerReport {
+        WorkerReport {
+            id: self.id.clone(),
+            index: self.index,
+            processed: self.engine.processed(),
+            symbols: self.engine.symbols() as u64,
+            outputs: self.engine.outputs_total(),
+            streams: self
+                .streams
+                .iter()
+                .enumerate()
+                .map(|(stream, state)| {
+                    let end = state.end.as_ref();
+                    StreamAtWorker {
+                        stream: stream as u32,
+                        sent: end.map(|e| e.sent),
+                        routed: end.map(|e| e.routed),
+                        processed: state.processed,
+                    }
+                })
+                .collect(),
+            duplicates: self.duplicates,
+            out_of_order: self.out_of_order,
+            late: self.engine.late(),
+            late_dropped: self.engine.late_dropped(),
+            rejected: self.rejections.counts().clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_core::frame::Frame;
+    use cep_core::outbox::Recorded;
+    use cep_core::tick::OutputRecord;
+    use cep_core::wire::TickBatchWriter;
+
+    const PERC: &str = "@name('perc') SELECT symbol, price, perc(price) AS value FROM StockTick \
+                        PARTITION BY symbol RETAIN 2 EVENTS HAVING perc(price) > 2.0 OR perc(price) < -2.0;";
+
+    fn ready(streams: u32) -> Ready {
+        Ready {
+            assigned: 1,
+            workers: vec![],
+            collector: "c".into(),
+            streams,
+            start_ns: 0,
+            warmup_ns: 0,
+            collector_clock: String::new(),
+            rules: RulesText { epoch: 0, origin: "test".into(), text: PERC.into() },
+            allowed_lateness_ns: None,
+        }
+    }
+
+    /// A tick batch from the router (sender 0) sent at `t_sent`: (symbol, price, stream, seq).
+    fn ticks(t_sent: u64, ticks: &[(&str, f64, u32, u64)]) -> Vec<u8> {
+        let mut writer = TickBatchWriter::new(0);
+        for &(symbol, price, stream, seq) in ticks {
+            writer.push(symbol.as_bytes(), price, 1_000 + seq, 1_000 + seq, stream, seq, 2_000 + seq);
+        }
+        writer.seal(t_sent).to_vec()
+    }
+
+    fn kinds(sent: &[(Peer, Vec<u8>)]) -> Vec<FrameKind> {
+        sent.iter()
+            .map(|(to, frame)| {
+                assert_eq!(*to, Peer::Collector);
+                Frame::read(frame, usize::MAX).unwrap().kind()
+            })
+            .collect()
+    }
+
+    fn outputs(frame: &[u8]) -> (Vec<OutputRecord>, bool) {
+        let mut records = Vec::new();
+        let closed_by_end = Frame::read(frame, usize::MAX).unwrap().outputs(&mut records).unwrap().closed_by_end;
+        (records, closed_by_end)
+    }
+
+    fn started(streams: u32) -> (Worker, Recorded) {
+        let mut out = Recorded { clock: 7_000, ..Default::default() };
+        let worker = Worker::start("w".into(), &ready(streams), 4096, 1 << 20, 0, &mut out).unwrap();
+        assert_eq!(kinds(&out.take()), vec![FrameKind::Rules]);
+        (worker, out)
+    }
+
+    #[test]
+    fn one_output_frame_per_input_batch_with_the_batch_stamps() {
+        let (mut worker, mut out) = started(1);
+        worker.handle(&ticks(5_000, &[("A", 100.0, 0, 0), ("B", 50.0, 0, 1), ("A", 103.0, 0, 2)]), 6_000, &mut out);
+        let sent = out.take();
+        assert_eq!(kinds(&sent), vec![FrameKind::Outputs]);
+        let (records, final_) = outputs(&sent[0].1);
+        assert!(!final_);
+        assert_eq!(records.len(), 1, "A rose 3 %: one perc output");
+        let output = &records[0];
+        assert_eq!((output.rule, output.seq, output.injector, output.price), (0, 2, 0, 103.0));
+        assert_eq!(output.stamps.t_router_out, 5_000);
+        assert_eq!(output.stamps.t_worker_in, 6_000);
+        assert_eq!(output.stamps.t_engine_out, 7_000, "engine exit: the outbox's clock at send");
+        assert_eq!((output.stamps.t_inject, output.stamps.t_router_in), (1_002, 2_002));
+        // A batch without outputs sends nothing.
+        worker.handle(&ticks(5_001, &[("B", 50.1, 0, 3)]), 6_001, &mut out);
+        assert!(out.take().is_empty());
+        assert_eq!(worker.report().processed, 4);
+    }
+
+    #[test]
+    fn duplicates_order_and_bad_input_are_counted_not_processed() {
+        let (mut worker, mut out) = started(1);
+        worker.handle(&ticks(1, &[("A", 100.0, 0, 5), ("A", 100.0, 0, 5), ("A", 101.0, 0, 3)]), 1, &mut out);
+        worker.handle(&ticks(1, &[("A", 100.0, 7, 0), ("A", -1.0, 0, 9)]), 1, &mut out);
+        worker.handle(b"garbage", 1, &mut out);
+        worker.handle(&EndOfStream { stream: 3, sent: 1, routed: 1 }.encode(0), 1, &mut out);
+        let report = worker.report();
+        assert_eq!((report.processed, report.duplicates, report.out_of_order), (2, 1, 1));
+        let rejected: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(rejected, vec![("malformed", 1), ("non_positive_price", 1), ("unknown_stream", 2)]);
+    }
+
+    #[test]
+    fn the_end_of_every_stream_closes_windows_then_reports() {
+        let mut out = Recorded::default();
+        let rules = RulesText {
+            epoch: 0,
+            origin: "t".into(),
+            text: "@name('avg') SELECT symbol, price, avg(price) AS value FROM StockTick PARTITION BY symbol \
+                   RETAIN TUMBLING 10 SECONDS;"
+                .into(),
+        };
+        let ready = Ready { rules, ..ready(2) };
+        let mut worker = Worker::start("w".into(), &ready, 4096, 1 << 20, 0, &mut out).unwrap();
+        out.take();
+        worker.handle(&ticks(1, &[("A", 100.0, 1, 0), ("A", 102.0, 1, 1)]), 1, &mut out);
+        assert!(out.take().is_empty(), "the window is still open");
+        worker.handle(&EndOfStream { stream: 1, sent: 2, routed: 2 }.encode(0), 9, &mut out);
+        assert!(!worker.all_ended());
+        worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 10, &mut out);
+        assert!(worker.all_ended());
+        let report = worker.finish(&mut out);
+        let sent = out.take();
+        assert_eq!(kinds(&sent), vec![FrameKind::FinalOutputs, FrameKind::WorkerReport]);
+        let (records, final_) = outputs(&sent[0].1);
+        assert!(final_);
+        assert_eq!((records[0].value, records[0].injector, records[0].seq), (101.0, 1, 2));
+        assert_eq!(records[0].stamps.t_worker_in, 10, "arrival of the last end marker");
+        let decoded: WorkerReport = Frame::read(&sent[1].1, usize::MAX).unwrap().body().unwrap();
+        assert_eq!(decoded, report);
+        assert_eq!(report.streams[1], StreamAtWorker { stream: 1, sent: Some(2), routed: Some(2), processed: 2 });
+    }
+
+    #[test]
+    fn a_rule_switch_is_announced_and_progress_is_periodic() {
+        let (mut worker, mut out) = started(1);
+        let switch = RulesText { epoch: 1, origin: "new".into(), text: PERC.replace("'perc'", "'jump'") };
+        worker.handle(&switch.encode(0), 1, &mut out);
+        let sent = out.take();
+        let installed: RulesInstalled = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
+        assert_eq!((installed.epoch, installed.queries[0].name.as_str()), (1, "jump"));
+        let broken = RulesText { epoch: 2, origin: "bad".into(), text: "SELECT".into() };
+        worker.handle(&broken.encode(0), 1, &mut out);
+        assert!(out.take().is_empty());
+        assert_eq!(worker.report().rejected.get("bad_rules"), Some(&1));
+        assert!(!worker.tick(PROGRESS_EVERY_NS - 1, &mut out));
+        assert!(worker.tick(PROGRESS_EVERY_NS, &mut out));
+        assert_eq!(kinds(&out.take()), vec![FrameKind::WorkerProgress]);
+    }
+}
