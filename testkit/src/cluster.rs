@@ -1,0 +1,686 @@
+//! The simulation: members, links, faults and the virtual clock.
+
+use crate::spec::{Action, ClusterSpec, Fault, LinkKind, Member};
+use cep_collector::collector::{Collector, RunShape, Sinks};
+use cep_collector::csv::OutputsCsv;
+use cep_collector::intervals::IntervalRecorder;
+use cep_core::control::{Ready, Refused, Register, Role};
+use cep_core::frame::{AwaitEnd, Body, Frame, RunFinished};
+use cep_core::outbox::{Peer, Recorded};
+use cep_core::report::{EndOfStream, RouterReport, WorkerReport};
+use cep_core::results::Summary;
+use cep_core::wire::{FrameKind, TickBatchWriter};
+use cep_injector::source::{model, StreamSource};
+use cep_router::deploying::Deployments;
+use cep_router::rendezvous::WorkerCount;
+use cep_router::router::{Router, RouterSettings};
+use cep_worker::Worker;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// Virtual time starts here (ns since the epoch, a realistic wall clock).
+const EPOCH_NS: u64 = 1_700_000_000_000_000_000;
+/// How far ahead of the Ready answers the run starts, as the router's driver does.
+const START_DELAY_NS: u64 = 1_000_000;
+/// How often members do their periodic work (progress reports, the collector's idle check).
+const TIMER_NS: u64 = 100_000_000;
+/// How long a frame held back for a reorder waits for a frame to overtake it.
+const HOLD_NS: u64 = 50_000_000;
+/// A run that has not ended after this many events is stuck: the harness says so.
+const MAX_EVENTS: u64 = 50_000_000;
+
+/// A tick as the injector sent it: what a reference evaluation needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SentTick {
+    /// Its stream.
+    pub stream: u32,
+    /// Its sequence number in the stream.
+    pub seq: u64,
+    /// Its symbol.
+    pub symbol: String,
+    /// Its price.
+    pub price: f64,
+    /// Its event time (its send time: the ticks are generated).
+    pub t_event: u64,
+}
+
+/// What the faults did to the frames of one link kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Frames offered to the links.
+    pub frames: u64,
+    /// Frames lost by a fault.
+    pub dropped: u64,
+    /// Frames delivered twice by a fault.
+    pub duplicated: u64,
+    /// Frames delayed by a fault.
+    pub delayed: u64,
+    /// Frames that overtook, or were overtaken, by a fault.
+    pub reordered: u64,
+    /// Frames sent to a member that was dead.
+    pub to_the_dead: u64,
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The collector's summary (what `summary.json` would hold).
+    pub summary: Summary,
+    /// The collector's outputs.csv.
+    pub outputs_csv: String,
+    /// Every tick the injector sent, in order per stream.
+    pub sent: Vec<SentTick>,
+    /// What the faults did, per link kind.
+    pub links: BTreeMap<LinkKind, LinkStats>,
+    /// The reports the workers sent (a killed worker sends none).
+    pub worker_reports: Vec<WorkerReport>,
+    /// The report the router sent, if it did.
+    pub router_report: Option<RouterReport>,
+    /// Virtual time from the start of the run to the collector's end, in ns.
+    pub elapsed_ns: u64,
+}
+
+impl Outcome {
+    /// outputs.csv's rows without the timestamps (rule, symbol, price, value, injector,
+    /// seq), sorted: what must not depend on timing.
+    pub fn output_rows(&self) -> Vec<String> {
+        let mut rows: Vec<String> =
+            self.outputs_csv.lines().skip(1).map(|row| row.split(',').take(6).collect::<Vec<_>>().join(",")).collect();
+        rows.sort();
+        rows
+    }
+}
+
+/// What travels on a link.
+#[derive(Clone, Debug)]
+enum Payload {
+    /// A data frame.
+    Data(Vec<u8>),
+    /// A control request from `client`.
+    Request(Member, Vec<u8>),
+    /// The router's answer to a control request.
+    Answer(Vec<u8>),
+}
+
+#[derive(Clone, Debug)]
+enum Event {
+    Deliver {
+        from: Member,
+        to: Member,
+        payload: Payload,
+    },
+    Timer(Member),
+    InjectorStep(u32),
+    /// A frame held back for a reorder is sent anyway if no frame overtook it by now.
+    Release {
+        from: Member,
+        to: Member,
+        control: bool,
+    },
+}
+
+/// A worker member: registering, then running its core.
+enum WorkerState {
+    Registering,
+    Running(Box<Worker>),
+    Done,
+}
+
+enum CollectorState {
+    Registering,
+    Running(Box<Collector<Vec<u8>>>),
+    Done,
+}
+
+struct Stream {
+    source: StreamSource,
+    sent: u64,
+    ended: bool,
+}
+
+/// Per-link fault state and FIFO order.
+#[derive(Default)]
+struct LinkState {
+    /// Frames of each kind seen on this link, for `nth`.
+    seen: BTreeMap<u8, u64>,
+    seen_any: u64,
+    /// No frame on this link arrives before this time (first in, first out).
+    last_at: u64,
+    /// A frame held back to arrive after the next one (Reorder).
+    held: Option<Payload>,
+}
+
+/// A cluster in one process on a virtual clock. See the crate docs.
+pub struct LocalCluster {
+    spec: ClusterSpec,
+    faults: Vec<Fault>,
+    rng: u64,
+    now: u64,
+    queue: BTreeMap<(u64, u64), Event>,
+    next_event: u64,
+    links: BTreeMap<(Member, Member, bool), LinkState>,
+    stats: BTreeMap<LinkKind, LinkStats>,
+    dead: BTreeSet<Member>,
+    paused_until: BTreeMap<Member, u64>,
+    router: Router,
+    ring: Vec<usize>,
+    router_report: Option<RouterReport>,
+    router_finished: bool,
+    workers: Vec<WorkerState>,
+    worker_reports: Vec<WorkerReport>,
+    collector: CollectorState,
+    streams: Vec<Stream>,
+    names: Vec<String>,
+    injector_started: bool,
+    start_ns: u64,
+    sent: Vec<SentTick>,
+    outcome: Option<Outcome>,
+    events: u64,
+}
+
+impl LocalCluster {
+    /// Builds the cluster; every member registers at once (the run starts when the router
+    /// has them all, as in a real cluster).
+    pub fn new(spec: ClusterSpec, faults: Vec<Fault>) -> LocalCluster {
+        let source = match &spec.rules {
+            Some(text) => cep_query::RulesSource { origin: "test.rules".into(), text: text.clone() },
+            None => cep_query::RulesSource::reference(),
+        };
+        let settings = RouterSettings {
+            workers: WorkerCount::Exactly(spec.workers),
+            streams: spec.streams,
+            vnodes: cep_core::partition::DEFAULT_VNODES,
+            batch: spec.batch,
+            max_frame_bytes: cep_core::wire::DEFAULT_MAX_FRAME_BYTES,
+            allowed_lateness_ns: None,
+        };
+        let router = Router::new(settings, Deployments::start(&source).expect("the spec's rules check"));
+        let sources = model(spec.seed, spec.symbols, spec.streams as usize, None);
+        let mut cluster = LocalCluster {
+            faults,
+            rng: spec.seed ^ 0x9e37_79b9_7f4a_7c15,
+            now: EPOCH_NS,
+            queue: BTreeMap::new(),
+            next_event: 0,
+            links: BTreeMap::new(),
+            stats: BTreeMap::new(),
+            dead: BTreeSet::new(),
+            paused_until: BTreeMap::new(),
+            router,
+            ring: Vec::new(),
+            router_report: None,
+            router_finished: false,
+            workers: (0..spec.workers).map(|_| WorkerState::Registering).collect(),
+            worker_reports: Vec::new(),
+            collector: CollectorState::Registering,
+            streams: sources.streams.into_iter().map(|source| Stream { source, sent: 0, ended: false }).collect(),
+            names: sources.names.to_vec(),
+            injector_started: false,
+            start_ns: 0,
+            sent: Vec::new(),
+            outcome: None,
+            events: 0,
+            spec,
+        };
+        for index in 0..cluster.spec.workers {
+            cluster.register(Member::Worker(index), Role::Worker, 0);
+        }
+        cluster.register(Member::Collector, Role::Collector, 0);
+        let streams = cluster.spec.streams;
+        cluster.register(Member::Injector(0), Role::Injector, streams);
+        cluster
+    }
+
+    /// The virtual time now, ns since the epoch.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Kills `member` now: it handles nothing more, and what is sent to it is lost.
+    pub fn kill(&mut self, member: Member) {
+        self.dead.insert(member);
+    }
+
+    /// Pauses `member` for `pause` of virtual time: what arrives meanwhile waits, in order.
+    pub fn pause(&mut self, member: Member, pause: Duration) {
+        self.paused_until.insert(member, self.now + pause.as_nanos() as u64);
+    }
+
+    /// Ticks processed so far by the worker with this index (0 before it starts).
+    pub fn processed_by(&self, worker: usize) -> u64 {
+        match &self.workers[worker] {
+            WorkerState::Running(core) => core.report().processed,
+            _ => self.worker_reports.iter().find(|r| r.id == worker_id(worker)).map_or(0, |r| r.processed),
+        }
+    }
+
+    /// Ticks the injector has sent so far.
+    pub fn sent_so_far(&self) -> u64 {
+        self.streams.iter().map(|stream| stream.sent).sum()
+    }
+
+    /// Runs until `condition` holds (true) or the run is over (false).
+    pub fn run_until(&mut self, mut condition: impl FnMut(&LocalCluster) -> bool) -> bool {
+        loop {
+            if condition(self) {
+                return true;
+            }
+            if self.outcome.is_some() || !self.step() {
+                return condition(self);
+            }
+        }
+    }
+
+    /// Runs to the end: the collector has everything, or gives up after its idle time-out.
+    pub fn run(mut self) -> Outcome {
+        while self.outcome.is_none() {
+            assert!(self.step(), "the simulation ran out of events before the collector finished");
+        }
+        self.outcome.take().expect("checked above")
+    }
+
+    /// Handles the next event; false when there is none left.
+    fn step(&mut self) -> bool {
+        self.events += 1;
+        assert!(self.events < MAX_EVENTS, "the run did not end within {MAX_EVENTS} events");
+        let Some(((at, _), event)) = self.queue.pop_first() else {
+            return false;
+        };
+        self.now = self.now.max(at);
+        match event {
+            Event::Deliver { from, to, payload } => self.deliver(from, to, payload),
+            Event::Timer(member) => self.timer(member),
+            Event::InjectorStep(stream) => self.injector_step(stream),
+            Event::Release { from, to, control } => {
+                let link = self.links.get_mut(&(from, to, control)).expect("a held frame's link exists");
+                if let Some(payload) = link.held.take() {
+                    let at = link.last_at.max(self.now);
+                    link.last_at = at;
+                    self.schedule(at, Event::Deliver { from, to, payload });
+                }
+            }
+        }
+        true
+    }
+
+    fn schedule(&mut self, at: u64, event: Event) {
+        self.next_event += 1;
+        self.queue.insert((at, self.next_event), event);
+    }
+
+    fn random(&mut self) -> f64 {
+        // splitmix64: deterministic from the seed, no dependency.
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) as f64 / u64::MAX as f64
+    }
+
+    /// Sends a frame on the link from `from` to `to`, through the faults.
+    fn send(&mut self, from: Member, to: Member, payload: Payload) {
+        let control = !matches!(payload, Payload::Data(_));
+        let kind = LinkKind::of(from, to, control);
+        let bytes = match &payload {
+            Payload::Data(bytes) | Payload::Request(_, bytes) | Payload::Answer(bytes) => bytes,
+        };
+        let frame_kind = bytes.get(2).copied().unwrap_or(0);
+        let endpoint_index = match (from, to) {
+            (_, Member::Worker(i)) | (Member::Worker(i), _) => Some(i),
+            (Member::Injector(s), _) => Some(s as usize),
+            _ => None,
+        };
+        let link = self.links.entry((from, to, control)).or_default();
+        let nth_of_kind = *link.seen.entry(frame_kind).and_modify(|n| *n += 1).or_insert(0);
+        let nth_any = link.seen_any;
+        link.seen_any += 1;
+        self.stats.entry(kind).or_default().frames += 1;
+        let mut action = None;
+        for fault in self.faults.clone() {
+            let matches = fault.link == kind
+                && fault.only.is_none_or(|only| endpoint_index == Some(only))
+                && fault.frame_kind.is_none_or(|k| k as u8 == frame_kind);
+            if !matches {
+                continue;
+            }
+            let nth = if fault.frame_kind.is_some() { nth_of_kind } else { nth_any };
+            let hit = match fault.nth {
+                Some(n) => n == nth,
+                None => fault.probability > 0.0 && self.random() < fault.probability,
+            };
+            if hit {
+                action = Some(fault.action);
+                break;
+            }
+        }
+        let stats = self.stats.entry(kind).or_default();
+        if self.dead.contains(&to) {
+            stats.to_the_dead += 1;
+            return;
+        }
+        let mut at = self.now + self.spec.link_latency_ns;
+        match action {
+            Some(Action::Drop) => {
+                stats.dropped += 1;
+                return;
+            }
+            Some(Action::Delay(delay)) => {
+                stats.delayed += 1;
+                at += delay;
+            }
+            Some(Action::Duplicate) => stats.duplicated += 1,
+            Some(Action::Reorder) => stats.reordered += 1,
+            None => {}
+        }
+        let link = self.links.get_mut(&(from, to, control)).expect("created above");
+        if action == Some(Action::Reorder) && link.held.is_none() {
+            link.held = Some(payload);
+            self.schedule(at + HOLD_NS, Event::Release { from, to, control });
+            return;
+        }
+        let at = at.max(link.last_at);
+        link.last_at = at;
+        let held = link.held.take();
+        if action == Some(Action::Duplicate) {
+            self.schedule(at, Event::Deliver { from, to, payload: payload.clone() });
+        }
+        self.schedule(at, Event::Deliver { from, to, payload });
+        if let Some(held) = held {
+            self.schedule(at, Event::Deliver { from, to, payload: held });
+        }
+    }
+
+    fn register(&mut self, member: Member, role: Role, streams: u32) {
+        let registration = Register {
+            role,
+            id: match member {
+                Member::Worker(index) => worker_id(index),
+                _ => format!("{member:?}").to_lowercase(),
+            },
+            endpoint: format!("inproc://{member:?}"),
+            streams,
+            warmup_ns: 0,
+            clock_endpoint: String::new(),
+        };
+        self.send(member, Member::Router, Payload::Request(member, registration.encode(0)));
+    }
+
+    fn deliver(&mut self, from: Member, to: Member, payload: Payload) {
+        if self.dead.contains(&to) {
+            self.stats.entry(LinkKind::of(from, to, !matches!(payload, Payload::Data(_)))).or_default().to_the_dead +=
+                1;
+            return;
+        }
+        if let Some(&until) = self.paused_until.get(&to) {
+            if self.now < until {
+                // Waits, in order: everything on its links arrives no earlier than this.
+                let link = self.links.entry((from, to, !matches!(payload, Payload::Data(_)))).or_default();
+                link.last_at = link.last_at.max(until);
+                self.schedule(until, Event::Deliver { from, to, payload });
+                return;
+            }
+        }
+        match (to, payload) {
+            (Member::Router, Payload::Request(client, body)) => {
+                let mut out = self.outbox();
+                self.router.control(client.client_id(), &body, self.now, &mut out);
+                self.route_router(out);
+                self.maybe_start();
+            }
+            (Member::Router, Payload::Data(bytes)) => {
+                let mut out = self.outbox();
+                self.router.data(&bytes, self.now, &mut out);
+                // Smart batching: flush when nothing more is waiting for the router now.
+                if !self.router_has_input_now() {
+                    self.router.flush(&mut out);
+                }
+                self.route_router(out);
+                if self.router.all_ended() && !self.router_finished {
+                    self.router_finished = true;
+                    let mut out = self.outbox();
+                    self.router_report = Some(self.router.finish(&mut out));
+                    self.route_router(out);
+                }
+            }
+            (Member::Worker(index), Payload::Answer(answer)) => self.worker_answer(index, &answer),
+            (Member::Worker(index), Payload::Data(bytes)) => {
+                if let WorkerState::Running(worker) = &mut self.workers[index] {
+                    let mut out = Recorded { clock: self.now, ..Default::default() };
+                    worker.handle(&bytes, self.now, &mut out);
+                    let done = worker.all_ended();
+                    self.route_from(Member::Worker(index), out);
+                    if done {
+                        self.finish_worker(index);
+                    }
+                }
+            }
+            (Member::Collector, Payload::Answer(answer)) => self.collector_answer(&answer),
+            (Member::Collector, Payload::Data(bytes)) => {
+                if let CollectorState::Running(collector) = &mut self.collector {
+                    collector.handle(&bytes, self.now).expect("memory takes every row");
+                    if collector.has_everything() {
+                        self.finish_collector(true);
+                    }
+                }
+            }
+            (Member::Injector(stream), Payload::Answer(answer)) => {
+                let frame = Frame::read(&answer, usize::MAX).expect("the router answers with frames");
+                if frame.kind() == FrameKind::Ready {
+                    let ready: Ready = frame.body().expect("a Ready frame");
+                    self.start_injector(ready.start_ns);
+                } else if frame.kind() != FrameKind::EndAck {
+                    panic!("{stream}: the router refused the injector: {:?}", frame.body::<Refused>());
+                }
+            }
+            (to, payload) => panic!("{to:?} cannot take {payload:?}"),
+        }
+    }
+
+    fn outbox(&self) -> Recorded {
+        Recorded { clock: self.now, ..Default::default() }
+    }
+
+    /// Whether another data frame reaches the router at this very instant.
+    fn router_has_input_now(&self) -> bool {
+        self.queue
+            .range((self.now, 0)..(self.now + 1, 0))
+            .any(|(_, event)| matches!(event, Event::Deliver { to: Member::Router, payload: Payload::Data(_), .. }))
+    }
+
+    fn route_router(&mut self, out: Recorded) {
+        self.route_from(Member::Router, out);
+    }
+
+    /// Sends what a member's core put out, each frame to its member.
+    fn route_from(&mut self, from: Member, mut out: Recorded) {
+        for (peer, frame) in out.take() {
+            match peer {
+                Peer::Worker(index) => self.send(from, Member::Worker(self.ring[index as usize]), Payload::Data(frame)),
+                Peer::Collector => self.send(from, Member::Collector, Payload::Data(frame)),
+                Peer::Client(client) => {
+                    let to = self.member_of_client(&client);
+                    self.send(from, to, Payload::Answer(frame));
+                }
+            }
+        }
+    }
+
+    fn member_of_client(&self, client: &[u8]) -> Member {
+        let members = (0..self.spec.workers)
+            .map(Member::Worker)
+            .chain([Member::Collector, Member::Router])
+            .chain((0..self.spec.streams).map(Member::Injector));
+        members.into_iter().find(|m| m.client_id() == client).expect("every client is a member")
+    }
+
+    fn maybe_start(&mut self) {
+        if !self.router.can_start(self.now) {
+            return;
+        }
+        let start = self.router.start(self.now + START_DELAY_NS);
+        self.start_ns = self.now + START_DELAY_NS;
+        self.ring = start
+            .workers
+            .iter()
+            .map(|w| (0..self.spec.workers).find(|&i| worker_id(i) == w.id).expect("a spec worker"))
+            .collect();
+        let mut out = self.outbox();
+        self.router.announce(None, &mut out);
+        self.route_router(out);
+    }
+
+    fn worker_answer(&mut self, index: usize, answer: &[u8]) {
+        let frame = Frame::read(answer, usize::MAX).expect("the router answers with frames");
+        match frame.kind() {
+            FrameKind::Ready => {
+                let ready: Ready = frame.body().expect("a Ready frame");
+                let mut out = self.outbox();
+                let worker = Worker::start(worker_id(index), &ready, self.spec.batch, usize::MAX, self.now, &mut out)
+                    .expect("the rules compile");
+                self.workers[index] = WorkerState::Running(Box::new(worker));
+                self.route_from(Member::Worker(index), out);
+                self.schedule(self.now + TIMER_NS, Event::Timer(Member::Worker(index)));
+            }
+            FrameKind::EndAck => {}
+            other => panic!("worker {index}: unexpected answer {other:?}: {:?}", frame.body::<Refused>()),
+        }
+    }
+
+    fn collector_answer(&mut self, answer: &[u8]) {
+        let frame = Frame::read(answer, usize::MAX).expect("the router answers with frames");
+        match frame.kind() {
+            FrameKind::Ready => {
+                let ready: Ready = frame.body().expect("a Ready frame");
+                let sinks = Sinks {
+                    csv: OutputsCsv::new(Vec::new()).expect("memory"),
+                    intervals: IntervalRecorder::new(Vec::new(), Vec::new(), ready.start_ns, Duration::from_secs(1))
+                        .expect("memory"),
+                };
+                let collector = Collector::new(RunShape::of(&ready), self.spec.csv, usize::MAX, sinks, self.now);
+                self.collector = CollectorState::Running(Box::new(collector));
+                self.schedule(self.now + TIMER_NS, Event::Timer(Member::Collector));
+            }
+            FrameKind::EndAck => {}
+            other => panic!("collector: unexpected answer {other:?}"),
+        }
+    }
+
+    fn timer(&mut self, member: Member) {
+        if self.dead.contains(&member) || self.outcome.is_some() {
+            return;
+        }
+        match member {
+            Member::Worker(index) => {
+                let mut out = self.outbox();
+                if let WorkerState::Running(worker) = &mut self.workers[index] {
+                    worker.tick(self.now, &mut out);
+                    self.route_from(member, out);
+                    self.schedule(self.now + TIMER_NS, Event::Timer(member));
+                }
+            }
+            Member::Collector => {
+                if let CollectorState::Running(collector) = &self.collector {
+                    if collector.idle_for(self.now) > self.spec.idle_timeout_ns {
+                        self.finish_collector(false);
+                    } else {
+                        self.schedule(self.now + TIMER_NS, Event::Timer(member));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish_worker(&mut self, index: usize) {
+        if let WorkerState::Running(mut worker) = std::mem::replace(&mut self.workers[index], WorkerState::Done) {
+            let mut out = self.outbox();
+            self.worker_reports.push(worker.finish(&mut out));
+            self.route_from(Member::Worker(index), out);
+            let member = Member::Worker(index);
+            self.send(member, Member::Router, Payload::Request(member, AwaitEnd.encode(0)));
+        }
+    }
+
+    fn finish_collector(&mut self, has_everything: bool) {
+        let CollectorState::Running(collector) = std::mem::replace(&mut self.collector, CollectorState::Done) else {
+            return;
+        };
+        if has_everything {
+            let member = Member::Collector;
+            self.send(member, Member::Router, Payload::Request(member, RunFinished.encode(0)));
+        }
+        let finished = collector.finish(|_| {}).expect("memory takes every row");
+        self.outcome = Some(Outcome {
+            summary: finished.summary,
+            outputs_csv: String::from_utf8(finished.csv).expect("outputs.csv is UTF-8"),
+            sent: std::mem::take(&mut self.sent),
+            links: self.stats.clone(),
+            worker_reports: self.worker_reports.clone(),
+            router_report: self.router_report.clone(),
+            elapsed_ns: self.now.saturating_sub(self.start_ns),
+        });
+    }
+
+    fn start_injector(&mut self, start_ns: u64) {
+        if self.injector_started {
+            return;
+        }
+        self.injector_started = true;
+        for stream in 0..self.spec.streams {
+            self.schedule(start_ns, Event::InjectorStep(stream));
+        }
+    }
+
+    /// One batch of a stream, at the pace of its share of the rate; the end marker after
+    /// its last tick.
+    fn injector_step(&mut self, stream: u32) {
+        let member = Member::Injector(stream);
+        if self.dead.contains(&member) {
+            return;
+        }
+        let streams = u64::from(self.spec.streams);
+        let quota = self.spec.count / streams + u64::from(u64::from(stream) < self.spec.count % streams);
+        let state = &mut self.streams[stream as usize];
+        if state.ended {
+            return;
+        }
+        let mut writer = TickBatchWriter::new(stream);
+        let per_stream_rate = self.spec.rate / streams as f64;
+        while writer.len() < self.spec.batch && state.sent < quota {
+            let tick = state.source.next_tick().expect("the model never ends");
+            let name = &self.names[tick.symbol as usize];
+            writer.push(name.as_bytes(), tick.price, self.now, self.now, stream, state.sent, 0);
+            self.sent.push(SentTick {
+                stream,
+                seq: state.sent,
+                symbol: name.clone(),
+                price: tick.price,
+                t_event: self.now,
+            });
+            state.sent += 1;
+        }
+        let sent = state.sent;
+        let batch_len = writer.len() as f64;
+        if !writer.is_empty() {
+            let frame = writer.seal(self.now).to_vec();
+            self.send(member, Member::Router, Payload::Data(frame));
+        }
+        if sent >= quota {
+            self.streams[stream as usize].ended = true;
+            let marker = EndOfStream { stream, sent, routed: 0 };
+            self.send(member, Member::Router, Payload::Data(marker.encode(stream)));
+            if self.streams.iter().all(|s| s.ended) {
+                let first = Member::Injector(0);
+                self.send(first, Member::Router, Payload::Request(first, AwaitEnd.encode(0)));
+            }
+        } else {
+            let gap = (batch_len / per_stream_rate * 1e9).max(1.0) as u64;
+            self.schedule(self.now + gap, Event::InjectorStep(stream));
+        }
+    }
+}
+
+/// The id of the spec's worker `index`.
+pub fn worker_id(index: usize) -> String {
+    format!("worker-{index}")
+}
