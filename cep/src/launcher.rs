@@ -30,7 +30,7 @@ pub struct LaunchArgs {
     #[arg(long, env = "CEP_CONNECTIONS", default_value_t = 1)]
     pub connections: usize,
     /// Number of symbols.
-    #[arg(long, env = "CEP_SYMBOLS", default_value_t = 1470)]
+    #[arg(long, env = "CEP_SYMBOLS", default_value_t = cep_core::reference::SYMBOLS)]
     pub symbols: usize,
     /// How long to send after the warm-up (default 10s unless --count is given).
     #[arg(long, env = "CEP_DURATION", value_parser = parse_duration)]
@@ -43,7 +43,7 @@ pub struct LaunchArgs {
     #[arg(long, env = "CEP_WARMUP", value_parser = parse_duration)]
     pub warmup: Option<Duration>,
     /// Seed of the price model.
-    #[arg(long, env = "CEP_SEED", default_value_t = 42)]
+    #[arg(long, env = "CEP_SEED", default_value_t = cep_core::reference::SEED)]
     pub seed: u64,
     /// Replay a tick file instead of generating ticks: `symbol;price;timestamp` lines
     /// (timestamps in ms unless --time-unit says otherwise) or CSV with a header naming the
@@ -80,7 +80,7 @@ pub struct LaunchArgs {
     #[arg(long, env = "CEP_OUT", default_value = "results")]
     pub out: PathBuf,
     /// Most events per batch on every hop.
-    #[arg(long, env = "CEP_BATCH", default_value_t = cep_core::wire::DEFAULT_BATCH)]
+    #[arg(long, env = "CEP_BATCH", default_value_t = cep_core::reference::BATCH)]
     pub batch: usize,
     /// The collector gives up after this long without any message.
     #[arg(long, env = "CEP_IDLE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]

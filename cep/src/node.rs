@@ -151,10 +151,10 @@ fn default_connections() -> usize {
     1
 }
 fn default_symbols() -> usize {
-    1470
+    cep_core::reference::SYMBOLS
 }
 fn default_seed() -> u64 {
-    42
+    cep_core::reference::SEED
 }
 
 impl ClusterFile {

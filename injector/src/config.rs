@@ -15,7 +15,7 @@ pub struct InjectorConfig {
     #[arg(long, env = "CEP_ROUTER_DATA", default_value = "tcp://127.0.0.1:5555")]
     pub router_data: String,
     /// Number of symbols (S0000, S0001, ...).
-    #[arg(long, env = "CEP_SYMBOLS", default_value_t = 1470)]
+    #[arg(long, env = "CEP_SYMBOLS", default_value_t = cep_core::reference::SYMBOLS)]
     pub symbols: usize,
     /// Connections (streams), one PUSH socket each; symbols are split evenly between them.
     #[arg(long, env = "CEP_CONNECTIONS", default_value_t = 1)]
@@ -35,7 +35,7 @@ pub struct InjectorConfig {
     #[arg(long, env = "CEP_WARMUP", default_value = "0s", value_parser = parse_duration)]
     pub warmup: Duration,
     /// Seed of the price model.
-    #[arg(long, env = "CEP_SEED", default_value_t = 42)]
+    #[arg(long, env = "CEP_SEED", default_value_t = cep_core::reference::SEED)]
     pub seed: u64,
     /// Replay ticks from a file instead of generating them: `symbol;price;timestamp` lines
     /// (timestamps in ms unless --time-unit says otherwise) or CSV with a header naming the
