@@ -156,12 +156,14 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }),
         Command::Worker { config, metrics } => observed(&metrics, |shutdown| {
             use cep_worker::processing::WorkerError;
-            cep_worker::run(config, shutdown).map_err(|e| role_error(e, |e| matches!(e, WorkerError::Batch)))?;
+            cep_worker::run(config, shutdown).map_err(|e| role_error(e, |e| matches!(e, WorkerError::Config(_))))?;
             Ok(())
         }),
         Command::Collector { config, metrics, print_report } => {
             let summary = observed(&metrics, |shutdown| {
-                let summary = cep_collector::run(config, shutdown)?;
+                use cep_collector::collecting::CollectorError;
+                let summary = cep_collector::run(config, shutdown)
+                    .map_err(|e| role_error(e, |e| matches!(e, CollectorError::Config(_))))?;
                 if print_report {
                     print!("{}", summary.ycsb_report());
                 }

@@ -30,6 +30,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// Errors that stop the collector.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectorError {
+    #[error("invalid collector configuration: {0}")]
+    Config(String),
     #[error(transparent)]
     Transport(#[from] TransportError),
     #[error(transparent)]
@@ -47,6 +49,7 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> CollectorError + '_ 
 /// Runs the collector until every worker and the router have reported (or the idle
 /// time-out or `shutdown`), writes the results folder and returns the summary.
 pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary, CollectorError> {
+    config.validate().map_err(CollectorError::Config)?;
     std::fs::create_dir_all(&config.out).map_err(write_err(&config.out))?;
     cep_core::results::remove_files(&config.out, cep_core::results::COLLECTOR_END_FILES)
         .map_err(|(path, source)| CollectorError::Write { path, source })?;

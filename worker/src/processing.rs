@@ -27,8 +27,8 @@ pub enum WorkerError {
     Rules(String),
     #[error("cannot find the address to advertise: {0}")]
     Advertise(String),
-    #[error("--batch must be at least 1")]
-    Batch,
+    #[error("invalid worker configuration: {0}")]
+    Config(String),
     #[error(transparent)]
     Transport(#[from] TransportError),
     #[error(transparent)]
@@ -37,9 +37,7 @@ pub enum WorkerError {
 
 /// Runs one worker until every stream has ended (or `shutdown`), returning its report.
 pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerReport, WorkerError> {
-    if config.batch == 0 {
-        return Err(WorkerError::Batch);
-    }
+    config.validate().map_err(WorkerError::Config)?;
     let id = config.worker_id();
     let context = Context::new();
     let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
