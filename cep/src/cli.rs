@@ -1,5 +1,6 @@
 //! The command line.
 
+use cep_telemetry::args::Flags;
 use cep_telemetry::{LogFormat, MetricsArgs, MetricsServer};
 use clap::{Parser, Subcommand};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -141,6 +142,80 @@ impl Command {
     }
 }
 
+/// The global flags of a `cep` process as arguments: how it logs and (a test hook) how far
+/// off its clock runs.
+pub fn global_args(log_format: LogFormat, clock_skew: Option<i64>) -> Vec<String> {
+    Flags::new()
+        .choice("log-format", &log_format)
+        .some("clock-skew", clock_skew.map(|ns| format!("{ns}ns")))
+        .into_args()
+}
+
+/// A role's settings when no flag says anything: each from its environment variable
+/// (`CEP_...`), else its default, as `cep <role>` given no flag takes them. A bad value in
+/// the environment is one usage line.
+pub fn from_environment<T: clap::Args + clap::FromArgMatches>() -> anyhow::Result<T> {
+    let command = T::augment_args(clap::Command::new("cep").no_binary_name(true));
+    command
+        .try_get_matches_from(std::iter::empty::<String>())
+        .and_then(|matches| T::from_arg_matches(&matches))
+        .map_err(|error| {
+            let text = error.render().to_string();
+            Usage(text.lines().next().unwrap_or_default().trim_start_matches("error: ").to_string()).into()
+        })
+}
+
+/// One role of the cluster and everything it runs with: what `cep router|worker|collector|
+/// injector` make of their flags, what `cep node` makes of the cluster file, and what `cep
+/// run` starts as processes ([`Role::to_args`]). [`run_role`] runs it here.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Role {
+    Router(cep_router::RouterConfig),
+    Worker(cep_worker::WorkerConfig),
+    /// `print_report`: the report on stdout at the end (`--print-report`).
+    Collector {
+        config: cep_collector::CollectorConfig,
+        print_report: bool,
+    },
+    Injector(cep_injector::InjectorConfig),
+}
+
+impl Role {
+    /// The subcommand that runs it.
+    pub fn command(&self) -> &'static str {
+        match self {
+            Role::Router(_) => "router",
+            Role::Worker(_) => "worker",
+            Role::Collector { .. } => "collector",
+            Role::Injector(_) => "injector",
+        }
+    }
+
+    /// Its configuration's checks, the reason in the error.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            Role::Router(config) => config.validate(),
+            Role::Worker(config) => config.validate(),
+            Role::Collector { config, .. } => config.validate(),
+            Role::Injector(config) => config.validate(),
+        }
+    }
+
+    /// The arguments of a `cep` process that runs this role with `metrics`: the subcommand,
+    /// then its flags.
+    pub fn to_args(&self, metrics: &MetricsArgs) -> Vec<String> {
+        let flags = match self {
+            Role::Router(config) => config.to_args(),
+            Role::Worker(config) => config.to_args(),
+            Role::Collector { config, print_report } => {
+                Flags::new().extend(config.to_args()).switch("print-report", *print_report).into_args()
+            }
+            Role::Injector(config) => config.to_args(),
+        };
+        [vec![self.command().to_string()], flags, metrics.to_args()].concat()
+    }
+}
+
 /// Runs the chosen command.
 pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     if let Some(skew) = cli.clock_skew {
@@ -148,20 +223,40 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
     match cli.command {
         Command::Run(args) => crate::launcher::launch(args),
-        Command::Router { config, metrics } => observed(&metrics, |shutdown| {
+        Command::Router { config, metrics } => run_role(Role::Router(config), &metrics),
+        Command::Worker { config, metrics } => run_role(Role::Worker(config), &metrics),
+        Command::Collector { config, metrics, print_report } => {
+            run_role(Role::Collector { config, print_report }, &metrics)
+        }
+        Command::Injector { config, metrics } => run_role(Role::Injector(config), &metrics),
+        Command::Rules(args) => crate::rules::run(args),
+        Command::Engine(args) => crate::standalone::run(args),
+        Command::Bench(args) => crate::bench::run(args),
+        Command::Node(args) => crate::node::run(args),
+        Command::Probe { endpoint } => probe(&endpoint),
+    }
+}
+
+/// Runs one role in this process, its metrics served as `metrics` says: what `cep <role>`
+/// and `cep node` do. A mistake in the configuration is a usage error (exit status 2).
+pub fn run_role(role: Role, metrics: &MetricsArgs) -> anyhow::Result<()> {
+    match role {
+        Role::Router(config) => observed(metrics, |shutdown| {
             use cep_router::RouterError;
             cep_router::run(config, shutdown)
                 .map_err(|e| role_error(e, |e| matches!(e, RouterError::Config(_) | RouterError::Rules(_))))?;
             Ok(())
         }),
-        Command::Worker { config, metrics } => observed(&metrics, |shutdown| {
+        Role::Worker(config) => observed(metrics, |shutdown| {
             use cep_worker::WorkerError;
             cep_worker::run(config, shutdown).map_err(|e| role_error(e, |e| matches!(e, WorkerError::Config(_))))?;
             Ok(())
         }),
-        Command::Collector { config, metrics, print_report } => {
-            let summary = observed(&metrics, |shutdown| {
-                let summary = cep_collector::run(config, shutdown)?;
+        Role::Collector { config, print_report } => {
+            let summary = observed(metrics, |shutdown| {
+                use cep_collector::CollectorError;
+                let summary = cep_collector::run(config, shutdown)
+                    .map_err(|e| role_error(e, |e| matches!(e, CollectorError::Config(_))))?;
                 if print_report {
                     print!("{}", summary.ycsb_report());
                 }
@@ -175,17 +270,12 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Injector { config, metrics } => observed(&metrics, |shutdown| {
+        Role::Injector(config) => observed(metrics, |shutdown| {
             use cep_injector::sending::InjectorError;
             cep_injector::run(config, shutdown)
                 .map_err(|e| role_error(e, |e| matches!(e, InjectorError::Config(_) | InjectorError::Replay(_))))?;
             Ok(())
         }),
-        Command::Rules(args) => crate::rules::run(args),
-        Command::Engine(args) => crate::standalone::run(args),
-        Command::Bench(args) => crate::bench::run(args),
-        Command::Node(args) => crate::node::run(args),
-        Command::Probe { endpoint } => probe(&endpoint),
     }
 }
 
@@ -215,4 +305,55 @@ fn probe(endpoint: &str) -> anyhow::Result<()> {
     TcpStream::connect_timeout(&address, std::time::Duration::from_secs(1))
         .map_err(|error| anyhow::anyhow!("nothing accepts connections at {endpoint}: {error}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A role's command back as the role it runs.
+    fn parsed_role(args: Vec<String>) -> (Role, MetricsArgs) {
+        let cli = Cli::try_parse_from(std::iter::once("cep".to_string()).chain(args.clone()))
+            .unwrap_or_else(|error| panic!("{args:?}: {error}"));
+        match cli.command {
+            Command::Router { config, metrics } => (Role::Router(config), metrics),
+            Command::Worker { config, metrics } => (Role::Worker(config), metrics),
+            Command::Collector { config, metrics, print_report } => (Role::Collector { config, print_report }, metrics),
+            Command::Injector { config, metrics } => (Role::Injector(config), metrics),
+            other => panic!("{args:?} is not a role: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_role_as_process_arguments_is_the_same_role() {
+        let metrics = MetricsArgs {
+            metrics_listen: Some("0.0.0.0:9100".into()),
+            metrics_linger: Duration::from_secs(10),
+            metrics_announce: None,
+        };
+        let roles = [
+            Role::Router(cep_router::RouterConfig { workers: 3, streams: 2, ..Default::default() }),
+            Role::Worker(cep_worker::WorkerConfig { id: Some("worker-2".into()), ..Default::default() }),
+            Role::Collector {
+                config: cep_collector::CollectorConfig { progress: true, ..Default::default() },
+                print_report: true,
+            },
+            Role::Injector(cep_injector::InjectorConfig { count: Some(1000), ..Default::default() }),
+        ];
+        for role in roles {
+            assert_eq!(role.validate(), Ok(()), "{role:?}");
+            assert_eq!(parsed_role(role.to_args(&metrics)), (role.clone(), metrics.clone()));
+            assert_eq!(parsed_role(role.to_args(&MetricsArgs::default())), (role, MetricsArgs::default()));
+        }
+    }
+
+    #[test]
+    fn global_flags_parse_back() {
+        let args =
+            [vec!["probe".to_string(), "tcp://127.0.0.1:1".into()], global_args(LogFormat::Json, Some(-250_000))];
+        let cli = Cli::try_parse_from(std::iter::once("cep".to_string()).chain(args.concat())).unwrap();
+        assert_eq!((cli.log_format, cli.clock_skew), (LogFormat::Json, Some(-250_000)));
+        assert!(global_args(LogFormat::Text, None).iter().all(|arg| !arg.starts_with("--clock-skew")));
+    }
 }

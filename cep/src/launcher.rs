@@ -5,11 +5,16 @@
 //! Everything a user can get wrong (flags, rules, the replay file, the results folder) is
 //! checked before any process starts, and reported as one line with exit status 2.
 
-use crate::cli::Usage;
+use crate::cli::{Role, Usage};
 use anyhow::{bail, Context as _};
-use cep_collector::CsvMode;
+use cep_collector::{CollectorConfig, CsvMode};
 use cep_core::duration::parse_duration;
+use cep_core::partition::default_worker_id;
 use cep_core::results::Summary;
+use cep_injector::InjectorConfig;
+use cep_router::RouterConfig;
+use cep_telemetry::MetricsArgs;
+use cep_worker::WorkerConfig;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -17,8 +22,9 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio::task::JoinSet;
 
-/// `cep run` flags; every flag can also be set from the environment.
-#[derive(Args, Clone, Debug)]
+/// `cep run` flags; every flag can also be set from the environment. `Default` is the flags'
+/// defaults.
+#[derive(Args, Clone, Debug, PartialEq)]
 pub struct LaunchArgs {
     /// Number of worker processes.
     #[arg(long, env = "CEP_WORKERS", default_value_t = 2)]
@@ -30,7 +36,7 @@ pub struct LaunchArgs {
     #[arg(long, env = "CEP_CONNECTIONS", default_value_t = 1)]
     pub connections: usize,
     /// Number of symbols.
-    #[arg(long, env = "CEP_SYMBOLS", default_value_t = 1470)]
+    #[arg(long, env = "CEP_SYMBOLS", default_value_t = cep_core::reference::SYMBOLS)]
     pub symbols: usize,
     /// How long to send after the warm-up (default 10s unless --count is given).
     #[arg(long, env = "CEP_DURATION", value_parser = parse_duration)]
@@ -43,7 +49,7 @@ pub struct LaunchArgs {
     #[arg(long, env = "CEP_WARMUP", value_parser = parse_duration)]
     pub warmup: Option<Duration>,
     /// Seed of the price model.
-    #[arg(long, env = "CEP_SEED", default_value_t = 42)]
+    #[arg(long, env = "CEP_SEED", default_value_t = cep_core::reference::SEED)]
     pub seed: u64,
     /// Replay a tick file instead of generating ticks: `symbol;price;timestamp` lines
     /// (timestamps in ms unless --time-unit says otherwise) or CSV with a header naming the
@@ -80,7 +86,7 @@ pub struct LaunchArgs {
     #[arg(long, env = "CEP_OUT", default_value = "results")]
     pub out: PathBuf,
     /// Most events per batch on every hop.
-    #[arg(long, env = "CEP_BATCH", default_value_t = cep_core::wire::DEFAULT_BATCH)]
+    #[arg(long, env = "CEP_BATCH", default_value_t = cep_core::reference::BATCH)]
     pub batch: usize,
     /// The collector gives up after this long without any message.
     #[arg(long, env = "CEP_IDLE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
@@ -104,6 +110,36 @@ pub struct LaunchArgs {
     pub control: Option<String>,
     #[command(flatten)]
     pub metrics: crate::metrics_plan::LaunchMetrics,
+}
+
+impl Default for LaunchArgs {
+    fn default() -> LaunchArgs {
+        LaunchArgs {
+            workers: 2,
+            rate: 200_000.0,
+            connections: 1,
+            symbols: cep_core::reference::SYMBOLS,
+            duration: None,
+            count: None,
+            warmup: None,
+            seed: cep_core::reference::SEED,
+            replay: None,
+            speed: None,
+            time_unit: None,
+            allowed_lateness: None,
+            record_input: false,
+            csv: CsvMode::Alerts,
+            out: PathBuf::from("results"),
+            batch: cep_core::reference::BATCH,
+            idle_timeout: Duration::from_secs(30),
+            transport: LocalTransport::Tcp,
+            worker0_clock_skew: None,
+            quiet: false,
+            rules: None,
+            control: None,
+            metrics: Default::default(),
+        }
+    }
 }
 
 impl LaunchArgs {
@@ -252,10 +288,14 @@ struct Endpoints {
 }
 
 impl Endpoints {
-    fn new(transport: LocalTransport) -> anyhow::Result<Endpoints> {
+    fn new(transport: LocalTransport) -> Endpoints {
         let scratch = std::env::temp_dir().join(format!("cep-{}", std::process::id()));
-        std::fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
-        Ok(Endpoints { transport, scratch })
+        Endpoints { transport, scratch }
+    }
+
+    /// Makes the scratch folder (ipc sockets, announce files).
+    fn create(&self) -> anyhow::Result<()> {
+        std::fs::create_dir_all(&self.scratch).with_context(|| format!("cannot create {}", self.scratch.display()))
     }
 
     fn bind(&self, name: &str) -> String {
@@ -280,12 +320,14 @@ impl Endpoints {
 /// Runs a cluster of `program` processes and returns the collector's summary.
 pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary> {
     args.validate()?;
+    let endpoints = Endpoints::new(args.transport);
+    check_roles(args, &endpoints).map_err(|error| Usage::of(&error))?;
     clear_previous_run(&args.out)?;
     if !args.quiet {
         tracing::info!("writing results to {}", args.out.display());
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let endpoints = Endpoints::new(args.transport)?;
+    endpoints.create()?;
     let outcome = runtime.block_on(supervise(program, args, &endpoints));
     let _ = std::fs::remove_dir_all(&endpoints.scratch);
     outcome?;
@@ -294,108 +336,99 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
     serde_json::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))
 }
 
-fn router_command(args: &LaunchArgs, endpoints: &Endpoints) -> Vec<String> {
-    let control = args.control.clone().unwrap_or_else(|| endpoints.bind("router-control"));
-    let mut router = vec![
-        "router".into(),
-        format!("--listen={}", endpoints.bind("router-data")),
-        format!("--control={control}"),
-        format!("--announce={}", endpoints.announce_file().display()),
-        format!("--workers={}", args.workers),
-        format!("--streams={}", args.connections),
-        format!("--batch={}", args.batch),
-    ];
-    if let Some(rules) = &args.rules {
-        router.push(format!("--rules={}", rules.display()));
+/// Every process's configuration as its role checks it, before any starts (the router's
+/// endpoints as they will be bound stand in for the ones it will announce).
+fn check_roles(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<()> {
+    let router = router_config(args, endpoints)?;
+    let (data, control) = (router.listen.clone(), router.control.clone());
+    let others = role_configs(args, endpoints, &data, &control)?.into_iter().map(|process| process.role);
+    for role in std::iter::once(Role::Router(router)).chain(others) {
+        role.validate().map_err(|reason| anyhow::anyhow!("invalid {} configuration: {reason}", role.command()))?;
     }
-    if let Some(lateness) = args.allowed_lateness {
-        router.push(format!("--allowed-lateness={}ns", lateness.as_nanos()));
-    }
-    router
+    Ok(())
 }
 
-/// The other roles, given where the router listens.
-fn role_commands(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &str) -> Vec<(String, Vec<String>)> {
-    let mut roles = Vec::new();
-    let mut collector_args = vec![
-        "collector".into(),
-        format!("--listen={}", endpoints.bind("collector")),
-        format!("--clock-listen={}", endpoints.bind("collector-clock")),
-        format!("--router={router}"),
-        "--advertise=127.0.0.1".into(),
-        format!("--out={}", args.out.display()),
-        format!(
-            "--csv={}",
-            match args.csv {
-                CsvMode::All => "all",
-                CsvMode::Alerts => "alerts",
-                CsvMode::None => "none",
-            }
-        ),
-        format!("--idle-timeout={}ms", args.idle_timeout.as_millis()),
-    ];
-    if !args.quiet {
-        collector_args.push("--progress".into());
-    }
-    roles.push(("collector".into(), collector_args));
+/// The router's configuration: what `cep run` decides, the rest as the router takes it
+/// given no flag (its environment variable, else its default).
+fn router_config(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<RouterConfig> {
+    Ok(RouterConfig {
+        listen: endpoints.bind("router-data"),
+        control: args.control.clone().unwrap_or_else(|| endpoints.bind("router-control")),
+        announce: Some(endpoints.announce_file()),
+        workers: args.workers,
+        streams: u32::try_from(args.connections)
+            .map_err(|_| anyhow::anyhow!("--connections {} is more than the router takes", args.connections))?,
+        batch: args.batch,
+        rules: args.rules.clone(),
+        allowed_lateness: args.allowed_lateness,
+        ..crate::cli::from_environment()?
+    })
+}
+
+/// One process of the local cluster: its name and the role it runs.
+struct Process {
+    name: String,
+    role: Role,
+}
+
+/// The other roles, given where the router listens: what `cep run` decides, the rest as each
+/// role takes it given no flag.
+fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &str) -> anyhow::Result<Vec<Process>> {
+    let mut processes = Vec::new();
+    let collector = CollectorConfig {
+        listen: endpoints.bind("collector"),
+        clock_listen: endpoints.bind("collector-clock"),
+        router: router.to_string(),
+        advertise: "127.0.0.1".into(),
+        out: args.out.clone(),
+        csv: args.csv,
+        idle_timeout: args.idle_timeout,
+        progress: !args.quiet,
+        ..crate::cli::from_environment()?
+    };
+    processes
+        .push(Process { name: "collector".into(), role: Role::Collector { config: collector, print_report: false } });
+    let worker: WorkerConfig = crate::cli::from_environment()?;
     for index in 0..args.workers {
-        let mut worker = vec![
-            "worker".into(),
-            format!("--router={router}"),
-            format!("--id={}", cep_core::partition::default_worker_id(index)),
-            format!("--listen={}", endpoints.bind(&cep_core::partition::default_worker_id(index))),
-            "--advertise=127.0.0.1".into(),
-            format!("--batch={}", args.batch),
-        ];
-        if let (0, Some(skew)) = (index, args.worker0_clock_skew) {
-            worker.push(format!("--clock-skew={skew}ns"));
-        }
-        roles.push((cep_core::partition::default_worker_id(index), worker));
+        let id = default_worker_id(index);
+        let config = WorkerConfig {
+            router: router.to_string(),
+            listen: endpoints.bind(&id),
+            id: Some(id.clone()),
+            advertise: "127.0.0.1".into(),
+            batch: args.batch,
+            ..worker.clone()
+        };
+        processes.push(Process { name: id, role: Role::Worker(config) });
     }
-    let mut injector = vec![
-        "injector".into(),
-        format!("--router={router}"),
-        format!("--router-data={data}"),
-        format!("--symbols={}", args.symbols),
-        format!("--connections={}", args.connections),
-        format!("--rate={}", args.rate),
-        format!(
-            "--warmup={}ms",
-            args.warmup
-                .unwrap_or(if args.count.is_some() || args.replay.is_some() {
-                    Duration::ZERO
-                } else {
-                    Duration::from_secs(1)
-                })
-                .as_millis()
-        ),
-        format!("--seed={}", args.seed),
-        format!("--batch={}", args.batch),
-    ];
-    match (args.count, args.duration, &args.replay) {
-        (Some(count), _, _) => injector.push(format!("--count={count}")),
-        (None, Some(duration), _) => injector.push(format!("--duration={}ms", duration.as_millis())),
-        // A replay ends with its file.
-        (None, None, Some(_)) => {}
-        (None, None, None) => injector.push("--duration=10000ms".into()),
-    }
-    if let Some(file) = &args.replay {
-        injector.push(format!("--replay={}", file.display()));
-    }
-    if let Some(speed) = args.speed {
-        injector.push(match speed {
-            cep_injector::pacing::Speed::Max => "--speed=max".into(),
-            cep_injector::pacing::Speed::Times(factor) => format!("--speed={factor}"),
-        });
-    }
-    if let Some(unit) = args.time_unit {
-        injector.push(format!("--time-unit={}", unit.name()));
-    }
-    if args.record_input {
-        injector.push(format!("--record={}", args.out.join("input.csv").display()));
-    }
-    roles.push(("injector".into(), injector));
-    roles
+    let injector: InjectorConfig = crate::cli::from_environment()?;
+    let injector = InjectorConfig {
+        router: router.to_string(),
+        router_data: data.to_string(),
+        symbols: args.symbols,
+        connections: args.connections,
+        rate: args.rate,
+        warmup: args.warmup.unwrap_or(if args.count.is_some() || args.replay.is_some() {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(1)
+        }),
+        seed: args.seed,
+        batch: args.batch,
+        count: args.count,
+        duration: match (args.count, args.duration, &args.replay) {
+            // Neither: a timed run; a replay ends with its file.
+            (None, None, None) => Some(Duration::from_secs(10)),
+            (_, duration, _) => duration,
+        },
+        replay: args.replay.clone(),
+        speed: args.speed,
+        time_unit: args.time_unit,
+        record: if args.record_input { Some(args.out.join("input.csv")) } else { injector.record.clone() },
+        ..injector
+    };
+    processes.push(Process { name: "injector".into(), role: Role::Injector(injector) });
+    Ok(processes)
 }
 
 fn terminate(pids: &[(String, u32)], signal: nix::sys::signal::Signal) {
@@ -412,14 +445,12 @@ type Children = JoinSet<(String, std::io::Result<ExitStatus>)>;
 fn spawn(
     program: &Path,
     name: String,
-    role_args: Vec<String>,
+    args: Vec<String>,
     children: &mut Children,
     pids: &mut Vec<(String, u32)>,
 ) -> anyhow::Result<()> {
     let mut command = Command::new(program);
-    command.args(&role_args).kill_on_drop(true).process_group(0);
-    // Every process logs the way the launcher does (global flag: any position works).
-    command.arg(format!("--log-format={}", cep_telemetry::logging::format().as_str()));
+    command.args(&args).kill_on_drop(true).process_group(0);
     if std::env::var_os("RUST_LOG").is_none() {
         command.env("RUST_LOG", "warn");
     }
@@ -447,11 +478,17 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
         )?),
         None => None,
     };
-    let observed = |name: &str, role_args: Vec<String>| match &metrics {
-        Some(plan) => [role_args, plan.args(name)].concat(),
-        None => role_args,
+    let unobserved: MetricsArgs = crate::cli::from_environment()?;
+    // A process's arguments: its role, its metrics, and the global flags (every process logs
+    // the way the launcher does; worker-0 may run with its clock off, a test hook).
+    let process_args = |name: &str, role: &Role| {
+        let observed = metrics.as_ref().map(|plan| plan.metrics(name));
+        let clock_skew = args.worker0_clock_skew.filter(|_| name == default_worker_id(0));
+        let globals = crate::cli::global_args(cep_telemetry::logging::format(), clock_skew);
+        [role.to_args(observed.as_ref().unwrap_or(&unobserved)), globals].concat()
     };
-    spawn(program, "router".into(), observed("router", router_command(args, endpoints)), &mut children, &mut pids)?;
+    let router = Role::Router(router_config(args, endpoints)?);
+    spawn(program, "router".into(), process_args("router", &router), &mut children, &mut pids)?;
     let started = tokio::time::Instant::now();
     let (data, control) = loop {
         if let Some(announced) = endpoints.announced() {
@@ -466,8 +503,8 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    for (name, role_args) in role_commands(args, endpoints, &data, &control) {
-        let role_args = observed(&name, role_args);
+    for Process { name, role } in role_configs(args, endpoints, &data, &control)? {
+        let role_args = process_args(&name, &role);
         spawn(program, name, role_args, &mut children, &mut pids)?;
     }
     let targets = metrics.map(|plan| tokio::spawn(plan.write_targets(args.out.clone())));
@@ -529,4 +566,68 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
         bail!("{}", failures.join("; "));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_telemetry::args::parse_flags;
+
+    #[test]
+    fn default_is_what_no_flags_give() {
+        assert_eq!(parse_flags::<LaunchArgs>(&[]).unwrap(), LaunchArgs::default());
+    }
+
+    /// A role's process arguments, parsed as `cep` parses them.
+    fn parsed(role: &Role) -> crate::cli::Command {
+        let args = std::iter::once("cep".to_string()).chain(role.to_args(&MetricsArgs::default()));
+        <crate::cli::Cli as clap::Parser>::try_parse_from(args).unwrap().command
+    }
+
+    #[test]
+    fn every_process_gets_what_the_run_says() {
+        let args = LaunchArgs {
+            workers: 3,
+            connections: 2,
+            rate: 0.0,
+            count: Some(5000),
+            batch: 64,
+            quiet: true,
+            record_input: true,
+            out: PathBuf::from("/tmp/somewhere"),
+            ..LaunchArgs::default()
+        };
+        let endpoints = Endpoints::new(LocalTransport::Ipc);
+        check_roles(&args, &endpoints).unwrap();
+        let router = router_config(&args, &endpoints).unwrap();
+        assert_eq!((router.workers, router.streams, router.batch), (3, 2, 64));
+        assert_eq!(router.announce, Some(endpoints.announce_file()));
+        let processes = role_configs(&args, &endpoints, "ipc:///data", "ipc:///control").unwrap();
+        let names: Vec<&str> = processes.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["collector", "worker-0", "worker-1", "worker-2", "injector"]);
+        for process in &processes {
+            // What the process parses is what the launcher decided.
+            match (&process.role, parsed(&process.role)) {
+                (Role::Collector { config, .. }, crate::cli::Command::Collector { config: got, .. }) => {
+                    assert_eq!(&got, config);
+                    assert!(!got.progress && got.out == args.out);
+                }
+                (Role::Worker(config), crate::cli::Command::Worker { config: got, .. }) => {
+                    assert_eq!(&got, config);
+                    assert_eq!((got.id.as_deref(), got.batch), (Some(process.name.as_str()), 64));
+                }
+                (Role::Injector(config), crate::cli::Command::Injector { config: got, .. }) => {
+                    assert_eq!(&got, config);
+                    assert_eq!((got.count, got.duration, got.warmup), (Some(5000), None, Duration::ZERO));
+                    assert_eq!(got.record, Some(args.out.join("input.csv")));
+                    assert_eq!(got.router_data, "ipc:///data");
+                }
+                (role, command) => panic!("{role:?} became {command:?}"),
+            }
+        }
+        // A timed run without a duration sends for 10 s after a 1 s warm-up.
+        let timed = role_configs(&LaunchArgs::default(), &endpoints, "d", "c").unwrap();
+        let Some(Role::Injector(injector)) = timed.last().map(|p| &p.role) else { panic!() };
+        assert_eq!((injector.duration, injector.warmup), (Some(Duration::from_secs(10)), Duration::from_secs(1)));
+    }
 }

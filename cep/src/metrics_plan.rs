@@ -15,8 +15,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// `cep run`'s metrics flags.
-#[derive(clap::Args, Clone, Debug, Default)]
+/// `cep run`'s metrics flags. `Default` is the flags' defaults (no metrics).
+#[derive(clap::Args, Clone, Debug, Default, PartialEq)]
 pub struct LaunchMetrics {
     /// Serve every process's Prometheus metrics, on consecutive ports from this one: router
     /// PORT, collector PORT+1, injector PORT+2, worker-i PORT+3+i (PORT 0: free ports); the
@@ -84,15 +84,15 @@ impl MetricsPlan {
         self.announce_dir.join(format!("{name}.metrics"))
     }
 
-    /// The metrics flags of the process called `name`.
-    pub fn args(&self, name: &str) -> Vec<String> {
+    /// The metrics of the process called `name`.
+    pub fn metrics(&self, name: &str) -> cep_telemetry::MetricsArgs {
         let offset = self.order.iter().position(|known| known == name).unwrap_or(0) as u16;
         let port = if self.base == 0 { 0 } else { self.base + offset };
-        vec![
-            format!("--metrics-listen={}:{port}", self.host),
-            format!("--metrics-announce={}", self.announce_file(name).display()),
-            format!("--metrics-linger={}ms", self.linger.as_millis()),
-        ]
+        cep_telemetry::MetricsArgs {
+            metrics_listen: Some(format!("{}:{port}", self.host)),
+            metrics_linger: self.linger,
+            metrics_announce: Some(self.announce_file(name)),
+        }
     }
 
     /// Once every process has announced its address, writes the targets file into `out`.
@@ -142,13 +142,14 @@ mod tests {
     #[test]
     fn ports_follow_the_documented_order() {
         let plan = MetricsPlan::new("127.0.0.1:9100", Duration::ZERO, 2, Path::new("/tmp/x")).unwrap();
-        let port = |name: &str| plan.args(name)[0].clone();
-        assert_eq!(port("router"), "--metrics-listen=127.0.0.1:9100");
-        assert_eq!(port("collector"), "--metrics-listen=127.0.0.1:9101");
-        assert_eq!(port("injector"), "--metrics-listen=127.0.0.1:9102");
-        assert_eq!(port("worker-1"), "--metrics-listen=127.0.0.1:9104");
+        let port = |name: &str| plan.metrics(name).metrics_listen.unwrap();
+        assert_eq!(port("router"), "127.0.0.1:9100");
+        assert_eq!(port("collector"), "127.0.0.1:9101");
+        assert_eq!(port("injector"), "127.0.0.1:9102");
+        assert_eq!(port("worker-1"), "127.0.0.1:9104");
+        assert_eq!(plan.metrics("worker-1").metrics_announce, Some(PathBuf::from("/tmp/x/worker-1.metrics")));
         let free = MetricsPlan::new("127.0.0.1:0", Duration::ZERO, 2, Path::new("/tmp/x")).unwrap();
-        assert_eq!(free.args("worker-1")[0], "--metrics-listen=127.0.0.1:0");
+        assert_eq!(free.metrics("worker-1").metrics_listen.as_deref(), Some("127.0.0.1:0"));
         assert!(MetricsPlan::new("9100", Duration::ZERO, 2, Path::new("/")).is_err());
         assert!(MetricsPlan::new("h:65534", Duration::ZERO, 2, Path::new("/")).is_err());
         assert_eq!(scrape_address("0.0.0.0:9100"), "127.0.0.1:9100");

@@ -1,10 +1,18 @@
 //! `cep node`: one role of a multi-host cluster, configured from the cluster file that every
 //! host shares (`deploy/hosts/cluster.toml`), so hosts differ only in `--role` (and `--id`).
+//! The file becomes the role's typed configuration, which runs as `cep <role>` runs it.
 
+use crate::cli::{Role, Usage};
 use anyhow::{bail, Context as _};
-use clap::{Args, Parser};
-use serde::Deserialize;
+use cep_collector::{CollectorConfig, CsvMode};
+use cep_injector::InjectorConfig;
+use cep_router::RouterConfig;
+use cep_telemetry::MetricsArgs;
+use cep_worker::WorkerConfig;
+use clap::Args;
+use serde::{Deserialize, Deserializer};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct NodeArgs {
@@ -55,7 +63,8 @@ pub struct ClusterFile {
 #[serde(deny_unknown_fields)]
 pub struct MetricsSection {
     /// After a run, keep serving until a scrape has read the final values, at most this long.
-    pub linger: Option<String>,
+    #[serde(default, deserialize_with = "some_duration")]
+    pub linger: Option<Duration>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -70,7 +79,7 @@ pub struct RouterHost {
     /// The rules file the run starts with, on the router's host (default: the built-in
     /// reference rules). `cep rules deploy` replaces them while the cluster runs.
     #[serde(default)]
-    pub rules: Option<String>,
+    pub rules: Option<PathBuf>,
     /// Where the router serves Prometheus metrics (`/metrics` on every address); none if unset.
     #[serde(default)]
     pub metrics_port: Option<u16>,
@@ -83,11 +92,11 @@ pub struct CollectorHost {
     #[serde(default = "default_collector_port")]
     pub port: u16,
     #[serde(default = "default_out")]
-    pub out: String,
-    #[serde(default = "default_csv")]
-    pub csv: String,
-    #[serde(default = "default_idle")]
-    pub idle_timeout: String,
+    pub out: PathBuf,
+    #[serde(default = "default_csv", deserialize_with = "csv_mode")]
+    pub csv: CsvMode,
+    #[serde(default = "default_idle", deserialize_with = "duration")]
+    pub idle_timeout: Duration,
     #[serde(default)]
     pub metrics_port: Option<u16>,
 }
@@ -109,10 +118,11 @@ pub struct InjectorHost {
     pub host: String,
     #[serde(default)]
     pub rate: f64,
-    pub duration: Option<String>,
+    #[serde(default, deserialize_with = "some_duration")]
+    pub duration: Option<Duration>,
     pub count: Option<u64>,
-    #[serde(default = "default_warmup")]
-    pub warmup: String,
+    #[serde(default = "default_warmup", deserialize_with = "duration")]
+    pub warmup: Duration,
     #[serde(default = "default_connections")]
     pub connections: usize,
     #[serde(default = "default_symbols")]
@@ -135,26 +145,62 @@ fn default_collector_port() -> u16 {
 fn default_worker_port() -> u16 {
     5560
 }
-fn default_out() -> String {
+fn default_out() -> PathBuf {
     "/var/lib/cep/results".into()
 }
-fn default_csv() -> String {
-    "alerts".into()
+fn default_csv() -> CsvMode {
+    CollectorConfig::default().csv
 }
-fn default_idle() -> String {
-    "30s".into()
+fn default_idle() -> Duration {
+    CollectorConfig::default().idle_timeout
 }
-fn default_warmup() -> String {
-    "1s".into()
+fn default_warmup() -> Duration {
+    Duration::from_secs(1)
 }
 fn default_connections() -> usize {
-    1
+    InjectorConfig::default().connections
 }
 fn default_symbols() -> usize {
-    1470
+    cep_core::reference::SYMBOLS
 }
 fn default_seed() -> u64 {
-    42
+    cep_core::reference::SEED
+}
+
+/// A duration as the flags write it (`30s`, `500ms`); a mistake says where in the file.
+fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    cep_core::duration::parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+fn some_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
+    duration(deserializer).map(Some)
+}
+
+/// `all`, `alerts` or `none`, as `--csv` takes them.
+fn csv_mode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<CsvMode, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    <CsvMode as clap::ValueEnum>::from_str(&text, false)
+        .map_err(|_| serde::de::Error::custom(format!("`{text}` is not a csv mode (all, alerts, none)")))
+}
+
+/// Where the settings come from that the cluster file does not give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unsaid {
+    /// Each role's defaults.
+    Defaults,
+    /// What the role takes given no flag: its environment variable, else its default (so a
+    /// unit's `Environment=CEP_...` applies, as to `cep <role>`). What `cep node` uses.
+    Environment,
+}
+
+impl Unsaid {
+    fn settings<T: clap::Args + clap::FromArgMatches + Default>(self) -> anyhow::Result<T> {
+        match self {
+            Unsaid::Defaults => Ok(T::default()),
+            Unsaid::Environment => crate::cli::from_environment(),
+        }
+    }
 }
 
 impl ClusterFile {
@@ -181,52 +227,61 @@ impl ClusterFile {
         format!("tcp://{}:{}", self.router.host, self.router.control_port)
     }
 
-    /// The command-line arguments of one role, as `cep <role>` takes them.
-    pub fn role_args(&self, role: NodeRole, id: Option<&str>) -> anyhow::Result<Vec<String>> {
-        let mut args = self.data_args(role, id)?;
+    /// One role of this cluster as its typed configuration, with its metrics; the settings
+    /// the file does not give come from `unsaid`.
+    pub fn role(&self, role: NodeRole, id: Option<&str>, unsaid: Unsaid) -> anyhow::Result<(Role, MetricsArgs)> {
+        let config = self.role_config(role, id, unsaid)?;
         let metrics_port = match role {
             NodeRole::Router => self.router.metrics_port,
             NodeRole::Collector => self.collector.metrics_port,
             NodeRole::Worker => self.workers.iter().find(|w| Some(w.id.as_str()) == id).and_then(|w| w.metrics_port),
             NodeRole::Injector => self.injector.metrics_port,
         };
+        let mut metrics: MetricsArgs = unsaid.settings()?;
         if let Some(port) = metrics_port {
-            args.push(format!("--metrics-listen=0.0.0.0:{port}"));
-            if let Some(linger) = &self.metrics.linger {
-                args.push(format!("--metrics-linger={linger}"));
+            metrics.metrics_listen = Some(format!("0.0.0.0:{port}"));
+            if let Some(linger) = self.metrics.linger {
+                metrics.metrics_linger = linger;
             }
         }
-        Ok(args)
+        Ok((config, metrics))
     }
 
-    fn data_args(&self, role: NodeRole, id: Option<&str>) -> anyhow::Result<Vec<String>> {
+    fn role_config(&self, role: NodeRole, id: Option<&str>, unsaid: Unsaid) -> anyhow::Result<Role> {
         let router = self.router_control();
         Ok(match role {
             NodeRole::Router => {
-                let mut args = vec![
-                    "router".into(),
-                    format!("--listen=tcp://0.0.0.0:{}", self.router.data_port),
-                    format!("--control=tcp://0.0.0.0:{}", self.router.control_port),
-                    format!("--workers={}", self.workers.len()),
-                    format!("--streams={}", self.injector.connections),
-                ];
-                if let Some(rules) = &self.router.rules {
-                    args.push(format!("--rules={rules}"));
-                }
-                args
+                let base: RouterConfig = unsaid.settings()?;
+                let streams = self.injector.connections;
+                Role::Router(RouterConfig {
+                    listen: format!("tcp://0.0.0.0:{}", self.router.data_port),
+                    control: format!("tcp://0.0.0.0:{}", self.router.control_port),
+                    workers: self.workers.len(),
+                    streams: u32::try_from(streams).map_err(|_| {
+                        anyhow::anyhow!("[injector] connections = {streams} is more than a router takes")
+                    })?,
+                    rules: self.router.rules.clone().or(base.rules),
+                    ..base
+                })
             }
-            NodeRole::Collector => vec![
-                "collector".into(),
-                format!("--listen=tcp://0.0.0.0:{}", self.collector.port),
-                format!("--router={router}"),
-                format!("--advertise={}", self.collector.host),
-                format!("--out={}", self.collector.out),
-                format!("--csv={}", self.collector.csv),
-                format!("--idle-timeout={}", self.collector.idle_timeout),
-                // A service's output is its journal: progress every second, the report at the end.
-                "--progress".into(),
-                "--print-report".into(),
-            ],
+            NodeRole::Collector => {
+                let base: CollectorConfig = unsaid.settings()?;
+                Role::Collector {
+                    config: CollectorConfig {
+                        listen: format!("tcp://0.0.0.0:{}", self.collector.port),
+                        router,
+                        advertise: self.collector.host.clone(),
+                        out: self.collector.out.clone(),
+                        csv: self.collector.csv,
+                        idle_timeout: self.collector.idle_timeout,
+                        // A service's output is its journal: progress every second, the report
+                        // at the end.
+                        progress: true,
+                        ..base
+                    },
+                    print_report: true,
+                }
+            }
             NodeRole::Worker => {
                 let Some(id) = id else {
                     bail!("--role worker needs --id (one of the cluster file's [[workers]] ids)")
@@ -235,32 +290,33 @@ impl ClusterFile {
                     let known: Vec<&str> = self.workers.iter().map(|w| w.id.as_str()).collect();
                     bail!("worker id `{id}` is not in the cluster file (it has {})", known.join(", "));
                 };
-                vec![
-                    "worker".into(),
-                    format!("--router={router}"),
-                    format!("--id={id}"),
-                    format!("--listen=tcp://0.0.0.0:{}", worker.port),
-                    format!("--advertise={}", worker.host),
-                ]
+                Role::Worker(WorkerConfig {
+                    router,
+                    id: Some(id.to_string()),
+                    listen: format!("tcp://0.0.0.0:{}", worker.port),
+                    advertise: worker.host.clone(),
+                    ..unsaid.settings()?
+                })
             }
             NodeRole::Injector => {
                 let i = &self.injector;
-                let mut args = vec![
-                    "injector".into(),
-                    format!("--router={router}"),
-                    format!("--router-data=tcp://{}:{}", self.router.host, self.router.data_port),
-                    format!("--rate={}", i.rate),
-                    format!("--warmup={}", i.warmup),
-                    format!("--connections={}", i.connections),
-                    format!("--symbols={}", i.symbols),
-                    format!("--seed={}", i.seed),
-                ];
-                match (i.count, &i.duration) {
-                    (Some(count), _) => args.push(format!("--count={count}")),
-                    (None, Some(duration)) => args.push(format!("--duration={duration}")),
-                    (None, None) => bail!("[injector] needs `duration` or `count`"),
+                if i.count.is_none() && i.duration.is_none() {
+                    bail!("[injector] needs `duration` or `count`");
                 }
-                args
+                let base: InjectorConfig = unsaid.settings()?;
+                Role::Injector(InjectorConfig {
+                    router,
+                    router_data: format!("tcp://{}:{}", self.router.host, self.router.data_port),
+                    rate: i.rate,
+                    warmup: i.warmup,
+                    connections: i.connections,
+                    symbols: i.symbols,
+                    seed: i.seed,
+                    // A count overrides a duration.
+                    count: i.count.or(base.count),
+                    duration: i.duration.or(base.duration),
+                    ..base
+                })
             }
         })
     }
@@ -270,16 +326,16 @@ fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].lines().count().max(1)
 }
 
-/// Runs the role this host plays.
+/// Runs the role this host plays, as `cep <role>` runs it. A mistake in the file, the
+/// flags or the environment is one usage line (exit status 2).
 pub fn run(args: NodeArgs) -> anyhow::Result<()> {
-    let cluster = ClusterFile::load(&args.config)?;
-    let role_args = cluster.role_args(args.role, args.id.as_deref())?;
-    let cli =
-        crate::cli::Cli::try_parse_from(std::iter::once("cep".to_string()).chain(role_args)).map_err(|error| {
-            let message = error.to_string();
-            anyhow::anyhow!("{}: {}", args.config.display(), message.lines().next().unwrap_or_default())
-        })?;
-    crate::cli::dispatch(cli)
+    let cluster = ClusterFile::load(&args.config).map_err(|error| Usage::of(&error))?;
+    let (role, metrics) =
+        cluster.role(args.role, args.id.as_deref(), Unsaid::Environment).map_err(|error| Usage::of(&error))?;
+    role.validate().map_err(|reason| {
+        Usage(format!("{}: invalid {} configuration: {reason}", args.config.display(), role.command()))
+    })?;
+    crate::cli::run_role(role, &metrics)
 }
 
 #[cfg(test)]
@@ -288,46 +344,108 @@ mod tests {
 
     const EXAMPLE: &str = include_str!("../../deploy/hosts/cluster.toml");
 
+    fn example() -> ClusterFile {
+        toml::from_str(EXAMPLE).unwrap()
+    }
+
+    fn role(cluster: &ClusterFile, role: NodeRole, id: Option<&str>) -> anyhow::Result<(Role, MetricsArgs)> {
+        cluster.role(role, id, Unsaid::Defaults)
+    }
+
     #[test]
-    fn the_shipped_example_gives_every_role_valid_flags() {
-        let cluster: ClusterFile = toml::from_str(EXAMPLE).unwrap();
+    fn the_shipped_example_gives_every_role_a_valid_configuration() {
+        let cluster = example();
         let roles = [
             (NodeRole::Router, None),
             (NodeRole::Collector, None),
             (NodeRole::Worker, Some(cluster.workers[0].id.as_str())),
             (NodeRole::Injector, None),
         ];
-        for (role, id) in roles {
-            let args = cluster.role_args(role, id).unwrap();
-            let parsed = crate::cli::Cli::try_parse_from(std::iter::once("cep".to_string()).chain(args.clone()));
-            assert!(parsed.is_ok(), "{role:?}: {args:?}: {:?}", parsed.err());
+        for (node_role, id) in roles {
+            let (role, _) = role(&cluster, node_role, id).unwrap();
+            assert_eq!(role.command(), node_role.name());
+            assert_eq!(role.validate(), Ok(()), "{role:?}");
         }
-        assert!(cluster.role_args(NodeRole::Worker, Some("nobody")).is_err());
-        assert!(cluster.role_args(NodeRole::Worker, None).is_err());
+        assert!(role(&cluster, NodeRole::Worker, Some("nobody")).is_err());
+        assert!(role(&cluster, NodeRole::Worker, None).is_err());
+    }
+
+    #[test]
+    fn the_file_says_what_each_role_runs_with() {
+        let cluster = example();
+        let Role::Router(router) = role(&cluster, NodeRole::Router, None).unwrap().0 else { panic!() };
+        assert_eq!(
+            router,
+            RouterConfig {
+                listen: "tcp://0.0.0.0:5555".into(),
+                control: "tcp://0.0.0.0:5556".into(),
+                workers: 2,
+                streams: 1,
+                ..RouterConfig::default()
+            }
+        );
+        let Role::Worker(worker) = role(&cluster, NodeRole::Worker, Some("worker-1")).unwrap().0 else { panic!() };
+        assert_eq!(
+            worker,
+            WorkerConfig {
+                router: "tcp://10.0.1.10:5556".into(),
+                id: Some("worker-1".into()),
+                listen: "tcp://0.0.0.0:5560".into(),
+                advertise: "10.0.1.13".into(),
+                ..WorkerConfig::default()
+            }
+        );
+        let Role::Injector(injector) = role(&cluster, NodeRole::Injector, None).unwrap().0 else { panic!() };
+        assert_eq!(
+            injector,
+            InjectorConfig {
+                router: "tcp://10.0.1.10:5556".into(),
+                router_data: "tcp://10.0.1.10:5555".into(),
+                rate: 200_000.0,
+                duration: Some(Duration::from_secs(30)),
+                warmup: Duration::from_secs(2),
+                ..InjectorConfig::default()
+            }
+        );
+        let mut counted = cluster.clone();
+        counted.injector.duration = None;
+        assert!(role(&counted, NodeRole::Injector, None).unwrap_err().to_string().contains("`duration` or `count`"));
+        counted.injector.count = Some(5_000_000);
+        let Role::Injector(injector) = role(&counted, NodeRole::Injector, None).unwrap().0 else { panic!() };
+        assert_eq!((injector.count, injector.duration), (Some(5_000_000), None));
     }
 
     #[test]
     fn metrics_ports_and_the_collector_journal() {
-        let cluster: ClusterFile = toml::from_str(EXAMPLE).unwrap();
-        let worker = cluster.role_args(NodeRole::Worker, Some("worker-1")).unwrap();
-        assert!(worker.contains(&"--metrics-listen=0.0.0.0:9100".to_string()), "{worker:?}");
-        assert!(worker.contains(&"--metrics-linger=10s".to_string()), "{worker:?}");
-        let collector = cluster.role_args(NodeRole::Collector, None).unwrap();
-        assert!(collector.contains(&"--progress".into()) && collector.contains(&"--print-report".into()));
+        let cluster = example();
+        let (_, metrics) = role(&cluster, NodeRole::Worker, Some("worker-1")).unwrap();
+        assert_eq!(metrics.metrics_listen.as_deref(), Some("0.0.0.0:9100"));
+        assert_eq!(metrics.metrics_linger, Duration::from_secs(10));
+        let (collector, _) = role(&cluster, NodeRole::Collector, None).unwrap();
+        let Role::Collector { config, print_report } = collector else { panic!("{collector:?}") };
+        assert!(config.progress && print_report);
+        assert_eq!((config.csv, config.idle_timeout), (CsvMode::Alerts, Duration::from_secs(30)));
         // Without metrics_port, no metrics.
         let mut quiet = cluster.clone();
         quiet.router.metrics_port = None;
-        let router = quiet.role_args(NodeRole::Router, None).unwrap();
-        assert!(!router.iter().any(|arg| arg.starts_with("--metrics")), "{router:?}");
+        assert_eq!(role(&quiet, NodeRole::Router, None).unwrap().1, MetricsArgs::default());
     }
 
     #[test]
     fn errors_say_where() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cluster.toml");
-        std::fs::write(&path, EXAMPLE.replace("control_port = 5556", "control_port = \"x\"")).unwrap();
-        let error = ClusterFile::load(&path).unwrap_err().to_string();
-        assert!(error.starts_with(&format!("{}:", path.display())), "{error}");
-        assert!(!error.contains('\n'), "{error}");
+        let line_of_example = |needle: &str| EXAMPLE.lines().position(|line| line.starts_with(needle)).unwrap() + 1;
+        for (from, to, line) in [
+            ("control_port = 5556", "control_port = \"x\"", line_of_example("control_port")),
+            ("csv = \"alerts\"", "csv = \"some\"", line_of_example("csv")),
+            ("idle_timeout = \"30s\"", "idle_timeout = \"soon\"", line_of_example("idle_timeout")),
+            ("linger = \"10s\"", "linger = \"-1\"", line_of_example("linger")),
+        ] {
+            std::fs::write(&path, EXAMPLE.replace(from, to)).unwrap();
+            let error = ClusterFile::load(&path).unwrap_err().to_string();
+            assert!(error.starts_with(&format!("{}:{line}: ", path.display())), "{error}");
+            assert!(!error.contains('\n'), "{error}");
+        }
     }
 }

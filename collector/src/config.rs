@@ -1,6 +1,7 @@
 //! The collector's flags.
 
 use cep_core::duration::parse_duration;
+use cep_telemetry::args::Flags;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,8 +19,9 @@ pub enum CsvMode {
     None,
 }
 
-/// Collector settings; every flag can also be set from the environment.
-#[derive(Args, Clone, Debug)]
+/// Collector settings; every flag can also be set from the environment. `Default` is the
+/// flags' defaults.
+#[derive(Args, Clone, Debug, PartialEq)]
 pub struct CollectorConfig {
     /// Where workers send outputs (PULL, bound).
     #[arg(long, env = "CEP_COLLECTOR_LISTEN", default_value = "tcp://0.0.0.0:5557")]
@@ -52,4 +54,94 @@ pub struct CollectorConfig {
     /// Frames larger than this many bytes are rejected.
     #[arg(long, env = "CEP_MAX_FRAME_BYTES", default_value_t = cep_core::wire::DEFAULT_MAX_FRAME_BYTES)]
     pub max_frame_bytes: usize,
+}
+
+impl Default for CollectorConfig {
+    fn default() -> CollectorConfig {
+        CollectorConfig {
+            listen: "tcp://0.0.0.0:5557".into(),
+            router: "tcp://127.0.0.1:5556".into(),
+            advertise: "auto".into(),
+            clock_listen: "tcp://0.0.0.0:5558".into(),
+            out: PathBuf::from("results"),
+            csv: CsvMode::Alerts,
+            idle_timeout: Duration::from_secs(30),
+            start_timeout: Duration::from_secs(120),
+            progress: false,
+            max_frame_bytes: cep_core::wire::DEFAULT_MAX_FRAME_BYTES,
+        }
+    }
+}
+
+impl CollectorConfig {
+    /// Checks what clap cannot; the error says which flag and why.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.out.as_os_str().is_empty() {
+            return Err("--out must name a folder".into());
+        }
+        if self.idle_timeout.is_zero() {
+            return Err("--idle-timeout must be longer than 0".into());
+        }
+        if self.max_frame_bytes == 0 {
+            return Err("--max-frame-bytes must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The flags that give this configuration back (`cep collector` followed by them).
+    pub fn to_args(&self) -> Vec<String> {
+        Flags::new()
+            .value("listen", &self.listen)
+            .value("router", &self.router)
+            .value("advertise", &self.advertise)
+            .value("clock-listen", &self.clock_listen)
+            .path("out", &self.out)
+            .choice("csv", &self.csv)
+            .duration("idle-timeout", self.idle_timeout)
+            .duration("start-timeout", self.start_timeout)
+            .switch("progress", self.progress)
+            .value("max-frame-bytes", self.max_frame_bytes)
+            .into_args()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_telemetry::args::parse_flags;
+
+    #[test]
+    fn default_is_what_no_flags_give() {
+        assert_eq!(parse_flags::<CollectorConfig>(&[]).unwrap(), CollectorConfig::default());
+        assert_eq!(CollectorConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn to_args_parses_back() {
+        for csv in [CsvMode::All, CsvMode::Alerts, CsvMode::None] {
+            let config = CollectorConfig {
+                listen: "tcp://127.0.0.1:*".into(),
+                router: "tcp://10.0.1.10:5556".into(),
+                advertise: "10.0.1.11".into(),
+                clock_listen: "ipc:///tmp/collector-clock".into(),
+                out: PathBuf::from("/var/lib/cep/results"),
+                csv,
+                idle_timeout: Duration::from_millis(2500),
+                start_timeout: Duration::from_secs(1),
+                progress: true,
+                max_frame_bytes: 1 << 10,
+            };
+            assert_eq!(parse_flags::<CollectorConfig>(&config.to_args()).unwrap(), config);
+        }
+    }
+
+    #[test]
+    fn validate_says_which_flag() {
+        let error = |config: CollectorConfig| config.validate().unwrap_err();
+        let idle = CollectorConfig { idle_timeout: Duration::ZERO, ..CollectorConfig::default() };
+        assert_eq!(error(idle), "--idle-timeout must be longer than 0");
+        assert!(error(CollectorConfig { out: PathBuf::new(), ..CollectorConfig::default() }).starts_with("--out"));
+        let frames = CollectorConfig { max_frame_bytes: 0, ..CollectorConfig::default() };
+        assert!(error(frames).starts_with("--max-frame-bytes"));
+    }
 }

@@ -25,6 +25,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// Errors that stop the collector.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectorError {
+    /// The configuration does not hold.
+    #[error("invalid collector configuration: {0}")]
+    Config(String),
     /// A socket failed.
     #[error(transparent)]
     Transport(#[from] TransportError),

@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn first_tick_already_carries_one_step() {
-        let first = GbmStream::all(42, 1470).next().unwrap();
+        let first = GbmStream::all(crate::reference::SEED, crate::reference::SYMBOLS).next().unwrap();
         assert_ne!(first.price, START_PRICE);
         assert!((first.price / START_PRICE - 1.0).abs() < 0.1);
     }

@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn balanced_for_two_to_eight_workers() {
-        let symbols = symbol_names(1470);
+        let symbols = symbol_names(crate::reference::SYMBOLS);
         for n in 2..=8 {
             let partitioner = Partitioner::with_default_vnodes(&ids(n));
             let mut shares = vec![0usize; n];
@@ -119,7 +119,7 @@ mod tests {
 
     #[test]
     fn adding_a_worker_moves_symbols_only_to_it() {
-        let symbols = symbol_names(1470);
+        let symbols = symbol_names(crate::reference::SYMBOLS);
         for n in 1..=7 {
             let before = Partitioner::with_default_vnodes(&ids(n));
             let after = Partitioner::with_default_vnodes(&ids(n + 1));

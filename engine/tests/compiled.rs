@@ -3,6 +3,7 @@
 //! queries.
 
 use cep_core::gbm::{symbol_names, GbmStream};
+use cep_core::reference::{SEED, SYMBOLS};
 use cep_engine::baseline::{Baseline, Rule, RulesConfig};
 use cep_engine::{compile, oracle_rules, reference_rules, Engine};
 
@@ -12,7 +13,7 @@ type Output = (usize, String, u64, u64);
 /// Ticks 1 ms of event time apart per round, so R3's 10 s window holds about 10 ticks of a
 /// symbol with 1,470 symbols... and many more with fewer.
 fn stream(count: usize, symbols: usize) -> Vec<(usize, f64, u64)> {
-    GbmStream::all(42, symbols).take(count).map(|t| (t.symbol, t.price, t.index * 700_000)).collect()
+    GbmStream::all(SEED, symbols).take(count).map(|t| (t.symbol, t.price, t.index * 700_000)).collect()
 }
 
 fn baseline(config: RulesConfig, ticks: &[(usize, f64, u64)], names: &[String]) -> Vec<Output> {
@@ -44,8 +45,8 @@ fn compiled(
 
 #[test]
 fn reference_file_reproduces_the_hand_written_rules() {
-    let names = symbol_names(1470);
-    for symbols in [1470, 40] {
+    let names = symbol_names(SYMBOLS);
+    for symbols in [SYMBOLS, 40] {
         let ticks = stream(400_000, symbols);
         let want = baseline(RulesConfig::default(), &ticks, &names);
         let got = compiled(&mut Engine::new(reference_rules()), &ticks, &names, str::to_string);
@@ -57,7 +58,7 @@ fn reference_file_reproduces_the_hand_written_rules() {
 
 #[test]
 fn late_ticks_give_the_hand_written_r3_outputs() {
-    let names = symbol_names(1470);
+    let names = symbol_names(SYMBOLS);
     // 21 ms of event time between a symbol's ticks: windows of about 480 ticks slide.
     let mut ticks = stream(200_000, 30);
     // Every seventh tick arrives 3 s of event time late.
@@ -71,8 +72,8 @@ fn late_ticks_give_the_hand_written_r3_outputs() {
 
 #[test]
 fn oracle_file_reproduces_the_hand_written_oracle_variant() {
-    let names = symbol_names(1470);
-    let ticks = stream(600_000, 1470);
+    let names = symbol_names(SYMBOLS);
+    let ticks = stream(600_000, SYMBOLS);
     let want = baseline(RulesConfig::oracle(200), &ticks, &names);
     let mut engine = Engine::new(oracle_rules());
     assert_eq!(engine.queries().count(), 400);
@@ -81,7 +82,7 @@ fn oracle_file_reproduces_the_hand_written_oracle_variant() {
     assert!(want.len() > 10_000);
     assert!(got == want, "{} vs {} outputs", got.len(), want.len());
     // Filter indexing: only the 200 monitored symbols carry queries, two each.
-    assert_eq!(engine.symbols(), 1470);
+    assert_eq!(engine.symbols(), SYMBOLS);
 }
 
 #[test]
@@ -91,8 +92,8 @@ fn generated_oracle_file_is_current() {
 
 #[test]
 fn unindexed_engine_gives_the_same_outputs() {
-    let names = symbol_names(1470);
-    let ticks = stream(100_000, 1470);
+    let names = symbol_names(SYMBOLS);
+    let ticks = stream(100_000, SYMBOLS);
     let indexed = compiled(&mut Engine::new(oracle_rules()), &ticks, &names, str::to_string);
     let unindexed = compiled(&mut Engine::unindexed(oracle_rules()), &ticks, &names, str::to_string);
     assert_eq!(indexed, unindexed);

@@ -1,12 +1,15 @@
 //! The injector's flags.
 
+use crate::pacing::Speed;
 use cep_core::duration::parse_duration;
+use cep_telemetry::args::Flags;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Injector settings; every flag can also be set from the environment.
-#[derive(Args, Clone, Debug)]
+/// Injector settings; every flag can also be set from the environment. `Default` is the flags'
+/// defaults (which send nothing: a run needs --duration, --count or --replay).
+#[derive(Args, Clone, Debug, PartialEq)]
 pub struct InjectorConfig {
     /// The router's control endpoint.
     #[arg(long, env = "CEP_ROUTER", default_value = "tcp://127.0.0.1:5556")]
@@ -15,7 +18,7 @@ pub struct InjectorConfig {
     #[arg(long, env = "CEP_ROUTER_DATA", default_value = "tcp://127.0.0.1:5555")]
     pub router_data: String,
     /// Number of symbols (S0000, S0001, ...).
-    #[arg(long, env = "CEP_SYMBOLS", default_value_t = 1470)]
+    #[arg(long, env = "CEP_SYMBOLS", default_value_t = cep_core::reference::SYMBOLS)]
     pub symbols: usize,
     /// Connections (streams), one PUSH socket each; symbols are split evenly between them.
     #[arg(long, env = "CEP_CONNECTIONS", default_value_t = 1)]
@@ -35,7 +38,7 @@ pub struct InjectorConfig {
     #[arg(long, env = "CEP_WARMUP", default_value = "0s", value_parser = parse_duration)]
     pub warmup: Duration,
     /// Seed of the price model.
-    #[arg(long, env = "CEP_SEED", default_value_t = 42)]
+    #[arg(long, env = "CEP_SEED", default_value_t = cep_core::reference::SEED)]
     pub seed: u64,
     /// Replay ticks from a file instead of generating them: `symbol;price;timestamp` lines
     /// (timestamps in ms unless --time-unit says otherwise) or CSV with a header naming the
@@ -68,8 +71,33 @@ pub struct InjectorConfig {
     pub hwm: i32,
 }
 
+impl Default for InjectorConfig {
+    fn default() -> InjectorConfig {
+        InjectorConfig {
+            router: "tcp://127.0.0.1:5556".into(),
+            router_data: "tcp://127.0.0.1:5555".into(),
+            symbols: cep_core::reference::SYMBOLS,
+            connections: 1,
+            rate: 0.0,
+            duration: None,
+            count: None,
+            warmup: Duration::ZERO,
+            seed: cep_core::reference::SEED,
+            replay: None,
+            time_unit: None,
+            speed: None,
+            record: None,
+            batch: cep_core::wire::DEFAULT_BATCH,
+            start_timeout: Duration::from_secs(60),
+            end_timeout: Duration::from_secs(60),
+            hwm: 1000,
+        }
+    }
+}
+
 impl InjectorConfig {
-    /// Checks what clap cannot.
+    /// Checks what clap cannot (and what it checks of flags that go together, for a
+    /// configuration made without it); the error says which flag and why.
     pub fn validate(&self) -> Result<(), String> {
         if self.replay.is_none() && self.symbols == 0 {
             return Err("--symbols must be at least 1".into());
@@ -89,9 +117,125 @@ impl InjectorConfig {
         if self.batch == 0 {
             return Err("--batch must be at least 1".into());
         }
+        if self.hwm < 0 {
+            return Err(format!("--hwm must be 0 (no limit) or more, got {}", self.hwm));
+        }
         if self.replay.is_none() && self.count.is_none() && self.duration.is_none() {
             return Err("give --duration or --count (or --replay a file)".into());
         }
+        if self.count == Some(0) {
+            return Err("--count must be at least 1".into());
+        }
+        if self.count.is_none() && self.duration.is_some_and(|duration| duration.is_zero()) {
+            return Err("--duration must be longer than 0".into());
+        }
+        if self.replay.is_none() {
+            if self.time_unit.is_some() {
+                return Err("--time-unit needs --replay".into());
+            }
+            if self.speed.is_some() {
+                return Err("--speed needs --replay".into());
+            }
+        }
+        if let Some(speed) = self.speed {
+            Speed::parse(&speed_text(speed)).map_err(|error| format!("--speed: {error}"))?;
+        }
         Ok(())
+    }
+
+    /// The flags that give this configuration back (`cep injector` followed by them).
+    pub fn to_args(&self) -> Vec<String> {
+        Flags::new()
+            .value("router", &self.router)
+            .value("router-data", &self.router_data)
+            .value("symbols", self.symbols)
+            .value("connections", self.connections)
+            .value("rate", self.rate)
+            .some_duration("duration", self.duration)
+            .some("count", self.count)
+            .duration("warmup", self.warmup)
+            .value("seed", self.seed)
+            .some_path("replay", self.replay.as_deref())
+            .some("time-unit", self.time_unit.map(|unit| unit.name()))
+            .some("speed", self.speed.map(speed_text))
+            .some_path("record", self.record.as_deref())
+            .value("batch", self.batch)
+            .duration("start-timeout", self.start_timeout)
+            .duration("end-timeout", self.end_timeout)
+            .value("hwm", self.hwm)
+            .into_args()
+    }
+}
+
+/// A speed as `--speed` takes it.
+fn speed_text(speed: Speed) -> String {
+    match speed {
+        Speed::Max => "max".into(),
+        Speed::Times(factor) => factor.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_telemetry::args::parse_flags;
+
+    #[test]
+    fn default_is_what_no_flags_give() {
+        assert_eq!(parse_flags::<InjectorConfig>(&[]).unwrap(), InjectorConfig::default());
+        // The defaults send nothing until told how much.
+        let error = InjectorConfig::default().validate().unwrap_err();
+        assert_eq!(error, "give --duration or --count (or --replay a file)");
+        let timed = InjectorConfig { duration: Some(Duration::from_secs(10)), ..InjectorConfig::default() };
+        assert_eq!(timed.validate(), Ok(()));
+    }
+
+    #[test]
+    fn to_args_parses_back() {
+        let generated = InjectorConfig {
+            router: "tcp://10.0.1.10:5556".into(),
+            router_data: "tcp://10.0.1.10:5555".into(),
+            symbols: 200,
+            connections: 4,
+            rate: 123_456.789,
+            duration: Some(Duration::from_millis(2500)),
+            count: Some(5_000_000),
+            warmup: Duration::from_secs(2),
+            seed: 7,
+            replay: None,
+            time_unit: None,
+            speed: None,
+            record: Some("/tmp/input.csv".into()),
+            batch: 64,
+            start_timeout: Duration::from_secs(5),
+            end_timeout: Duration::from_secs(6),
+            hwm: 0,
+        };
+        assert_eq!(parse_flags::<InjectorConfig>(&generated.to_args()).unwrap(), generated);
+        for speed in [Speed::Max, Speed::Times(0.5), Speed::Times(60.0)] {
+            let replay = InjectorConfig {
+                replay: Some("ticks.txt".into()),
+                time_unit: Some(cep_core::replay::TimeUnit::Micros),
+                speed: Some(speed),
+                ..InjectorConfig::default()
+            };
+            assert_eq!(parse_flags::<InjectorConfig>(&replay.to_args()).unwrap(), replay);
+        }
+    }
+
+    #[test]
+    fn validate_says_which_flag() {
+        let timed = InjectorConfig { duration: Some(Duration::from_secs(1)), ..InjectorConfig::default() };
+        let error = |config: InjectorConfig| config.validate().unwrap_err();
+        let crowded = InjectorConfig { connections: 3, symbols: 2, ..timed.clone() };
+        assert_eq!(error(crowded), "--connections 3 exceeds --symbols 2: each connection needs a symbol");
+        assert_eq!(error(InjectorConfig { count: Some(0), ..timed.clone() }), "--count must be at least 1");
+        let instant = InjectorConfig { duration: Some(Duration::ZERO), ..timed.clone() };
+        assert_eq!(error(instant), "--duration must be longer than 0");
+        assert!(error(InjectorConfig { rate: f64::NAN, ..timed.clone() }).starts_with("--rate"));
+        assert_eq!(error(InjectorConfig { speed: Some(Speed::Max), ..timed.clone() }), "--speed needs --replay");
+        let replay = InjectorConfig { replay: Some("ticks.txt".into()), ..timed };
+        assert!(error(InjectorConfig { speed: Some(Speed::Times(0.0)), ..replay.clone() }).starts_with("--speed: "));
+        assert_eq!(replay.validate(), Ok(()));
     }
 }

@@ -1,9 +1,12 @@
 //! The router's flags.
 
+use cep_telemetry::args::Flags;
 use clap::Args;
+use std::time::Duration;
 
-/// Router settings; every flag can also be set from the environment.
-#[derive(Args, Clone, Debug)]
+/// Router settings; every flag can also be set from the environment. `Default` is the flags'
+/// defaults.
+#[derive(Args, Clone, Debug, PartialEq)]
 pub struct RouterConfig {
     /// Where injectors send ticks (PULL, bound).
     #[arg(long, env = "CEP_ROUTER_LISTEN", default_value = "tcp://0.0.0.0:5555")]
@@ -56,8 +59,29 @@ pub struct RouterConfig {
     pub announce: Option<std::path::PathBuf>,
 }
 
+impl Default for RouterConfig {
+    fn default() -> RouterConfig {
+        RouterConfig {
+            listen: "tcp://0.0.0.0:5555".into(),
+            control: "tcp://0.0.0.0:5556".into(),
+            workers: 2,
+            settle: Duration::from_secs(3),
+            streams: 1,
+            vnodes: cep_core::partition::DEFAULT_VNODES,
+            batch: cep_core::wire::DEFAULT_BATCH,
+            max_frame_bytes: cep_core::wire::DEFAULT_MAX_FRAME_BYTES,
+            hwm: 1000,
+            start_timeout: Duration::ZERO,
+            end_timeout: Duration::from_secs(60),
+            rules: None,
+            allowed_lateness: None,
+            announce: None,
+        }
+    }
+}
+
 impl RouterConfig {
-    /// Checks what clap cannot.
+    /// Checks what clap cannot; the error says which flag and why.
     pub fn validate(&self) -> Result<(), String> {
         if self.streams == 0 {
             return Err("--streams must be at least 1".into());
@@ -68,6 +92,77 @@ impl RouterConfig {
         if self.vnodes == 0 {
             return Err("--vnodes must be at least 1".into());
         }
+        if self.max_frame_bytes == 0 {
+            return Err("--max-frame-bytes must be at least 1".into());
+        }
+        if self.hwm < 0 {
+            return Err(format!("--hwm must be 0 (no limit) or more, got {}", self.hwm));
+        }
         Ok(())
+    }
+
+    /// The flags that give this configuration back (`cep router` followed by them).
+    pub fn to_args(&self) -> Vec<String> {
+        Flags::new()
+            .value("listen", &self.listen)
+            .value("control", &self.control)
+            .value("workers", self.workers)
+            .duration("settle", self.settle)
+            .value("streams", self.streams)
+            .value("vnodes", self.vnodes)
+            .value("batch", self.batch)
+            .value("max-frame-bytes", self.max_frame_bytes)
+            .value("hwm", self.hwm)
+            .duration("start-timeout", self.start_timeout)
+            .duration("end-timeout", self.end_timeout)
+            .some_path("rules", self.rules.as_deref())
+            .some_duration("allowed-lateness", self.allowed_lateness)
+            .some_path("announce", self.announce.as_deref())
+            .into_args()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_telemetry::args::parse_flags;
+
+    #[test]
+    fn default_is_what_no_flags_give() {
+        assert_eq!(parse_flags::<RouterConfig>(&[]).unwrap(), RouterConfig::default());
+        assert_eq!(RouterConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn to_args_parses_back() {
+        let config = RouterConfig {
+            listen: "ipc:///tmp/router-data".into(),
+            control: "tcp://127.0.0.1:*".into(),
+            workers: 0,
+            settle: Duration::from_millis(1500),
+            streams: 4,
+            vnodes: 16,
+            batch: 64,
+            max_frame_bytes: 1 << 20,
+            hwm: 0,
+            start_timeout: Duration::from_secs(5),
+            end_timeout: Duration::from_nanos(1),
+            rules: Some("rules/oracle-400.rules".into()),
+            allowed_lateness: Some(Duration::from_micros(2500)),
+            announce: Some("/tmp/router.endpoints".into()),
+        };
+        assert_eq!(parse_flags::<RouterConfig>(&config.to_args()).unwrap(), config);
+        let default = RouterConfig::default();
+        assert_eq!(parse_flags::<RouterConfig>(&default.to_args()).unwrap(), default);
+    }
+
+    #[test]
+    fn validate_says_which_flag() {
+        let error = |config: RouterConfig| config.validate().unwrap_err();
+        assert_eq!(error(RouterConfig { streams: 0, ..RouterConfig::default() }), "--streams must be at least 1");
+        assert_eq!(error(RouterConfig { batch: 0, ..RouterConfig::default() }), "--batch must be at least 1");
+        assert_eq!(error(RouterConfig { vnodes: 0, ..RouterConfig::default() }), "--vnodes must be at least 1");
+        assert!(error(RouterConfig { max_frame_bytes: 0, ..RouterConfig::default() }).starts_with("--max-frame-bytes"));
+        assert!(error(RouterConfig { hwm: -1, ..RouterConfig::default() }).starts_with("--hwm"));
     }
 }

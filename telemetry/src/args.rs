@@ -1,8 +1,9 @@
-//! The observability flags every role takes.
+//! The observability flags every role takes, and the way every role's typed configuration
+//! becomes process arguments again ([`Flags`]).
 
 use cep_core::duration::parse_duration;
-use clap::{Args, ValueEnum};
-use std::path::PathBuf;
+use clap::{Args, FromArgMatches, ValueEnum};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How log lines are written to stderr.
@@ -26,8 +27,9 @@ impl LogFormat {
     }
 }
 
-/// Prometheus metrics of one process (docs/METRICS.md lists them).
-#[derive(Args, Clone, Debug, Default)]
+/// Prometheus metrics of one process (docs/METRICS.md lists them). `Default` is the flags'
+/// defaults: no metrics.
+#[derive(Args, Clone, Debug, Default, PartialEq)]
 pub struct MetricsArgs {
     /// Serve Prometheus metrics over HTTP at this address, at `/metrics` (e.g. `0.0.0.0:9100`;
     /// port 0 picks a free port). Off when not given.
@@ -41,4 +43,144 @@ pub struct MetricsArgs {
     /// so that a free port (0) can be used and found; the launcher does.
     #[arg(long, env = "CEP_METRICS_ANNOUNCE", value_name = "FILE")]
     pub metrics_announce: Option<PathBuf>,
+}
+
+impl MetricsArgs {
+    /// The flags that give this back.
+    pub fn to_args(&self) -> Vec<String> {
+        Flags::new()
+            .some("metrics-listen", self.metrics_listen.as_ref())
+            .duration("metrics-linger", self.metrics_linger)
+            .some_path("metrics-announce", self.metrics_announce.as_deref())
+            .into_args()
+    }
+}
+
+/// Process arguments written from a typed configuration: one `--name=value` per setting (so a
+/// value may start with `-`), which the same flags parse back to the same value. A setting
+/// without a value (`None`, a switch that is off) gives no argument.
+#[derive(Debug, Default)]
+#[must_use]
+pub struct Flags(Vec<String>);
+
+impl Flags {
+    pub fn new() -> Flags {
+        Flags::default()
+    }
+
+    /// `--name=value`, the value as `Display` writes it (numbers, `f64` included, parse back
+    /// exactly).
+    pub fn value(mut self, name: &str, value: impl std::fmt::Display) -> Flags {
+        self.0.push(format!("--{name}={value}"));
+        self
+    }
+
+    /// `--name=value` when there is a value.
+    pub fn some(self, name: &str, value: Option<impl std::fmt::Display>) -> Flags {
+        match value {
+            Some(value) => self.value(name, value),
+            None => self,
+        }
+    }
+
+    /// A duration, exactly, in the largest of s, ms, us and ns that holds it whole (`30s`,
+    /// `1500ms`).
+    pub fn duration(self, name: &str, duration: Duration) -> Flags {
+        self.value(name, duration_text(duration))
+    }
+
+    /// A duration when there is one.
+    pub fn some_duration(self, name: &str, duration: Option<Duration>) -> Flags {
+        self.some(name, duration.map(duration_text))
+    }
+
+    /// A path (as text: a path that is not UTF-8 loses its odd bytes).
+    pub fn path(self, name: &str, path: &Path) -> Flags {
+        self.value(name, path.display())
+    }
+
+    /// A path when there is one.
+    pub fn some_path(self, name: &str, path: Option<&Path>) -> Flags {
+        self.some(name, path.map(Path::display))
+    }
+
+    /// One of a [`ValueEnum`]'s values, by the name the flag takes.
+    pub fn choice(self, name: &str, value: &impl ValueEnum) -> Flags {
+        let choice = value.to_possible_value().expect("every value of the enum is a flag value");
+        self.value(name, choice.get_name())
+    }
+
+    /// `--name` when on.
+    pub fn switch(mut self, name: &str, on: bool) -> Flags {
+        if on {
+            self.0.push(format!("--{name}"));
+        }
+        self
+    }
+
+    /// Arguments the caller wrote itself (a flag of another struct's).
+    pub fn extend(mut self, args: impl IntoIterator<Item = String>) -> Flags {
+        self.0.extend(args);
+        self
+    }
+
+    pub fn into_args(self) -> Vec<String> {
+        self.0
+    }
+}
+
+/// A duration as `parse_duration` reads it back, exactly.
+fn duration_text(duration: Duration) -> String {
+    let nanos = duration.as_nanos();
+    match nanos {
+        0 => "0s".into(),
+        _ if nanos % 1_000_000_000 == 0 => format!("{}s", nanos / 1_000_000_000),
+        _ if nanos % 1_000_000 == 0 => format!("{}ms", nanos / 1_000_000),
+        _ if nanos % 1_000 == 0 => format!("{}us", nanos / 1_000),
+        _ => format!("{nanos}ns"),
+    }
+}
+
+/// Parses `args` (flags only, no program name) as `T`'s flags, ignoring every environment
+/// variable: what a process given exactly these flags in a clean environment runs with. For
+/// tests of a configuration's `Default` (no flags) and of its `to_args` (round trip).
+pub fn parse_flags<T: Args + FromArgMatches>(args: &[String]) -> Result<T, clap::Error> {
+    let command =
+        T::augment_args(clap::Command::new("flags").no_binary_name(true)).mut_args(|arg| arg.env(None::<&'static str>));
+    T::from_arg_matches(&command.try_get_matches_from(args)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_what_no_flags_give() {
+        assert_eq!(parse_flags::<MetricsArgs>(&[]).unwrap(), MetricsArgs::default());
+    }
+
+    #[test]
+    fn to_args_parses_back() {
+        let metrics = MetricsArgs {
+            metrics_listen: Some("127.0.0.1:9100".into()),
+            metrics_linger: Duration::from_millis(1500),
+            metrics_announce: Some("/tmp/router.metrics".into()),
+        };
+        assert_eq!(parse_flags::<MetricsArgs>(&metrics.to_args()).unwrap(), metrics);
+        assert!(MetricsArgs::default().to_args().iter().all(|arg| !arg.starts_with("--metrics-listen")));
+    }
+
+    #[test]
+    fn durations_are_written_exactly() {
+        for (duration, text) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_secs(60), "60s"),
+            (Duration::from_millis(1500), "1500ms"),
+            (Duration::from_micros(7), "7us"),
+            (Duration::new(3, 1), "3000000001ns"),
+        ] {
+            assert_eq!(duration_text(duration), text);
+            assert_eq!(parse_duration(text).unwrap(), duration);
+        }
+    }
 }

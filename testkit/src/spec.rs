@@ -151,7 +151,7 @@ impl Default for ClusterSpec {
             count: 20_000,
             rate: 200_000.0,
             batch: 64,
-            seed: 42,
+            seed: cep_core::reference::SEED,
             rules: None,
             csv: CsvMode::All,
             link_latency_ns: 20_000,

@@ -1,11 +1,13 @@
 //! The worker's flags.
 
 use cep_core::duration::parse_duration;
+use cep_telemetry::args::Flags;
 use clap::Args;
 use std::time::Duration;
 
-/// Worker settings; every flag can also be set from the environment.
-#[derive(Args, Clone, Debug)]
+/// Worker settings; every flag can also be set from the environment. `Default` is the flags'
+/// defaults.
+#[derive(Args, Clone, Debug, PartialEq)]
 pub struct WorkerConfig {
     /// The router's control endpoint.
     #[arg(long, env = "CEP_ROUTER", default_value = "tcp://127.0.0.1:5556")]
@@ -37,13 +39,53 @@ pub struct WorkerConfig {
     pub end_timeout: Duration,
 }
 
+impl Default for WorkerConfig {
+    fn default() -> WorkerConfig {
+        WorkerConfig {
+            router: "tcp://127.0.0.1:5556".into(),
+            id: None,
+            listen: "tcp://0.0.0.0:*".into(),
+            advertise: "auto".into(),
+            batch: cep_core::wire::DEFAULT_BATCH,
+            max_frame_bytes: cep_core::wire::DEFAULT_MAX_FRAME_BYTES,
+            hwm: 1000,
+            start_timeout: Duration::from_secs(60),
+            end_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
 impl WorkerConfig {
-    /// Checks what clap cannot.
+    /// Checks what clap cannot; the error says which flag and why.
     pub fn validate(&self) -> Result<(), String> {
+        if self.id.as_deref().is_some_and(|id| id.trim().is_empty()) {
+            return Err("--id must not be empty".into());
+        }
         if self.batch == 0 {
             return Err("--batch must be at least 1".into());
         }
+        if self.max_frame_bytes == 0 {
+            return Err("--max-frame-bytes must be at least 1".into());
+        }
+        if self.hwm < 0 {
+            return Err(format!("--hwm must be 0 (no limit) or more, got {}", self.hwm));
+        }
         Ok(())
+    }
+
+    /// The flags that give this configuration back (`cep worker` followed by them).
+    pub fn to_args(&self) -> Vec<String> {
+        Flags::new()
+            .value("router", &self.router)
+            .some("id", self.id.as_ref())
+            .value("listen", &self.listen)
+            .value("advertise", &self.advertise)
+            .value("batch", self.batch)
+            .value("max-frame-bytes", self.max_frame_bytes)
+            .value("hwm", self.hwm)
+            .duration("start-timeout", self.start_timeout)
+            .duration("end-timeout", self.end_timeout)
+            .into_args()
     }
 
     pub fn worker_id(&self) -> String {
@@ -53,5 +95,42 @@ impl WorkerConfig {
             let host = host.trim();
             format!("{}-{}", if host.is_empty() { "worker" } else { host }, std::process::id())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_telemetry::args::parse_flags;
+
+    #[test]
+    fn default_is_what_no_flags_give() {
+        assert_eq!(parse_flags::<WorkerConfig>(&[]).unwrap(), WorkerConfig::default());
+        assert_eq!(WorkerConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn to_args_parses_back() {
+        let config = WorkerConfig {
+            router: "tcp://10.0.1.10:5556".into(),
+            id: Some("worker-7".into()),
+            listen: "ipc:///tmp/worker-7".into(),
+            advertise: "127.0.0.1".into(),
+            batch: 1,
+            max_frame_bytes: 4096,
+            hwm: 0,
+            start_timeout: Duration::from_millis(300),
+            end_timeout: Duration::from_secs(2),
+        };
+        assert_eq!(parse_flags::<WorkerConfig>(&config.to_args()).unwrap(), config);
+    }
+
+    #[test]
+    fn validate_says_which_flag() {
+        let error = |config: WorkerConfig| config.validate().unwrap_err();
+        assert_eq!(error(WorkerConfig { batch: 0, ..WorkerConfig::default() }), "--batch must be at least 1");
+        assert_eq!(error(WorkerConfig { id: Some(" ".into()), ..WorkerConfig::default() }), "--id must not be empty");
+        assert!(error(WorkerConfig { max_frame_bytes: 0, ..WorkerConfig::default() }).starts_with("--max-frame-bytes"));
+        assert!(error(WorkerConfig { hwm: -5, ..WorkerConfig::default() }).starts_with("--hwm"));
     }
 }

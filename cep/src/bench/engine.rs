@@ -6,6 +6,7 @@
 use super::chart::{bar_chart, Axis, Bar, Unit};
 use super::overview::{bench_interleaved, reference_ticks_over, EngineUnderTest};
 use super::report::{table, Report};
+use cep_core::reference::SYMBOLS;
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -20,7 +21,7 @@ pub struct EngineBenchArgs {
     #[arg(long, default_value_t = 1e6)]
     pub event_rate: f64,
     /// Symbols in the stream (fewer keep every symbol's state in the caches), 1 to 1,470.
-    #[arg(long, default_value_t = 1470, value_parser = clap::value_parser!(u16).range(1..=1470))]
+    #[arg(long, default_value_t = SYMBOLS as u16, value_parser = clap::value_parser!(u16).range(1..=SYMBOLS as i64))]
     pub symbols: u16,
     /// Measure only these rule sets (by name, as printed; repeatable). Default: all.
     #[arg(long)]
@@ -283,9 +284,10 @@ pub fn write(args: &EngineBenchArgs, results: &[RuleSetResult]) -> anyhow::Resul
     let mut report = Report::new("Engine alone, one core");
     report
         .note(&format!(
-            "Each rule set runs over the same {} ticks of the reference stream ({} symbols, seed 42; event time as if the ticks arrived at {} ev/s) in one thread, symbols looked up by name as a worker does. Rule sets that are compared run interleaved, {} ticks each in turn, so both see the same machine; absolute figures drift on a shared host, the ratios are the point.",
+            "Each rule set runs over the same {} ticks of the reference stream ({} symbols, seed {}; event time as if the ticks arrived at {} ev/s) in one thread, symbols looked up by name as a worker does. Rule sets that are compared run interleaved, {} ticks each in turn, so both see the same machine; absolute figures drift on a shared host, the ratios are the point.",
             args.ticks,
             args.symbols,
+            cep_core::reference::SEED,
             super::chart::number(args.event_rate),
             super::overview::SLICE
         ))

@@ -77,26 +77,14 @@ pub fn pipeline_run(point: &PipelinePoint, out: &Path) -> anyhow::Result<cep_cor
         workers: point.workers,
         rate: point.rate,
         connections: point.connections,
-        symbols: 1470,
         duration: point.duration,
         count: point.count,
         warmup: Some(point.warmup),
-        seed: 42,
-        record_input: false,
-        replay: None,
-        speed: None,
-        time_unit: None,
-        allowed_lateness: None,
         csv: cep_collector::CsvMode::None,
         out: out.to_path_buf(),
-        batch: cep_core::wire::DEFAULT_BATCH,
-        idle_timeout: std::time::Duration::from_secs(30),
-        transport: crate::launcher::LocalTransport::Tcp,
-        worker0_clock_skew: None,
         quiet: true,
-        rules: None,
-        control: None,
-        metrics: Default::default(),
+        // The reference workload: 1,470 symbols, seed 42, the default batch.
+        ..Default::default()
     };
     crate::launcher::run_cluster(&program, &launch)
 }

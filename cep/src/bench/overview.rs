@@ -4,6 +4,7 @@
 
 use anyhow::Context as _;
 use cep_core::gbm::{symbol_names, GbmStream};
+use cep_core::reference::{SEED, SYMBOLS};
 use cep_core::results::Summary;
 use cep_core::wire::TickBatchWriter;
 use cep_engine::Engine;
@@ -60,12 +61,12 @@ pub struct BenchResults {
 /// event time as if the ticks arrived at `rate` (at 1 M ev/s the 10 s windows hold ~6,800
 /// prices each).
 pub fn reference_ticks(count: u64, rate: f64) -> Vec<(u32, f64, u64)> {
-    reference_ticks_over(count, rate, 1470)
+    reference_ticks_over(count, rate, SYMBOLS)
 }
 
-/// [`reference_ticks`] over the first `symbols` symbols (at most 1,470).
+/// [`reference_ticks`] over the first `symbols` symbols (at most [`SYMBOLS`], 1,470).
 pub fn reference_ticks_over(count: u64, rate: f64, symbols: usize) -> Vec<(u32, f64, u64)> {
-    GbmStream::all(42, symbols.min(1470))
+    GbmStream::all(SEED, symbols.min(SYMBOLS))
         .take(count as usize)
         .map(|t| (t.symbol as u32, t.price, (t.index as f64 * 1e9 / rate) as u64))
         .collect()
@@ -108,7 +109,7 @@ pub const SLICE: usize = 100_000;
 /// engines measured one after the other see different machines, so their cost ratio
 /// wanders; interleaved, they see the same one.
 pub fn bench_interleaved(input: &[(u32, f64, u64)], engines: &[&EngineUnderTest]) -> Vec<EngineRun> {
-    let names = symbol_names(1470);
+    let names = symbol_names(SYMBOLS);
     let mut running: Vec<Running> = engines.iter().map(|engine| Running::new(engine)).collect();
     let mut seconds = vec![0.0; engines.len()];
     let mut checksum = 0.0;

@@ -59,7 +59,7 @@ pub struct TransportArgs {
 }
 
 /// The sending side, in its own process.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, PartialEq)]
 pub struct PeerArgs {
     #[arg(long)]
     pub endpoint: String,
@@ -70,6 +70,18 @@ pub struct PeerArgs {
     /// Messages per second; 0 sends as fast as possible.
     #[arg(long, default_value_t = 0.0)]
     pub rate: f64,
+}
+
+impl PeerArgs {
+    /// The flags that give these back (`cep bench transport-peer` followed by them).
+    pub fn to_args(&self) -> Vec<String> {
+        cep_telemetry::args::Flags::new()
+            .value("endpoint", &self.endpoint)
+            .value("per-message", self.per_message)
+            .duration("duration", self.duration)
+            .value("rate", self.rate)
+            .into_args()
+    }
 }
 
 /// One point of the matrix.
@@ -187,10 +199,8 @@ fn measure(
     } else {
         let program = std::env::current_exe().context("cannot find the cep executable")?;
         let mut child = std::process::Command::new(program)
-            .args(["bench", "transport-peer", "--endpoint", &peer.endpoint])
-            .arg(format!("--per-message={per_message}"))
-            .arg(format!("--duration={}ms", duration.as_millis()))
-            .arg(format!("--rate={rate}"))
+            .args(["bench", "transport-peer"])
+            .args(peer.to_args())
             .spawn()
             .context("cannot start the sending process")?;
         let received = receive(&pull);
@@ -341,4 +351,20 @@ pub fn write(out: &std::path::Path, points: &[TransportPoint], latency_rate: f64
             table(&["transport", "ticks/msg", "bytes/msg", "msgs/s", "ticks/s", "MB/s", "p50 us", "p99 us", "max us"], &rows),
         );
     report.write(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_args_parse_back() {
+        let peer = PeerArgs {
+            endpoint: "tcp://127.0.0.1:40000".into(),
+            per_message: 1024,
+            duration: Duration::from_millis(500),
+            rate: 10_000.0,
+        };
+        assert_eq!(cep_telemetry::args::parse_flags::<PeerArgs>(&peer.to_args()).unwrap(), peer);
+    }
 }
