@@ -183,6 +183,14 @@ impl LaunchArgs {
             // anything starts, and the injector may run elsewhere.
             cep_core::replay::read(file, self.time_unit).map_err(|error| anyhow::anyhow!("--replay {error}"))?;
         }
+        if self.transport == LocalTransport::Inproc {
+            if self.metrics.metrics_listen.is_some() {
+                bail!("--metrics-listen needs a process per role: use --transport tcp or ipc");
+            }
+            if self.worker0_clock_skew.is_some() {
+                bail!("--worker0-clock-skew needs a process per role: use --transport tcp or ipc");
+            }
+        }
         if let Some(listen) = &self.metrics.metrics_listen {
             let plan = crate::metrics_plan::MetricsPlan::new(
                 listen,
@@ -278,6 +286,9 @@ pub enum LocalTransport {
     Tcp,
     /// Unix domain sockets: no TCP stack between the processes of one machine.
     Ipc,
+    /// One process: every role a thread, over ZeroMQ's in-memory transport (one shared
+    /// context). Metrics and the clock-skew test hook need separate processes.
+    Inproc,
 }
 
 /// Where the processes of one local cluster bind. TCP endpoints use `*` ports, which the
@@ -302,6 +313,7 @@ impl Endpoints {
         match self.transport {
             LocalTransport::Tcp => "tcp://127.0.0.1:*".into(),
             LocalTransport::Ipc => format!("ipc://{}", self.scratch.join(name).display()),
+            LocalTransport::Inproc => format!("inproc://{name}"),
         }
     }
 
@@ -326,11 +338,19 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
     if !args.quiet {
         tracing::info!("writing results to {}", args.out.display());
     }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    endpoints.create()?;
-    let outcome = runtime.block_on(supervise(program, args, &endpoints));
-    let _ = std::fs::remove_dir_all(&endpoints.scratch);
-    outcome?;
+    if args.transport == LocalTransport::Inproc {
+        let router = RouterConfig { announce: None, ..router_config(args, &endpoints)? };
+        let (data, control) = (router.listen.clone(), router.control.clone());
+        let mut roles = vec![("router".to_string(), Role::Router(router))];
+        roles.extend(role_configs(args, &endpoints, &data, &control)?.into_iter().map(|p| (p.name, p.role)));
+        crate::inprocess::run(roles, crate::telemetry::shutdown_flag()?)?;
+    } else {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        endpoints.create()?;
+        let outcome = runtime.block_on(supervise(program, args, &endpoints));
+        let _ = std::fs::remove_dir_all(&endpoints.scratch);
+        outcome?;
+    }
     let path = args.out.join("summary.json");
     let text = std::fs::read_to_string(&path).with_context(|| format!("the collector wrote no {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))

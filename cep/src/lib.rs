@@ -14,6 +14,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod inprocess;
 pub mod launcher;
 pub mod metrics_plan;
 pub mod node;

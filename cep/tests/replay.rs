@@ -292,3 +292,63 @@ fn a_replay_at_ten_times_its_recorded_pace_keeps_its_gaps() {
     }
     assert_eq!(summary(&out).late, 1);
 }
+
+/// outputs.csv's rows without their timestamps (rule, symbol, price, value, stream, seq),
+/// sorted: the bytes a run must give whatever its timing.
+fn rows_without_times(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut rows: Vec<String> =
+        text.lines().skip(1).map(|row| row.split(',').take(6).collect::<Vec<_>>().join(",")).collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn one_process_over_inproc_gives_the_outputs_of_processes_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let ticks = ticks(5);
+    let file = dir.path().join("ticks.txt");
+    let text: String = ticks.iter().map(|(s, p, ms)| format!("{};{p};{ms}\n", SYMBOLS[*s])).collect();
+    std::fs::write(&file, text).unwrap();
+    let rules = dir.path().join("event-time.rules");
+    std::fs::write(&rules, RULES).unwrap();
+    let mut runs = Vec::new();
+    for transport in ["inproc", "tcp"] {
+        let out = dir.path().join(transport);
+        let status = cep()
+            .args(["run", "--workers", "3", "--connections", "2", "--speed", "max", "--csv", "all", "--quiet"])
+            .args(["--transport", transport])
+            .arg("--replay")
+            .arg(&file)
+            .arg("--rules")
+            .arg(&rules)
+            .arg("--out")
+            .arg(&out)
+            .status()
+            .unwrap();
+        assert!(status.success(), "{transport}");
+        for file in [
+            "summary.json",
+            "report.txt",
+            "outputs.csv",
+            "intervals.csv",
+            "latency.hlog",
+            "latency_histogram.csv",
+            "percentiles.csv",
+        ] {
+            assert!(out.join(file).exists(), "{transport}: {file}");
+        }
+        runs.push((summary(&out), rows_without_times(&out.join("outputs.csv"))));
+    }
+    let ((inproc, inproc_rows), (tcp, tcp_rows)) = (&runs[0], &runs[1]);
+    assert!(inproc.complete && tcp.complete);
+    let accounting = |s: &Summary| {
+        (s.events_sent, s.events_processed, s.events_lost, s.duplicates, s.late, s.final_outputs, s.outputs.clone())
+    };
+    assert_eq!(accounting(inproc), accounting(tcp));
+    assert_eq!((inproc.events_sent, inproc.events_lost), (Some(1_500), Some(0)));
+    assert_eq!(inproc_rows, tcp_rows, "the same outputs, bit for bit");
+    assert_same(&read_outputs(&dir.path().join("inproc").join("outputs.csv")), &expected(&ticks, 2, None));
+    // One process, one clock: nothing to measure between the roles.
+    assert!(inproc.clock_offsets.is_empty(), "{:?}", inproc.clock_offsets);
+}

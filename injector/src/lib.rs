@@ -18,4 +18,4 @@ pub mod sending;
 pub mod source;
 
 pub use config::InjectorConfig;
-pub use sending::{run, InjectorReport};
+pub use sending::{run, run_in, InjectorReport};

@@ -56,6 +56,15 @@ const SHUTDOWN_LINGER: std::time::Duration = std::time::Duration::from_millis(50
 /// Runs the injector: every stream is sent to the end (or until `shutdown`) and closed with
 /// its end-of-stream marker.
 pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<InjectorReport, InjectorError> {
+    run_in(&Context::new(), config, shutdown)
+}
+
+/// Runs the injector on `context` (shared by every role of an in-process cluster).
+pub fn run_in(
+    context: &Context,
+    config: InjectorConfig,
+    shutdown: Arc<AtomicBool>,
+) -> Result<InjectorReport, InjectorError> {
     config.validate().map_err(InjectorError::Config)?;
     let sources = match &config.replay {
         Some(path) => {
@@ -73,7 +82,6 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
         }
         None => None,
     };
-    let context = Context::new();
     let registration = Register {
         role: Role::Injector,
         id: format!("injector-{}", std::process::id()),
@@ -83,12 +91,12 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
         clock_endpoint: String::new(),
     };
     info!(router = config.router, streams = config.connections, "injector registering");
-    let ready = register(&context, &config.router, &registration, config.start_timeout, &shutdown)?;
+    let ready = register(context, &config.router, &registration, config.start_timeout, &shutdown)?;
     cep_telemetry::identity::set_id(&format!("injector-{}", ready.assigned));
     info!(first_stream = ready.assigned, "run started");
     // Intended send times are in the collector's clock, like every other stamp.
-    if let Some(estimate) = synchronise(&context, &ready.collector_clock, &shutdown)? {
-        let collector = Push::connect(&context, &ready.collector, &SocketOptions::default())?;
+    if let Some(estimate) = synchronise(context, &ready.collector_clock, &shutdown)? {
+        let collector = Push::connect(context, &ready.collector, &SocketOptions::default())?;
         let report = ClockReport { node: format!("injector-{}", ready.assigned), estimate };
         collector.send(&report.encode(ready.assigned), &shutdown)?;
     }
@@ -98,7 +106,7 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
     let metrics = crate::metrics::InjectorMetrics::register(if config.speed.is_some() { 0.0 } else { config.rate });
     let mut threads = Vec::new();
     for (c, (source, share)) in sources.streams.into_iter().zip(sources.shares).enumerate() {
-        let push = Push::connect(&context, &config.router_data, &options)?;
+        let push = Push::connect(context, &config.router_data, &options)?;
         let rate = config.rate * share;
         let pace = match (config.speed, sources.first_event_time) {
             (Some(Speed::Max), _) => Pace::Unpaced,
@@ -137,7 +145,7 @@ pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<Injector
         sockets.push(push);
     }
     if !shutdown.load(Ordering::Relaxed) {
-        if let Err(error) = end_of_run(&context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &shutdown) {
+        if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &shutdown) {
             tracing::warn!(%error, "no end-of-run signal from the router");
         }
     }

@@ -1,8 +1,11 @@
 //! Who this process is: a role (`router`, `worker`, `collector`, `injector`, `launcher`, or
 //! `cep` for the tools) and an id within it (`worker-1`, `injector-0`). Under `cep run` every
 //! process writes to the same terminal, so every log line names its process; every metric
-//! carries the same two labels. Process-wide, because a log line from any thread needs it.
+//! carries the same two labels. Process-wide, because a log line from any thread needs it;
+//! a thread may take its own identity instead ([`set_for_thread`]): under `cep run
+//! --transport inproc` every role is a thread of one process.
 
+use std::cell::RefCell;
 use std::sync::{Arc, RwLock};
 
 /// A process's role and id.
@@ -30,6 +33,15 @@ impl Identity {
 
 static CURRENT: RwLock<Option<Identity>> = RwLock::new(None);
 
+thread_local! {
+    static THREAD: RefCell<Option<Identity>> = const { RefCell::new(None) };
+}
+
+/// Names this thread (and the log lines and ids it writes), whatever the process is named.
+pub fn set_for_thread(role: &str, id: &str) {
+    THREAD.with(|thread| *thread.borrow_mut() = Some(Identity::new(role, id)));
+}
+
 /// Names this process.
 pub fn set(role: &str, id: &str) {
     *CURRENT.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Identity::new(role, id));
@@ -38,12 +50,24 @@ pub fn set(role: &str, id: &str) {
 /// Gives this process its id once it is known (an injector learns its number when it
 /// registers); the role stays.
 pub fn set_id(id: &str) {
-    let role = current().role;
-    *CURRENT.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Identity { role, id: id.into() });
+    let named_thread = THREAD.with(|thread| {
+        let mut thread = thread.borrow_mut();
+        if let Some(identity) = thread.as_mut() {
+            identity.id = id.into();
+        }
+        thread.is_some()
+    });
+    if !named_thread {
+        let role = current().role;
+        *CURRENT.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Identity { role, id: id.into() });
+    }
 }
 
 /// Who this process is (`cep`/`cep` until named).
 pub fn current() -> Identity {
+    if let Some(identity) = THREAD.with(|thread| thread.borrow().clone()) {
+        return identity;
+    }
     CURRENT
         .read()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

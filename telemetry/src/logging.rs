@@ -22,8 +22,13 @@ static FORMAT: OnceLock<LogFormat> = OnceLock::new();
 /// Logs to stderr in `format`, filtered by `RUST_LOG` (default `info`). Name the process
 /// with [`identity::set`] first (or any time later: each line reads the current name).
 pub fn init(format: LogFormat) {
+    init_with_default(format, "info");
+}
+
+/// Like [`init`], with `default` as the filter when `RUST_LOG` is not set.
+pub fn init_with_default(format: LogFormat, default: &str) {
     let _ = FORMAT.set(format);
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let ansi = format == LogFormat::Text && colour_wanted();
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let _ = match format {

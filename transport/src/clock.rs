@@ -111,7 +111,8 @@ pub fn synchronise(
     collector_clock: &str,
     shutdown: &AtomicBool,
 ) -> Result<Option<OffsetEstimate>, TransportError> {
-    if collector_clock.is_empty() {
+    // No clock service, or the collector's own process (an in-process cluster): one clock.
+    if collector_clock.is_empty() || collector_clock.starts_with("inproc://") {
         return Ok(None);
     }
     let estimate = sample_offset(context, collector_clock, CLOCK_SAMPLES, Duration::from_secs(10), shutdown)?;

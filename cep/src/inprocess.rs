@@ -1,0 +1,76 @@
+//! `cep run --transport inproc`: the whole cluster as threads of this process, over ZeroMQ
+//! `inproc://` endpoints in one shared context (no TCP stack, no Unix socket, no copy through
+//! the kernel). The roles are the same library code the separate processes run, given the
+//! same typed configurations; only the context and the endpoints differ, so the results
+//! folder, the accounting and the outputs are those of a run over tcp.
+
+use crate::cli::Role;
+use cep_transport::Context;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long the other roles may take to finish once the collector has everything.
+const GRACE: Duration = Duration::from_secs(15);
+
+/// Runs `roles` (name, role) as threads sharing one ZeroMQ context until the collector has
+/// written its results; the first role to fail stops the others. `shutdown` is raised by
+/// Ctrl-C (results so far are still written).
+pub fn run(roles: Vec<(String, Role)>, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+    let context = Context::new();
+    let (done, finished) = mpsc::channel::<(String, anyhow::Result<()>)>();
+    let mut running: Vec<String> = Vec::new();
+    for (name, role) in roles {
+        let (context, shutdown, done, thread_name) = (context.clone(), shutdown.clone(), done.clone(), name.clone());
+        running.push(name.clone());
+        std::thread::Builder::new().name(name.clone()).spawn(move || {
+            let outcome = run_role(&context, &thread_name, role, shutdown);
+            let _ = done.send((thread_name, outcome));
+        })?;
+    }
+    drop(done);
+    let mut failures = Vec::new();
+    let mut deadline: Option<Instant> = None;
+    while !running.is_empty() {
+        let wait = deadline.map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(Instant::now()));
+        let Ok((name, outcome)) = finished.recv_timeout(wait) else {
+            if deadline.is_some_and(|at| Instant::now() >= at) {
+                failures.extend(running.iter().map(|name| format!("{name} did not stop in time")));
+                break;
+            }
+            continue;
+        };
+        running.retain(|running| running != &name);
+        match outcome {
+            Err(error) if !shutdown.load(Ordering::Relaxed) => {
+                failures.push(format!("{name}: {}", crate::telemetry::one_line(&error)));
+                // One role failing means the run cannot complete: stop the rest now.
+                shutdown.store(true, Ordering::Relaxed);
+                deadline.get_or_insert(Instant::now() + Duration::from_secs(10));
+            }
+            _ if name == "collector" => {
+                deadline.get_or_insert(Instant::now() + GRACE);
+            }
+            _ => {}
+        }
+    }
+    if !failures.is_empty() {
+        anyhow::bail!("{}", failures.join("; "));
+    }
+    if shutdown.load(Ordering::Relaxed) {
+        anyhow::bail!("interrupted");
+    }
+    Ok(())
+}
+
+fn run_role(context: &Context, name: &str, role: Role, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+    cep_telemetry::identity::set_for_thread(role.command(), name);
+    match role {
+        Role::Router(config) => cep_router::run_in(context, config, shutdown).map(drop)?,
+        Role::Worker(config) => cep_worker::run_in(context, config, shutdown).map(drop)?,
+        Role::Collector { config, .. } => cep_collector::run_in(context, config, shutdown).map(drop)?,
+        Role::Injector(config) => cep_injector::run_in(context, config, shutdown).map(drop)?,
+    }
+    Ok(())
+}
