@@ -186,7 +186,7 @@ impl fmt::Debug for Shared {
 }
 
 impl Collector for Shared {
-    fn encode(&self, encoder: DescriptorEncoder) -> fmt::Result {
+    fn encode(&self, encoder: DescriptorEncoder<'_>) -> fmt::Result {
         self.0.scrape(&mut Scrape { encoder })
     }
 }
