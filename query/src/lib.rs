@@ -56,10 +56,12 @@ pub fn compile(source: &str, path: &str) -> Result<RuleSet, RulesError> {
 pub struct RulesSource {
     /// A path, or `built-in:reference` for the default.
     pub origin: String,
+    /// The rules file's text.
     pub text: String,
 }
 
 impl RulesSource {
+    /// The built-in reference rules (`rules/reference.rules`).
     pub fn reference() -> Self {
         RulesSource { origin: "built-in:reference".into(), text: REFERENCE.into() }
     }
@@ -74,6 +76,7 @@ impl RulesSource {
         }
     }
 
+    /// Checks the text (see [`compile`]).
     pub fn compile(&self) -> Result<RuleSet, RulesError> {
         compile(&self.text, &self.origin)
     }
