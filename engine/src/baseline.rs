@@ -9,12 +9,16 @@ use std::collections::{BTreeSet, VecDeque};
 /// The reference rules; the discriminant indexes [`Baseline::outputs`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Rule {
+    /// R1: the change since the previous tick is beyond the threshold, either way.
     Perc = 0,
+    /// R2: the tick is the n-th or later consecutive rise.
     Trend = 1,
+    /// R3: the population stddev of the window's prices, on every tick.
     Volatility = 2,
 }
 
 impl Rule {
+    /// Every rule, in output order.
     pub const ALL: [Rule; 3] = [Rule::Perc, Rule::Trend, Rule::Volatility];
 
     /// The rule's name, the same as its query's in `rules/reference.rules`.
@@ -33,12 +37,15 @@ pub struct RulesConfig {
     /// R1 `perc`: emit when the change since the previous tick, in percent, is above
     /// `perc_threshold` or below `-perc_threshold`.
     pub perc: bool,
+    /// R1's threshold, in percent (2 by default).
     pub perc_threshold: f64,
     /// R2 `trend`: emit when this tick is the `trend_rises`-th or later consecutive rise.
     pub trend: bool,
+    /// R2's number of rises before it emits (3 by default).
     pub trend_rises: u32,
     /// R3 `volatility`: population stddev of the prices in `(ts - window, ts]`, every tick.
     pub volatility: bool,
+    /// R3's window length in event time, ns (10 s by default).
     pub window_ns: u64,
     /// The Oracle variant: when set, only these symbols are evaluated; every other tick is
     /// processed (counted) but filtered out.
@@ -86,6 +93,7 @@ impl RulesConfig {
         }
     }
 
+    /// Whether the configuration can run; the error says what cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(self.perc_threshold.is_finite() && self.perc_threshold > 0.0) {
             return Err(ConfigError::PercThreshold(self.perc_threshold));
@@ -130,6 +138,7 @@ impl Baseline {
         Baseline { config, symbols: SymbolTable::default(), states: Vec::new(), processed: 0, outputs: [0; 3] }
     }
 
+    /// The configuration it runs.
     pub fn config(&self) -> &RulesConfig {
         &self.config
     }
@@ -252,10 +261,12 @@ impl PriceWindow {
         self.moments.stddev_pop()
     }
 
+    /// Prices in the window.
     pub fn len(&self) -> usize {
         self.values.len()
     }
 
+    /// Whether the window holds no price.
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }

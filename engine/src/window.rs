@@ -107,6 +107,7 @@ impl Moments {
         self.anchor * self.n as f64 + self.sum
     }
 
+    /// Mean of the values; NaN (null) when there are none.
     #[inline]
     pub fn mean(&self) -> f64 {
         if self.n == 0 {

@@ -44,12 +44,16 @@ pub struct Layout {
 /// Which of the three state kinds a query keeps per symbol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StateKind {
+    /// A small event window of the price: [`SmallState`](super::SmallState).
     Small,
+    /// A time window of the price: [`TimeState`](super::TimeState).
     Time,
+    /// Anything else: [`WindowState`](super::WindowState).
     Window,
 }
 
 impl Layout {
+    /// Which kind of state the query keeps.
     pub fn kind(&self) -> StateKind {
         if self.small {
             StateKind::Small
@@ -60,6 +64,7 @@ impl Layout {
         }
     }
 
+    /// Works out what the query's state must keep.
     pub fn new(query: &Query) -> Self {
         let args = query.args.len();
         let tumbling = matches!(query.window, Window::Tumbling(_));
