@@ -1,6 +1,6 @@
-//! The reference tick stream (DESIGN section 2): GBM prices driven by a counter-based
-//! SplitMix64, so that tick `i = round * S + s` depends on (seed, symbol, round) alone and any
-//! tool regenerates the same stream bit for bit, in any order and any split.
+//! The reference tick stream, the workload's generated ticks: GBM prices driven by a
+//! counter-based SplitMix64, so that tick `i = round * S + s` depends on (seed, symbol, round)
+//! alone and any tool regenerates the same stream bit for bit, in any order and any split.
 
 /// Drift of the reference model, per year: none, so prices wander without a trend.
 pub const MU: f64 = 0.0;

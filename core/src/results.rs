@@ -1,5 +1,5 @@
-//! The results folder's `summary.json` (DESIGN section 4). Field names here are a contract:
-//! more may be added, none renamed.
+//! The results folder's `summary.json` (README, "Results", explains every field). Field names
+//! here are a contract: more may be added, none renamed.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

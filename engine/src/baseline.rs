@@ -31,7 +31,7 @@ impl Rule {
     }
 }
 
-/// The rules and their parameters (DESIGN section 2).
+/// The rules and their parameters; the defaults are the reference workload's.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RulesConfig {
     /// R1 `perc`: emit when the change since the previous tick, in percent, is above

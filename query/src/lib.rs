@@ -25,7 +25,8 @@ pub mod plan;
 pub use diagnostic::{Diagnostic, RulesError, Span};
 pub use plan::{Query, RuleSet};
 
-/// `rules/reference.rules`: R1, R2 and R3 of DESIGN section 2, the default rules.
+/// `rules/reference.rules`: the reference workload, R1 (perc), R2 (trend) and R3 (volatility);
+/// the default rules.
 pub const REFERENCE: &str = include_str!("../../rules/reference.rules");
 /// `rules/oracle-400.rules`: the Oracle white paper's 400 queries.
 pub const ORACLE_400: &str = include_str!("../../rules/oracle-400.rules");
