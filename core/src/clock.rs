@@ -42,8 +42,11 @@ pub fn set_offset(offset_ns: i64) {
 /// One NTP-style exchange: local send time, the reference's time, local receive time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClockSample {
+    /// Local clock when the request left, ns.
     pub sent: u64,
+    /// The reference's clock when it answered, ns.
     pub reference: u64,
+    /// Local clock when the answer came back, ns.
     pub received: u64,
 }
 
@@ -51,7 +54,9 @@ pub struct ClockSample {
 /// lies within `uncertainty_ns` of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct OffsetEstimate {
+    /// Add to local time to get the reference's time, ns.
     pub offset_ns: i64,
+    /// How far the true offset may be from `offset_ns`: half the round trip, ns.
     pub uncertainty_ns: u64,
 }
 

@@ -1,11 +1,14 @@
-//! The reference tick stream (DESIGN section 2): GBM prices driven by a counter-based
-//! SplitMix64, so that tick `i = round * S + s` depends on (seed, symbol, round) alone and any
-//! tool regenerates the same stream bit for bit, in any order and any split.
+//! The reference tick stream, the workload's generated ticks: GBM prices driven by a
+//! counter-based SplitMix64, so that tick `i = round * S + s` depends on (seed, symbol, round)
+//! alone and any tool regenerates the same stream bit for bit, in any order and any split.
 
-/// Drift, volatility and step of the reference model.
+/// Drift of the reference model, per year: none, so prices wander without a trend.
 pub const MU: f64 = 0.0;
+/// Volatility of the reference model, per year.
 pub const SIGMA: f64 = 0.2;
+/// One step of the model, in years: a trading day (252 a year).
 pub const DT: f64 = 1.0 / 252.0;
+/// Every symbol's price before its first tick.
 pub const START_PRICE: f64 = 100.0;
 
 const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -67,8 +70,11 @@ pub struct GbmStream {
 /// One generated tick: the symbol's index, its global tick index and its price.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GeneratedTick {
+    /// The symbol's index among all symbols of the model.
     pub symbol: usize,
+    /// The tick's index in the whole stream (`round * symbols + symbol`).
     pub index: u64,
+    /// The price after this step.
     pub price: f64,
 }
 

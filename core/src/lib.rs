@@ -1,6 +1,6 @@
 //! Shared vocabulary of the cluster.
 //!
-//! - [`tick`]: ticks, outputs, rule kinds and the hop timestamps they carry.
+//! - [`tick`]: ticks, outputs and the hop timestamps they carry.
 //! - [`msgpack`]: the hand-written MessagePack reader and writer of the hot frames.
 //! - [`wire`]: the versioned MessagePack frame format (the only place that encodes or decodes bytes).
 //! - [`frame`]: typed frames: each body knows its kind; a decoded batch carries its frame.

@@ -6,7 +6,9 @@
 /// A decoding failure: what was expected, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeError {
+    /// What the reader wanted to find (a type or a field).
     pub expected: &'static str,
+    /// Byte offset in the frame where it failed.
     pub at: usize,
 }
 
@@ -23,6 +25,7 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A cursor at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
@@ -32,10 +35,12 @@ impl<'a> Reader<'a> {
         Reader { buf, pos }
     }
 
+    /// Byte offset of the next value in the frame.
     pub fn position(&self) -> usize {
         self.pos
     }
 
+    /// Bytes left after the cursor.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
@@ -232,12 +237,14 @@ pub fn write_int(buf: &mut Vec<u8>, value: i64) {
     }
 }
 
+/// Appends a float as a MessagePack float 64 (always 9 bytes: prices keep every bit).
 #[inline]
 pub fn write_f64(buf: &mut Vec<u8>, value: f64) {
     buf.push(0xcb);
     buf.extend_from_slice(&value.to_be_bytes());
 }
 
+/// Appends a string with the shortest header that holds its length.
 #[inline]
 pub fn write_str(buf: &mut Vec<u8>, text: &[u8]) {
     let len = text.len();

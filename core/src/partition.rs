@@ -72,6 +72,7 @@ impl Partitioner {
         Partitioner { ring, ids: worker_ids.to_vec() }
     }
 
+    /// A partitioner with [`DEFAULT_VNODES`] virtual nodes per worker, as the router uses.
     pub fn with_default_vnodes(worker_ids: &[String]) -> Self {
         Self::new(worker_ids, DEFAULT_VNODES)
     }
@@ -83,6 +84,7 @@ impl Partitioner {
         self.ids.iter().position(|candidate| candidate == id).expect("ring holds only known ids")
     }
 
+    /// The id of the worker that owns `symbol`.
     pub fn owner_id(&self, symbol: &str) -> &str {
         self.ring.get(symbol)
     }

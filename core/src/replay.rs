@@ -20,13 +20,19 @@ use std::path::Path;
 /// The unit of a file's timestamps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimeUnit {
+    /// Seconds (`s`).
     Seconds,
+    /// Milliseconds (`ms`): OCTO's unit, and the default when neither the header nor the
+    /// caller names one.
     Millis,
+    /// Microseconds (`us`).
     Micros,
+    /// Nanoseconds (`ns`), the unit event times are kept in.
     Nanos,
 }
 
 impl TimeUnit {
+    /// Nanoseconds in one of this unit.
     pub fn nanos(self) -> u64 {
         match self {
             TimeUnit::Seconds => 1_000_000_000,
@@ -36,6 +42,7 @@ impl TimeUnit {
         }
     }
 
+    /// The unit's short name, as `--time-unit` takes it.
     pub fn name(self) -> &'static str {
         match self {
             TimeUnit::Seconds => "s",
@@ -62,6 +69,7 @@ impl TimeUnit {
 pub struct FileTick {
     /// Index into [`TickFile::names`].
     pub symbol: u32,
+    /// The price, positive and finite.
     pub price: f64,
     /// Event time, ns.
     pub t_event: u64,
@@ -74,6 +82,7 @@ pub struct FileTick {
 pub struct TickFile {
     /// Symbols in order of first appearance.
     pub names: Vec<String>,
+    /// The ticks in file order (the order they are sent in).
     pub ticks: Vec<FileTick>,
     /// The unit the timestamps were read in.
     pub unit: TimeUnit,

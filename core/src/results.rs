@@ -1,5 +1,5 @@
-//! The results folder's `summary.json` (DESIGN section 4). Field names here are a contract:
-//! more may be added, none renamed.
+//! The results folder's `summary.json` (README, "Results", explains every field). Field names
+//! here are a contract: more may be added, none renamed.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -43,14 +43,23 @@ pub fn remove_files(dir: &std::path::Path, names: &[&str]) -> Result<(), (std::p
 /// Latency distribution of one hop, in microseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
+    /// Outputs measured (outputs, not events).
     pub count: u64,
+    /// Mean latency.
     pub mean: f64,
+    /// Smallest latency.
     pub min: f64,
+    /// Median.
     pub p50: f64,
+    /// 95th percentile.
     pub p95: f64,
+    /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile.
     pub p999: f64,
+    /// 99.99th percentile.
     pub p9999: f64,
+    /// Largest latency.
     pub max: f64,
 }
 
@@ -61,9 +70,11 @@ pub type OutputCounts = BTreeMap<String, u64>;
 /// One rule set of a run: the one it started with (epoch 0) or a deployment.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RulesEpoch {
+    /// 0 for the rules the run started with, then one more per deployment.
     pub epoch: u32,
     /// The file's path, or `built-in:reference`.
     pub origin: String,
+    /// The names of its queries, in order.
     pub queries: Vec<String>,
     /// Per injector stream, the first sequence number processed under these rules (empty
     /// for the rules the run started with).
@@ -73,17 +84,24 @@ pub struct RulesEpoch {
 /// Latency per hop and end to end.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HopLatencies {
+    /// From the tick's intended send time to the output's arrival at the collector.
     pub end_to_end: LatencySummary,
+    /// Intended send time to the router's receipt (includes the injector's own delay).
     pub injector_to_router: LatencySummary,
+    /// Inside the router: receipt to departure.
     pub router: LatencySummary,
+    /// Router departure to the worker's receipt.
     pub router_to_worker: LatencySummary,
+    /// Inside the worker: receipt to the engine's exit.
     pub engine: LatencySummary,
+    /// Engine exit to the collector's receipt.
     pub worker_to_collector: LatencySummary,
 }
 
 /// One worker's share of the run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerSummary {
+    /// The worker's id (`worker-0`, ...).
     pub id: String,
     /// Ticks processed: from the worker's report, or (a worker that never reported) at least
     /// what its last progress said.
@@ -95,6 +113,7 @@ pub struct WorkerSummary {
 /// One injector stream's accounting.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamSummary {
+    /// The stream's id (the injector connection).
     pub stream: u32,
     /// From the stream's end-of-stream marker; `None` if it never arrived.
     pub sent: Option<u64>,
@@ -109,8 +128,11 @@ pub struct StreamSummary {
 /// One node's clock offset.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClockOffset {
+    /// The node's name (`router`, a worker id, `injector-0`, ...).
     pub node: String,
+    /// What the node adds to its clock to read the collector's, µs.
     pub offset_us: f64,
+    /// How far the true offset may be from `offset_us`, µs.
     pub uncertainty_us: f64,
 }
 
@@ -124,11 +146,18 @@ pub struct Summary {
     pub events_processed: u64,
     /// `events_sent - events_processed`; `None` while `events_sent` is unknown.
     pub events_lost: Option<u64>,
+    /// Ticks a worker had already processed and outputs the collector had already received:
+    /// skipped, and counted here.
     pub duplicates: u64,
+    /// From the start signal (warm-up included) to the last worker's report, seconds.
     pub duration_s: f64,
+    /// `events_processed / duration_s`.
     pub throughput_eps: f64,
+    /// Outputs received per query, duplicates included.
     pub outputs: OutputCounts,
+    /// Latency per hop and end to end, µs.
     pub latency_us: HopLatencies,
+    /// Each worker's events and symbols.
     pub workers: Vec<WorkerSummary>,
     /// Lost events by cause: `not_received_by_router`, `not_processed_by_worker`,
     /// `unknown_router_report_missing`, and `stream_never_ended`, a lower bound: ticks of a
@@ -143,6 +172,7 @@ pub struct Summary {
     /// Ticks more than the allowed lateness behind their symbol's latest event time: counted
     /// in `events_processed`, dropped by the engine (no output).
     pub late_dropped: u64,
+    /// Each injector stream's accounting.
     pub streams: Vec<StreamSummary>,
     /// True when every stream, worker and the router reported their end; false when the
     /// collector stopped on its idle timeout or a shutdown signal.

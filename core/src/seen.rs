@@ -12,6 +12,7 @@ pub enum Arrival {
     Duplicate,
 }
 
+/// The sequence numbers of one stream seen so far, one bit each.
 #[derive(Clone, Debug, Default)]
 pub struct SeenSet {
     words: Vec<u64>,
@@ -19,6 +20,7 @@ pub struct SeenSet {
 }
 
 impl SeenSet {
+    /// Records `seq` and says whether it came in order, late or again.
     #[inline]
     pub fn insert(&mut self, seq: u64) -> Arrival {
         let word = (seq / 64) as usize;

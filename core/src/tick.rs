@@ -6,7 +6,9 @@ use std::ops::Range;
 /// decoding a batch allocates nothing per tick; [`TickRecord::symbol`] resolves it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TickRecord {
+    /// Byte range of the symbol in the frame; [`TickRecord::symbol`] reads it.
     pub symbol: Range<usize>,
+    /// The price.
     pub price: f64,
     /// Intended send time at the injector (ns since epoch): latency starts here.
     pub t_inject: u64,
@@ -61,10 +63,15 @@ impl TickRecord {
 /// The hop timestamps of one output, injector to engine exit (the collector adds its own).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stamps {
+    /// Intended send time at the injector.
     pub t_inject: u64,
+    /// Receipt at the router.
     pub t_router_in: u64,
+    /// Departure from the router.
     pub t_router_out: u64,
+    /// Receipt at the worker.
     pub t_worker_in: u64,
+    /// Exit from the engine (after the batch that held the tick).
     pub t_engine_out: u64,
 }
 
@@ -74,15 +81,22 @@ pub struct OutputRecord {
     /// The query's index in the rule set its worker had in force when it sent the output
     /// (announced to the collector by a `Rules` frame on the same socket).
     pub rule: u32,
+    /// Byte range of the symbol in the frame; [`OutputRecord::symbol`] reads it.
     pub symbol: Range<usize>,
+    /// The price column of the query's output.
     pub price: f64,
+    /// The value column of the query's output.
     pub value: f64,
+    /// The stream of the tick that caused it.
     pub injector: u32,
+    /// That tick's sequence number in its stream.
     pub seq: u64,
+    /// The hop timestamps of that tick, up to the engine's exit.
     pub stamps: Stamps,
 }
 
 impl OutputRecord {
+    /// The symbol, resolved against the frame the record was decoded from.
     pub fn symbol<'a>(&self, frame: &'a [u8]) -> &'a str {
         std::str::from_utf8(&frame[self.symbol.clone()]).unwrap_or("")
     }

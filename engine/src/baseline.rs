@@ -3,18 +3,22 @@
 //! tested against, output for output, and the baseline the engine benchmark compares them with.
 
 use crate::symbols::{SymbolId, SymbolTable};
-use crate::window::PriceWindow;
-use std::collections::BTreeSet;
+use crate::window::Moments;
+use std::collections::{BTreeSet, VecDeque};
 
 /// The reference rules; the discriminant indexes [`Baseline::outputs`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Rule {
+    /// R1: the change since the previous tick is beyond the threshold, either way.
     Perc = 0,
+    /// R2: the tick is the n-th or later consecutive rise.
     Trend = 1,
+    /// R3: the population stddev of the window's prices, on every tick.
     Volatility = 2,
 }
 
 impl Rule {
+    /// Every rule, in output order.
     pub const ALL: [Rule; 3] = [Rule::Perc, Rule::Trend, Rule::Volatility];
 
     /// The rule's name, the same as its query's in `rules/reference.rules`.
@@ -27,18 +31,21 @@ impl Rule {
     }
 }
 
-/// The rules and their parameters (DESIGN section 2).
+/// The rules and their parameters; the defaults are the reference workload's.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RulesConfig {
     /// R1 `perc`: emit when the change since the previous tick, in percent, is above
     /// `perc_threshold` or below `-perc_threshold`.
     pub perc: bool,
+    /// R1's threshold, in percent (2 by default).
     pub perc_threshold: f64,
     /// R2 `trend`: emit when this tick is the `trend_rises`-th or later consecutive rise.
     pub trend: bool,
+    /// R2's number of rises before it emits (3 by default).
     pub trend_rises: u32,
     /// R3 `volatility`: population stddev of the prices in `(ts - window, ts]`, every tick.
     pub volatility: bool,
+    /// R3's window length in event time, ns (10 s by default).
     pub window_ns: u64,
     /// The Oracle variant: when set, only these symbols are evaluated; every other tick is
     /// processed (counted) but filtered out.
@@ -86,6 +93,7 @@ impl RulesConfig {
         }
     }
 
+    /// Whether the configuration can run; the error says what cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(self.perc_threshold.is_finite() && self.perc_threshold > 0.0) {
             return Err(ConfigError::PercThreshold(self.perc_threshold));
@@ -130,6 +138,7 @@ impl Baseline {
         Baseline { config, symbols: SymbolTable::default(), states: Vec::new(), processed: 0, outputs: [0; 3] }
     }
 
+    /// The configuration it runs.
     pub fn config(&self) -> &RulesConfig {
         &self.config
     }
@@ -214,6 +223,57 @@ impl Baseline {
         let id = self.intern(symbol);
         self.process(id, price, ts, emit);
         id
+    }
+}
+
+/// The hand-written R3 window (see [`crate::baseline`]).
+#[derive(Clone, Debug, Default)]
+pub struct PriceWindow {
+    values: VecDeque<(u64, f64)>,
+    moments: Moments,
+}
+
+impl PriceWindow {
+    /// Adds a price at event time `ts` (ns), evicts what fell out of `(ts - length, ts]`,
+    /// and returns the population stddev of what remains. Times must not decrease; callers
+    /// pass the symbol's latest time for a late tick.
+    #[inline]
+    pub fn push(&mut self, ts: u64, price: f64, length: u64) -> f64 {
+        let horizon = ts.saturating_sub(length);
+        while let Some(&(t, p)) = self.values.front() {
+            if t > horizon || ts < length {
+                break;
+            }
+            self.values.pop_front();
+            self.moments.remove(p);
+        }
+        self.values.push_back((ts, price));
+        self.moments.add(price);
+        if self.moments.needs_rebuild() {
+            self.moments.rebuild(self.values.iter().map(|&(_, p)| p));
+        }
+        self.stddev()
+    }
+
+    /// Population standard deviation of the window (0 when empty).
+    #[inline]
+    pub fn stddev(&self) -> f64 {
+        self.moments.stddev_pop()
+    }
+
+    /// Prices in the window.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether the window holds no price.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The latest event time in the window.
+    pub fn last_time(&self) -> Option<u64> {
+        self.values.back().map(|&(t, _)| t)
     }
 }
 
@@ -315,5 +375,89 @@ mod tests {
         assert!(RulesConfig { perc: false, trend: false, volatility: false, ..RulesConfig::default() }
             .validate()
             .is_err());
+    }
+
+    mod price_window {
+        use super::*;
+        use crate::window::two_pass_stddev;
+        use proptest::prelude::*;
+
+        #[test]
+        fn evicts_at_exactly_the_window_length() {
+            let mut window = PriceWindow::default();
+            assert_eq!(window.push(100 * SECOND, 10.0, 10 * SECOND), 0.0);
+            assert_eq!(window.push(105 * SECOND, 20.0, 10 * SECOND), 5.0);
+            // 110 s: the tick at 100 s is exactly 10 s old, outside (ts - 10 s, ts].
+            assert_eq!(window.push(110 * SECOND, 20.0, 10 * SECOND), 0.0);
+            assert_eq!(window.len(), 2);
+            // One ns earlier it would have stayed.
+            let mut window = PriceWindow::default();
+            window.push(100 * SECOND, 10.0, 10 * SECOND);
+            window.push(110 * SECOND - 1, 20.0, 10 * SECOND);
+            assert_eq!(window.len(), 2);
+        }
+
+        #[test]
+        fn early_timestamps_do_not_underflow() {
+            let mut window = PriceWindow::default();
+            window.push(1, 1.0, 10 * SECOND);
+            window.push(2, 3.0, 10 * SECOND);
+            assert_eq!(window.len(), 2);
+            assert_eq!(window.stddev(), 1.0);
+        }
+
+        #[test]
+        fn equal_prices_have_no_spread_after_others_left() {
+            let mut window = PriceWindow::default();
+            window.push(SECOND, 101.37, 10 * SECOND);
+            window.push(2 * SECOND, 97.21, 10 * SECOND);
+            for second in 3..40 {
+                let stddev = window.push(second * SECOND, 99.99, 10 * SECOND);
+                if second >= 12 {
+                    assert_eq!(stddev, 0.0, "{second} s");
+                }
+            }
+        }
+
+        proptest! {
+            /// Prices on a grid of cents repeat, so windows of equal prices come up.
+            #[test]
+            fn repeated_prices_match_two_pass(
+                steps in prop::collection::vec((0u64..4 * SECOND, -3i32..4), 1..400),
+            ) {
+                let mut window = PriceWindow::default();
+                let mut all: Vec<(u64, f64)> = Vec::new();
+                let (mut ts, mut cents) = (20 * SECOND, 10_000i32);
+                for (gap, step) in steps {
+                    ts += gap;
+                    cents = (cents + step * (step.abs() - 1)).max(1);
+                    let price = cents as f64 / 100.0;
+                    let got = window.push(ts, price, 10 * SECOND);
+                    all.push((ts, price));
+                    let live: Vec<f64> = all.iter().filter(|(t, _)| *t + 10 * SECOND > ts).map(|&(_, p)| p).collect();
+                    let want = two_pass_stddev(&live);
+                    prop_assert!((got - want).abs() <= 1e-9 * want.max(price * 1e-6), "got {got}, want {want}");
+                }
+            }
+
+            #[test]
+            fn matches_two_pass_within_1e9(
+                start in 1.0f64..1e6,
+                steps in prop::collection::vec((0u64..3 * SECOND, -0.05f64..0.05), 1..600),
+            ) {
+                let mut window = PriceWindow::default();
+                let mut all: Vec<(u64, f64)> = Vec::new();
+                let (mut ts, mut price) = (20 * SECOND, start);
+                for (gap, change) in steps {
+                    ts += gap;
+                    price *= 1.0 + change;
+                    let got = window.push(ts, price, 10 * SECOND);
+                    all.push((ts, price));
+                    let live: Vec<f64> = all.iter().filter(|(t, _)| *t + 10 * SECOND > ts).map(|&(_, p)| p).collect();
+                    let want = two_pass_stddev(&live);
+                    prop_assert!((got - want).abs() <= 1e-9 * want.max(price * 1e-6), "got {got}, want {want}");
+                }
+            }
+        }
     }
 }

@@ -20,6 +20,8 @@ use rustc_hash::FxHashMap;
 /// A query's index in the engine's current rule set.
 pub type QueryId = u32;
 
+/// The engine of one worker (or of `cep engine`): the rules in force, every symbol's state,
+/// and counts of what it processed, was late and emitted.
 #[derive(Debug)]
 pub struct Engine {
     compiled: Vec<Compiled>,
@@ -50,6 +52,7 @@ struct Slot {
 }
 
 impl Engine {
+    /// An engine running `rules`, with filter indexing.
     pub fn new(rules: RuleSet) -> Self {
         Self::build(rules, false)
     }
@@ -126,6 +129,7 @@ impl Engine {
         }
     }
 
+    /// The queries of the rules in force, in order (a [`QueryId`] indexes them).
     pub fn queries(&self) -> impl Iterator<Item = &Query> {
         self.compiled.iter().map(|c| &c.query)
     }

@@ -13,11 +13,14 @@ use cep_query::plan::{Expr, Query, Row, Window};
 /// A query with what the per-event loop needs of it.
 #[derive(Debug)]
 pub struct Compiled {
+    /// The checked query.
     pub query: Query,
+    /// What its state keeps, and which kind of state it is.
     pub layout: Layout,
 }
 
 impl Compiled {
+    /// Works out what the query's state keeps.
     pub fn new(query: Query) -> Self {
         Compiled { layout: Layout::new(&query), query }
     }
@@ -52,14 +55,18 @@ pub enum Place {
     Shared(u32),
     /// A small history of its own: the query filters events, so it takes only what passes.
     OwnSmall(u32),
+    /// A time window in line `k`.
     Time(u32),
+    /// General window `k` (in the row's second array).
     Window(u32),
 }
 
 /// A query attached to a group's symbols.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Member {
+    /// The query's index in the rule set.
     pub query: QueryId,
+    /// Where its state is in each row.
     pub place: Place,
 }
 
@@ -107,7 +114,9 @@ impl Line {
 /// One symbol's states, in the order of their places.
 #[derive(Debug, Default)]
 pub struct Cells {
+    /// The row's cache lines: the shared histories first, then the members' own lines.
     pub lines: Vec<Line>,
+    /// The row's general windows.
     pub windows: Vec<WindowState>,
 }
 
@@ -162,6 +171,8 @@ pub struct Group {
 }
 
 impl Group {
+    /// A group of these members, without symbols yet; with `unindexed`, symbol filters are
+    /// decided per event.
     pub fn new(members: Signature, compiled: &[Compiled], unindexed: bool) -> Self {
         let steps = members
             .iter()
@@ -193,6 +204,7 @@ impl Group {
         }
     }
 
+    /// Its members, in query order.
     pub fn members(&self) -> &[Member] {
         &self.members
     }

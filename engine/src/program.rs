@@ -112,6 +112,7 @@ impl Test {
         }
     }
 
+    /// Whether the aggregate's value passes.
     #[inline(always)]
     pub fn passes(self, value: f64) -> bool {
         match self {
@@ -125,7 +126,9 @@ impl Test {
 /// An output column of a [`Single`] query.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Pick {
+    /// The event's price.
     Price,
+    /// The aggregate's value.
     Value,
 }
 
@@ -133,13 +136,18 @@ pub enum Pick {
 /// any) that compares it with constants, and output columns that are the price or it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Single {
+    /// The one aggregate.
     pub aggregate: Aggregate,
+    /// The HAVING, as a test of the aggregate's value.
     pub test: Test,
+    /// What the output's price column holds.
     pub price: Pick,
+    /// What the output's value column holds.
     pub value: Pick,
 }
 
 impl Single {
+    /// The query in this shape, if it has it.
     pub fn of(query: &Query) -> Option<Single> {
         let [aggregate] = query.aggregates[..] else { return None };
         let pick = |column: &Expr| match column {
@@ -171,10 +179,12 @@ pub enum Condition {
     AnyOf(Vec<Comparison>),
     /// Every comparison holds.
     AllOf(Vec<Comparison>),
+    /// Anything else, through the plan's evaluator.
     General(Expr),
 }
 
 impl Condition {
+    /// Lowers a condition to the flattest shape that computes it.
     pub fn new(expr: &Expr) -> Condition {
         let mut parts = Vec::new();
         if collect(expr, true, &mut parts) {
@@ -187,6 +197,7 @@ impl Condition {
         Condition::General(expr.clone())
     }
 
+    /// Whether the condition is true on the row (unknown is not).
     #[inline(always)]
     pub fn fires(&self, row: &Row<'_>) -> bool {
         match self {
@@ -208,12 +219,16 @@ fn collect(expr: &Expr, any: bool, out: &mut Vec<Comparison>) -> bool {
 /// An output column.
 #[derive(Clone, Debug)]
 pub enum Column {
+    /// The event's price.
     Price,
+    /// The aggregate with this index.
     Aggregate(usize),
+    /// Any other expression, through the plan's evaluator.
     General(Expr),
 }
 
 impl Column {
+    /// Lowers an output column.
     pub fn new(expr: &Expr) -> Column {
         match expr {
             Expr::Price => Column::Price,
@@ -222,6 +237,7 @@ impl Column {
         }
     }
 
+    /// The column's value on the row (NaN for null).
     #[inline(always)]
     pub fn value(&self, row: &Row<'_>) -> f64 {
         match self {

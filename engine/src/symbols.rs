@@ -6,6 +6,7 @@ use rustc_hash::FxHashMap;
 /// A symbol's dense index inside one engine.
 pub type SymbolId = u32;
 
+/// Symbols' names and dense ids, in order of first sight.
 #[derive(Debug, Default)]
 pub struct SymbolTable {
     ids: FxHashMap<Box<[u8]>, SymbolId>,
@@ -35,10 +36,12 @@ impl SymbolTable {
         &self.names
     }
 
+    /// Number of symbols seen.
     pub fn len(&self) -> usize {
         self.names.len()
     }
 
+    /// Whether no symbol has been seen.
     pub fn is_empty(&self) -> bool {
         self.names.is_empty()
     }

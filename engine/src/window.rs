@@ -1,6 +1,5 @@
 //! Incremental, numerically stable moments of a sliding window (count, sum, mean, population
-//! and sample standard deviation), O(1) amortised per value, and the hand-written R3 window
-//! built on them.
+//! and sample standard deviation), O(1) amortised per value.
 //!
 //! Sums are kept of deviations from an anchor close to the window's mean, so the
 //! `E[x^2] - E[x]^2` subtraction does not cancel catastrophically. Adding and removing values
@@ -11,8 +10,6 @@
 //! then has a stddev of exactly 0, not 1e-9). A rebuild resets the account, so windows of
 //! (nearly) equal values do not rebuild again until different values have come and gone:
 //! O(1) amortised.
-
-use std::collections::VecDeque;
 
 /// Sums of a window's non-null values, kept as deviations from an anchor near their mean.
 /// The window's owner stores the values and hands them back for [`Moments::rebuild`].
@@ -110,6 +107,7 @@ impl Moments {
         self.anchor * self.n as f64 + self.sum
     }
 
+    /// Mean of the values; NaN (null) when there are none.
     #[inline]
     pub fn mean(&self) -> f64 {
         if self.n == 0 {
@@ -140,55 +138,6 @@ impl Moments {
     }
 }
 
-/// The hand-written R3 window (see [`crate::baseline`]).
-#[derive(Clone, Debug, Default)]
-pub struct PriceWindow {
-    values: VecDeque<(u64, f64)>,
-    moments: Moments,
-}
-
-impl PriceWindow {
-    /// Adds a price at event time `ts` (ns), evicts what fell out of `(ts - length, ts]`,
-    /// and returns the population stddev of what remains. Times must not decrease; callers
-    /// pass the symbol's latest time for a late tick.
-    #[inline]
-    pub fn push(&mut self, ts: u64, price: f64, length: u64) -> f64 {
-        let horizon = ts.saturating_sub(length);
-        while let Some(&(t, p)) = self.values.front() {
-            if t > horizon || ts < length {
-                break;
-            }
-            self.values.pop_front();
-            self.moments.remove(p);
-        }
-        self.values.push_back((ts, price));
-        self.moments.add(price);
-        if self.moments.needs_rebuild() {
-            self.moments.rebuild(self.values.iter().map(|&(_, p)| p));
-        }
-        self.stddev()
-    }
-
-    /// Population standard deviation of the window (0 when empty).
-    #[inline]
-    pub fn stddev(&self) -> f64 {
-        self.moments.stddev_pop()
-    }
-
-    pub fn len(&self) -> usize {
-        self.values.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
-    /// The latest event time in the window.
-    pub fn last_time(&self) -> Option<u64> {
-        self.values.back().map(|&(t, _)| t)
-    }
-}
-
 /// Two-pass population stddev, the reference the window is checked against.
 pub fn two_pass_stddev(values: &[f64]) -> f64 {
     if values.is_empty() {
@@ -202,46 +151,7 @@ pub fn two_pass_stddev(values: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-
-    const SECOND: u64 = 1_000_000_000;
-
-    #[test]
-    fn evicts_at_exactly_the_window_length() {
-        let mut window = PriceWindow::default();
-        assert_eq!(window.push(100 * SECOND, 10.0, 10 * SECOND), 0.0);
-        assert_eq!(window.push(105 * SECOND, 20.0, 10 * SECOND), 5.0);
-        // 110 s: the tick at 100 s is exactly 10 s old, outside (ts - 10 s, ts].
-        assert_eq!(window.push(110 * SECOND, 20.0, 10 * SECOND), 0.0);
-        assert_eq!(window.len(), 2);
-        // One ns earlier it would have stayed.
-        let mut window = PriceWindow::default();
-        window.push(100 * SECOND, 10.0, 10 * SECOND);
-        window.push(110 * SECOND - 1, 20.0, 10 * SECOND);
-        assert_eq!(window.len(), 2);
-    }
-
-    #[test]
-    fn early_timestamps_do_not_underflow() {
-        let mut window = PriceWindow::default();
-        window.push(1, 1.0, 10 * SECOND);
-        window.push(2, 3.0, 10 * SECOND);
-        assert_eq!(window.len(), 2);
-        assert_eq!(window.stddev(), 1.0);
-    }
-
-    #[test]
-    fn equal_prices_have_no_spread_after_others_left() {
-        let mut window = PriceWindow::default();
-        window.push(SECOND, 101.37, 10 * SECOND);
-        window.push(2 * SECOND, 97.21, 10 * SECOND);
-        for second in 3..40 {
-            let stddev = window.push(second * SECOND, 99.99, 10 * SECOND);
-            if second >= 12 {
-                assert_eq!(stddev, 0.0, "{second} s");
-            }
-        }
-    }
+    use std::collections::VecDeque;
 
     /// A long window of equal prices with a rare other one: rebuilt when the other leaves,
     /// not on every value.
@@ -270,46 +180,5 @@ mod tests {
         }
         // At most one per rare price leaving the window (8 of them), not one per value.
         assert!(rebuilds <= 16, "{rebuilds} rebuilds");
-    }
-
-    proptest! {
-        /// Prices on a grid of cents repeat, so windows of equal prices come up.
-        #[test]
-        fn repeated_prices_match_two_pass(
-            steps in prop::collection::vec((0u64..4 * SECOND, -3i32..4), 1..400),
-        ) {
-            let mut window = PriceWindow::default();
-            let mut all: Vec<(u64, f64)> = Vec::new();
-            let (mut ts, mut cents) = (20 * SECOND, 10_000i32);
-            for (gap, step) in steps {
-                ts += gap;
-                cents = (cents + step * (step.abs() - 1)).max(1);
-                let price = cents as f64 / 100.0;
-                let got = window.push(ts, price, 10 * SECOND);
-                all.push((ts, price));
-                let live: Vec<f64> = all.iter().filter(|(t, _)| *t + 10 * SECOND > ts).map(|&(_, p)| p).collect();
-                let want = two_pass_stddev(&live);
-                prop_assert!((got - want).abs() <= 1e-9 * want.max(price * 1e-6), "got {got}, want {want}");
-            }
-        }
-
-        #[test]
-        fn matches_two_pass_within_1e9(
-            start in 1.0f64..1e6,
-            steps in prop::collection::vec((0u64..3 * SECOND, -0.05f64..0.05), 1..600),
-        ) {
-            let mut window = PriceWindow::default();
-            let mut all: Vec<(u64, f64)> = Vec::new();
-            let (mut ts, mut price) = (20 * SECOND, start);
-            for (gap, change) in steps {
-                ts += gap;
-                price *= 1.0 + change;
-                let got = window.push(ts, price, 10 * SECOND);
-                all.push((ts, price));
-                let live: Vec<f64> = all.iter().filter(|(t, _)| *t + 10 * SECOND > ts).map(|&(_, p)| p).collect();
-                let want = two_pass_stddev(&live);
-                prop_assert!((got - want).abs() <= 1e-9 * want.max(price * 1e-6), "got {got}, want {want}");
-            }
-        }
     }
 }

@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
+/// What the injector exposes: its target rate and each stream's counters.
 #[derive(Default)]
 pub struct InjectorMetrics {
     /// Ticks per second over all streams (0: as fast as possible).

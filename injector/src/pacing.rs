@@ -17,6 +17,7 @@ const MAX_SLEEP: Duration = Duration::from_millis(100);
 /// event time as a signed offset from it.
 const LATEST_DUE_NS: u64 = i64::MAX as u64;
 
+/// A fixed rate: tick `k` of a stream is due at `start + k / rate`.
 #[derive(Clone, Copy, Debug)]
 pub struct Schedule {
     start_ns: u64,
@@ -25,10 +26,12 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// A schedule from `start_ns` (wall clock) at `rate` ticks per second; 0 or less: unpaced.
     pub fn new(start_ns: u64, rate: f64) -> Self {
         Schedule { start_ns, period_ns: if rate > 0.0 { 1e9 / rate } else { 0.0 } }
     }
 
+    /// Whether ticks have due times (a rate above 0).
     pub fn is_paced(&self) -> bool {
         self.period_ns > 0.0
     }
@@ -78,6 +81,7 @@ impl Schedule {
 pub enum Speed {
     /// Event time passes this many times faster than at recording.
     Times(f64),
+    /// As fast as possible.
     Max,
 }
 
@@ -106,10 +110,18 @@ pub enum Pace {
     Rate(Schedule),
     /// A replay at its recorded pace: a tick is due `(t_event - first) / speed` after the start
     /// (never before the stream's previous tick, if the file's times go backwards).
-    Recorded { start_ns: u64, first_event_ns: u64, speed: f64 },
+    Recorded {
+        /// When the stream starts (wall clock, ns): the earliest tick is due then.
+        start_ns: u64,
+        /// The replay's earliest event time, ns.
+        first_event_ns: u64,
+        /// How many times faster than recorded.
+        speed: f64,
+    },
 }
 
 impl Pace {
+    /// Whether ticks have due times.
     pub fn is_paced(&self) -> bool {
         !matches!(self, Pace::Unpaced)
     }

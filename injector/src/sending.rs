@@ -21,16 +21,27 @@ use tracing::info;
 /// Errors that stop the injector.
 #[derive(Debug, thiserror::Error)]
 pub enum InjectorError {
+    /// The flags or settings cannot run.
     #[error("invalid injector configuration: {0}")]
     Config(String),
+    /// The replay file cannot be read or has a bad line.
     #[error("cannot read the replay file: {0}")]
     Replay(String),
     #[error("cannot write {path}: {source}")]
-    Record { path: PathBuf, source: std::io::Error },
+    /// The recorded input (`--record-input`) cannot be written.
+    Record {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A socket failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The router refused or did not answer the registration.
     #[error(transparent)]
     Registration(#[from] RegistrationError),
+    /// A stream's thread panicked.
     #[error("a sending thread panicked")]
     Panicked,
 }
@@ -43,6 +54,7 @@ pub struct InjectorReport {
 }
 
 impl InjectorReport {
+    /// Ticks sent over all streams.
     pub fn total(&self) -> u64 {
         self.streams.iter().map(|(_, sent)| sent).sum()
     }

@@ -10,18 +10,35 @@ use std::sync::Arc;
 /// when the source has one (a replay); a generated tick's event time is its intended send time.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SourceTick {
+    /// Index into the sources' symbol names.
     pub symbol: u32,
+    /// The price.
     pub price: f64,
+    /// Event time (ns) from a replay file; `None` for a generated tick.
     pub t_event: Option<u64>,
 }
 
 /// The ticks of one stream.
 pub enum StreamSource {
-    Model { stream: GbmStream, below_index: Option<u64> },
-    Replay { ticks: Vec<FileTick>, next: usize },
+    /// The reference model, for the stream's symbols.
+    Model {
+        /// The model's ticks of the stream's symbols.
+        stream: GbmStream,
+        /// With `--count`: the stream ends at the first tick whose index in the whole model's
+        /// stream is this or more.
+        below_index: Option<u64>,
+    },
+    /// The stream's ticks of a replay file.
+    Replay {
+        /// The ticks, in file order.
+        ticks: Vec<FileTick>,
+        /// The index of the next tick to send.
+        next: usize,
+    },
 }
 
 impl StreamSource {
+    /// The stream's next tick; `None` when it has sent all.
     #[inline]
     pub fn next_tick(&mut self) -> Option<SourceTick> {
         match self {
@@ -60,7 +77,9 @@ impl StreamSource {
 
 /// Symbol names and one source per connection.
 pub struct Sources {
+    /// Every symbol's name; a tick's `symbol` indexes it.
     pub names: Arc<Vec<String>>,
+    /// One source per stream (injector connection).
     pub streams: Vec<StreamSource>,
     /// Each stream's share of all ticks (for splitting the rate).
     pub shares: Vec<f64>,

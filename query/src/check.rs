@@ -36,6 +36,8 @@ enum Place {
     Argument,
 }
 
+/// Checks every statement and lowers the valid ones to plans, in order; returns the errors of
+/// the others (all of them, not just the first).
 pub fn check(statements: &[Statement]) -> (RuleSet, Vec<Diagnostic>) {
     let mut queries = Vec::new();
     let mut errors = Vec::new();

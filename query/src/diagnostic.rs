@@ -6,11 +6,14 @@ use std::fmt::Write as _;
 /// A byte range in the source.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Span {
+    /// Offset of the first byte.
     pub start: u32,
+    /// Offset one past the last byte.
     pub end: u32,
 }
 
 impl Span {
+    /// The span of bytes `start..end`.
     pub fn new(start: usize, end: usize) -> Self {
         Span { start: start as u32, end: end as u32 }
     }
@@ -24,11 +27,14 @@ impl Span {
 /// One error in a rules file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// The text the error is about.
     pub span: Span,
+    /// What is wrong, in a sentence.
     pub message: String,
 }
 
 impl Diagnostic {
+    /// An error about the text at `span`.
     pub fn new(span: Span, message: impl Into<String>) -> Self {
         Diagnostic { span, message: message.into() }
     }
@@ -65,8 +71,11 @@ impl Diagnostic {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.render())]
 pub struct RulesError {
+    /// The file's path as given (or `built-in:...`).
     pub path: String,
+    /// The file's text, to show the offending lines.
     pub source_text: String,
+    /// The errors, in the order of their place in the file.
     pub diagnostics: Vec<Diagnostic>,
 }
 

@@ -3,33 +3,57 @@
 
 use crate::diagnostic::{Diagnostic, Span};
 
+/// What a token is.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TokenKind {
+    /// A word: a name, or a keyword (the parser tells them apart).
     Ident(String),
+    /// A number (finite).
     Number(f64),
+    /// A string in single or double quotes: its text, without them (a doubled quote is one).
     Str(String),
+    /// `(`.
     LParen,
+    /// `)`.
     RParen,
+    /// `,`.
     Comma,
+    /// `;`, the end of a statement.
     Semicolon,
+    /// `*`.
     Star,
+    /// `+`.
     Plus,
+    /// `-`.
     Minus,
+    /// `/`.
     Slash,
+    /// `%`.
     Percent,
+    /// `=`.
     Eq,
+    /// `!=` or `<>`.
     NotEq,
+    /// `<`.
     Lt,
+    /// `<=`.
     LtEq,
+    /// `>`.
     Gt,
+    /// `>=`.
     GtEq,
+    /// `@`, before an annotation such as `@name`.
     At,
+    /// The end of the text.
     Eof,
 }
 
+/// One token and where it is.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Token {
+    /// What it is.
     pub kind: TokenKind,
+    /// Its bytes in the source.
     pub span: Span,
 }
 

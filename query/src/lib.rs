@@ -25,7 +25,8 @@ pub mod plan;
 pub use diagnostic::{Diagnostic, RulesError, Span};
 pub use plan::{Query, RuleSet};
 
-/// `rules/reference.rules`: R1, R2 and R3 of DESIGN section 2, the default rules.
+/// `rules/reference.rules`: the reference workload, R1 (perc), R2 (trend) and R3 (volatility);
+/// the default rules.
 pub const REFERENCE: &str = include_str!("../../rules/reference.rules");
 /// `rules/oracle-400.rules`: the Oracle white paper's 400 queries.
 pub const ORACLE_400: &str = include_str!("../../rules/oracle-400.rules");
@@ -56,10 +57,12 @@ pub fn compile(source: &str, path: &str) -> Result<RuleSet, RulesError> {
 pub struct RulesSource {
     /// A path, or `built-in:reference` for the default.
     pub origin: String,
+    /// The rules file's text.
     pub text: String,
 }
 
 impl RulesSource {
+    /// The built-in reference rules (`rules/reference.rules`).
     pub fn reference() -> Self {
         RulesSource { origin: "built-in:reference".into(), text: REFERENCE.into() }
     }
@@ -74,6 +77,7 @@ impl RulesSource {
         }
     }
 
+    /// Checks the text (see [`compile`]).
     pub fn compile(&self) -> Result<RuleSet, RulesError> {
         compile(&self.text, &self.origin)
     }

@@ -9,6 +9,8 @@ use crate::lexer::{Token, TokenKind};
 const RESERVED: &[&str] =
     &["select", "from", "where", "partition", "by", "retain", "having", "and", "or", "not", "in", "as", "tumbling"];
 
+/// Parses tokens (ending with `Eof`) into statements; a statement with an error is reported
+/// and left out, and parsing goes on after its `;`.
 pub fn parse(tokens: &[Token]) -> (Vec<Statement>, Vec<Diagnostic>) {
     let mut parser = Parser { tokens, at: 0 };
     let mut statements = Vec::new();

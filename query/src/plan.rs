@@ -6,10 +6,12 @@
 /// A checked rules file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RuleSet {
+    /// The queries, in file order; an output names its query by its index here.
     pub queries: Vec<Query>,
 }
 
 impl RuleSet {
+    /// The queries' names, in order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.queries.iter().map(|q| q.name.as_str())
     }
@@ -27,21 +29,28 @@ pub enum Window {
     Tumbling(u64),
 }
 
+/// The aggregate functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AggregateKind {
     /// `count(*)`: events in the window.
     CountAll,
     /// `count(x)`: non-null values in the window.
     Count,
+    /// `sum(x)`.
     Sum,
+    /// `avg(x)`: the mean.
     Avg,
+    /// `min(x)`.
     Min,
+    /// `max(x)`.
     Max,
     /// `stddev`, `stddev_pop`: population standard deviation.
     StddevPop,
     /// `stddev_samp`: sample standard deviation (n - 1).
     StddevSamp,
+    /// `first(x)`: the oldest value in the window.
     First,
+    /// `last(x)`: the latest value.
     Last,
     /// `prev(n, x)`: the value n events before the latest one in the window.
     Prev,
@@ -83,6 +92,7 @@ impl AggregateKind {
 /// One aggregate a query computes, over one of the query's arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Aggregate {
+    /// Which function.
     pub kind: AggregateKind,
     /// Index into [`Query::args`]; unused for `count(*)`.
     pub arg: usize,
@@ -93,7 +103,9 @@ pub struct Aggregate {
 /// One checked query.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Query {
+    /// The `@name`, which outputs and reports carry.
     pub name: String,
+    /// The window kept per symbol.
     pub window: Window,
     /// The part of WHERE that depends on the symbol alone: decided once per symbol, so the
     /// query is attached only to the symbols it can match (filter indexing).
@@ -102,10 +114,13 @@ pub struct Query {
     pub event_filter: Option<Expr>,
     /// Distinct per-event values the aggregates take (e.g. `price`).
     pub args: Vec<Expr>,
+    /// The aggregates, each over one of `args`; expressions refer to them by index.
     pub aggregates: Vec<Aggregate>,
+    /// The HAVING condition.
     pub having: Option<Expr>,
     /// The output's price and value columns.
     pub price: Expr,
+    /// The output's value column (see `price`).
     pub value: Expr,
 }
 
@@ -117,37 +132,59 @@ impl Query {
     }
 }
 
+/// An arithmetic operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArithOp {
+    /// `+`.
     Add,
+    /// `-`.
     Sub,
+    /// `*`.
     Mul,
+    /// `/`.
     Div,
+    /// `%`.
     Rem,
 }
 
+/// A comparison of numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CmpOp {
+    /// `=`.
     Eq,
+    /// `!=`.
     NotEq,
+    /// `<`.
     Lt,
+    /// `<=`.
     LtEq,
+    /// `>`.
     Gt,
+    /// `>=`.
     GtEq,
 }
 
+/// A function of one number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Func {
+    /// `abs(x)`.
     Abs,
+    /// `sqrt(x)`.
     Sqrt,
+    /// `ln(x)`, the natural logarithm.
     Ln,
+    /// `exp(x)`.
     Exp,
+    /// `floor(x)`.
     Floor,
+    /// `ceil(x)`.
     Ceil,
+    /// `round(x)`, half away from zero.
     Round,
 }
 
 impl Func {
+    /// The function of this name in the language, if there is one.
     pub fn from_name(name: &str) -> Option<Func> {
         Some(match name {
             "abs" => Func::Abs,
@@ -178,23 +215,37 @@ impl Func {
 /// (`None` is unknown), so a comparison with a null neither fires nor, negated, fires.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
+    /// A number constant.
     Number(f64),
+    /// A text constant.
     Text(Box<str>),
+    /// A condition constant.
     Bool(bool),
+    /// The event's price.
     Price,
+    /// The event's symbol.
     Symbol,
     /// The value of the query's aggregate with this index.
     Aggregate(usize),
+    /// `-x`.
     Neg(Box<Expr>),
+    /// `NOT c`.
     Not(Box<Expr>),
+    /// Arithmetic on two numbers.
     Arith(ArithOp, Box<Expr>, Box<Expr>),
+    /// A comparison of two numbers.
     CompareNumbers(CmpOp, Box<Expr>, Box<Expr>),
     /// `=` (true) or `!=` (false) on text.
     CompareText(bool, Box<Expr>, Box<Expr>),
+    /// `a AND b`.
     And(Box<Expr>, Box<Expr>),
+    /// `a OR b`.
     Or(Box<Expr>, Box<Expr>),
+    /// `x [NOT] IN (numbers)`: the list, and true for `NOT IN`.
     InNumbers(Box<Expr>, Vec<f64>, bool),
+    /// `x [NOT] IN (texts)`: the list, and true for `NOT IN`.
     InText(Box<Expr>, Vec<Box<str>>, bool),
+    /// A function applied to a number.
     Call(Func, Box<Expr>),
 }
 
@@ -202,8 +253,11 @@ pub enum Expr {
 /// window's last event) and the query's aggregates.
 #[derive(Clone, Copy, Debug)]
 pub struct Row<'a> {
+    /// The event's symbol.
     pub symbol: &'a str,
+    /// The event's price.
     pub price: f64,
+    /// The query's aggregates, by index ([`Expr::Aggregate`]).
     pub aggregates: &'a [f64],
 }
 

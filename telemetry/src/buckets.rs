@@ -17,6 +17,7 @@ pub struct Buckets {
     /// (upper bound, count of values above the previous bound and at most this one); the
     /// encoder accumulates them. The last bound is +Inf.
     pub buckets: Vec<(f64, u64)>,
+    /// Number of values.
     pub count: u64,
     /// Sum of the values, from the HdrHistogram's mean (within its precision).
     pub sum: f64,

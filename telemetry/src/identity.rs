@@ -11,11 +11,14 @@ use std::sync::{Arc, RwLock};
 /// A process's role and id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Identity {
+    /// `router`, `worker`, `collector`, `injector`, `launcher` or `cep`.
     pub role: Arc<str>,
+    /// The process's id within its role (`worker-1`, `injector-0`).
     pub id: Arc<str>,
 }
 
 impl Identity {
+    /// The identity of role `role`, id `id`.
     pub fn new(role: &str, id: &str) -> Identity {
         Identity { role: role.into(), id: id.into() }
     }

@@ -26,6 +26,7 @@ pub struct Rejected {
 }
 
 impl Rejected {
+    /// Takes the data path's current counts (copied only if their total changed).
     pub fn observe(&self, now: &cep_core::report::CauseCounts) {
         let total: u64 = now.values().sum();
         if total != self.total.swap(total, Ordering::Relaxed) {
@@ -33,6 +34,7 @@ impl Rejected {
         }
     }
 
+    /// Writes `cep_rejected_total`, one series per cause.
     pub fn scrape(&self, out: &mut Scrape<'_>) -> fmt::Result {
         let counts = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         out.counters(
@@ -47,6 +49,7 @@ impl Rejected {
 /// Something that writes metrics when scraped (from the HTTP thread: read atomics or a
 /// snapshot, never the role's own state).
 pub trait Source: Send + Sync + 'static {
+    /// Writes this source's metrics.
     fn scrape(&self, out: &mut Scrape<'_>) -> fmt::Result;
 }
 
@@ -57,6 +60,7 @@ pub struct Scrape<'a> {
 }
 
 impl Scrape<'_> {
+    /// One counter (`name` without `_total`).
     pub fn counter(&mut self, name: &str, help: &str, value: u64) -> fmt::Result {
         let mut metric = self.encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
         metric.encode_counter::<NoLabelSet, u64, u64>(&value, None)
@@ -78,6 +82,7 @@ impl Scrape<'_> {
         Ok(())
     }
 
+    /// One gauge.
     pub fn gauge(&mut self, name: &str, help: &str, value: f64) -> fmt::Result {
         self.encoder.encode_descriptor(name, help, None, MetricType::Gauge)?.encode_gauge(&value)
     }
@@ -186,7 +191,7 @@ impl fmt::Debug for Shared {
 }
 
 impl Collector for Shared {
-    fn encode(&self, encoder: DescriptorEncoder) -> fmt::Result {
+    fn encode(&self, encoder: DescriptorEncoder<'_>) -> fmt::Result {
         self.0.scrape(&mut Scrape { encoder })
     }
 }

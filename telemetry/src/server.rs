@@ -32,9 +32,21 @@ const POLL: Duration = Duration::from_millis(20);
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("cannot serve metrics on {listen}: {reason}")]
-    Bind { listen: String, reason: String },
+    /// The listening address cannot be bound.
+    Bind {
+        /// The address asked for.
+        listen: String,
+        /// Why, on one line.
+        reason: String,
+    },
     #[error("cannot write the metrics announce file {path}: {reason}")]
-    Announce { path: String, reason: String },
+    /// The file that tells where metrics are served cannot be written.
+    Announce {
+        /// The file.
+        path: String,
+        /// Why, on one line.
+        reason: String,
+    },
 }
 
 /// Scrapes begun and finished, for [`MetricsServer::linger`].

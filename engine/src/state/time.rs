@@ -1,0 +1,92 @@
+//! [`TimeState`], the state kind of a time window over the price (R3).
+
+use super::layout::Layout;
+use super::ring::Ring;
+use super::{decide, from_moments, positional};
+use crate::window::Moments;
+use cep_query::plan::{Aggregate, AggregateKind, Query, Window};
+
+/// The state of a time window over the price (`RETAIN 10 SECONDS ... stddev(price)`): a ring
+/// of (time, price) pairs and the price's moments, in 64 bytes.
+///
+/// A late event (earlier than the window's latest) is kept with its own time and needs no
+/// clamping: pairs leave in arrival order, each once its time and every earlier pair's are
+/// past the horizon, so a late pair leaves with the pair before it, exactly when it would
+/// with the latest time; and its own horizon lies before the one already applied, so it
+/// evicts nothing, as with the latest time. Not reading the latest time back saves a cache
+/// miss per event (the ring's newest line is cold by the time the symbol's next tick comes).
+#[derive(Clone, Debug)]
+pub struct TimeState {
+    /// (time bits, price) pairs.
+    ring: Ring,
+    len: u32,
+    head: u32,
+    moments: Moments,
+}
+
+impl TimeState {
+    pub(crate) fn new() -> Self {
+        TimeState { len: 0, head: 0, ring: Ring::with_capacity(16), moments: Moments::default() }
+    }
+
+    #[inline(always)]
+    fn price(&self, event: usize) -> f64 {
+        self.ring.get(self.head, 2 * event + 1)
+    }
+
+    /// Takes the next price at event time `ts` into a window `length` long.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, length: u64, price: f64, ts: u64) {
+        if ts >= length {
+            let horizon = ts - length;
+            let mask = self.ring.mask();
+            while self.len > 0 && self.ring.get(self.head, 0).to_bits() <= horizon {
+                self.moments.remove(self.ring.get(self.head, 1));
+                self.head = ((self.head as usize + 2) & mask) as u32;
+                self.len -= 1;
+            }
+        }
+        let base = 2 * self.len as usize;
+        self.ring.reserve(self.head, base, base + 2);
+        self.ring.set(self.head, base, f64::from_bits(ts));
+        self.ring.set(self.head, base + 1, price);
+        self.len += 1;
+        self.moments.add(price);
+        if self.moments.needs_rebuild() {
+            let (ring, head, len) = (&self.ring, self.head, self.len as usize);
+            self.moments.rebuild((0..len).map(|event| ring.get(head, 2 * event + 1)));
+        }
+    }
+
+    /// One aggregate of the window, the latest price included.
+    #[inline(always)]
+    pub(crate) fn aggregate(&self, aggregate: &Aggregate, price: f64) -> f64 {
+        let len = self.len as usize;
+        match aggregate.kind {
+            AggregateKind::CountAll => len as f64,
+            kind if kind.uses_moments() => from_moments(kind, &self.moments),
+            _ => positional(aggregate, len, price, |event| self.price(event)),
+        }
+    }
+
+    /// Takes an event and evaluates the query on it.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn on_event(
+        &mut self,
+        query: &Query,
+        layout: &Layout,
+        symbol: &str,
+        price: f64,
+        ts: u64,
+        aggregates: &mut [f64],
+        emit: impl FnMut(f64, f64),
+    ) {
+        let Window::Time(length) = query.window else { unreachable!("a time state is a time window") };
+        self.push(length, price, ts);
+        for (slot, aggregate) in aggregates.iter_mut().zip(&query.aggregates) {
+            *slot = self.aggregate(aggregate, price);
+        }
+        decide(layout, symbol, price, aggregates, emit);
+    }
+}
