@@ -16,9 +16,19 @@ use std::time::{Duration, Instant};
 
 const MAX_FRAME: usize = 64 * 1024;
 
-fn free_endpoint() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    format!("tcp://127.0.0.1:{port}")
+/// The endpoints a router announced in `file` (it binds kernel-chosen ports first).
+fn announced(file: &std::path::Path) -> (String, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            let field = |key: &str| text.lines().find_map(|line| line.strip_prefix(key)).map(str::to_string);
+            if let (Some(data), Some(control)) = (field("data="), field("control=")) {
+                return (data, control);
+            }
+        }
+        assert!(Instant::now() < deadline, "the router never announced its endpoints");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 fn valid_ticks(from: u64, to: u64) -> Vec<u8> {
@@ -92,10 +102,11 @@ fn register_as(
 #[test]
 fn bad_frames_are_counted_and_valid_traffic_survives() {
     let shutdown = Arc::new(AtomicBool::new(false));
-    let (data, control) = (free_endpoint(), free_endpoint());
+    let scratch = tempfile::tempdir().unwrap();
+    let announce = scratch.path().join("router.endpoints");
     let router_config = RouterConfig {
-        listen: data.clone(),
-        control: control.clone(),
+        listen: "tcp://127.0.0.1:*".into(),
+        control: "tcp://127.0.0.1:*".into(),
         workers: 1,
         settle: Duration::from_secs(1),
         streams: 1,
@@ -103,7 +114,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         batch: 64,
         max_frame_bytes: MAX_FRAME,
         hwm: 1000,
-        announce: None,
+        announce: Some(announce.clone()),
         rules: None,
         allowed_lateness: None,
         start_timeout: Duration::ZERO,
@@ -113,6 +124,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         let shutdown = shutdown.clone();
         std::thread::spawn(move || cep_router::run(router_config, shutdown))
     };
+    let (data, control) = announced(&announce);
     let worker_config = WorkerConfig {
         router: control.clone(),
         id: Some("worker-0".into()),

@@ -42,8 +42,9 @@ fn address_in_use() {
 
 #[test]
 fn unreachable_router() {
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let router = format!("tcp://127.0.0.1:{free}");
+    // A socket that accepts connections but never speaks ZeroMQ, held for the whole test.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let router = format!("tcp://{}", silent.local_addr().unwrap());
     let line = error_line(&cep(&["worker", "--router", &router, "--start-timeout", "300ms"]));
     assert_eq!(
         line,

@@ -48,8 +48,8 @@ fn deploy_under_load_switches_every_worker_at_the_same_point() {
     std::fs::write(&good, new_rules()).unwrap();
     let bad = dir.path().join("bad.rules");
     std::fs::write(&bad, "@name('x')\nSELECT symbol, price, avg(volume) AS value FROM StockTick;\n").unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let control = format!("tcp://127.0.0.1:{port}");
+    // A Unix socket in the test's own folder: no port to race for.
+    let control = format!("ipc://{}", dir.path().join("control").display());
 
     let mut run = Running(
         cep()

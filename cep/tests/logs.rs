@@ -16,18 +16,25 @@ fn stderr_lines(output: &Output) -> Vec<String> {
 }
 
 /// A worker that cannot reach its router: a few log lines, then the error line.
-fn unreachable_worker(extra: &[&str]) -> Command {
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let router = format!("tcp://127.0.0.1:{free}");
+/// A socket that accepts connections but never speaks ZeroMQ: a router that never answers.
+/// The caller holds it until the worker is done.
+fn silent_router() -> (std::net::TcpListener, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("tcp://{}", listener.local_addr().unwrap());
+    (listener, endpoint)
+}
+
+fn unreachable_worker(router: &str, extra: &[&str]) -> Command {
     let mut command = cep(extra);
     command.args(["worker", "--id", "worker-7", "--advertise", "127.0.0.1", "--start-timeout", "300ms"]);
-    command.args(["--router", &router]);
+    command.args(["--router", router]);
     command
 }
 
 #[test]
 fn text_lines_name_the_process_and_carry_no_colour_into_a_pipe() {
-    let output = unreachable_worker(&[]).output().unwrap();
+    let (_silent, router) = silent_router();
+    let output = unreachable_worker(&router, &[]).output().unwrap();
     assert!(!output.status.success());
     let lines = stderr_lines(&output);
     let (error, logs) = lines.split_last().unwrap();
@@ -44,9 +51,9 @@ fn text_lines_name_the_process_and_carry_no_colour_into_a_pipe() {
 #[test]
 fn colour_only_on_a_terminal_and_never_with_no_color() {
     // `script` gives the command a pseudo-terminal for its stderr.
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (_silent, router) = silent_router();
     let worker = format!(
-        "'{}' worker --id worker-7 --advertise 127.0.0.1 --start-timeout 300ms --router tcp://127.0.0.1:{free}",
+        "'{}' worker --id worker-7 --advertise 127.0.0.1 --start-timeout 300ms --router {router}",
         env!("CARGO_BIN_EXE_cep")
     );
     let on_terminal = |no_color: Option<&str>| {
@@ -66,7 +73,8 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
 
 #[test]
 fn json_lines_parse_and_say_who_wrote_them() {
-    let output = unreachable_worker(&["--log-format", "json"]).output().unwrap();
+    let (_silent, router) = silent_router();
+    let output = unreachable_worker(&router, &["--log-format", "json"]).output().unwrap();
     assert!(!output.status.success());
     let lines = stderr_lines(&output);
     assert!(lines.len() >= 2, "{lines:?}");
