@@ -41,8 +41,8 @@ impl Kind {
 
 #[derive(Args, Debug)]
 pub struct TransportArgs {
-    /// Instead of raw ZeroMQ, the whole product over each transport beside the engine alone:
-    /// one table of throughput and latency with the ratio to the engine (`super::pipeline`).
+    /// Instead of raw ZeroMQ, the whole product over each transport beside the engine alone,
+    /// on the same ticks: one table of throughput and latency with the ratio to the engine.
     #[arg(long)]
     pub pipeline: bool,
     /// Transports to measure [default: tcp,ipc,inproc; with --pipeline inproc,ipc,tcp].
