@@ -221,3 +221,95 @@ fn scale_kind_one_and_two_workers() {
     // Worker counts are whole: ticks at 1 and 2 on both charts, nothing in between.
     assert_eq!((labelled(&html, "1"), labelled(&html, "2"), labelled(&html, "1.5")), (2, 2, 0));
 }
+
+#[test]
+fn transport_kind_pipeline_over_every_transport() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "transport",
+        "--pipeline",
+        "--count",
+        "20000",
+        "--latency-rate",
+        "20000",
+        "--latency-duration",
+        "1s",
+        "--latency-warmup",
+        "200ms",
+    ];
+    let stdout = bench(&args, dir.path());
+    // The table, printed and saved.
+    let summary = std::fs::read_to_string(dir.path().join("summary.txt")).expect("summary.txt written");
+    assert_eq!(summary, stdout);
+    assert!(summary.lines().any(|line| line.starts_with("row ") && line.contains("x engine")), "{summary}");
+    let results = json(&dir.path().join("results.json"));
+    assert!(results["date"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(results["workload"]["count"], 20000);
+    assert_eq!(results["workload"]["symbols"], 1470);
+    let rows = results["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["row"].as_str().unwrap()).collect();
+    assert_eq!(names, ["engine alone", "inproc", "ipc", "tcp"]);
+    let engine = rows[0]["throughput_eps"].as_f64().unwrap();
+    assert!(engine > 0.0 && rows[0]["cost_per_event_us"].as_f64().unwrap() > 0.0);
+    for row in rows {
+        let name = row["row"].as_str().unwrap();
+        // Every ratio is the row's figure over the engine alone's.
+        let eps = row["throughput_eps"].as_f64().unwrap();
+        let ratio = row["throughput_ratio"].as_f64().unwrap();
+        assert!((ratio - eps / engine).abs() <= 1e-9 * ratio.abs().max(1.0), "{name}: {ratio} vs {eps} / {engine}");
+        // The same ticks through every row give the same outputs.
+        assert_eq!(row["outputs"], rows[0]["outputs"], "{name}");
+        if name == "engine alone" {
+            continue;
+        }
+        assert_eq!(row["complete"], true, "{row}");
+        assert_eq!(row["events_lost"], 0, "{row}");
+        assert!(row["problems"].as_array().unwrap().is_empty(), "{row}");
+        assert!(row["latency_us"]["count"].as_u64().unwrap() > 0, "{row}");
+        let runs = row["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{row}");
+        for run in runs {
+            assert_eq!((&run["complete"], &run["events_lost"]), (&serde_json::json!(true), &serde_json::json!(0)));
+            let folder = dir.path().join(run["folder"].as_str().unwrap());
+            assert_eq!(json(&folder.join("summary.json"))["complete"], true, "{}", folder.display());
+        }
+        assert_eq!(runs[0]["events_sent"], 20000, "{row}");
+    }
+    // Throughput over inproc, ipc, tcp, then latency the other way round.
+    let order: Vec<&str> = results["order"].as_array().unwrap().iter().map(|o| o.as_str().unwrap()).collect();
+    assert_eq!(
+        order,
+        [
+            "round 1: engine alone",
+            "round 1: throughput over inproc",
+            "round 1: throughput over ipc",
+            "round 1: throughput over tcp",
+            "round 1: latency over tcp",
+            "round 1: latency over ipc",
+            "round 1: latency over inproc",
+        ]
+    );
+    let csv = std::fs::read_to_string(dir.path().join("pipeline.csv")).unwrap();
+    assert!(csv.starts_with("row,events,throughput_eps,throughput_ratio,"), "{csv}");
+    assert_eq!(csv.lines().count(), 5);
+    // The page: the table, the throughput bars (one per row, each named) and the latency bars.
+    let html = assert_page(dir.path(), 2);
+    for bar in ["engine alone", "pipeline over inproc", "pipeline over ipc", "pipeline over tcp"] {
+        assert_eq!(labelled(&html, bar), 1, "{bar}");
+    }
+    assert!(html.contains("<th>x engine</th>"), "{html}");
+}
+
+#[test]
+fn transport_kind_refuses_pipeline_flags_without_pipeline() {
+    let output = Command::new(env!("CARGO_BIN_EXE_cep"))
+        .args(["bench", "transport", "--count", "10"])
+        .output()
+        .expect("cep runs");
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = Command::new(env!("CARGO_BIN_EXE_cep"))
+        .args(["bench", "transport", "--pipeline", "--events-per-message", "1"])
+        .output()
+        .expect("cep runs");
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+}

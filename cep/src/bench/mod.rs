@@ -2,7 +2,8 @@
 //!
 //! - [`overview`]: (the default) the engine alone, one raw ZeroMQ hop and the whole pipeline
 //!   side by side, with the ratios measured in one run.
-//! - [`transport`]: raw PUSH/PULL over tcp, ipc and inproc, by events per message.
+//! - [`transport`]: raw PUSH/PULL over tcp, ipc and inproc, by events per message; with
+//!   `--pipeline`, [`pipeline`]: the whole product over each transport beside the engine alone.
 //! - [`engine`]: the engine alone per rule set.
 //! - [`sweep`]: the Oracle white paper's sweeps on the whole pipeline, and a saturation search.
 //! - [`scale`]: throughput and latency against the number of workers.
@@ -11,6 +12,7 @@
 pub mod chart;
 pub mod engine;
 pub mod overview;
+pub mod pipeline;
 pub mod report;
 pub mod scale;
 pub mod sweep;
@@ -33,7 +35,8 @@ pub struct BenchArgs {
 pub enum BenchKind {
     /// Engine alone, raw hop and whole pipeline side by side (what `cep bench` runs).
     Overview(overview::OverviewArgs),
-    /// Raw ZeroMQ PUSH/PULL between two processes (tcp, ipc) and two threads (inproc).
+    /// Raw ZeroMQ PUSH/PULL between two processes (tcp, ipc) and two threads (inproc); with
+    /// --pipeline, the whole pipeline over each transport beside the engine alone.
     Transport(transport::TransportArgs),
     /// The engine alone, one core, per rule set.
     Engine(engine::EngineBenchArgs),

@@ -30,7 +30,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Kind::Tcp => "tcp",
             Kind::Ipc => "ipc",
@@ -41,22 +41,35 @@ impl Kind {
 
 #[derive(Args, Debug)]
 pub struct TransportArgs {
-    /// Transports to measure.
-    #[arg(long, value_delimiter = ',', default_value = "tcp,ipc,inproc")]
-    pub transports: Vec<Kind>,
+    /// Instead of raw ZeroMQ, the whole product over each transport beside the engine alone,
+    /// on the same ticks: one table of throughput and latency with the ratio to the engine.
+    #[arg(long)]
+    pub pipeline: bool,
+    /// Transports to measure [default: tcp,ipc,inproc; with --pipeline inproc,ipc,tcp].
+    #[arg(long, value_delimiter = ',')]
+    pub transports: Option<Vec<Kind>>,
     /// Ticks per message, one point each.
-    #[arg(long, value_delimiter = ',', default_value = "1,16,64,256,1024,2048")]
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64,256,1024,2048", conflicts_with = "pipeline")]
     pub events_per_message: Vec<usize>,
     /// How long each throughput measurement runs (the latency one runs half as long).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = parse_duration, conflicts_with = "pipeline")]
     pub duration: Duration,
-    /// Messages per second of the latency measurement.
-    #[arg(long, default_value_t = 10_000.0)]
-    pub latency_rate: f64,
-    /// Where to write results.json, transport.csv and report.html.
-    #[arg(long, env = "CEP_OUT", default_value = "bench-results/transport")]
-    pub out: PathBuf,
+    /// The rate of the latency measurement: messages per second [default: 10000], or with
+    /// --pipeline ticks per second into the cluster [default: 200000].
+    #[arg(long)]
+    pub latency_rate: Option<f64>,
+    #[command(flatten)]
+    pub pipeline_args: super::pipeline::PipelineFlags,
+    /// Where to write results.json, summary.txt and report.html [default:
+    /// bench-results/transport; with --pipeline bench-results/pipeline].
+    #[arg(long, env = "CEP_OUT")]
+    pub out: Option<PathBuf>,
 }
+
+/// The raw measurement's defaults.
+const RAW_TRANSPORTS: [Kind; 3] = [Kind::Tcp, Kind::Ipc, Kind::Inproc];
+const RAW_LATENCY_RATE: f64 = 10_000.0;
+const RAW_OUT: &str = "bench-results/transport";
 
 /// The sending side, in its own process.
 #[derive(Args, Debug, PartialEq)]
@@ -217,12 +230,23 @@ fn measure(
 }
 
 pub fn run(args: TransportArgs) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.out)?;
-    let total = (args.transports.len() * args.events_per_message.len()) as u64;
+    if args.pipeline {
+        return super::pipeline::run(super::pipeline::PipelineArgs::new(
+            args.transports,
+            args.latency_rate,
+            args.pipeline_args,
+            args.out,
+        ));
+    }
+    let transports = args.transports.unwrap_or_else(|| RAW_TRANSPORTS.to_vec());
+    let latency_rate = args.latency_rate.unwrap_or(RAW_LATENCY_RATE);
+    let out = args.out.unwrap_or_else(|| PathBuf::from(RAW_OUT));
+    std::fs::create_dir_all(&out)?;
+    let total = (transports.len() * args.events_per_message.len()) as u64;
     let bar = super::progress(total, "transport");
     let stop = super::stop_flag();
     let mut points = Vec::new();
-    'all: for &kind in &args.transports {
+    'all: for &kind in &transports {
         for &per_message in &args.events_per_message {
             if stop.load(Ordering::Relaxed) {
                 break 'all;
@@ -230,7 +254,7 @@ pub fn run(args: TransportArgs) -> anyhow::Result<()> {
             bar.set_message(format!("{} x{per_message}", kind.name()));
             let index = points.len();
             let (messages, seconds, _) = measure(kind, per_message, args.duration, 0.0, 2 * index)?;
-            let (_, _, latency) = measure(kind, per_message, args.duration / 2, args.latency_rate, 2 * index + 1)?;
+            let (_, _, latency) = measure(kind, per_message, args.duration / 2, latency_rate, 2 * index + 1)?;
             let message_bytes = frame(per_message).seal(0).len();
             let messages_per_s = messages.saturating_sub(1) as f64 / seconds.max(1e-9);
             points.push(TransportPoint {
@@ -247,7 +271,7 @@ pub fn run(args: TransportArgs) -> anyhow::Result<()> {
         }
     }
     bar.finish_and_clear();
-    write(&args.out, &points, args.latency_rate)?;
+    write(&out, &points, latency_rate)?;
     print!("{}", summary_text(&points));
     Ok(())
 }
