@@ -216,6 +216,22 @@ impl Role {
     }
 }
 
+impl Command {
+    /// Whether this command runs a cluster's roles as threads of this process (`cep run
+    /// --transport inproc`, `cep bench transport --pipeline`): their log lines then default
+    /// to warnings, as those of separate processes under `cep run` do.
+    pub fn runs_roles_in_process(&self) -> bool {
+        use crate::bench::BenchKind;
+        match self {
+            Command::Run(args) => args.transport == crate::launcher::LocalTransport::Inproc,
+            Command::Bench(bench) => {
+                matches!(&bench.kind, Some(BenchKind::Transport(transport)) if transport.pipeline)
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Runs the chosen command.
 pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     if let Some(skew) = cli.clock_skew {

@@ -11,8 +11,7 @@ fn main() {
     cep_telemetry::identity::set(&role, &id);
     // The roles of an in-process cluster log as their own processes would under `cep run`:
     // warnings only, unless RUST_LOG says otherwise; the launcher keeps its own lines.
-    let in_process =
-        matches!(&cli.command, cep::cli::Command::Run(args) if args.transport == cep::launcher::LocalTransport::Inproc);
+    let in_process = cli.command.runs_roles_in_process();
     cep_telemetry::logging::init_with_default(cli.log_format, if in_process { "warn,cep=info" } else { "info" });
     if let Err(error) = cep::cli::dispatch(cli) {
         cep_telemetry::logging::fatal(&cep::telemetry::one_line(&error));
