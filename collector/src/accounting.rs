@@ -10,13 +10,20 @@ use std::collections::BTreeMap;
 pub struct Observed {
     /// Outputs received per rule (duplicates included).
     pub outputs: OutputCounts,
+    /// Outputs of a tick (stream, seq) whose outputs had already arrived: counted, not skipped.
     pub output_duplicates: u64,
+    /// Outputs whose tick was intended during the warm-up: counted, not in the histograms.
     pub warmup_outputs: u64,
     /// Outputs of windows the end of input closed (in `outputs`, no latency).
     pub final_outputs: u64,
+    /// Frames and outputs the collector rejected, by cause.
     pub rejected: CauseCounts,
+    /// From the start signal (warm-up included) to the last worker's report, or to the last
+    /// frame received when not every worker reported, in seconds.
     pub duration_s: f64,
+    /// Latency per hop and end to end, µs.
     pub latency: HopLatencies,
+    /// The clock offsets the nodes reported, in the order they arrived.
     pub clock_offsets: Vec<ClockOffset>,
 }
 

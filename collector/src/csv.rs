@@ -6,6 +6,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
+/// The first line of `outputs.csv`: the output, its tick's place in its stream, then every
+/// hop's timestamp in ns (empty where the hop does not apply).
 pub const OUTPUTS_HEADER: &str =
     "rule,symbol,price,value,injector,seq,t_inject_ns,t_router_in_ns,t_router_out_ns,t_worker_in_ns,t_engine_out_ns,t_collector_ns";
 
@@ -14,6 +16,7 @@ pub struct OutputsCsv<W: Write = BufWriter<File>> {
     out: W,
     ints: itoa::Buffer,
     floats: ryu::Buffer,
+    /// Rows written so far, the header not counted.
     pub rows: u64,
 }
 
@@ -43,6 +46,8 @@ impl<W: Write> OutputsCsv<W> {
         self.out.write_all(b",")
     }
 
+    /// Writes one output's row: `rule` is its query's name, `symbol` its symbol (UTF-8),
+    /// `t_collector` when it arrived at the collector (ns).
     #[inline]
     pub fn write(&mut self, rule: &str, output: &OutputRecord, symbol: &[u8], t_collector: u64) -> io::Result<()> {
         self.out.write_all(rule.as_bytes())?;

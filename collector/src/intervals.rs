@@ -13,6 +13,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
+/// The first line of `intervals.csv`: each interval's start (seconds since the run's start),
+/// its number of outputs, and their end-to-end latency in µs.
 pub const INTERVALS_HEADER: &str = "interval_start_s,count,mean_us,p50_us,p99_us,p999_us,max_us";
 
 /// Closes one-second intervals of the run's end-to-end histogram into `intervals.csv` and

@@ -11,13 +11,22 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_NS, 3).expect("static histogram bounds are valid")
 }
 
-/// The six histograms of DESIGN section 4.
+/// Six latency histograms, in ns: one end to end (a tick's intended send time to its output's
+/// arrival at the collector), and one per hop on the way, from the stamps each output carries
+/// (injector to router, inside the router, router to worker, inside the worker's engine,
+/// worker to collector).
 pub struct HopHistograms {
+    /// From the tick's intended send time to the output's arrival at the collector.
     pub end_to_end: Histogram<u64>,
+    /// Intended send time to the router's receipt (includes the injector's own delay).
     pub injector_to_router: Histogram<u64>,
+    /// Inside the router: receipt to departure.
     pub router: Histogram<u64>,
+    /// Router departure to the worker's receipt.
     pub router_to_worker: Histogram<u64>,
+    /// Inside the worker: receipt to the engine's exit.
     pub engine: Histogram<u64>,
+    /// Engine exit to the collector's receipt.
     pub worker_to_collector: Histogram<u64>,
     /// Consecutive outputs usually share their router hop (one router batch): record a run once.
     router_run: (u64, u64),
@@ -37,8 +46,9 @@ impl Default for HopHistograms {
     }
 }
 
-/// A hop's latency; clocks are one host's wall clock, so a negative hop can only be a stamp
-/// taken in a different order than it was recorded, and counts as the smallest value.
+/// A hop's latency. Every stamp is in the collector's clock (each node corrects its own by
+/// the offset it measured), so a negative hop is the offset estimate's uncertainty or stamps
+/// taken in a different order than recorded; it counts as the smallest value.
 #[inline]
 fn hop(from: u64, to: u64) -> u64 {
     to.saturating_sub(from).clamp(1, MAX_NS)
@@ -82,6 +92,7 @@ impl HopHistograms {
         }
     }
 
+    /// Each histogram's summary, in µs (records the pending router run first).
     pub fn summary(&mut self) -> HopLatencies {
         self.flush_router_run();
         HopLatencies {

@@ -19,18 +19,29 @@ const HOPS: [&str; 6] =
 
 /// What the collector knows at one moment.
 pub struct Snapshot<'a> {
+    /// The rules announced so far, with the outputs received per rule.
     pub outputs: &'a RuleTable,
+    /// Outputs of a tick whose outputs had already arrived.
     pub output_duplicates: u64,
+    /// Outputs of ticks intended during the warm-up (not in the histograms).
     pub warmup_outputs: u64,
+    /// Outputs of windows the end of input closed (no latency).
     pub final_outputs: u64,
+    /// The run's latency histograms so far.
     pub hops: &'a HopHistograms,
+    /// Workers in the run.
     pub workers: usize,
+    /// Workers whose end-of-run report has arrived.
     pub workers_reported: usize,
+    /// Whether the router's end-of-run report has arrived.
     pub router_reported: bool,
+    /// The clock offsets the nodes reported so far.
     pub clock_offsets: &'a [ClockOffset],
+    /// Frames and outputs the collector rejected, by cause.
     pub rejected: &'a CauseCounts,
 }
 
+/// The collector's metrics source: the last [`Snapshot`], copied for scrapes to read.
 #[derive(Default)]
 pub struct CollectorMetrics {
     latest: Mutex<Latest>,

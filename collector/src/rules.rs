@@ -7,6 +7,8 @@ use cep_core::report::RulesInstalled;
 use cep_core::results::OutputCounts;
 use rustc_hash::FxHashMap;
 
+/// Every rule announced in the run, by name (a slot each), with its output count, and each
+/// worker's current query indexes into those slots.
 #[derive(Debug, Default)]
 pub struct RuleTable {
     names: Vec<String>,
@@ -48,21 +50,26 @@ impl RuleTable {
         self.by_worker.get(worker as usize)?.get(rule as usize).copied()
     }
 
+    /// Counts one output of the rule in `slot`.
     #[inline]
     pub fn count(&mut self, slot: usize) {
         self.counts[slot] += 1;
     }
 
+    /// The rule's name (its query's `@name`).
     #[inline]
     pub fn name(&self, slot: usize) -> &str {
         &self.names[slot]
     }
 
+    /// Whether the rule emits only when a condition holds (its outputs go to `--csv alerts`),
+    /// as its latest announcement said.
     #[inline]
     pub fn is_alert(&self, slot: usize) -> bool {
         self.alert[slot]
     }
 
+    /// Outputs counted, all rules.
     pub fn total(&self) -> u64 {
         self.counts.iter().sum()
     }

@@ -13,8 +13,11 @@ use std::collections::BTreeMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(into = "u8", try_from = "u8")]
 pub enum Role {
+    /// Runs the rules on the symbols the router sends it.
     Worker = 0,
+    /// Receives every output and report, and writes the run's results.
     Collector = 1,
+    /// Sends ticks, on one or more streams.
     Injector = 2,
 }
 
@@ -39,6 +42,7 @@ impl TryFrom<u8> for Role {
 /// A process asks to join the next run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Register {
+    /// The role the process takes in the run.
     pub role: Role,
     /// Worker id (unique), or a free-form name for the other roles.
     pub id: String,
@@ -56,7 +60,9 @@ pub struct Register {
 /// A worker as every process learns it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerInfo {
+    /// The worker's id, as it registered.
     pub id: String,
+    /// Where its data socket is bound, as the router connects to it.
     pub endpoint: String,
 }
 
@@ -65,7 +71,9 @@ pub struct WorkerInfo {
 pub struct Ready {
     /// For a worker its index in `workers`; for an injector the id of its first stream.
     pub assigned: u32,
+    /// Every worker, ordered by id (the ring's order); a worker's index is its place here.
     pub workers: Vec<WorkerInfo>,
+    /// The collector's data endpoint, where workers and the router send to it.
     pub collector: String,
     /// Total injector streams in the run.
     pub streams: u32,
@@ -91,19 +99,23 @@ pub struct RulesText {
     pub epoch: u32,
     /// A path or `built-in:reference`, to name the file in messages.
     pub origin: String,
+    /// The rules, as written.
     pub text: String,
 }
 
 /// `cep rules deploy`: new rules for the running cluster.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deploy {
+    /// Where the rules came from (a path), to name them in messages.
     pub origin: String,
+    /// The rules, as written.
     pub text: String,
 }
 
 /// The router's answer to an accepted [`Deploy`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deployed {
+    /// The new rules' version in the run.
     pub epoch: u32,
     /// Where the stream switches: per injector stream, the first sequence number the new
     /// rules process (empty when the run had not started: the run starts with them).
@@ -113,5 +125,6 @@ pub struct Deployed {
 /// Registration refused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refused {
+    /// Why, in one line for the refused process to print.
     pub reason: String,
 }

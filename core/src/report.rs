@@ -10,8 +10,11 @@ use std::collections::BTreeMap;
 /// the number of that stream's ticks it sent to that worker.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndOfStream {
+    /// The stream's id in the run.
     pub stream: u32,
+    /// Ticks the injector sent on this stream, in all.
     pub sent: u64,
+    /// Ticks of this stream the router sent to the receiving worker (0 as the injector sends it).
     pub routed: u64,
 }
 
@@ -31,7 +34,9 @@ pub fn count_cause(counts: &mut CauseCounts, cause: &str) {
 /// Periodic progress of a worker, for the live display.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerProgress {
+    /// Ticks processed so far, all streams.
     pub processed: u64,
+    /// Outputs so far, all rules.
     pub outputs: u64,
     /// Frames and ticks rejected so far.
     pub rejected: u64,
@@ -40,6 +45,7 @@ pub struct WorkerProgress {
 /// One stream as one worker saw it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamAtWorker {
+    /// The stream's id in the run.
     pub stream: u32,
     /// What the injector said it sent (from the end-of-stream marker; `None` if it never came).
     pub sent: Option<u64>,
@@ -52,12 +58,17 @@ pub struct StreamAtWorker {
 /// A worker's final accounting, sent after the last stream's end-of-stream marker.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkerReport {
+    /// The worker's id, as it registered.
     pub id: String,
+    /// The worker's index in the run (its sender id on the wire).
     pub index: u32,
+    /// Ticks processed, all streams (late ones, dropped or not, included).
     pub processed: u64,
+    /// Distinct symbols the worker saw (those it owns that had a tick).
     pub symbols: u64,
     /// Outputs sent, all rules.
     pub outputs: u64,
+    /// Per stream, in stream id order: what was sent, routed here and processed.
     pub streams: Vec<StreamAtWorker>,
     /// Ticks whose (stream, seq) the worker had already processed: skipped, not reprocessed.
     pub duplicates: u64,
@@ -74,6 +85,7 @@ pub struct WorkerReport {
 /// One query of a rule set, as the collector needs it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleInfo {
+    /// The query's name (its `@name`), as outputs and summaries show it.
     pub name: String,
     /// Emits only when a condition holds (written by `--csv alerts`).
     pub alert: bool,
@@ -83,7 +95,9 @@ pub struct RuleInfo {
 /// the next such frame from the same worker.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RulesInstalled {
+    /// The rules' version in the run (0 for the rules it started with).
     pub epoch: u32,
+    /// The rule set's queries, in the order of the outputs' rule indexes.
     pub queries: Vec<RuleInfo>,
 }
 
@@ -93,7 +107,9 @@ pub type SwitchRules = crate::control::RulesText;
 /// A node's clock offset to the collector, measured when the run started.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClockReport {
+    /// The node's name (`router`, `injector-0`, or a worker's id).
     pub node: String,
+    /// Its clock's offset to the collector's, as measured.
     pub estimate: crate::clock::OffsetEstimate,
 }
 
@@ -108,7 +124,7 @@ pub struct RouterReport {
     pub routed: u64,
     /// Frames and ticks rejected by the router, by cause.
     pub rejected: CauseCounts,
-    /// Worker ids in ring order of registration.
+    /// Worker ids in ring order (ordered by id; a worker's index is its place here).
     pub workers: Vec<String>,
 }
 
@@ -121,6 +137,7 @@ pub struct Rejections {
 }
 
 impl Rejections {
+    /// No rejection yet; `place` names the receiver in the log lines (`"router"`, `"worker"`, ...).
     pub fn new(place: &'static str) -> Self {
         Rejections { counts: CauseCounts::new(), place }
     }
@@ -152,10 +169,12 @@ impl Rejections {
         self.reject(error.cause(), Some(frame.sender()), &error);
     }
 
+    /// Rejections so far, by cause.
     pub fn counts(&self) -> &CauseCounts {
         &self.counts
     }
 
+    /// Rejections so far, all causes.
     pub fn total(&self) -> u64 {
         self.counts.values().sum()
     }

@@ -70,6 +70,7 @@ pub enum FrameKind {
 }
 
 impl FrameKind {
+    /// The kind a header's byte names; `None` for a byte no kind has.
     pub fn from_byte(byte: u8) -> Option<FrameKind> {
         use FrameKind::*;
         [
@@ -107,13 +108,21 @@ pub enum WireError {
     Malformed(String),
     /// A well-formed frame of another protocol version.
     #[error("protocol version {got} (this build speaks {PROTOCOL_VERSION})")]
-    Version { got: u64 },
+    Version {
+        /// The version the frame says it is.
+        got: u64,
+    },
     /// A frame kind this build does not know, or one not expected on this socket.
     #[error("unexpected frame kind {0}")]
     UnexpectedKind(u64),
     /// A frame larger than the receiver accepts.
     #[error("oversized frame: {len} bytes (limit {max})")]
-    Oversized { len: usize, max: usize },
+    Oversized {
+        /// The frame's size, in bytes.
+        len: usize,
+        /// The receiver's limit, in bytes.
+        max: usize,
+    },
 }
 
 impl WireError {
@@ -135,7 +144,10 @@ fn malformed(error: DecodeError) -> WireError {
 /// The first three elements of every frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameHeader {
+    /// What the frame carries.
     pub kind: FrameKind,
+    /// Who sent it: an injector stream id, a worker index, or 0 for the router; logged with
+    /// every rejection.
     pub sender: u32,
     /// Number of elements in the frame's top-level array.
     fields: u32,
@@ -176,7 +188,7 @@ pub(crate) fn write_header(buf: &mut Vec<u8>, fields: u8, kind: FrameKind, sende
     msgpack::write_uint(buf, sender as u64);
 }
 
-/// Reserves a u64 (always 9 bytes) or an array32 length to be patched when the batch is sealed.
+/// Reserves a u64 (always 9 bytes) to be patched when the batch is sealed; returns where.
 fn reserve_u64(buf: &mut Vec<u8>) -> usize {
     let at = buf.len();
     buf.push(0xcf);
@@ -184,6 +196,8 @@ fn reserve_u64(buf: &mut Vec<u8>) -> usize {
     at
 }
 
+/// Reserves an array32 length (always 5 bytes) to be patched when the batch is sealed;
+/// returns where.
 fn reserve_array32(buf: &mut Vec<u8>) -> usize {
     let at = buf.len();
     buf.push(0xdd);
@@ -235,6 +249,7 @@ impl<const STAMPS: usize> BatchBuffer<STAMPS> {
 pub struct TickBatchWriter(BatchBuffer<1>);
 
 impl TickBatchWriter {
+    /// An empty batch of Ticks frames from `sender`.
     pub fn new(sender: u32) -> Self {
         TickBatchWriter(BatchBuffer::new(FrameKind::Ticks, sender))
     }
@@ -279,6 +294,7 @@ impl TickBatchWriter {
         self.0.count as usize
     }
 
+    /// Whether the batch holds no tick.
     pub fn is_empty(&self) -> bool {
         self.0.count == 0
     }
@@ -288,6 +304,7 @@ impl TickBatchWriter {
         self.0.seal([t_sent])
     }
 
+    /// Empties the batch, keeping its buffer, for the next ticks.
     pub fn clear(&mut self) {
         self.0.clear()
     }
@@ -302,6 +319,7 @@ impl TickBatchWriter {
 pub struct OutputBatchWriter(BatchBuffer<3>);
 
 impl OutputBatchWriter {
+    /// An empty batch of Outputs frames from `sender`.
     pub fn new(sender: u32) -> Self {
         OutputBatchWriter(BatchBuffer::new(FrameKind::Outputs, sender))
     }
@@ -339,10 +357,12 @@ impl OutputBatchWriter {
         self.0.count += 1;
     }
 
+    /// Number of outputs in the batch.
     pub fn len(&self) -> usize {
         self.0.count as usize
     }
 
+    /// Whether the batch holds no output.
     pub fn is_empty(&self) -> bool {
         self.0.count == 0
     }
@@ -352,6 +372,7 @@ impl OutputBatchWriter {
         self.0.seal([t_router_out, t_worker_in, t_engine_out])
     }
 
+    /// Empties the batch, keeping its buffer, for the next outputs.
     pub fn clear(&mut self) {
         self.0.clear()
     }

@@ -29,10 +29,12 @@ impl Deployments {
         Ok(Deployments { current, history })
     }
 
+    /// The rules in force (the latest accepted), as they travel to workers.
     pub fn current(&self) -> &RulesText {
         &self.current
     }
 
+    /// The rules the run started with and every deployment since, with its switch points.
     pub fn history(&self) -> &[RulesEpoch] {
         &self.history
     }

@@ -10,6 +10,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
+/// The router's metrics source: registrations, the run's counters and rejections, in
+/// atomics the data path stores to and scrapes read.
 #[derive(Default)]
 pub struct RouterMetrics {
     /// 0 while taking every worker that registers until they settle.

@@ -38,12 +38,17 @@ pub struct Rendezvous<C> {
 
 /// The answers to send when the run starts, and the run's worker list (ring order).
 pub struct Start<C> {
+    /// Every registered client with its Ready answer.
     pub answers: Vec<(C, Ready)>,
+    /// The run's workers in ring order (ordered by id).
     pub workers: Vec<WorkerInfo>,
+    /// The collector's data endpoint.
     pub collector: String,
 }
 
 impl<C: Clone> Rendezvous<C> {
+    /// Nobody registered yet; the run waits for `expected_workers` and `expected_streams`
+    /// injector streams (and one collector).
     pub fn new(expected_workers: WorkerCount, expected_streams: u32) -> Self {
         Rendezvous {
             expected_workers,

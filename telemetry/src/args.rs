@@ -64,6 +64,7 @@ impl MetricsArgs {
 pub struct Flags(Vec<String>);
 
 impl Flags {
+    /// No argument yet.
     pub fn new() -> Flags {
         Flags::default()
     }
@@ -124,6 +125,7 @@ impl Flags {
         self
     }
 
+    /// The arguments, in the order they were added.
     pub fn into_args(self) -> Vec<String> {
         self.0
     }

@@ -20,6 +20,8 @@ pub struct ClockServer {
 }
 
 impl ClockServer {
+    /// Binds a REP socket at `bind` and answers time requests on a thread of its own until
+    /// the server is dropped.
     pub fn start(context: &Context, bind: &str) -> Result<ClockServer, TransportError> {
         let socket = context.socket(zmq::REP).map_err(socket_err("create REP socket"))?;
         socket.set_linger(0).map_err(socket_err("set linger"))?;
@@ -45,6 +47,7 @@ impl ClockServer {
         Ok(ClockServer { endpoint, stop, thread: Some(thread) })
     }
 
+    /// The endpoint actually bound (with the port chosen for `*`), as nodes should sample it.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }

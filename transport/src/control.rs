@@ -20,6 +20,7 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
+    /// Binds the ROUTER socket at `endpoint`.
     pub fn bind(context: &Context, endpoint: &str) -> Result<ControlServer, TransportError> {
         let socket = context.socket(zmq::ROUTER).map_err(socket_err("create ROUTER socket"))?;
         socket.set_linger(1000).map_err(socket_err("set linger"))?;
@@ -31,6 +32,7 @@ impl ControlServer {
         Ok(ControlServer { socket, endpoint })
     }
 
+    /// The endpoint actually bound (with the port chosen for `*`).
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
@@ -177,13 +179,28 @@ pub enum EndOfRun {
 pub enum RegistrationError {
     /// The router could not be reached or did not answer in time.
     #[error("cannot register with the router at {router}: {source}")]
-    Unreachable { router: String, source: TransportError },
+    Unreachable {
+        /// The router's control endpoint.
+        router: String,
+        /// What went wrong.
+        source: TransportError,
+    },
     /// The router refused this process.
     #[error("the router at {router} refused this process: {reason}")]
-    Refused { router: String, reason: String },
+    Refused {
+        /// The router's control endpoint.
+        router: String,
+        /// The router's reason.
+        reason: String,
+    },
     /// The router's answer did not decode.
     #[error("the router at {router} answered with a bad frame: {source}")]
-    BadAnswer { router: String, source: cep_core::wire::WireError },
+    BadAnswer {
+        /// The router's control endpoint.
+        router: String,
+        /// Why the answer was rejected.
+        source: cep_core::wire::WireError,
+    },
 }
 
 /// Registers with the router and waits until the run starts (the router answers once the

@@ -10,25 +10,58 @@ pub use zmq::{Context, Message};
 pub enum TransportError {
     /// Binding failed: the address is in use, malformed, or not local.
     #[error("cannot bind {endpoint}: {source}")]
-    Bind { endpoint: String, source: zmq::Error },
+    Bind {
+        /// The endpoint asked for.
+        endpoint: String,
+        /// ZeroMQ's error.
+        source: zmq::Error,
+    },
     /// Connecting failed: the endpoint is malformed or its host does not resolve.
     #[error("cannot connect to {endpoint}: {source}")]
-    Connect { endpoint: String, source: zmq::Error },
+    Connect {
+        /// The endpoint asked for.
+        endpoint: String,
+        /// ZeroMQ's error.
+        source: zmq::Error,
+    },
     /// Any other ZeroMQ failure.
     #[error("{what}: {source}")]
-    Socket { what: &'static str, source: zmq::Error },
+    Socket {
+        /// What was being done (`"set linger"`, `"receive control"`, ...).
+        what: &'static str,
+        /// ZeroMQ's error.
+        source: zmq::Error,
+    },
     /// A blocking send was abandoned because the process is shutting down.
     #[error("send to {peer} abandoned at shutdown")]
-    ShutdownWhileSending { peer: String },
+    ShutdownWhileSending {
+        /// The endpoint of the peer the send was for.
+        peer: String,
+    },
     /// The peer's host name does not resolve.
     #[error("the host of {endpoint} does not resolve: {reason}")]
-    Unresolvable { endpoint: String, reason: String },
+    Unresolvable {
+        /// The endpoint whose host was looked up.
+        endpoint: String,
+        /// The resolver's last error.
+        reason: String,
+    },
     /// The peer answered with something that is not the expected frame.
     #[error("bad answer from {peer}: {reason}")]
-    BadAnswer { peer: String, reason: String },
+    BadAnswer {
+        /// The peer's endpoint.
+        peer: String,
+        /// Why the answer was rejected.
+        reason: String,
+    },
     /// The peer did not answer in time.
     #[error("no answer from {peer} within {timeout:?}")]
-    Timeout { peer: String, timeout: Duration },
+    Timeout {
+        /// The peer's endpoint.
+        peer: String,
+        /// How long this process waited.
+        timeout: Duration,
+    },
 }
 
 /// Maps a ZeroMQ error to what was being done when it happened.

@@ -88,6 +88,7 @@ impl WorkerConfig {
             .into_args()
     }
 
+    /// The id to register with: `--id`, or else `<host name>-<pid>`.
     pub fn worker_id(&self) -> String {
         self.id.clone().unwrap_or_else(|| {
             // In containers every process is pid 1: the host name tells them apart.

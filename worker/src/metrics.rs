@@ -14,17 +14,27 @@ use std::sync::Arc;
 pub struct Snapshot<'a> {
     /// Ticks processed, per stream id.
     pub processed: Vec<u64>,
+    /// Streams whose end-of-stream marker has arrived.
     pub streams_ended: usize,
+    /// Outputs so far, all rules.
     pub outputs: u64,
+    /// Ticks skipped because their (stream, seq) was already processed.
     pub duplicates: u64,
+    /// Ticks of a symbol that arrived with a lower sequence number than one already seen.
     pub out_of_order: u64,
+    /// Ticks behind their symbol's latest event time, processed at that time.
     pub late: u64,
+    /// Ticks later than the allowed lateness: counted as processed, dropped by the engine.
     pub late_dropped: u64,
+    /// Distinct symbols seen (those this worker owns that had a tick).
     pub symbols: usize,
+    /// The rules' version the worker runs.
     pub epoch: u32,
+    /// Frames and ticks rejected so far, by cause.
     pub rejected: &'a CauseCounts,
 }
 
+/// The worker's metrics source: the last [`Snapshot`], in atomics that scrapes read.
 pub struct WorkerMetrics {
     streams: Vec<String>,
     processed: Vec<AtomicU64>,
@@ -59,6 +69,7 @@ impl WorkerMetrics {
         metrics
     }
 
+    /// Copies a snapshot for the next scrapes.
     pub fn observe(&self, now: &Snapshot<'_>) {
         for (slot, count) in self.processed.iter().zip(&now.processed) {
             slot.store(*count, Relaxed);
