@@ -11,7 +11,7 @@
 //! - [`replay`]: tick files (replay input and recorded input), event time in their own unit.
 //! - [`gbm`]: the seeded, counter-based geometric-Brownian-motion tick model.
 //! - [`partition`]: the consistent-hash ring with its pinned hasher.
-//! - [`reference`]: the reference workload's constants (1,470 symbols, seed 42, batch size).
+//! - [`reference`](mod@reference): the reference workload's constants (1,470 symbols, seed 42, batch size).
 //! - [`seen`]: exactly-once bookkeeping of sequence numbers.
 //! - [`clock`]: wall-clock nanoseconds, the unit of every timestamp.
 //! - [`io_text`]: I/O errors as one plain line.

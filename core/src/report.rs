@@ -163,6 +163,15 @@ impl Rejections {
         }
     }
 
+    /// Counts `tick` (of a frame from `sender`) if it cannot be processed (an empty symbol, a
+    /// price that is not a positive number); true if it was rejected.
+    #[inline]
+    pub fn reject_invalid(&mut self, tick: &crate::tick::TickRecord, sender: u32) -> bool {
+        let Some(cause) = tick.invalid_reason() else { return false };
+        self.reject(cause, Some(sender), &format_args!("tick seq {} of stream {}", tick.seq, tick.injector));
+        true
+    }
+
     /// Counts a well-formed frame of a kind this receiver does not take.
     pub fn unexpected(&mut self, frame: &Frame<'_>) {
         let error = WireError::UnexpectedKind(frame.kind() as u64);

@@ -116,12 +116,7 @@ impl DataPath {
 
     #[inline]
     fn route(&mut self, batch: &TickBatch<'_>, tick: &TickRecord, t_in: u64, out: &mut impl Outbox) {
-        if let Some(cause) = tick.invalid_reason() {
-            self.rejections.reject(
-                cause,
-                Some(batch.sender),
-                &format_args!("tick seq {} of stream {}", tick.seq, tick.injector),
-            );
+        if self.rejections.reject_invalid(tick, batch.sender) {
             return;
         }
         if tick.injector >= self.streams || self.ended[tick.injector as usize] {
@@ -144,7 +139,7 @@ impl DataPath {
         };
         self.received[tick.injector as usize] += 1;
         let next = &mut self.next_seq[tick.injector as usize];
-        *next = (*next).max(tick.seq + 1);
+        *next = (*next).max(tick.seq.saturating_add(1));
         self.routed[tick.injector as usize][owner] += 1;
         self.routed_total += 1;
         let writer = &mut self.batches[owner];

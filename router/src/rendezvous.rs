@@ -101,7 +101,7 @@ impl<C: Clone> Rendezvous<C> {
             }
             Role::Injector => {
                 let streams = registration.streams;
-                if streams == 0 || self.streams() + streams > self.expected_streams {
+                if streams == 0 || self.streams().saturating_add(streams) > self.expected_streams {
                     return Verdict::Refuse(format!(
                         "{streams} more streams would exceed the {} expected (already registered: {})",
                         self.expected_streams,

@@ -207,12 +207,7 @@ impl Worker {
 
     #[inline]
     fn process(&mut self, batch: &TickBatch<'_>, tick: &TickRecord) {
-        if let Some(cause) = tick.invalid_reason() {
-            self.rejections.reject(
-                cause,
-                Some(batch.sender),
-                &format_args!("tick seq {} of stream {}", tick.seq, tick.injector),
-            );
+        if self.rejections.reject_invalid(tick, batch.sender) {
             return;
         }
         let Some(stream) = self.streams.get_mut(tick.injector as usize).filter(|s| s.end.is_none()) else {
@@ -244,7 +239,7 @@ impl Worker {
         if tick.seq < track.next_seq {
             self.out_of_order += 1;
         }
-        track.next_seq = track.next_seq.max(tick.seq + 1);
+        track.next_seq = track.next_seq.max(tick.seq.saturating_add(1));
         let outputs = &mut self.outputs;
         let (price, stream_id, seq, t_inject, t_router_in) =
             (tick.price, tick.injector, tick.seq, tick.t_inject, tick.t_router_in);
