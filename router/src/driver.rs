@@ -103,9 +103,9 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     let mut last_control = Instant::now();
     receive_loop(&input, Duration::from_millis(50), |received| {
         match received {
-            Received::Frame { bytes, more_waiting } => {
+            Received::Frame { bytes, input } => {
                 router.data(bytes, now_ns(), &mut out);
-                if !more_waiting {
+                if !input.more_waiting() {
                     router.flush(&mut out);
                 }
             }

@@ -9,16 +9,27 @@ use std::time::Duration;
 
 /// What the receive loop hands its caller at each turn.
 pub enum Received<'m> {
-    /// A frame arrived; `more_waiting` says whether another is already queued (smart
-    /// batching: a stage flushes what it batched when nothing more is waiting).
+    /// A frame arrived.
     Frame {
         /// The frame's bytes, valid for this turn only.
         bytes: &'m [u8],
-        /// Another frame is already waiting.
-        more_waiting: bool,
+        /// Asks whether another frame is already queued (smart batching: a stage flushes
+        /// what it batched when nothing more is waiting); asked only by who needs it.
+        input: Waiting<'m>,
     },
     /// Nothing arrived within the poll interval: time for periodic work and flushes.
     Idle,
+}
+
+/// The input socket, to ask whether another frame is already waiting.
+#[derive(Clone, Copy)]
+pub struct Waiting<'m>(&'m Pull);
+
+impl Waiting<'_> {
+    /// Whether another frame is already queued.
+    pub fn more_waiting(&self) -> bool {
+        self.0.has_pending()
+    }
 }
 
 /// Whether the receive loop goes on.
@@ -40,7 +51,7 @@ pub fn receive_loop<E: From<TransportError>>(
     let mut message = Message::new();
     loop {
         let received = if input.recv(&mut message, poll)? {
-            Received::Frame { bytes: &message, more_waiting: input.has_pending() }
+            Received::Frame { bytes: &message, input: Waiting(input) }
         } else {
             Received::Idle
         };
