@@ -25,7 +25,11 @@ pub fn run(roles: Vec<(String, Role)>, shutdown: Arc<AtomicBool>) -> anyhow::Res
         let (context, shutdown, done, thread_name) = (context.clone(), shutdown.clone(), done.clone(), name.clone());
         running.push(name.clone());
         std::thread::Builder::new().name(name.clone()).spawn(move || {
-            let outcome = run_role(&context, &thread_name, role, shutdown);
+            // A role that panics is a failure to report, like one that returns an error.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_role(&context, &thread_name, role, shutdown)
+            }))
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("panicked")));
             let _ = done.send((thread_name, outcome));
         })?;
     }
@@ -34,12 +38,13 @@ pub fn run(roles: Vec<(String, Role)>, shutdown: Arc<AtomicBool>) -> anyhow::Res
     let mut deadline: Option<Instant> = None;
     while !running.is_empty() {
         let wait = deadline.map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(Instant::now()));
-        let Ok((name, outcome)) = finished.recv_timeout(wait) else {
-            if deadline.is_some_and(|at| Instant::now() >= at) {
+        let (name, outcome) = match finished.recv_timeout(wait) {
+            Ok(finished) => finished,
+            Err(mpsc::RecvTimeoutError::Timeout) if deadline.is_none_or(|at| Instant::now() < at) => continue,
+            Err(_) => {
                 failures.extend(running.iter().map(|name| format!("{name} did not stop in time")));
                 break;
             }
-            continue;
         };
         running.retain(|running| running != &name);
         match outcome {

@@ -5,14 +5,20 @@ use std::sync::Arc;
 
 /// A flag raised by the first SIGINT or SIGTERM (graceful shutdown: results are still
 /// written); a second one ends the process at once.
+/// One flag per process: the handlers are installed once, however many runs ask (a bench
+/// runs many in-process clusters).
 pub fn shutdown_flag() -> anyhow::Result<Arc<AtomicBool>> {
     use signal_hook::consts::{SIGINT, SIGTERM};
+    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    if let Some(flag) = FLAG.get() {
+        return Ok(flag.clone());
+    }
     let flag = Arc::new(AtomicBool::new(false));
     for signal in [SIGINT, SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(signal, 130, flag.clone())?;
         signal_hook::flag::register(signal, flag.clone())?;
     }
-    Ok(flag)
+    Ok(FLAG.get_or_init(|| flag).clone())
 }
 
 /// An error and its causes on one line, leaving out causes whose text a message already

@@ -103,11 +103,6 @@ impl<W: Write> Collector<W> {
         self.reports.len() == self.shape.workers.len() && self.router.is_some()
     }
 
-    /// How long nothing has arrived, at `now`.
-    pub fn idle_for(&self, now: u64) -> u64 {
-        now.saturating_sub(self.last_frame_ns)
-    }
-
     /// The run's worker ids.
     pub fn workers(&self) -> &[String] {
         &self.shape.workers
@@ -436,11 +431,9 @@ mod tests {
     }
 
     #[test]
-    fn an_idle_collector_knows_how_long() {
+    fn a_collector_without_reports_says_the_run_is_incomplete() {
         let mut collector = collector(CsvMode::None);
-        assert_eq!(collector.idle_for(5_000), 4_000);
         collector.handle(&rules(), 5_000).unwrap();
-        assert_eq!(collector.idle_for(5_500), 500);
         let summary = collector.finish(|_| {}).unwrap().summary;
         assert!(!summary.complete);
         assert_eq!(summary.events_sent, None, "no report: what was sent is unknown");

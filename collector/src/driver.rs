@@ -64,6 +64,7 @@ pub fn run_in(
     config: CollectorConfig,
     shutdown: Arc<AtomicBool>,
 ) -> Result<Summary, CollectorError> {
+    config.validate().map_err(CollectorError::Config)?;
     std::fs::create_dir_all(&config.out).map_err(write_err(&config.out))?;
     cep_core::results::remove_files(&config.out, cep_core::results::COLLECTOR_END_FILES)
         .map_err(|(path, source)| CollectorError::Write { path, source })?;
@@ -95,10 +96,11 @@ pub fn run_in(
     let started = Instant::now();
     let mut last_progress = (Instant::now(), 0u64);
     let mut stopping: Option<Instant> = None;
-    let idle_timeout_ns = u64::try_from(config.idle_timeout.as_nanos()).unwrap_or(u64::MAX);
+    let mut last_frame = Instant::now();
     receive_loop(&input, Duration::from_millis(100), |received| {
         if let Received::Frame { bytes, .. } = received {
             collector.handle(bytes, now_ns()).map_err(write_err(&csv_path))?;
+            last_frame = Instant::now();
         }
         if collector.has_everything() {
             return Ok(Flow::Stop);
@@ -114,7 +116,7 @@ pub fn run_in(
                 return Ok(Flow::Stop);
             }
         }
-        if collector.idle_for(now_ns()) > idle_timeout_ns {
+        if last_frame.elapsed() > config.idle_timeout {
             warn!(idle = ?config.idle_timeout, "no message for the idle time-out: what is missing is reported as lost");
             return Ok(Flow::Stop);
         }

@@ -9,6 +9,9 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Most bytes of a control frame anyone reads (a Deploy or a Ready frame carries a rules file).
+pub const MAX_CONTROL_FRAME_BYTES: usize = 16 << 20;
+
 /// Which role a process registers as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(into = "u8", try_from = "u8")]

@@ -1,5 +1,5 @@
 //! The reference workload, named once: the stream every default run, benchmark and
-//! comparison uses unless told otherwise (DESIGN section 2).
+//! comparison uses unless told otherwise (the README's "Benchmarks").
 //!
 //! - [`SYMBOLS`]: how many symbols the model sends (`S0000` .. `S1469`).
 //! - [`SEED`]: the seed of the GBM price model ([`crate::gbm`]).

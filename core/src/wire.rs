@@ -516,6 +516,31 @@ mod tests {
         assert_eq!(ticks_frame(), expected);
     }
 
+    /// Golden bytes of the outputs frame (FinalOutputs has the same layout under kind 20).
+    #[test]
+    fn outputs_frame_golden_bytes() {
+        let mut writer = OutputBatchWriter::new(2);
+        writer.push(1, b"S1", 2.0, -0.5, 3, 300, 7, 8);
+        #[rustfmt::skip]
+        let expected: Vec<u8> = vec![
+            0x97, 0x03, 0x03, 0x02, // [version 3, kind Outputs, sender 2,
+            0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0a, // t_router_out 10 (fixed u64),
+            0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0b, // t_worker_in 11,
+            0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0c, // t_engine_out 12,
+            0xdd, 0, 0, 0, 1, // one output (fixed array32)
+            0x98, 0x01, 0xa2, b'S', b'1', // [rule 1, symbol,
+            0xcb, 0x40, 0, 0, 0, 0, 0, 0, 0, // price 2.0,
+            0xcb, 0xbf, 0xe0, 0, 0, 0, 0, 0, 0, // value -0.5,
+            0x03, 0xcd, 0x01, 0x2c, 0x07, 0x08, // injector 3, seq 300, t_inject 7, t_router_in 8]]
+        ];
+        assert_eq!(writer.seal(10, 11, 12), &expected[..]);
+        let mut closing = OutputBatchWriter::final_outputs(2);
+        closing.push(1, b"S1", 2.0, -0.5, 3, 300, 7, 8);
+        let mut final_expected = expected.clone();
+        final_expected[2] = FrameKind::FinalOutputs as u8;
+        assert_eq!(closing.seal(10, 11, 12), &final_expected[..]);
+    }
+
     #[test]
     fn ticks_round_trip_and_buffer_reuse() {
         let mut writer = TickBatchWriter::new(1);

@@ -144,8 +144,11 @@ pub fn run_in(
             metrics: metrics.stream(stream, schedule, limit),
         };
         let (names, recorder, shutdown) = (sources.names.clone(), recorder.clone(), shutdown.clone());
+        // A stream's thread logs as the injector does (a thread of its own in one process).
+        let identity = cep_telemetry::identity::current();
         // Each thread hands its socket back so that it stays open until the run is over.
         threads.push(std::thread::spawn(move || {
+            cep_telemetry::identity::set_for_thread(&identity.role, &identity.id);
             send_stream(plan, source, &names, &push, recorder.as_ref(), &shutdown).map(|sent| (sent, push))
         }));
     }

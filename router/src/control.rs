@@ -5,14 +5,11 @@
 use crate::data_path::{DataPath, ROUTER_SENDER};
 use crate::deploying::Deployments;
 use crate::rendezvous::{Rendezvous, Verdict};
-use cep_core::control::{Deploy, Deployed, Refused, Register};
+use cep_core::control::{Deploy, Deployed, Refused, Register, MAX_CONTROL_FRAME_BYTES};
 use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::outbox::{Outbox, Peer};
 use cep_core::wire::FrameKind;
 use tracing::{info, warn};
-
-/// Most bytes of a control request the router reads (a Deploy frame carries a rules file).
-pub const MAX_CONTROL_FRAME_BYTES: usize = 16 << 20;
 
 /// A client's identity on the control socket.
 pub type ClientId = Vec<u8>;
@@ -77,7 +74,12 @@ impl Control {
                 };
                 out.send(Peer::Client(client), &answer);
             }
-            other => self.register(client, other.and_then(|frame| frame.body::<Register>()), now, out),
+            Ok(frame) => self.register(client, frame.body::<Register>(), now, out),
+            Err(error) => {
+                warn!(%error, "bad control frame");
+                let reason = format!("bad control frame: {error}");
+                out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+            }
         }
         if self.ending.finished {
             self.release(out);

@@ -122,6 +122,10 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         let done = router.all_ended() || shutdown.load(Ordering::Relaxed);
         Ok::<_, TransportError>(if done { Flow::Stop } else { Flow::Continue })
     })?;
+    // What is batched must reach the workers (a failure here fails the run); the report is
+    // then only the collector's to miss.
+    router.flush(&mut out);
+    out.check()?;
     let report = router.finish(&mut out);
     router.publish(&metrics);
     if let Err(error) = out.check() {

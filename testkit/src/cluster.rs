@@ -4,6 +4,7 @@ use crate::spec::{Action, ClusterSpec, Fault, LinkKind, Member};
 use cep_collector::collector::{Collector, RunShape, Sinks};
 use cep_collector::csv::OutputsCsv;
 use cep_collector::intervals::IntervalRecorder;
+use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register, Role};
 use cep_core::frame::{AwaitEnd, Body, Frame, RunFinished};
 use cep_core::outbox::{Peer, Recorded};
@@ -22,10 +23,12 @@ use std::time::Duration;
 const EPOCH_NS: u64 = 1_700_000_000_000_000_000;
 /// How far ahead of the Ready answers the run starts, as the router's driver does.
 const START_DELAY_NS: u64 = 1_000_000;
-/// How often members do their periodic work (progress reports, the collector's idle check).
+/// How often the collector checks its idle time-out.
 const TIMER_NS: u64 = 100_000_000;
+/// How often a worker reports its progress, as its driver does.
+const PROGRESS_NS: u64 = 500_000_000;
 /// How long a frame held back for a reorder waits for a frame to overtake it.
-const HOLD_NS: u64 = 50_000_000;
+const HOLD_NS: u64 = 1_000_000_000;
 /// A run that has not ended after this many events is stuck: the harness says so.
 const MAX_EVENTS: u64 = 50_000_000;
 
@@ -169,6 +172,8 @@ pub struct LocalCluster {
     workers: Vec<WorkerState>,
     worker_reports: Vec<WorkerReport>,
     collector: CollectorState,
+    /// When the collector last received a frame (its idle time-out).
+    collector_last_frame: u64,
     streams: Vec<Stream>,
     names: Vec<String>,
     injector_started: bool,
@@ -213,6 +218,7 @@ impl LocalCluster {
             workers: (0..spec.workers).map(|_| WorkerState::Registering).collect(),
             worker_reports: Vec::new(),
             collector: CollectorState::Registering,
+            collector_last_frame: EPOCH_NS,
             streams: sources.streams.into_iter().map(|source| Stream { source, sent: 0, ended: false }).collect(),
             names: sources.names.to_vec(),
             injector_started: false,
@@ -457,9 +463,10 @@ impl LocalCluster {
             (Member::Collector, Payload::Answer(answer)) => self.collector_answer(&answer),
             (Member::Collector, Payload::Data(bytes)) => {
                 if let CollectorState::Running(collector) = &mut self.collector {
+                    self.collector_last_frame = self.now;
                     collector.handle(&bytes, self.now).expect("memory takes every row");
                     if collector.has_everything() {
-                        self.finish_collector(true);
+                        self.finish_collector();
                     }
                 }
             }
@@ -525,7 +532,9 @@ impl LocalCluster {
             .map(|w| (0..self.spec.workers).find(|&i| worker_id(i) == w.id).expect("a spec worker"))
             .collect();
         let mut out = self.outbox();
-        self.router.announce(None, &mut out);
+        // One clock for everyone: the router's offset to the collector is 0, reported as its
+        // driver reports a measured one (the router's first frame to the collector).
+        self.router.announce(Some(OffsetEstimate { offset_ns: 0, uncertainty_ns: 0 }), &mut out);
         self.route_router(out);
     }
 
@@ -535,11 +544,11 @@ impl LocalCluster {
             FrameKind::Ready => {
                 let ready: Ready = frame.body().expect("a Ready frame");
                 let mut out = self.outbox();
-                let worker = Worker::start(worker_id(index), &ready, self.spec.batch, usize::MAX, self.now, &mut out)
+                let worker = Worker::start(worker_id(index), &ready, self.spec.batch, usize::MAX, &mut out)
                     .expect("the rules compile");
                 self.workers[index] = WorkerState::Running(Box::new(worker));
                 self.route_from(Member::Worker(index), out);
-                self.schedule(self.now + TIMER_NS, Event::Timer(Member::Worker(index)));
+                self.schedule(self.now + PROGRESS_NS, Event::Timer(Member::Worker(index)));
             }
             FrameKind::EndAck => {}
             other => panic!("worker {index}: unexpected answer {other:?}: {:?}", frame.body::<Refused>()),
@@ -558,6 +567,7 @@ impl LocalCluster {
                 };
                 let collector = Collector::new(RunShape::of(&ready), self.spec.csv, usize::MAX, sinks, self.now);
                 self.collector = CollectorState::Running(Box::new(collector));
+                self.collector_last_frame = self.now;
                 self.schedule(self.now + TIMER_NS, Event::Timer(Member::Collector));
             }
             FrameKind::EndAck => {}
@@ -573,15 +583,15 @@ impl LocalCluster {
             Member::Worker(index) => {
                 let mut out = self.outbox();
                 if let WorkerState::Running(worker) = &mut self.workers[index] {
-                    worker.tick(self.now, &mut out);
+                    worker.progress(&mut out);
                     self.route_from(member, out);
-                    self.schedule(self.now + TIMER_NS, Event::Timer(member));
+                    self.schedule(self.now + PROGRESS_NS, Event::Timer(member));
                 }
             }
             Member::Collector => {
-                if let CollectorState::Running(collector) = &self.collector {
-                    if collector.idle_for(self.now) > self.spec.idle_timeout_ns {
-                        self.finish_collector(false);
+                if let CollectorState::Running(_) = &self.collector {
+                    if self.now.saturating_sub(self.collector_last_frame) > self.spec.idle_timeout_ns {
+                        self.finish_collector();
                     } else {
                         self.schedule(self.now + TIMER_NS, Event::Timer(member));
                     }
@@ -601,14 +611,13 @@ impl LocalCluster {
         }
     }
 
-    fn finish_collector(&mut self, has_everything: bool) {
+    fn finish_collector(&mut self) {
         let CollectorState::Running(collector) = std::mem::replace(&mut self.collector, CollectorState::Done) else {
             return;
         };
-        if has_everything {
-            let member = Member::Collector;
-            self.send(member, Member::Router, Payload::Request(member, RunFinished.encode(0)));
-        }
+        // As its driver does, whether it has everything or gave up: the others may close.
+        let member = Member::Collector;
+        self.send(member, Member::Router, Payload::Request(member, RunFinished.encode(0)));
         let finished = collector.finish(|_| {}).expect("memory takes every row");
         self.outcome = Some(Outcome {
             summary: finished.summary,

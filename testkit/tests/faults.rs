@@ -201,8 +201,14 @@ fn a_worker_killed_mid_stream_leaves_a_run_that_says_what_it_lost() {
 fn a_paused_worker_catches_up_with_nothing_lost() {
     let mut cluster = LocalCluster::new(ClusterSpec::default(), vec![]);
     assert!(cluster.run_until(|c| c.processed_by(0) >= 1_000));
+    let paused_at = cluster.now();
     cluster.pause(Member::Worker(0), Duration::from_secs(2));
+    assert!(cluster.run_until(|c| c.now() >= paused_at + 1_000_000_000));
+    let processed_while_paused = cluster.processed_by(0);
+    assert!(cluster.run_until(|c| c.now() >= paused_at + 1_900_000_000));
+    assert_eq!(cluster.processed_by(0), processed_while_paused, "nothing is handled during the pause");
     let outcome = cluster.run();
+    assert!(outcome.elapsed_ns >= 2_000_000_000, "the run waited for the paused worker");
     assert_whole(&outcome);
     assert_eq!(outcome.output_rows(), reference_rows(&outcome.sent));
 }

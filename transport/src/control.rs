@@ -10,8 +10,7 @@ use zmq::Context;
 /// A client's identity on the control socket, used to address the answer.
 pub type ClientId = Vec<u8>;
 
-/// Most bytes of a control answer a client reads (a Ready frame carries the rules text).
-pub const MAX_CONTROL_BYTES: usize = 16 << 20;
+pub use cep_core::control::MAX_CONTROL_FRAME_BYTES as MAX_CONTROL_BYTES;
 
 /// The router's end of the control channel.
 pub struct ControlServer {

@@ -14,7 +14,10 @@ use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
 use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, Push, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How often the worker reports its progress to the collector (and publishes its metrics).
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 use tracing::info;
 
 /// Errors that stop a worker.
@@ -68,18 +71,21 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         collector.send(&report.encode(ready.assigned), &shutdown)?;
     }
     let mut out = SocketOutbox::new(&[], Some(&collector), None, &shutdown);
-    let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, now_ns(), &mut out)
+    let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, &mut out)
         .map_err(WorkerError::Rules)?;
     out.check()?;
     info!(id, index = ready.assigned, workers = ready.workers.len(), rules = ready.rules.origin, "run started");
 
     let metrics = crate::metrics::WorkerMetrics::register(ready.streams);
+    let mut last_progress = Instant::now();
     receive_loop(&input, Duration::from_millis(50), |received| {
         if let Received::Frame { bytes, .. } = received {
             worker.handle(bytes, now_ns(), &mut out);
         }
-        if worker.tick(now_ns(), &mut out) {
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            worker.progress(&mut out);
             metrics.observe(&worker.snapshot());
+            last_progress = Instant::now();
         }
         out.check()?;
         let done = worker.all_ended() || shutdown.load(Ordering::Relaxed);

@@ -15,9 +15,6 @@ use cep_core::wire::{FrameKind, OutputBatchWriter};
 use cep_engine::{Engine, RuleSet};
 use tracing::info;
 
-/// How often the worker reports its progress to the collector, in ns.
-pub const PROGRESS_EVERY_NS: u64 = 500_000_000;
-
 /// What the worker keeps per symbol besides the engine's state.
 #[derive(Clone, Copy)]
 struct SymbolTrack {
@@ -58,7 +55,6 @@ pub struct Worker {
     duplicates: u64,
     out_of_order: u64,
     rejections: Rejections,
-    last_progress_ns: u64,
     finished: bool,
 }
 
@@ -72,7 +68,6 @@ impl Worker {
         ready: &Ready,
         batch_limit: usize,
         max_frame_bytes: usize,
-        now: u64,
         out: &mut impl Outbox,
     ) -> Result<Worker, String> {
         let mut engine = Engine::new(compile_rules(&ready.rules)?);
@@ -92,7 +87,6 @@ impl Worker {
             duplicates: 0,
             out_of_order: 0,
             rejections: Rejections::new("worker"),
-            last_progress_ns: now,
             finished: false,
         };
         worker.announce_rules(out);
@@ -140,20 +134,15 @@ impl Worker {
         }
     }
 
-    /// Periodic work at `now`: the progress report, every [`PROGRESS_EVERY_NS`]. Returns
-    /// whether one was sent (the driver publishes its metrics then).
-    pub fn tick(&mut self, now: u64, out: &mut impl Outbox) -> bool {
-        if now.saturating_sub(self.last_progress_ns) < PROGRESS_EVERY_NS {
-            return false;
-        }
+    /// Sends the progress so far to the collector (the driver does every 500 ms, timed on a
+    /// monotonic clock).
+    pub fn progress(&mut self, out: &mut impl Outbox) {
         let progress = WorkerProgress {
             processed: self.engine.processed(),
             outputs: self.engine.outputs_total(),
             rejected: self.rejections.total(),
         };
         out.send(Peer::Collector, &progress.encode(self.index));
-        self.last_progress_ns = now;
-        true
     }
 
     /// Ends the run: if every stream ended, the windows still open emit (the end of input);
@@ -377,7 +366,7 @@ mod tests {
 
     fn started(streams: u32) -> (Worker, Recorded) {
         let mut out = Recorded { clock: 7_000, ..Default::default() };
-        let worker = Worker::start("w".into(), &ready(streams), 4096, 1 << 20, 0, &mut out).unwrap();
+        let worker = Worker::start("w".into(), &ready(streams), 4096, 1 << 20, &mut out).unwrap();
         assert_eq!(kinds(&out.take()), vec![FrameKind::Rules]);
         (worker, out)
     }
@@ -427,7 +416,7 @@ mod tests {
                 .into(),
         };
         let ready = Ready { rules, ..ready(2) };
-        let mut worker = Worker::start("w".into(), &ready, 4096, 1 << 20, 0, &mut out).unwrap();
+        let mut worker = Worker::start("w".into(), &ready, 4096, 1 << 20, &mut out).unwrap();
         out.take();
         worker.handle(&ticks(1, &[("A", 100.0, 1, 0), ("A", 102.0, 1, 1)]), 1, &mut out);
         assert!(out.take().is_empty(), "the window is still open");
@@ -459,8 +448,10 @@ mod tests {
         worker.handle(&broken.encode(0), 1, &mut out);
         assert!(out.take().is_empty());
         assert_eq!(worker.report().rejected.get("bad_rules"), Some(&1));
-        assert!(!worker.tick(PROGRESS_EVERY_NS - 1, &mut out));
-        assert!(worker.tick(PROGRESS_EVERY_NS, &mut out));
-        assert_eq!(kinds(&out.take()), vec![FrameKind::WorkerProgress]);
+        worker.progress(&mut out);
+        let sent = out.take();
+        assert_eq!(kinds(&sent), vec![FrameKind::WorkerProgress]);
+        let progress: WorkerProgress = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
+        assert_eq!(progress, WorkerProgress { processed: 0, outputs: 0, rejected: 1 });
     }
 }

@@ -291,7 +291,7 @@ pub fn write(args: &EngineBenchArgs, results: &[RuleSetResult]) -> anyhow::Resul
             super::chart::number(args.event_rate),
             super::overview::SLICE
         ))
-        .note("Target (DESIGN section 5): >= 10 M ev/s for R1+R2+R3 on one core (Flink 2.3 one JVM p=1: 2.0 M; Esper standalone: 240k).");
+        .note("Target: >= 10 M ev/s for R1+R2+R3 on one core (Flink 2.3 one JVM p=1: 2.0 M; Esper standalone: 240k).");
     if !ratio_rows.is_empty() {
         report.chart(
             "Cost ratios",

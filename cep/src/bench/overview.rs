@@ -357,7 +357,7 @@ fn write(args: &OverviewArgs, r: &BenchResults) -> anyhow::Result<()> {
     if !ratio_rows.is_empty() {
         report.chart(
             "Ratios",
-            "Each ratio divides two figures of this run (targets from DESIGN section 5).",
+            "Each ratio divides two figures of this run (targets: the README's \"Benchmarks\").",
             table(&["ratio", "value", "target"], &ratio_rows),
         );
     }
@@ -445,7 +445,7 @@ pub fn render(r: &BenchResults) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let m = |eps: f64| format!("{:.2} M ev/s", eps / 1e6);
-    let _ = writeln!(out, "{:<44} {:>16}  target / peers (DESIGN section 5)", "measurement", "result");
+    let _ = writeln!(out, "{:<44} {:>16}  target / peers", "measurement", "result");
     let _ = writeln!(
         out,
         "{:<44} {:>16}  >= 10 M ev/s; Flink p=1 2.0 M, Esper 240k",
