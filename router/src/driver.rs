@@ -113,7 +113,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         }
         if last_control.elapsed() > Duration::from_millis(100) {
             while let Some((client, body)) = control.recv(Duration::ZERO)? {
-                router.control(client, &body, now_ns(), &mut out);
+                router.control(client, &body, monotonic_ns(), &mut out);
             }
             router.publish(&metrics);
             last_control = Instant::now();
@@ -138,7 +138,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         && ending_since.elapsed() < config.end_timeout
     {
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
-            router.control(client, &body, now_ns(), &mut out);
+            router.control(client, &body, monotonic_ns(), &mut out);
         }
     }
     if !router.collector_finished() && !shutdown.load(Ordering::Relaxed) {
@@ -166,7 +166,7 @@ fn gather(
     let mut out = SocketOutbox::new(&[], None, Some(control), shutdown);
     let mut last_log = Instant::now();
     let listening_since = Instant::now();
-    while !router.can_start(now_ns()) {
+    while !router.can_start(monotonic_ns()) {
         if shutdown.load(Ordering::Relaxed) {
             return Err(RouterError::ShutdownBeforeStart(router.waiting_for()));
         }
@@ -174,7 +174,7 @@ fn gather(
             return Err(RouterError::Incomplete { waited: config.start_timeout, missing: router.waiting_for() });
         }
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
-            router.control(client, &body, now_ns(), &mut out);
+            router.control(client, &body, monotonic_ns(), &mut out);
             metrics.registered(router.registered());
         }
         if last_log.elapsed() > Duration::from_secs(5) {
@@ -192,4 +192,11 @@ fn announce(path: &std::path::Path, data: &str, control: &str) -> Result<(), Rou
     std::fs::write(&partial, format!("data={data}\ncontrol={control}\n"))
         .and_then(|()| std::fs::rename(&partial, path))
         .map_err(|error| RouterError::Announce(format!("{}: {error}", path.display())))
+}
+
+/// Nanoseconds on a monotonic clock (from the first call in this process): what the settle
+/// timer runs on, so that a step of the wall clock cannot start or hold a run.
+fn monotonic_ns() -> u64 {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    u64::try_from(ORIGIN.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
 }

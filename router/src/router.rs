@@ -64,12 +64,14 @@ impl Router {
         }
     }
 
-    /// Handles one control request received at `now` (any phase).
+    /// Handles one control request received at `now` (any phase): a monotonic time in ns,
+    /// which only the settle timer of `--workers 0` reads.
     pub fn control(&mut self, client: ClientId, body: &[u8], now: u64, out: &mut impl Outbox) {
         self.control.serve(client, body, now, self.path.as_mut(), out);
     }
 
-    /// Whether the run can start at `now`: every expected process has registered.
+    /// Whether the run can start at `now` (monotonic ns): every expected process has
+    /// registered.
     pub fn can_start(&self, now: u64) -> bool {
         self.path.is_none() && self.control.rendezvous.is_complete(now)
     }
