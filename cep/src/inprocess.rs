@@ -36,9 +36,16 @@ pub fn run(roles: Vec<(String, Role)>, shutdown: Arc<AtomicBool>) -> anyhow::Res
     drop(done);
     let mut failures = Vec::new();
     let mut deadline: Option<Instant> = None;
+    let mut interrupted = false;
     while !running.is_empty() {
+        if !interrupted && failures.is_empty() && shutdown.load(Ordering::Relaxed) {
+            interrupted = true;
+            tracing::warn!("interrupted: stopping every role (results so far are kept)");
+            deadline.get_or_insert(Instant::now() + Duration::from_secs(10));
+        }
         let wait = deadline.map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(Instant::now()));
-        let (name, outcome) = match finished.recv_timeout(wait) {
+        // Short waits: a Ctrl-C is noticed and said at once.
+        let (name, outcome) = match finished.recv_timeout(wait.min(Duration::from_millis(100))) {
             Ok(finished) => finished,
             Err(mpsc::RecvTimeoutError::Timeout) if deadline.is_none_or(|at| Instant::now() < at) => continue,
             Err(_) => {

@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 /// defaults.
 #[derive(Args, Clone, Debug, PartialEq)]
 pub struct LaunchArgs {
-    /// Number of worker processes.
+    /// Number of workers.
     #[arg(long, env = "CEP_WORKERS", default_value_t = 2)]
     pub workers: usize,
     /// Total ticks per second; 0 sends as fast as possible.
@@ -91,7 +91,8 @@ pub struct LaunchArgs {
     /// The collector gives up after this long without any message.
     #[arg(long, env = "CEP_IDLE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
-    /// How the processes talk: tcp on loopback, or ipc (Unix domain sockets).
+    /// How the roles talk: tcp on loopback, ipc (Unix domain sockets), or inproc (every role
+    /// a thread of this process, over ZeroMQ's in-memory transport).
     #[arg(long, env = "CEP_TRANSPORT", value_enum, default_value_t = LocalTransport::Tcp)]
     pub transport: LocalTransport,
     /// Test hook: run worker 0 with its clock this far off (the offset estimate must cancel it).
@@ -287,7 +288,7 @@ pub enum LocalTransport {
     /// Unix domain sockets: no TCP stack between the processes of one machine.
     Ipc,
     /// One process: every role a thread, over ZeroMQ's in-memory transport (one shared
-    /// context). Metrics and the clock-skew test hook need separate processes.
+    /// context). `--metrics-listen` needs a process per role.
     Inproc,
 }
 

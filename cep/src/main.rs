@@ -12,7 +12,10 @@ fn main() {
     // The roles of an in-process cluster log as their own processes would under `cep run`:
     // warnings only, unless RUST_LOG says otherwise; the launcher keeps its own lines.
     let in_process = cli.command.runs_roles_in_process();
-    cep_telemetry::logging::init_with_default(cli.log_format, if in_process { "warn,cep=info" } else { "info" });
+    cep_telemetry::logging::init_with_default(
+        cli.log_format,
+        if in_process { "warn,cep::launcher=info,cep::inprocess=info,cep::bench=info" } else { "info" },
+    );
     if let Err(error) = cep::cli::dispatch(cli) {
         cep_telemetry::logging::fatal(&cep::telemetry::one_line(&error));
         // A mistake found before anything started exits as clap's own usage errors do.

@@ -151,7 +151,11 @@ pub fn run_in(
     }
     let finished = collector.finish(|collector| collector.publish(&metrics)).map_err(write_err(&csv_path))?;
     crate::latency::write_distribution(&config.out, &finished.hops.end_to_end).map_err(write_err(&config.out))?;
-    let summary = finished.summary;
+    let mut summary = finished.summary;
+    if stopping.is_some() {
+        // Stopped before it had everything: whatever balanced, the run did not run its course.
+        summary.complete = false;
+    }
     write_results(&config.out, &summary)?;
     metrics.complete(summary.complete);
     info!(

@@ -22,6 +22,8 @@ pub type ClientId = Vec<u8>;
 struct Ending {
     waiting: Vec<ClientId>,
     finished: bool,
+    /// Workers and injectors that asked (AwaitEnd), answered or not.
+    asked: usize,
 }
 
 /// What control requests change: who registered, the end of the run, the rules.
@@ -44,6 +46,12 @@ impl Control {
         self.ending.finished
     }
 
+    /// Whether every registered worker and injector has asked for the end of the run (a
+    /// node's request can arrive after the collector's).
+    pub fn every_node_asked(&self) -> bool {
+        self.ending.asked >= self.rendezvous.nodes()
+    }
+
     /// Serves one control request received at `now`: a registration, a deployment, or the
     /// end-of-run exchange. `path` is the data path once the run has started.
     pub fn serve(
@@ -55,7 +63,10 @@ impl Control {
         out: &mut impl Outbox,
     ) {
         match Frame::read(body, MAX_CONTROL_FRAME_BYTES) {
-            Ok(frame) if frame.kind() == FrameKind::AwaitEnd => self.ending.waiting.push(client),
+            Ok(frame) if frame.kind() == FrameKind::AwaitEnd => {
+                self.ending.asked += 1;
+                self.ending.waiting.push(client);
+            }
             Ok(frame) if frame.kind() == FrameKind::RunFinished => {
                 self.ending.finished = true;
                 self.ending.waiting.push(client);

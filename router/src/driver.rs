@@ -21,6 +21,10 @@ use tracing::{info, warn};
 /// clock offset first.
 const START_DELAY_NS: u64 = 100_000_000;
 
+/// How long the router, once the collector has everything, still answers nodes that have
+/// not asked for the end yet (a dead one never will).
+const LATE_ASK_GRACE: Duration = Duration::from_secs(5);
+
 /// Errors that stop the router.
 #[derive(Debug, thiserror::Error)]
 pub enum RouterError {
@@ -143,6 +147,14 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     }
     if !router.collector_finished() && !shutdown.load(Ordering::Relaxed) {
         warn!(waited = ?config.end_timeout, "the collector never said it had everything; ending anyway");
+    }
+    // A node that sent its report just before the collector finished may ask a moment later:
+    // answer it too, rather than leave it waiting for its end time-out.
+    let released_at = Instant::now();
+    while !router.every_node_asked() && !shutdown.load(Ordering::Relaxed) && released_at.elapsed() < LATE_ASK_GRACE {
+        if let Some((client, body)) = control.recv(Duration::from_millis(50))? {
+            router.control(client, &body, monotonic_ns(), &mut out);
+        }
     }
     router.release(&mut out);
     if shutdown.load(Ordering::Relaxed) {

@@ -130,6 +130,11 @@ impl<C: Clone> Rendezvous<C> {
         self.collector.as_ref().map(|(_, _, clock)| clock.as_str())
     }
 
+    /// The workers and injectors registered: each asks to be told when the run is over.
+    pub fn nodes(&self) -> usize {
+        self.workers.len() + self.injectors.len()
+    }
+
     /// Who has registered: (workers, whether the collector has, injector streams).
     pub fn registered(&self) -> (usize, bool, u32) {
         (self.workers.len(), self.collector.is_some(), self.streams())

@@ -152,6 +152,12 @@ impl Router {
         self.control.collector_finished()
     }
 
+    /// Whether every worker and injector has asked to be told the end (and was answered, once
+    /// the collector finished).
+    pub fn every_node_asked(&self) -> bool {
+        self.control.every_node_asked()
+    }
+
     /// Answers every node still waiting for the end of the run.
     pub fn release(&mut self, out: &mut impl Outbox) {
         self.control.release(out);
@@ -346,6 +352,13 @@ mod tests {
             })
             .collect();
         assert_eq!(released, [Peer::Client(b"a".to_vec()), Peer::Client(b"i".to_vec()), Peer::Client(b"c".to_vec())]);
+        // Worker b asks after the collector finished: answered at once, and then everyone has.
+        assert!(!router.every_node_asked());
+        router.control(b"b".to_vec(), &AwaitEnd.encode(0), 4, &mut out);
+        let late = out.take();
+        assert_eq!(late.len(), 1);
+        assert_eq!(late[0].0, Peer::Client(b"b".to_vec()));
+        assert!(router.every_node_asked());
     }
 
     #[test]

@@ -11,9 +11,27 @@
 //!
 //! - [`spec`]: the cluster to build and the faults to inject.
 //! - [`cluster`]: the simulation.
+//!
+//! ```
+//! use cep_testkit::{Action, ClusterSpec, FrameKind, Fault, LinkKind, LocalCluster, Member};
+//!
+//! // Lose the 3rd tick batch the router sends worker 1: the run says where it went missing.
+//! let lose = Fault::on(LinkKind::RouterToWorker, Action::Drop).only(1).kind(FrameKind::Ticks).nth(2);
+//! let outcome = LocalCluster::new(ClusterSpec { count: 5_000, ..ClusterSpec::default() }, vec![lose]).run();
+//! let lost = outcome.summary.events_lost.unwrap();
+//! assert!(lost > 0);
+//! assert_eq!(outcome.summary.lost_by_cause["not_processed_by_worker"], lost);
+//!
+//! // Kill worker 0 once it has processed 1,000 ticks: the run ends incomplete, losses counted.
+//! let mut cluster = LocalCluster::new(ClusterSpec::default(), vec![]);
+//! assert!(cluster.run_until(|c| c.processed_by(0) >= 1_000));
+//! cluster.kill(Member::Worker(0));
+//! assert!(!cluster.run().summary.complete);
+//! ```
 
 pub mod cluster;
 pub mod spec;
 
+pub use cep_core::wire::FrameKind;
 pub use cluster::{LocalCluster, Outcome};
 pub use spec::{Action, ClusterSpec, Fault, LinkKind, Member};
