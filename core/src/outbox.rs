@@ -1,7 +1,10 @@
-//! Where a role's core puts what it sends. The cores (router, worker, collector) are state
-//! machines that own no socket and read no clock: the driver that runs one hands it an
-//! [`Outbox`], which sends each frame on (a ZeroMQ socket, or an in-memory link in the test
-//! harness) and tells the time a frame leaves.
+//! Where a role's core puts what it sends and what it reports. The cores (router, worker,
+//! collector) are state machines that own no socket, read no clock and write no log: the
+//! driver that runs one hands it an [`Outbox`], which sends each frame on (a ZeroMQ socket, or
+//! an in-memory link in the test harness), tells the time a frame leaves, and takes the
+//! [`Event`]s worth reporting (a driver logs them; a test asserts them).
+
+use std::collections::BTreeMap;
 
 /// Who a frame goes to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -22,13 +25,89 @@ pub trait Outbox {
 
     /// The time now, in ns since the epoch: read when a frame leaves, for its exit stamp.
     fn now(&self) -> u64;
+
+    /// Takes an event worth reporting; by default it is logged.
+    fn event(&mut self, event: Event) {
+        event.log();
+    }
 }
 
-/// Frames kept in memory with a fixed clock: what unit tests drive a core with.
+/// What a core reports besides its frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A process registered with the router; who is still missing before the start.
+    Registered {
+        /// Its role, id and endpoint.
+        who: String,
+        /// Who the run still waits for.
+        waiting_for: String,
+    },
+    /// A registration was refused.
+    Refused {
+        /// Its role, id and endpoint, or what could be read of it.
+        who: String,
+        /// Why.
+        reason: String,
+    },
+    /// A control request that is not a frame this build reads.
+    BadControlFrame {
+        /// Why.
+        reason: String,
+    },
+    /// New rules were accepted and switch every worker at `at`.
+    Deployed {
+        /// Their version in the run.
+        epoch: u32,
+        /// Where they came from.
+        origin: String,
+        /// Per stream, the first sequence number under them.
+        at: BTreeMap<u32, u64>,
+    },
+    /// A deployment was refused; the running rules stay.
+    DeploymentRefused {
+        /// The first line of the reason.
+        reason: String,
+    },
+    /// An injector stream ended at the router.
+    StreamEnded {
+        /// The stream.
+        stream: u32,
+        /// What its injector said it sent.
+        sent: u64,
+        /// What the router received of it.
+        received: u64,
+    },
+    /// A worker switched to new rules.
+    RulesSwitched {
+        /// Their version in the run.
+        epoch: u32,
+        /// Where they came from.
+        origin: String,
+    },
+}
+
+impl Event {
+    /// Logs the event as the processes do.
+    pub fn log(&self) {
+        match self {
+            Event::Registered { who, waiting_for } => tracing::info!("registered {who}; waiting for {waiting_for}"),
+            Event::Refused { who, reason } => tracing::warn!("refused {who}: {reason}"),
+            Event::BadControlFrame { reason } => tracing::warn!("bad control frame: {reason}"),
+            Event::Deployed { epoch, origin, at } => tracing::info!(epoch, origin, ?at, "rules deployed"),
+            Event::DeploymentRefused { reason } => tracing::warn!("deployment refused: {reason}"),
+            Event::StreamEnded { stream, sent, received } => tracing::info!(stream, sent, received, "stream ended"),
+            Event::RulesSwitched { epoch, origin } => tracing::info!(epoch, origin, "rules switched"),
+        }
+    }
+}
+
+/// Frames and events kept in memory with a fixed clock: what unit tests drive a core with.
 #[derive(Debug, Default)]
 pub struct Recorded {
     /// Every frame sent, in order.
     pub sent: Vec<(Peer, Vec<u8>)>,
+    /// Every event reported, in order.
+    pub events: Vec<Event>,
     /// What [`Outbox::now`] answers.
     pub clock: u64,
 }
@@ -47,5 +126,9 @@ impl Outbox for Recorded {
 
     fn now(&self) -> u64 {
         self.clock
+    }
+
+    fn event(&mut self, event: Event) {
+        self.events.push(event);
     }
 }

@@ -7,9 +7,8 @@ use crate::deploying::Deployments;
 use crate::rendezvous::{Rendezvous, Verdict};
 use cep_core::control::{Deploy, Deployed, Refused, Register, MAX_CONTROL_FRAME_BYTES};
 use cep_core::frame::{Body, EndAck, Frame};
-use cep_core::outbox::{Outbox, Peer};
+use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::wire::FrameKind;
-use tracing::{info, warn};
 
 /// A client's identity on the control socket.
 pub type ClientId = Vec<u8>;
@@ -79,7 +78,9 @@ impl Control {
                 let answer = match answer {
                     Ok(deployed) => deployed.encode(ROUTER_SENDER),
                     Err(reason) => {
-                        warn!("deployment refused: {}", reason.lines().next().unwrap_or_default());
+                        out.event(Event::DeploymentRefused {
+                            reason: reason.lines().next().unwrap_or_default().into(),
+                        });
                         Refused { reason }.encode(ROUTER_SENDER)
                     }
                 };
@@ -87,7 +88,7 @@ impl Control {
             }
             Ok(frame) => self.register(client, frame.body::<Register>(), now, out),
             Err(error) => {
-                warn!(%error, "bad control frame");
+                out.event(Event::BadControlFrame { reason: error.to_string() });
                 let reason = format!("bad control frame: {error}");
                 out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
             }
@@ -123,7 +124,7 @@ impl Control {
                 deployed
             }
         };
-        info!(epoch = deployed.epoch, origin, at = ?deployed.at, "rules deployed");
+        out.event(Event::Deployed { epoch: deployed.epoch, origin, at: deployed.at.clone() });
         Ok(deployed)
     }
 
@@ -138,14 +139,17 @@ impl Control {
             Ok(registration) => {
                 let who = format!("{:?} `{}` at {}", registration.role, registration.id, registration.endpoint);
                 let verdict = self.rendezvous.offer(client.clone(), registration, now);
-                match &verdict {
-                    Verdict::Hold => info!("registered {who}; waiting for {}", self.rendezvous.waiting_for()),
-                    Verdict::Refuse(reason) => warn!("refused {who}: {reason}"),
-                }
+                out.event(match &verdict {
+                    Verdict::Hold => Event::Registered { who, waiting_for: self.rendezvous.waiting_for() },
+                    Verdict::Refuse(reason) => Event::Refused { who, reason: reason.clone() },
+                });
                 verdict
             }
             Err(error) => {
-                warn!(%error, "bad registration frame");
+                out.event(Event::Refused {
+                    who: "a process".into(),
+                    reason: format!("bad registration frame: {error}"),
+                });
                 Verdict::Refuse(format!("bad registration frame: {error}"))
             }
         };

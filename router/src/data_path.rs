@@ -6,14 +6,13 @@
 
 use cep_core::control::RulesText;
 use cep_core::frame::{Body, TickBatch};
-use cep_core::outbox::{Outbox, Peer};
+use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::partition::Partitioner;
 use cep_core::report::{EndOfStream, Rejections};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, TickBatchWriter};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
-use tracing::info;
 
 /// Sender id the router puts on its frames.
 pub const ROUTER_SENDER: u32 = 0;
@@ -163,7 +162,7 @@ impl DataPath {
             let marker = EndOfStream { stream: eos.stream, sent: eos.sent, routed: self.routed[stream][worker] };
             out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_SENDER));
         }
-        info!(stream = eos.stream, sent = eos.sent, received = self.received[stream], "stream ended");
+        out.event(Event::StreamEnded { stream: eos.stream, sent: eos.sent, received: self.received[stream] });
     }
 
     /// Per stream, the first sequence number after everything routed so far.

@@ -201,7 +201,7 @@ mod tests {
     use super::*;
     use cep_core::control::{Deploy, Deployed, Register, Role};
     use cep_core::frame::{AwaitEnd, EndAck, Frame, RunFinished};
-    use cep_core::outbox::Recorded;
+    use cep_core::outbox::{Event, Recorded};
     use cep_core::partition::Partitioner;
     use cep_core::report::EndOfStream;
     use cep_core::wire::{FrameKind, TickBatchWriter};
@@ -324,6 +324,7 @@ mod tests {
             ]
         );
         assert!(router.all_ended());
+        assert_eq!(out.events.last(), Some(&Event::StreamEnded { stream: 0, sent: 8, received: 8 }));
         let report = router.finish(&mut out);
         assert_eq!((report.routed, report.received.get(&0)), (8, Some(&8)));
         let sent = out.take();
@@ -383,6 +384,8 @@ mod tests {
         assert_eq!(routed(&sent[..kinds.len() - 3]).len(), 3);
         let deployed: Deployed = Frame::read(&sent.last().unwrap().1, usize::MAX).unwrap().body().unwrap();
         assert_eq!((deployed.epoch, deployed.at.get(&0)), (1, Some(&3)));
+        let at = std::collections::BTreeMap::from([(0, 3)]);
+        assert_eq!(out.events.last(), Some(&Event::Deployed { epoch: 1, origin: "new.rules".into(), at }));
         // A file that does not check is refused, and the rules stay.
         let bad = Deploy { origin: "bad.rules".into(), text: "SELECT nope;".into() };
         router.control(b"ops".to_vec(), &bad.encode(0), 3, &mut out);

@@ -7,7 +7,7 @@ use cep_collector::intervals::IntervalRecorder;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register, Role};
 use cep_core::frame::{AwaitEnd, Body, Frame, RunFinished};
-use cep_core::outbox::{Peer, Recorded};
+use cep_core::outbox::{Event, Peer, Recorded};
 use cep_core::report::{EndOfStream, RouterReport, WorkerReport};
 use cep_core::results::Summary;
 use cep_core::wire::{FrameKind, TickBatchWriter};
@@ -81,6 +81,8 @@ pub struct Outcome {
     pub router_report: Option<RouterReport>,
     /// Virtual time from the start of the run to the collector's end, in ns.
     pub elapsed_ns: u64,
+    /// What the cores reported (what their drivers would log), by member, in order.
+    pub events: Vec<(Member, Event)>,
 }
 
 impl Outcome {
@@ -106,7 +108,7 @@ enum Payload {
 }
 
 #[derive(Clone, Debug)]
-enum Event {
+enum Scheduled {
     Deliver {
         from: Member,
         to: Member,
@@ -159,7 +161,7 @@ pub struct LocalCluster {
     faults: Vec<Fault>,
     rng: u64,
     now: u64,
-    queue: BTreeMap<(u64, u64), Event>,
+    queue: BTreeMap<(u64, u64), Scheduled>,
     next_event: u64,
     links: BTreeMap<(Member, Member, bool), LinkState>,
     stats: BTreeMap<LinkKind, LinkStats>,
@@ -179,8 +181,9 @@ pub struct LocalCluster {
     injector_started: bool,
     start_ns: u64,
     sent: Vec<SentTick>,
+    events: Vec<(Member, Event)>,
     outcome: Option<Outcome>,
-    events: u64,
+    steps: u64,
 }
 
 impl LocalCluster {
@@ -224,8 +227,9 @@ impl LocalCluster {
             injector_started: false,
             start_ns: 0,
             sent: Vec::new(),
+            events: Vec::new(),
             outcome: None,
-            events: 0,
+            steps: 0,
             spec,
         };
         for index in 0..cluster.spec.workers {
@@ -287,29 +291,29 @@ impl LocalCluster {
 
     /// Handles the next event; false when there is none left.
     fn step(&mut self) -> bool {
-        self.events += 1;
-        assert!(self.events < MAX_EVENTS, "the run did not end within {MAX_EVENTS} events");
+        self.steps += 1;
+        assert!(self.steps < MAX_EVENTS, "the run did not end within {MAX_EVENTS} events");
         let Some(((at, _), event)) = self.queue.pop_first() else {
             return false;
         };
         self.now = self.now.max(at);
         match event {
-            Event::Deliver { from, to, payload } => self.deliver(from, to, payload),
-            Event::Timer(member) => self.timer(member),
-            Event::InjectorStep(stream) => self.injector_step(stream),
-            Event::Release { from, to, control } => {
+            Scheduled::Deliver { from, to, payload } => self.deliver(from, to, payload),
+            Scheduled::Timer(member) => self.timer(member),
+            Scheduled::InjectorStep(stream) => self.injector_step(stream),
+            Scheduled::Release { from, to, control } => {
                 let link = self.links.get_mut(&(from, to, control)).expect("a held frame's link exists");
                 if let Some(payload) = link.held.take() {
                     let at = link.last_at.max(self.now);
                     link.last_at = at;
-                    self.schedule(at, Event::Deliver { from, to, payload });
+                    self.schedule(at, Scheduled::Deliver { from, to, payload });
                 }
             }
         }
         true
     }
 
-    fn schedule(&mut self, at: u64, event: Event) {
+    fn schedule(&mut self, at: u64, event: Scheduled) {
         self.next_event += 1;
         self.queue.insert((at, self.next_event), event);
     }
@@ -381,18 +385,18 @@ impl LocalCluster {
         let link = self.links.get_mut(&(from, to, control)).expect("created above");
         if action == Some(Action::Reorder) && link.held.is_none() {
             link.held = Some(payload);
-            self.schedule(at + HOLD_NS, Event::Release { from, to, control });
+            self.schedule(at + HOLD_NS, Scheduled::Release { from, to, control });
             return;
         }
         let at = at.max(link.last_at);
         link.last_at = at;
         let held = link.held.take();
         if action == Some(Action::Duplicate) {
-            self.schedule(at, Event::Deliver { from, to, payload: payload.clone() });
+            self.schedule(at, Scheduled::Deliver { from, to, payload: payload.clone() });
         }
-        self.schedule(at, Event::Deliver { from, to, payload });
+        self.schedule(at, Scheduled::Deliver { from, to, payload });
         if let Some(held) = held {
-            self.schedule(at, Event::Deliver { from, to, payload: held });
+            self.schedule(at, Scheduled::Deliver { from, to, payload: held });
         }
     }
 
@@ -422,7 +426,7 @@ impl LocalCluster {
                 // Waits, in order: everything on its links arrives no earlier than this.
                 let link = self.links.entry((from, to, !matches!(payload, Payload::Data(_)))).or_default();
                 link.last_at = link.last_at.max(until);
-                self.schedule(until, Event::Deliver { from, to, payload });
+                self.schedule(until, Scheduled::Deliver { from, to, payload });
                 return;
             }
         }
@@ -491,7 +495,7 @@ impl LocalCluster {
     fn router_has_input_now(&self) -> bool {
         self.queue
             .range((self.now, 0)..(self.now + 1, 0))
-            .any(|(_, event)| matches!(event, Event::Deliver { to: Member::Router, payload: Payload::Data(_), .. }))
+            .any(|(_, event)| matches!(event, Scheduled::Deliver { to: Member::Router, payload: Payload::Data(_), .. }))
     }
 
     fn route_router(&mut self, out: Recorded) {
@@ -500,6 +504,7 @@ impl LocalCluster {
 
     /// Sends what a member's core put out, each frame to its member.
     fn route_from(&mut self, from: Member, mut out: Recorded) {
+        self.events.extend(out.events.drain(..).map(|event| (from, event)));
         for (peer, frame) in out.take() {
             match peer {
                 Peer::Worker(index) => self.send(from, Member::Worker(self.ring[index as usize]), Payload::Data(frame)),
@@ -548,7 +553,7 @@ impl LocalCluster {
                     .expect("the rules compile");
                 self.workers[index] = WorkerState::Running(Box::new(worker));
                 self.route_from(Member::Worker(index), out);
-                self.schedule(self.now + PROGRESS_NS, Event::Timer(Member::Worker(index)));
+                self.schedule(self.now + PROGRESS_NS, Scheduled::Timer(Member::Worker(index)));
             }
             FrameKind::EndAck => {}
             other => panic!("worker {index}: unexpected answer {other:?}: {:?}", frame.body::<Refused>()),
@@ -568,7 +573,7 @@ impl LocalCluster {
                 let collector = Collector::new(RunShape::of(&ready), self.spec.csv, usize::MAX, sinks, self.now);
                 self.collector = CollectorState::Running(Box::new(collector));
                 self.collector_last_frame = self.now;
-                self.schedule(self.now + TIMER_NS, Event::Timer(Member::Collector));
+                self.schedule(self.now + TIMER_NS, Scheduled::Timer(Member::Collector));
             }
             FrameKind::EndAck => {}
             other => panic!("collector: unexpected answer {other:?}"),
@@ -585,7 +590,7 @@ impl LocalCluster {
                 if let WorkerState::Running(worker) = &mut self.workers[index] {
                     worker.progress(&mut out);
                     self.route_from(member, out);
-                    self.schedule(self.now + PROGRESS_NS, Event::Timer(member));
+                    self.schedule(self.now + PROGRESS_NS, Scheduled::Timer(member));
                 }
             }
             Member::Collector => {
@@ -593,7 +598,7 @@ impl LocalCluster {
                     if self.now.saturating_sub(self.collector_last_frame) > self.spec.idle_timeout_ns {
                         self.finish_collector();
                     } else {
-                        self.schedule(self.now + TIMER_NS, Event::Timer(member));
+                        self.schedule(self.now + TIMER_NS, Scheduled::Timer(member));
                     }
                 }
             }
@@ -627,6 +632,7 @@ impl LocalCluster {
             worker_reports: self.worker_reports.clone(),
             router_report: self.router_report.clone(),
             elapsed_ns: self.now.saturating_sub(self.start_ns),
+            events: std::mem::take(&mut self.events),
         });
     }
 
@@ -636,7 +642,7 @@ impl LocalCluster {
         }
         self.injector_started = true;
         for stream in 0..self.spec.streams {
-            self.schedule(start_ns, Event::InjectorStep(stream));
+            self.schedule(start_ns, Scheduled::InjectorStep(stream));
         }
     }
 
@@ -684,7 +690,7 @@ impl LocalCluster {
             }
         } else {
             let gap = (batch_len / per_stream_rate * 1e9).max(1.0) as u64;
-            self.schedule(self.now + gap, Event::InjectorStep(stream));
+            self.schedule(self.now + gap, Scheduled::InjectorStep(stream));
         }
     }
 }

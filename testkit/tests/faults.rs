@@ -4,6 +4,7 @@
 //! order checked; where the product cannot survive a fault yet (a killed worker), the test
 //! checks the clear failure it reports.
 
+use cep_core::outbox::Event;
 use cep_core::wire::FrameKind;
 use cep_testkit::cluster::SentTick;
 use cep_testkit::{Action, ClusterSpec, Fault, LinkKind, LocalCluster, Member, Outcome};
@@ -54,6 +55,15 @@ fn an_undisturbed_cluster_gives_the_engines_outputs() {
     assert_whole(&outcome);
     assert_eq!(outcome.output_rows(), reference_rows(&outcome.sent));
     assert!(outcome.links.values().all(|link| link.dropped + link.duplicated + link.delayed == 0));
+    // What the router's driver would log: every stream ended, all of it received.
+    let ended: Vec<&Event> =
+        outcome.events.iter().filter(|(member, _)| *member == Member::Router).map(|(_, e)| e).collect();
+    let registered = ended.iter().filter(|e| matches!(e, Event::Registered { .. })).count();
+    assert_eq!(registered, ClusterSpec::default().workers + 2, "the workers, the collector, the injector");
+    for stream in 0..ClusterSpec::default().streams {
+        let sent = ClusterSpec::default().count / 2;
+        assert!(ended.contains(&&Event::StreamEnded { stream, sent, received: sent }), "{ended:?}");
+    }
 }
 
 #[test]

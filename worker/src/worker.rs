@@ -5,7 +5,7 @@
 
 use cep_core::control::{Ready, RulesText};
 use cep_core::frame::{Body, Frame, TickBatch};
-use cep_core::outbox::{Outbox, Peer};
+use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{
     EndOfStream, Rejections, RuleInfo, RulesInstalled, StreamAtWorker, SwitchRules, WorkerProgress, WorkerReport,
 };
@@ -13,7 +13,6 @@ use cep_core::seen::{Arrival, SeenSet};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, OutputBatchWriter};
 use cep_engine::{Engine, RuleSet};
-use tracing::info;
 
 /// What the worker keeps per symbol besides the engine's state.
 #[derive(Clone, Copy)]
@@ -178,7 +177,7 @@ impl Worker {
             Ok(rules) => {
                 self.engine.switch(rules);
                 self.epoch = marker.epoch;
-                info!(epoch = marker.epoch, origin = marker.origin, "rules switched");
+                out.event(Event::RulesSwitched { epoch: marker.epoch, origin: marker.origin.clone() });
                 self.announce_rules(out);
             }
             Err(error) => self.rejections.reject("bad_rules", Some(frame.sender()), &error),
@@ -444,6 +443,7 @@ mod tests {
         let sent = out.take();
         let installed: RulesInstalled = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
         assert_eq!((installed.epoch, installed.queries[0].name.as_str()), (1, "jump"));
+        assert_eq!(std::mem::take(&mut out.events), [Event::RulesSwitched { epoch: 1, origin: "new".into() }]);
         let broken = RulesText { epoch: 2, origin: "bad".into(), text: "SELECT".into() };
         worker.handle(&broken.encode(0), 1, &mut out);
         assert!(out.take().is_empty());
