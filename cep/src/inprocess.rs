@@ -5,14 +5,12 @@
 //! folder, the accounting and the outputs are those of a run over tcp.
 
 use crate::cli::Role;
+use crate::launcher::{FINISH_GRACE, STOP_GRACE};
 use cep_transport::Context;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How long the other roles may take to finish once the collector has everything.
-const GRACE: Duration = Duration::from_secs(15);
 
 /// Runs `roles` (name, role) as threads sharing one ZeroMQ context until the collector has
 /// written its results; the first role to fail stops the others. `shutdown` is raised by
@@ -41,7 +39,7 @@ pub fn run(roles: Vec<(String, Role)>, shutdown: Arc<AtomicBool>) -> anyhow::Res
         if !interrupted && failures.is_empty() && shutdown.load(Ordering::Relaxed) {
             interrupted = true;
             tracing::warn!("interrupted: stopping every role (results so far are kept)");
-            deadline.get_or_insert(Instant::now() + Duration::from_secs(10));
+            deadline.get_or_insert(Instant::now() + STOP_GRACE);
         }
         let wait = deadline.map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(Instant::now()));
         // Short waits: a Ctrl-C is noticed and said at once.
@@ -59,10 +57,10 @@ pub fn run(roles: Vec<(String, Role)>, shutdown: Arc<AtomicBool>) -> anyhow::Res
                 failures.push(format!("{name}: {}", crate::telemetry::one_line(&error)));
                 // One role failing means the run cannot complete: stop the rest now.
                 shutdown.store(true, Ordering::Relaxed);
-                deadline.get_or_insert(Instant::now() + Duration::from_secs(10));
+                deadline.get_or_insert(Instant::now() + STOP_GRACE);
             }
             _ if name == "collector" => {
-                deadline.get_or_insert(Instant::now() + GRACE);
+                deadline.get_or_insert(Instant::now() + FINISH_GRACE);
             }
             _ => {}
         }

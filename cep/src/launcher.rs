@@ -280,6 +280,13 @@ pub fn check_complete(summary: &Summary) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long the roles still running may take to stop once one failed or the run was
+/// interrupted.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// How long the other roles may take to finish once the collector has everything.
+pub const FINISH_GRACE: Duration = Duration::from_secs(15);
+
 /// How the local processes talk to each other.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LocalTransport {
@@ -545,12 +552,12 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                     // One role failing means the run cannot complete: stop the rest now.
                     if kill_deadline.is_none() {
                         terminate(&pids, nix::sys::signal::Signal::SIGTERM);
-                        kill_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(10));
+                        kill_deadline = Some(tokio::time::Instant::now() + STOP_GRACE);
                     }
                 } else if name == "collector" && kill_deadline.is_none() {
                     // The collector has everything; the others are finishing (or waiting for a
                     // last scrape of their metrics) or stuck.
-                    let grace = Duration::from_secs(15) + args.metrics.metrics_linger;
+                    let grace = FINISH_GRACE + args.metrics.metrics_linger;
                     kill_deadline = Some(tokio::time::Instant::now() + grace);
                 }
             }
@@ -558,12 +565,12 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                 tracing::warn!("interrupted: stopping every process (results so far are kept)");
                 interrupted = true;
                 terminate(&pids, nix::sys::signal::Signal::SIGTERM);
-                kill_deadline.get_or_insert(tokio::time::Instant::now() + Duration::from_secs(10));
+                kill_deadline.get_or_insert(tokio::time::Instant::now() + STOP_GRACE);
             }
             _ = terminate_signal.recv() => {
                 interrupted = true;
                 terminate(&pids, nix::sys::signal::Signal::SIGTERM);
-                kill_deadline.get_or_insert(tokio::time::Instant::now() + Duration::from_secs(10));
+                kill_deadline.get_or_insert(tokio::time::Instant::now() + STOP_GRACE);
             }
             _ = tokio::time::sleep_until(deadline) => {
                 for (name, _) in &pids {

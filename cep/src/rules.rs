@@ -89,7 +89,7 @@ fn deploy(file: &std::path::Path, router: &str, timeout: Duration) -> anyhow::Re
     let context = cep_transport::Context::new();
     let answer = cep_transport::control::request(&context, router, &deploy.encode(0), timeout, &AtomicBool::new(false))
         .with_context(|| format!("cannot deploy to the router at {router}"))?;
-    let frame = Frame::read(&answer, cep_transport::control::MAX_CONTROL_BYTES)
+    let frame = Frame::read(&answer, cep_core::control::MAX_CONTROL_FRAME_BYTES)
         .with_context(|| format!("bad answer from the router at {router}"))?;
     if frame.kind() == FrameKind::Refused {
         let refused: Refused = frame.body()?;

@@ -134,6 +134,29 @@ fn cep() -> Command {
     command
 }
 
+/// `ticks` in OCTO's format (`symbol;price;timestamp` in ms, no header), in `dir`.
+fn octo_file(dir: &Path, ticks: &[Tick]) -> std::path::PathBuf {
+    let file = dir.join("ticks.txt");
+    let text: String = ticks.iter().map(|(s, p, ms)| format!("{};{p};{ms}\n", SYMBOLS[*s])).collect();
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// The event-time rules, in `dir`.
+fn rules_file(dir: &Path) -> std::path::PathBuf {
+    let rules = dir.join("event-time.rules");
+    std::fs::write(&rules, RULES).unwrap();
+    rules
+}
+
+/// `cep run` replaying `file` as fast as possible under `rules`, every output written to `out`.
+fn replay_run(file: &Path, rules: &Path, out: &Path) -> Command {
+    let mut command = cep();
+    command.args(["run", "--speed", "max", "--csv", "all", "--quiet", "--replay"]).arg(file);
+    command.arg("--rules").arg(rules).arg("--out").arg(out);
+    command
+}
+
 fn summary(out: &Path) -> Summary {
     serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
 }
@@ -145,25 +168,15 @@ fn a_file_replays_in_its_own_event_time_through_the_cluster_and_the_engine_alone
     let span_ms = ticks.last().unwrap().2 - ticks[0].2;
     assert!(span_ms > 5 * 60_000, "several minutes of event time: {span_ms} ms");
     // OCTO's format: symbol;price;timestamp in milliseconds, no header.
-    let file = dir.path().join("ticks.txt");
-    let text: String = ticks.iter().map(|(s, p, ms)| format!("{};{p};{ms}\n", SYMBOLS[*s])).collect();
-    std::fs::write(&file, text).unwrap();
-    let rules = dir.path().join("event-time.rules");
-    std::fs::write(&rules, RULES).unwrap();
+    let file = octo_file(dir.path(), &ticks);
+    let rules = rules_file(dir.path());
     let want = expected(&ticks, 2, None);
     assert!(want.keys().filter(|k| k.0 == "minute_count").count() > 60);
 
     let out = dir.path().join("run");
     let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    let status = cep()
-        .args(["run", "--workers", "2", "--connections", "2", "--speed", "max", "--csv", "all", "--quiet"])
-        .arg("--replay")
-        .arg(&file)
-        .arg("--rules")
-        .arg(&rules)
-        .arg("--out")
-        .arg(&out)
-        .arg("--record-input")
+    let status = replay_run(&file, &rules, &out)
+        .args(["--workers", "2", "--connections", "2", "--record-input"])
         .status()
         .unwrap();
     let after = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
@@ -213,21 +226,11 @@ fn ticks_later_than_the_allowed_lateness_are_dropped_and_counted_the_same_everyw
         text.push_str(&format!("{}.{:03},{},{p}\n", ms / 1000, ms % 1000, SYMBOLS[*s]));
     }
     std::fs::write(&file, text).unwrap();
-    let rules = dir.path().join("event-time.rules");
-    std::fs::write(&rules, RULES).unwrap();
+    let rules = rules_file(dir.path());
     let want = expected(&ticks, 1, Some(2_000));
 
     let out = dir.path().join("run");
-    let status = cep()
-        .args(["run", "--workers", "3", "--speed", "max", "--csv", "all", "--quiet", "--allowed-lateness", "2s"])
-        .arg("--replay")
-        .arg(&file)
-        .arg("--rules")
-        .arg(&rules)
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .unwrap();
+    let status = replay_run(&file, &rules, &out).args(["--workers", "3", "--allowed-lateness", "2s"]).status().unwrap();
     assert!(status.success());
     let run = summary(&out);
     assert_eq!((run.events_processed, run.events_lost, run.late, run.late_dropped), (1_500, Some(0), 0, 5));
@@ -307,23 +310,13 @@ fn rows_without_times(path: &Path) -> Vec<String> {
 fn one_process_over_inproc_gives_the_outputs_of_processes_over_tcp() {
     let dir = tempfile::tempdir().unwrap();
     let ticks = ticks(5);
-    let file = dir.path().join("ticks.txt");
-    let text: String = ticks.iter().map(|(s, p, ms)| format!("{};{p};{ms}\n", SYMBOLS[*s])).collect();
-    std::fs::write(&file, text).unwrap();
-    let rules = dir.path().join("event-time.rules");
-    std::fs::write(&rules, RULES).unwrap();
+    let file = octo_file(dir.path(), &ticks);
+    let rules = rules_file(dir.path());
     let mut runs = Vec::new();
     for transport in ["inproc", "tcp"] {
         let out = dir.path().join(transport);
-        let status = cep()
-            .args(["run", "--workers", "3", "--connections", "2", "--speed", "max", "--csv", "all", "--quiet"])
-            .args(["--transport", transport])
-            .arg("--replay")
-            .arg(&file)
-            .arg("--rules")
-            .arg(&rules)
-            .arg("--out")
-            .arg(&out)
+        let status = replay_run(&file, &rules, &out)
+            .args(["--workers", "3", "--connections", "2", "--transport", transport])
             .status()
             .unwrap();
         assert!(status.success(), "{transport}");

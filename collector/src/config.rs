@@ -1,7 +1,7 @@
 //! The collector's flags.
 
 use cep_core::duration::parse_duration;
-use cep_telemetry::args::Flags;
+use cep_telemetry::args::{at_least_one, Flags};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -82,10 +82,7 @@ impl CollectorConfig {
         if self.idle_timeout.is_zero() {
             return Err("--idle-timeout must be longer than 0".into());
         }
-        if self.max_frame_bytes == 0 {
-            return Err("--max-frame-bytes must be at least 1".into());
-        }
-        Ok(())
+        at_least_one("max-frame-bytes", self.max_frame_bytes)
     }
 
     /// The flags that give this configuration back (`cep collector` followed by them).

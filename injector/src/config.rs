@@ -2,7 +2,7 @@
 
 use crate::pacing::Speed;
 use cep_core::duration::parse_duration;
-use cep_telemetry::args::Flags;
+use cep_telemetry::args::{at_least_one, high_water_mark, Flags};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -114,12 +114,8 @@ impl InjectorConfig {
         if !(self.rate.is_finite() && self.rate >= 0.0) {
             return Err(format!("--rate must be a non-negative number, got {}", self.rate));
         }
-        if self.batch == 0 {
-            return Err("--batch must be at least 1".into());
-        }
-        if self.hwm < 0 {
-            return Err(format!("--hwm must be 0 (no limit) or more, got {}", self.hwm));
-        }
+        at_least_one("batch", self.batch)?;
+        high_water_mark(self.hwm)?;
         if self.replay.is_none() && self.count.is_none() && self.duration.is_none() {
             return Err("give --duration or --count (or --replay a file)".into());
         }

@@ -1,6 +1,6 @@
 //! The router's flags.
 
-use cep_telemetry::args::Flags;
+use cep_telemetry::args::{at_least_one, high_water_mark, Flags};
 use clap::Args;
 use std::time::Duration;
 
@@ -83,22 +83,11 @@ impl Default for RouterConfig {
 impl RouterConfig {
     /// Checks what clap cannot; the error says which flag and why.
     pub fn validate(&self) -> Result<(), String> {
-        if self.streams == 0 {
-            return Err("--streams must be at least 1".into());
-        }
-        if self.batch == 0 {
-            return Err("--batch must be at least 1".into());
-        }
-        if self.vnodes == 0 {
-            return Err("--vnodes must be at least 1".into());
-        }
-        if self.max_frame_bytes == 0 {
-            return Err("--max-frame-bytes must be at least 1".into());
-        }
-        if self.hwm < 0 {
-            return Err(format!("--hwm must be 0 (no limit) or more, got {}", self.hwm));
-        }
-        Ok(())
+        at_least_one("streams", self.streams as usize)?;
+        at_least_one("batch", self.batch)?;
+        at_least_one("vnodes", self.vnodes)?;
+        at_least_one("max-frame-bytes", self.max_frame_bytes)?;
+        high_water_mark(self.hwm)
     }
 
     /// The flags that give this configuration back (`cep router` followed by them).

@@ -177,9 +177,9 @@ impl Router {
         }
     }
 
-    /// Ends the data path: what is batched leaves, and the report goes to the collector.
+    /// Sends the report to the collector and returns it. Call it once nothing is batched: after
+    /// every stream ended (each end marker flushes what came before it) or after [`Self::flush`].
     pub fn finish(&mut self, out: &mut impl Outbox) -> RouterReport {
-        self.flush(out);
         let report = self.report();
         if self.path.is_some() {
             out.send(Peer::Collector, &report.encode(ROUTER_SENDER));

@@ -152,6 +152,22 @@ pub fn parse_flags<T: Args + FromArgMatches>(args: &[String]) -> Result<T, clap:
     T::from_arg_matches(&command.try_get_matches_from(args)?)
 }
 
+/// A role configuration's check that `--name` is at least 1 (a count, a size).
+pub fn at_least_one(name: &str, value: usize) -> Result<(), String> {
+    if value == 0 {
+        return Err(format!("--{name} must be at least 1"));
+    }
+    Ok(())
+}
+
+/// A role configuration's check of `--hwm`: 0 (no limit) or more.
+pub fn high_water_mark(hwm: i32) -> Result<(), String> {
+    if hwm < 0 {
+        return Err(format!("--hwm must be 0 (no limit) or more, got {hwm}"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -170,7 +170,6 @@ pub struct LocalCluster {
     router: Router,
     ring: Vec<usize>,
     router_report: Option<RouterReport>,
-    router_finished: bool,
     workers: Vec<WorkerState>,
     worker_reports: Vec<WorkerReport>,
     collector: CollectorState,
@@ -217,7 +216,6 @@ impl LocalCluster {
             router,
             ring: Vec::new(),
             router_report: None,
-            router_finished: false,
             workers: (0..spec.workers).map(|_| WorkerState::Registering).collect(),
             worker_reports: Vec::new(),
             collector: CollectorState::Registering,
@@ -346,7 +344,8 @@ impl LocalCluster {
         link.seen_any += 1;
         self.stats.entry(kind).or_default().frames += 1;
         let mut action = None;
-        for fault in self.faults.clone() {
+        for index in 0..self.faults.len() {
+            let fault = self.faults[index];
             let matches = fault.link == kind
                 && fault.only.is_none_or(|only| endpoint_index == Some(only))
                 && fault.frame_kind.is_none_or(|k| k as u8 == frame_kind);
@@ -434,7 +433,7 @@ impl LocalCluster {
             (Member::Router, Payload::Request(client, body)) => {
                 let mut out = self.outbox();
                 self.router.control(client.client_id(), &body, self.now, &mut out);
-                self.route_router(out);
+                self.route_from(Member::Router, out);
                 self.maybe_start();
             }
             (Member::Router, Payload::Data(bytes)) => {
@@ -444,18 +443,17 @@ impl LocalCluster {
                 if !self.router_has_input_now() {
                     self.router.flush(&mut out);
                 }
-                self.route_router(out);
-                if self.router.all_ended() && !self.router_finished {
-                    self.router_finished = true;
+                self.route_from(Member::Router, out);
+                if self.router.all_ended() && self.router_report.is_none() {
                     let mut out = self.outbox();
                     self.router_report = Some(self.router.finish(&mut out));
-                    self.route_router(out);
+                    self.route_from(Member::Router, out);
                 }
             }
             (Member::Worker(index), Payload::Answer(answer)) => self.worker_answer(index, &answer),
             (Member::Worker(index), Payload::Data(bytes)) => {
+                let mut out = self.outbox();
                 if let WorkerState::Running(worker) = &mut self.workers[index] {
-                    let mut out = Recorded { clock: self.now, ..Default::default() };
                     worker.handle(&bytes, self.now, &mut out);
                     let done = worker.all_ended();
                     self.route_from(Member::Worker(index), out);
@@ -498,10 +496,6 @@ impl LocalCluster {
             .any(|(_, event)| matches!(event, Scheduled::Deliver { to: Member::Router, payload: Payload::Data(_), .. }))
     }
 
-    fn route_router(&mut self, out: Recorded) {
-        self.route_from(Member::Router, out);
-    }
-
     /// Sends what a member's core put out, each frame to its member.
     fn route_from(&mut self, from: Member, mut out: Recorded) {
         self.events.extend(out.events.drain(..).map(|event| (from, event)));
@@ -540,7 +534,7 @@ impl LocalCluster {
         // One clock for everyone: the router's offset to the collector is 0, reported as its
         // driver reports a measured one (the router's first frame to the collector).
         self.router.announce(Some(OffsetEstimate { offset_ns: 0, uncertainty_ns: 0 }), &mut out);
-        self.route_router(out);
+        self.route_from(Member::Router, out);
     }
 
     fn worker_answer(&mut self, index: usize, answer: &[u8]) {

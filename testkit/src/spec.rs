@@ -67,7 +67,7 @@ pub enum Action {
 }
 
 /// A fault on the links of one kind: which frames it hits and what it does to them.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Fault {
     /// The links it applies to.
     pub link: LinkKind,

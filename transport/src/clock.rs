@@ -2,7 +2,6 @@
 //! (served by a thread, so a busy data path does not delay the answers); every other node
 //! takes several samples and keeps the best ([`cep_core::clock::estimate_offset`]).
 
-use crate::control::MAX_CONTROL_BYTES;
 use crate::socket::{socket_err, TransportError};
 use cep_core::clock::{estimate_offset, local_ns, now_ns, ClockSample, OffsetEstimate};
 use cep_core::frame::{Body, ClockReply, ClockRequest, Frame};
@@ -95,7 +94,7 @@ pub fn sample_offset(
         }
         let answer = socket.recv_bytes(0).map_err(socket_err("receive clock answer"))?;
         let received = local_ns();
-        let reference = Frame::read(&answer, MAX_CONTROL_BYTES)
+        let reference = Frame::read(&answer, cep_core::control::MAX_CONTROL_FRAME_BYTES)
             .and_then(|frame| frame.body::<ClockReply>())
             .map_err(|error| TransportError::BadAnswer { peer: endpoint.to_string(), reason: error.to_string() })?
             .now_ns;

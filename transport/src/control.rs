@@ -3,14 +3,13 @@
 //! complete) while it keeps serving other clients.
 
 use crate::socket::{socket_err, TransportError};
+use cep_core::control::MAX_CONTROL_FRAME_BYTES;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use zmq::Context;
 
 /// A client's identity on the control socket, used to address the answer.
 pub type ClientId = Vec<u8>;
-
-pub use cep_core::control::MAX_CONTROL_FRAME_BYTES as MAX_CONTROL_BYTES;
 
 /// The router's end of the control channel.
 pub struct ControlServer {
@@ -158,7 +157,7 @@ pub fn end_of_run(
         EndOfRun::RunFinished => RunFinished.encode(0),
     };
     let answer = request(context, router, &body, timeout, shutdown)?;
-    Frame::read(&answer, MAX_CONTROL_BYTES)
+    Frame::read(&answer, MAX_CONTROL_FRAME_BYTES)
         .and_then(|frame| frame.body::<EndAck>())
         .map(|EndAck| ())
         .map_err(|error| TransportError::BadAnswer { peer: router.to_string(), reason: error.to_string() })
@@ -217,7 +216,7 @@ pub fn register(
     let answer = request(context, router, &registration.encode(0), timeout, shutdown)
         .map_err(|source| RegistrationError::Unreachable { router: router.to_string(), source })?;
     let bad = |source| RegistrationError::BadAnswer { router: router.to_string(), source };
-    let frame = Frame::read(&answer, MAX_CONTROL_BYTES).map_err(bad)?;
+    let frame = Frame::read(&answer, MAX_CONTROL_FRAME_BYTES).map_err(bad)?;
     if frame.kind() == FrameKind::Refused {
         let refused: Refused = frame.body().map_err(bad)?;
         return Err(RegistrationError::Refused { router: router.to_string(), reason: refused.reason });

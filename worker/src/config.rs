@@ -1,7 +1,7 @@
 //! The worker's flags.
 
 use cep_core::duration::parse_duration;
-use cep_telemetry::args::Flags;
+use cep_telemetry::args::{at_least_one, high_water_mark, Flags};
 use clap::Args;
 use std::time::Duration;
 
@@ -61,16 +61,9 @@ impl WorkerConfig {
         if self.id.as_deref().is_some_and(|id| id.trim().is_empty()) {
             return Err("--id must not be empty".into());
         }
-        if self.batch == 0 {
-            return Err("--batch must be at least 1".into());
-        }
-        if self.max_frame_bytes == 0 {
-            return Err("--max-frame-bytes must be at least 1".into());
-        }
-        if self.hwm < 0 {
-            return Err(format!("--hwm must be 0 (no limit) or more, got {}", self.hwm));
-        }
-        Ok(())
+        at_least_one("batch", self.batch)?;
+        at_least_one("max-frame-bytes", self.max_frame_bytes)?;
+        high_water_mark(self.hwm)
     }
 
     /// The flags that give this configuration back (`cep worker` followed by them).
