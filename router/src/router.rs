@@ -396,6 +396,26 @@ mod tests {
     }
 
     #[test]
+    fn a_forged_or_oversized_control_frame_is_refused_with_its_cause() {
+        let (mut router, mut out) = running(10);
+        let oversized = vec![0x94; cep_core::control::MAX_CONTROL_FRAME_BYTES + 1];
+        for (body, cause) in [(&b"junk"[..], "malformed"), (&oversized[..], "oversized")] {
+            router.control(b"x".to_vec(), body, 1, &mut out);
+            let sent = out.take();
+            assert_eq!(sent.len(), 1);
+            assert_eq!(sent[0].0, Peer::Client(b"x".to_vec()));
+            let refused: cep_core::control::Refused = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
+            assert!(refused.reason.starts_with(&format!("bad control frame: {cause}")), "{}", refused.reason);
+            assert!(matches!(out.events.pop(), Some(Event::BadControlFrame { .. })));
+        }
+        // A well-formed frame of a kind the control socket does not take: refused, not served.
+        router.control(b"x".to_vec(), &EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+        let refused: cep_core::control::Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
+        assert!(refused.reason.contains("unexpected frame kind"), "{}", refused.reason);
+        assert!(!router.all_ended(), "a forged end marker on the control socket ends nothing");
+    }
+
+    #[test]
     fn bad_frames_and_ticks_are_counted_by_cause() {
         let (mut router, mut out) = running(100);
         router.data(b"junk", 1, &mut out);
