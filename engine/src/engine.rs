@@ -10,12 +10,17 @@
 //! its own time) and counted, or, with an allowed lateness set, dropped and counted if it is
 //! later than that. The end of input closes every open tumbling window
 //! ([`Engine::close_windows`], Flink's final watermark).
+//!
+//! Symbols move between engines with their state (live rescaling, checkpoints):
+//! [`Engine::export_symbols`], [`Engine::remove_symbols`], [`Engine::import_symbols`]; the
+//! format is [`crate::handoff`]'s.
 
-use crate::group::{lay_out, Cells, Compiled, Group, Signature};
+use crate::group::{lay_out, read_row, Cells, Compiled, Group, Signature};
+use crate::handoff::{fingerprint, Reader, StateError, Writer};
 pub use crate::symbols::SymbolId;
 use crate::symbols::SymbolTable;
 use cep_query::plan::{Query, RuleSet};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// A query's index in the engine's current rule set.
 pub type QueryId = u32;
@@ -32,7 +37,8 @@ pub struct Engine {
     /// The symbols grouped by the queries they carry, with their states.
     groups: Vec<Group>,
     group_of: FxHashMap<Signature, u32>,
-    /// Per symbol: where its states are and its latest event time.
+    /// Per symbol id: where its states are and its latest event time ([`VACANT`] for the id
+    /// of a removed symbol).
     slots: Vec<Slot>,
     aggregates: Vec<f64>,
     /// Ticks later than this (ns) behind their symbol's latest are dropped; `None` keeps all.
@@ -49,6 +55,15 @@ struct Slot {
     group: u32,
     row: u32,
     latest: u64,
+}
+
+/// The group of a free id's slot (a removed symbol's, not reused yet).
+const VACANT: u32 = u32::MAX;
+
+impl Slot {
+    fn is_vacant(&self) -> bool {
+        self.group == VACANT
+    }
 }
 
 impl Engine {
@@ -93,14 +108,22 @@ impl Engine {
         self.allowed_lateness = allowed;
     }
 
-    /// Puts a symbol's row in the group of its signature; returns (group, row).
-    fn place(&mut self, signature: Signature, cells: Cells) -> (u32, u32) {
+    /// Puts symbol `id`'s row in the group of its signature; returns (group, row).
+    fn place(&mut self, id: SymbolId, signature: Signature, cells: Cells) -> (u32, u32) {
         let (groups, compiled, unindexed) = (&mut self.groups, &self.compiled, self.unindexed);
         let group = *self.group_of.entry(signature).or_insert_with_key(|signature| {
             groups.push(Group::new(signature.clone(), compiled, unindexed));
             groups.len() as u32 - 1
         });
-        (group, self.groups[group as usize].add(cells))
+        (group, self.groups[group as usize].add(id, cells))
+    }
+
+    /// Gives symbol `id` its slot (a new id's, or a reused one's).
+    fn set_slot(&mut self, id: SymbolId, slot: Slot) {
+        match self.slots.get_mut(id as usize) {
+            Some(vacant) => *vacant = slot,
+            None => self.slots.push(slot),
+        }
     }
 
     /// Switches to new rules between two events. A query with the same name and the same
@@ -118,13 +141,16 @@ impl Engine {
         let members: Vec<Signature> = old_groups.iter().map(|g| g.members().to_vec()).collect();
         let mut rows: Vec<Vec<Option<Cells>>> =
             old_groups.into_iter().map(|g| g.into_rows().into_iter().map(Some).collect()).collect();
-        for id in 0..self.symbols.len() {
+        for id in 0..self.slots.len() {
             let Slot { group, row, latest } = self.slots[id];
+            if self.slots[id].is_vacant() {
+                continue;
+            }
             let cells = rows[group as usize][row as usize].take().expect("each row moves once");
             let previous = Some((&members[group as usize][..], cells));
             let (signature, cells) =
                 lay_out(&self.compiled, &self.symbols.names()[id], self.unindexed, &kept, previous);
-            let (group, row) = self.place(signature, cells);
+            let (group, row) = self.place(id as SymbolId, signature, cells);
             self.slots[id] = Slot { group, row, latest };
         }
     }
@@ -134,7 +160,8 @@ impl Engine {
         self.compiled.iter().map(|c| &c.query)
     }
 
-    /// The symbol's id, interning it on first sight (the only allocation, once per symbol).
+    /// The symbol's id, interning it on first sight (the only allocation, once per symbol); a
+    /// symbol new to the engine may get a removed symbol's id ([`Self::remove_symbols`]).
     #[inline]
     pub fn intern(&mut self, symbol: &str) -> SymbolId {
         self.intern_bytes(symbol.as_bytes())
@@ -154,14 +181,20 @@ impl Engine {
         let id = self.symbols.insert(bytes);
         let name = &self.symbols.names()[id as usize];
         let (signature, cells) = lay_out(&self.compiled, name, self.unindexed, &[], None);
-        let (group, row) = self.place(signature, cells);
-        self.slots.push(Slot { group, row, latest: 0 });
+        let (group, row) = self.place(id, signature, cells);
+        self.set_slot(id, Slot { group, row, latest: 0 });
         id
     }
 
-    /// Number of distinct symbols seen.
+    /// Number of symbols the engine owns: seen or imported, and not removed since.
     pub fn symbols(&self) -> usize {
         self.symbols.len()
+    }
+
+    /// The names of the symbols the engine owns, by id (to export them all).
+    pub fn symbol_names(&self) -> impl Iterator<Item = &str> {
+        let names = self.symbols.names();
+        self.slots.iter().zip(names).filter(|(slot, _)| !slot.is_vacant()).map(|(_, name)| &**name)
     }
 
     /// Ticks processed so far (late ones, dropped or not, included).
@@ -186,7 +219,8 @@ impl Engine {
 
     /// Processes one tick of an interned symbol at event time `ts` (ns); calls
     /// `emit(query, price, value)` for each output, in query order. Price validity is the
-    /// caller's contract (finite, > 0).
+    /// caller's contract (finite, > 0), and so is the id: one [`Self::intern`] or
+    /// [`Self::import_symbols`] gave, of a symbol not removed since.
     #[inline]
     pub fn process(&mut self, id: SymbolId, price: f64, ts: u64, mut emit: impl FnMut(QueryId, f64, f64)) {
         self.processed += 1;
@@ -232,11 +266,11 @@ impl Engine {
     }
 
     /// The end of input (Flink's final watermark): every open tumbling window emits what it
-    /// holds, in symbol order (by id, i.e. first appearance) then query order, through
-    /// `emit(symbol, query, price, value)`, and is left empty.
+    /// holds, in symbol order (by id: first appearance, unless ids were reused) then query
+    /// order, through `emit(symbol, query, price, value)`, and is left empty.
     pub fn close_windows(&mut self, mut emit: impl FnMut(SymbolId, QueryId, f64, f64)) {
         let total = &mut self.outputs_total;
-        for (id, slot) in self.slots.iter().enumerate() {
+        for (id, slot) in self.slots.iter().enumerate().filter(|(_, slot)| !slot.is_vacant()) {
             let id = id as SymbolId;
             self.groups[slot.group as usize].close_windows(
                 &self.compiled,
@@ -251,7 +285,7 @@ impl Engine {
         }
     }
 
-    /// The name of an interned symbol.
+    /// The name of an interned symbol (empty for the id of a removed symbol not reused yet).
     pub fn symbol_name(&self, id: SymbolId) -> &str {
         &self.symbols.names()[id as usize]
     }
@@ -268,5 +302,92 @@ impl Engine {
         let id = self.intern(symbol);
         self.process(id, price, ts, emit);
         id
+    }
+
+    /// The fingerprint of the rules in force, as exports carry it ([`crate::handoff`]).
+    pub fn rules_fingerprint(&self) -> u64 {
+        fingerprint(self.queries())
+    }
+
+    /// The complete state of the named symbols, in the hand-off format ([`crate::handoff`]):
+    /// every window, history, streak, moments, pane and min/max deque of every query of
+    /// theirs, and their latest event times, so that an engine with the same rules that
+    /// imports it ([`Self::import_symbols`]) gives, for their next ticks and at the end of
+    /// input, exactly the outputs this one would. Symbols the engine does not own are
+    /// skipped, and a name given twice is written once. Nothing changes here (checkpoints
+    /// export too): to hand the symbols off, [`Self::remove_symbols`] them after.
+    pub fn export_symbols(&self, symbols: &[&[u8]]) -> Vec<u8> {
+        let mut seen = FxHashSet::default();
+        let ids: Vec<SymbolId> =
+            symbols.iter().filter_map(|name| self.symbols.get(name)).filter(|&id| seen.insert(id)).collect();
+        let mut w = Writer::default();
+        w.header(self.rules_fingerprint());
+        w.count(ids.len());
+        for id in ids {
+            let Slot { group, row, latest } = self.slots[id as usize];
+            w.text(self.symbol_name(id).as_bytes());
+            w.u64(latest);
+            self.groups[group as usize].write_row(&self.compiled, row, &mut w);
+        }
+        w.bytes
+    }
+
+    /// Forgets the named symbols and their state (names the engine does not own are
+    /// ignored); their memory is freed, or reused by the symbols that come next, so the
+    /// engine's memory stays bounded by the symbols it owns however many come and go. The
+    /// counts (processed, late, outputs) keep what the symbols contributed.
+    ///
+    /// **Ids are reused**: a removed symbol's [`SymbolId`] is free, and the next symbol
+    /// interned or imported may get it (the last freed first). Data kept by `SymbolId`
+    /// outside the engine must be reset for the removed ids; a removed id must not be
+    /// passed to [`Self::process`] again until the engine hands it out again.
+    pub fn remove_symbols(&mut self, symbols: &[&[u8]]) {
+        for name in symbols {
+            let Some(id) = self.symbols.get(name) else { continue };
+            let Slot { group, row, .. } = self.slots[id as usize];
+            if let Some(moved) = self.groups[group as usize].remove(row) {
+                self.slots[moved as usize].row = row;
+            }
+            self.slots[id as usize] = Slot { group: VACANT, row: 0, latest: 0 };
+            self.symbols.remove(id);
+        }
+    }
+
+    /// Installs the state [`Self::export_symbols`] wrote (by an engine with the same rules,
+    /// whatever its other symbols); returns the new symbols' ids, in the bytes' order. The
+    /// bytes are checked as hostile input ([`crate::handoff`]): another format version,
+    /// other rules, a truncated or inconsistent state, trailing bytes, a symbol given twice
+    /// or one this engine already owns are refused with their [`StateError`], and then
+    /// nothing is installed.
+    pub fn import_symbols(&mut self, bytes: &[u8]) -> Result<Vec<SymbolId>, StateError> {
+        let mut r = Reader::new(bytes);
+        r.header(self.rules_fingerprint())?;
+        // Each symbol takes at least its name's length, latest time and member count.
+        let count = r.count(16)?;
+        let mut symbols = Vec::new();
+        let mut names = FxHashSet::default();
+        for _ in 0..count {
+            let name = std::str::from_utf8(r.text()?).map_err(|_| StateError::Name)?;
+            let latest = r.u64()?;
+            let (signature, cells) =
+                read_row(&self.compiled, name, self.unindexed, &mut r).map_err(|e| e.in_symbol(name))?;
+            if self.symbols.get(name.as_bytes()).is_some() {
+                return Err(StateError::AlreadyOwned(name.into()));
+            }
+            if !names.insert(name) {
+                return Err(StateError::Repeated(name.into()));
+            }
+            symbols.push((name, latest, signature, cells));
+        }
+        r.finish()?;
+        Ok(symbols
+            .into_iter()
+            .map(|(name, latest, signature, cells)| {
+                let id = self.symbols.insert(name.as_bytes());
+                let (group, row) = self.place(id, signature, cells);
+                self.set_slot(id, Slot { group, row, latest });
+                id
+            })
+            .collect())
     }
 }

@@ -6,6 +6,7 @@
 //! pushed once per event.
 
 use crate::engine::{QueryId, SymbolId};
+use crate::handoff::{Reader, StateError, Writer};
 use crate::program::Single;
 use crate::state::{Layout, SmallState, StateKind, TimeState, WindowState};
 use cep_query::plan::{Expr, Query, Row, Window};
@@ -166,6 +167,8 @@ pub struct Group {
     lines: Vec<Line>,
     windows: Vec<WindowState>,
     rows: u32,
+    /// Each row's symbol.
+    owners: Vec<SymbolId>,
     /// Symbol filters are decided per event (an engine without filter indexing).
     unindexed: bool,
 }
@@ -200,6 +203,7 @@ impl Group {
             lines: Vec::new(),
             windows: Vec::new(),
             rows: 0,
+            owners: Vec::new(),
             unindexed,
         }
     }
@@ -209,13 +213,67 @@ impl Group {
         &self.members
     }
 
-    /// Adds a symbol's row; returns its index.
-    pub fn add(&mut self, cells: Cells) -> u32 {
+    /// Adds symbol `owner`'s row; returns its index.
+    pub fn add(&mut self, owner: SymbolId, cells: Cells) -> u32 {
         debug_assert_eq!((cells.lines.len(), cells.windows.len()), (self.line_width, self.window_width));
         self.lines.extend(cells.lines);
         self.windows.extend(cells.windows);
+        self.owners.push(owner);
         self.rows += 1;
         self.rows - 1
+    }
+
+    /// Drops row `row` (its states are freed) and moves the last row into its place; returns
+    /// the symbol whose row moved there, if one did.
+    pub fn remove(&mut self, row: u32) -> Option<SymbolId> {
+        let last = self.rows - 1;
+        let (row, last_at) = (row as usize, last as usize);
+        for k in 0..self.line_width {
+            self.lines.swap(row * self.line_width + k, last_at * self.line_width + k);
+        }
+        for k in 0..self.window_width {
+            self.windows.swap(row * self.window_width + k, last_at * self.window_width + k);
+        }
+        self.lines.truncate(last_at * self.line_width);
+        self.windows.truncate(last_at * self.window_width);
+        self.owners.swap_remove(row);
+        self.rows = last;
+        self.owners.get(row).copied()
+    }
+
+    /// Number of rows (symbols).
+    pub fn rows(&self) -> u32 {
+        self.rows
+    }
+
+    /// Writes row `row`'s layout and states (the hand-off format, [`crate::handoff`]).
+    pub(crate) fn write_row(&self, compiled: &[Compiled], row: u32, w: &mut Writer) {
+        w.count(self.members.len());
+        for member in &self.members {
+            let (tag, k) = match member.place {
+                Place::Shared(k) => (0, k),
+                Place::OwnSmall(k) => (1, k),
+                Place::Time(k) => (2, k),
+                Place::Window(k) => (3, k),
+            };
+            w.u32(member.query);
+            w.u8(tag);
+            w.u32(k);
+        }
+        let row = row as usize;
+        for line in &self.lines[row * self.line_width..][..self.line_width] {
+            match &line.0 {
+                LineState::Small(state) => state.write(w),
+                LineState::Time(state) => state.write(w),
+            }
+        }
+        // Windows are numbered in query order.
+        for member in &self.members {
+            if let Place::Window(k) = member.place {
+                let layout = &compiled[member.query as usize].layout;
+                self.windows[row * self.window_width + k as usize].write(layout, w);
+            }
+        }
     }
 
     /// Every row's states, in row order (to move them when rules switch).
@@ -387,6 +445,76 @@ pub fn lay_out(
         members.push(Member { query: q as QueryId, place });
     }
     (members, cells)
+}
+
+/// Reads a row written by [`Group::write_row`] for symbol `symbol`: its signature, which
+/// must be one [`lay_out`] gives that symbol under these rules (the same queries; shared
+/// histories numbered by first reader, then own lines and windows in query order), and its
+/// states.
+pub(crate) fn read_row(
+    compiled: &[Compiled],
+    symbol: &str,
+    unindexed: bool,
+    r: &mut Reader<'_>,
+) -> Result<(Signature, Cells), StateError> {
+    let layout_error = || StateError::Layout(symbol.into());
+    let attached = compiled.iter().enumerate().filter(|(_, c)| unindexed || c.admits(symbol));
+    if r.count(9)? != attached.clone().count() {
+        return Err(layout_error());
+    }
+    let mut members = Vec::new();
+    let mut histories = 0;
+    for (q, c) in attached {
+        let (query, tag, k) = (r.u32()?, r.u8()?, r.u32()?);
+        let place = match (tag, c.layout.kind()) {
+            (0, StateKind::Small) if c.shares_history() && k <= histories => {
+                histories += u32::from(k == histories);
+                Place::Shared(k)
+            }
+            (1, StateKind::Small) if !c.shares_history() => Place::OwnSmall(k),
+            (2, StateKind::Time) => Place::Time(k),
+            (3, StateKind::Window) => Place::Window(k),
+            _ => return Err(layout_error()),
+        };
+        if query as usize != q {
+            return Err(layout_error());
+        }
+        members.push(Member { query, place });
+    }
+    // Own lines follow the shared histories, in query order; windows too, from 0. Per line:
+    // whether it is a time window (else a small history).
+    let mut timed = vec![false; histories as usize];
+    let mut windows = 0;
+    for member in &members {
+        let (k, expected) = match member.place {
+            Place::Shared(_) => continue,
+            Place::OwnSmall(k) | Place::Time(k) => {
+                timed.push(matches!(member.place, Place::Time(_)));
+                (k, timed.len() - 1)
+            }
+            Place::Window(k) => {
+                windows += 1;
+                (k, windows - 1)
+            }
+        };
+        if k as usize != expected {
+            return Err(layout_error());
+        }
+    }
+    let mut cells = Cells::default();
+    for time in timed {
+        cells.lines.push(Line(match time {
+            false => LineState::Small(SmallState::read(r)?),
+            true => LineState::Time(TimeState::read(r)?),
+        }));
+    }
+    for member in &members {
+        if let Place::Window(_) = member.place {
+            let Compiled { query, layout } = &compiled[member.query as usize];
+            cells.windows.push(WindowState::read(query, layout, r)?);
+        }
+    }
+    Ok((members, cells))
 }
 
 /// State `k` of a previous row, if there is one to take.

@@ -4,6 +4,7 @@
 //!
 //! - [`engine`]: symbol interning, filter indexing, the per-tick loop, rule switches.
 //! - [`group`]: the states of the symbols that carry the same queries, row by row.
+//! - [`handoff`]: the format symbols' states move between engines in, and its errors.
 //! - [`state`]: one query's window and incremental aggregates for one symbol.
 //! - [`symbols`]: symbol interning, shared by the engine and the baseline.
 //! - [`program`]: conditions and output columns in the flat shapes the per-event loop runs.
@@ -17,6 +18,7 @@
 pub mod baseline;
 pub mod engine;
 pub mod group;
+pub mod handoff;
 pub mod program;
 pub mod state;
 pub mod symbols;
@@ -24,6 +26,7 @@ pub mod window;
 
 pub use cep_query::{compile, RuleSet, RulesSource};
 pub use engine::{Engine, QueryId, SymbolId};
+pub use handoff::StateError;
 
 /// The compiled built-in reference rules (R1, R2, R3).
 pub fn reference_rules() -> RuleSet {

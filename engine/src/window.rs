@@ -11,6 +11,8 @@
 //! (nearly) equal values do not rebuild again until different values have come and gone:
 //! O(1) amortised.
 
+use crate::handoff::{Reader, StateError, Writer};
+
 /// Sums of a window's non-null values, kept as deviations from an anchor near their mean.
 /// The window's owner stores the values and hands them back for [`Moments::rebuild`].
 #[derive(Clone, Debug, Default)]
@@ -135,6 +137,22 @@ impl Moments {
         }
         let n = self.n as f64;
         ((self.sum_sq - self.sum * self.sum / n) / (n - 1.0)).max(0.0).sqrt()
+    }
+}
+
+impl Moments {
+    /// Writes the sums as they are (the hand-off format, [`crate::handoff`]).
+    pub(crate) fn write(&self, w: &mut Writer) {
+        w.u32(self.n);
+        w.f32(self.removed_sq);
+        w.f64(self.anchor);
+        w.f64(self.sum);
+        w.f64(self.sum_sq);
+    }
+
+    /// Reads what [`Self::write`] wrote; the caller checks `n` against the window.
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, StateError> {
+        Ok(Moments { n: r.u32()?, removed_sq: r.f32()?, anchor: r.f64()?, sum: r.f64()?, sum_sq: r.f64()? })
     }
 }
 

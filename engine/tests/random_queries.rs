@@ -451,3 +451,129 @@ proptest! {
         }
     }
 }
+
+/// Ticks with late ones: (symbol index, price, event time); a tick may lie up to 3 s behind
+/// the stream's latest time (late for its symbol if that symbol has seen a later one).
+fn late_ticks_strategy() -> impl Strategy<Value = Vec<(u8, f64, u64)>> {
+    let step = (0u8..4, -4i32..5, 0u64..1_500, prop::option::weighted(0.2, 1u64..3_000));
+    prop::collection::vec(step, 1..250).prop_map(|steps| {
+        let mut prices = [100.0f64; 4];
+        let mut ts = 0;
+        steps
+            .into_iter()
+            .map(|(symbol, step, gap_ms, back_ms)| {
+                let p = &mut prices[symbol as usize];
+                *p = (*p + step as f64 * 0.75).max(1.0);
+                ts += gap_ms * 1_000_000;
+                (symbol, *p, ts.saturating_sub(back_ms.unwrap_or(0) * 1_000_000))
+            })
+            .collect()
+    })
+}
+
+/// An output tagged by where it came from: (tick index or `usize::MAX` for the end of input,
+/// symbol, query, price bits, value bits).
+type Tagged = (usize, u8, u32, u64, u64);
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Symbols moved between two engines at random points (exported, removed, imported; some
+    /// back and forth) give bit for bit the outputs of one engine that kept them all, tick by
+    /// tick and at the end of input, and the same counts; without late ticks, the reference
+    /// evaluator's too.
+    #[test]
+    fn moving_symbols_between_engines_changes_no_output(
+        specs in prop::collection::vec(spec_strategy(), 1..4),
+        late in any::<bool>(),
+        late_ticks in late_ticks_strategy(),
+        in_order in ticks_strategy(),
+        lateness in prop::option::of(0u64..2_000),
+        first_owners in 0u8..16,
+        moves in prop::collection::vec((prop_oneof![Just(0.0), Just(1.0), 0.0f64..1.0], 0u8..16), 1..5),
+    ) {
+        let ticks = if late { late_ticks } else { in_order };
+        let text: String = specs.iter().enumerate().map(|(q, spec)| query_text(&format!("q{q}"), spec)).collect();
+        let rules = compile(&text, "random").map_err(|e| TestCaseError::fail(e.render()))?;
+        let new_engine = || {
+            let mut engine = Engine::new(rules.clone());
+            engine.set_allowed_lateness(lateness.map(|ms| ms * 1_000_000));
+            engine
+        };
+        let name = |symbol: u8| format!("S{symbol}");
+        let symbol_of = |name: &str| name[1..].parse::<u8>().expect("S<n>");
+
+        let mut single = new_engine();
+        let mut want: Vec<Tagged> = Vec::new();
+        for (i, &(symbol, price, ts)) in ticks.iter().enumerate() {
+            single.process_symbol(&name(symbol), price, ts, |q, p, v| want.push((i, symbol, q, p.to_bits(), v.to_bits())));
+        }
+        let mut closed = Vec::new();
+        single.close_windows(|id, q, p, v| closed.push((id, q, p, v)));
+        for (id, q, p, v) in closed {
+            want.push((usize::MAX, symbol_of(single.symbol_name(id)), q, p.to_bits(), v.to_bits()));
+        }
+
+        // Engines 0 and 1; bit s of `owner` is symbol s's engine.
+        let mut engines = [new_engine(), new_engine()];
+        let mut owner = first_owners;
+        let mut cuts: Vec<(usize, u8)> = moves.iter().map(|&(at, mask)| ((ticks.len() as f64 * at) as usize, mask)).collect();
+        cuts.sort_by_key(|c| c.0);
+        let mut cuts = cuts.into_iter().peekable();
+        let mut got: Vec<Tagged> = Vec::new();
+        for i in 0..=ticks.len() {
+            while let Some((_, mask)) = cuts.next_if(|c| c.0 == i) {
+                for from in 0..2 {
+                    let moving: Vec<String> =
+                        (0..4u8).filter(|s| mask >> s & 1 == 1 && (owner >> s & 1) as usize == from).map(name).collect();
+                    let moving: Vec<&[u8]> = moving.iter().map(|s| s.as_bytes()).collect();
+                    let bytes = engines[from].export_symbols(&moving);
+                    let before = engines[from].symbols();
+                    engines[from].remove_symbols(&moving);
+                    let imported = engines[1 - from].import_symbols(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert_eq!(engines[from].symbols() + imported.len(), before);
+                }
+                owner ^= mask;
+            }
+            let Some(&(symbol, price, ts)) = ticks.get(i) else { break };
+            let engine = &mut engines[(owner >> symbol & 1) as usize];
+            engine.process_symbol(&name(symbol), price, ts, |q, p, v| got.push((i, symbol, q, p.to_bits(), v.to_bits())));
+        }
+        for engine in &mut engines {
+            let mut closed = Vec::new();
+            engine.close_windows(|id, q, p, v| closed.push((id, q, p, v)));
+            for (id, q, p, v) in closed {
+                got.push((usize::MAX, symbol_of(engine.symbol_name(id)), q, p.to_bits(), v.to_bits()));
+            }
+        }
+        // Ticks' outputs by tick (each tick's in query order); the end's by symbol.
+        want.sort_by_key(|o| (o.0, o.1, o.2));
+        got.sort_by_key(|o| (o.0, o.1, o.2));
+        prop_assert_eq!(&got, &want, "{}", text);
+        let sum = |count: fn(&Engine) -> u64| count(&engines[0]) + count(&engines[1]);
+        prop_assert_eq!(sum(Engine::processed), single.processed());
+        prop_assert_eq!(sum(Engine::late), single.late());
+        prop_assert_eq!(sum(Engine::late_dropped), single.late_dropped());
+        prop_assert_eq!(sum(Engine::outputs_total), single.outputs_total());
+        for (e, engine) in engines.iter().enumerate() {
+            let mut names: Vec<u8> = engine.symbol_names().map(symbol_of).collect();
+            names.sort();
+            let owned: Vec<u8> = (0..4u8)
+                .filter(|&s| (owner >> s & 1) as usize == e && ticks.iter().any(|t| t.0 == s))
+                .collect();
+            prop_assert_eq!(engine.symbols(), names.len());
+            // A symbol is known where it was processed or imported, and leaves with its state.
+            prop_assert!(names.iter().all(|s| owned.contains(s)), "{:?} {:?}", names, owned);
+        }
+        if !late {
+            let reference = reference(&specs, &ticks, &appearance(&ticks));
+            let ticked: Vec<&Tagged> = got.iter().filter(|o| o.0 != usize::MAX).collect();
+            let expected: Vec<&Output> = reference.iter().filter(|o| o.0 != ticks.len()).collect();
+            prop_assert_eq!(ticked.len(), expected.len());
+            for (g, w) in ticked.iter().zip(&expected) {
+                let (p, v) = (f64::from_bits(g.3), f64::from_bits(g.4));
+                prop_assert!(g.0 == w.0 && g.2 as usize == w.1 && p == w.2 && close(v, w.3), "{}\ngot {:?}, want {:?}", text, g, w);
+            }
+        }
+    }
+}

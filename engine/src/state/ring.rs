@@ -16,6 +16,14 @@ impl Ring {
         Ring { buf: Vec::with_capacity(if values == 0 { 0 } else { values.next_power_of_two() }) }
     }
 
+    /// A ring holding `values` from its start, with room for at least `capacity` values
+    /// (an imported window's).
+    pub(super) fn from_values(values: &[f64], capacity: usize) -> Self {
+        let mut ring = Ring::with_capacity(values.len().max(capacity));
+        ring.buf.extend_from_slice(values);
+        ring
+    }
+
     #[inline(always)]
     pub(super) fn capacity(&self) -> usize {
         self.buf.capacity()

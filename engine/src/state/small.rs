@@ -3,6 +3,7 @@
 
 use super::layout::Layout;
 use super::{decide, positional, SMALL};
+use crate::handoff::{Reader, StateError, Writer};
 use cep_query::plan::{Aggregate, AggregateKind, Query, Window};
 
 /// A symbol's last few prices and their streak (40 bytes), the state of the most common query shape
@@ -22,6 +23,27 @@ pub struct SmallState {
 impl SmallState {
     pub(crate) fn new() -> Self {
         SmallState { prices: [f64::NAN; SMALL], rises: 0, len: 0 }
+    }
+
+    /// Writes the history (the hand-off format, [`crate::handoff`]).
+    pub(crate) fn write(&self, w: &mut Writer) {
+        w.u8(self.len);
+        w.u32(self.rises);
+        self.prices.iter().for_each(|&price| w.f64(price));
+    }
+
+    /// Reads what [`Self::write`] wrote.
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, StateError> {
+        let len = r.u8()?;
+        if len as usize > SMALL {
+            return Err(StateError::inconsistent("a small history longer than four prices"));
+        }
+        let rises = r.counter32()?;
+        let mut prices = [0.0; SMALL];
+        for price in &mut prices {
+            *price = r.f64()?;
+        }
+        Ok(SmallState { prices, rises, len })
     }
 
     /// Takes the symbol's next price (kept: the last [`SMALL`]).

@@ -3,6 +3,7 @@
 use super::layout::Layout;
 use super::ring::Ring;
 use super::{decide, from_moments, positional};
+use crate::handoff::{Reader, StateError, Writer};
 use crate::window::Moments;
 use cep_query::plan::{Aggregate, AggregateKind, Query, Window};
 
@@ -27,6 +28,29 @@ pub struct TimeState {
 impl TimeState {
     pub(crate) fn new() -> Self {
         TimeState { len: 0, head: 0, ring: Ring::with_capacity(16), moments: Moments::default() }
+    }
+
+    /// Writes the window (the hand-off format, [`crate::handoff`]).
+    pub(crate) fn write(&self, w: &mut Writer) {
+        self.moments.write(w);
+        w.count(self.len as usize);
+        for event in 0..self.len as usize {
+            w.u64(self.ring.get(self.head, 2 * event).to_bits());
+            w.f64(self.price(event));
+        }
+    }
+
+    /// Reads what [`Self::write`] wrote.
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, StateError> {
+        let moments = Moments::read(r)?;
+        let len = r.count(16)?;
+        let values = r.f64s(2 * len)?;
+        let counted = values.iter().skip(1).step_by(2).filter(|price| !price.is_nan()).count();
+        if moments.n as usize != counted {
+            return Err(StateError::inconsistent("a time window's moments count other values than it holds"));
+        }
+        // `count` bounded `len` by the bytes: it is below u32::MAX.
+        Ok(TimeState { ring: Ring::from_values(&values, 16), len: len as u32, head: 0, moments })
     }
 
     #[inline(always)]

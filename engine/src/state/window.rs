@@ -3,6 +3,7 @@
 use super::layout::{ArgLayout, Layout};
 use super::ring::Ring;
 use super::{decide, from_moments, positional, NOT_STORED};
+use crate::handoff::{Reader, StateError, Writer};
 use crate::window::Moments;
 use cep_query::plan::{AggregateKind, Expr, Query, Row, Window};
 use std::collections::VecDeque;
@@ -27,6 +28,20 @@ struct ArgState {
 impl ArgState {
     fn new() -> Self {
         ArgState { moments: Moments::default(), streak: Streak { previous: f64::NAN, rises: 0 }, last: f64::NAN }
+    }
+
+    fn write(&self, w: &mut Writer) {
+        w.f64(self.last);
+        self.moments.write(w);
+        w.f64(self.streak.previous);
+        w.u32(self.streak.rises);
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<Self, StateError> {
+        let last = r.f64()?;
+        let moments = Moments::read(r)?;
+        let streak = Streak { previous: r.f64()?, rises: r.counter32()? };
+        Ok(ArgState { last, moments, streak })
     }
 
     /// Takes a new value (already stored in the window if the layout stores it).
@@ -131,6 +146,77 @@ impl WindowState {
             more: (1..query.args.len()).map(|_| ArgState::new()).collect(),
             rare,
         }
+    }
+
+    /// Writes the state (the hand-off format, [`crate::handoff`]).
+    pub(crate) fn write(&self, layout: &Layout, w: &mut Writer) {
+        w.u32(self.len);
+        w.u64(self.latest);
+        for entry in 0..self.events() {
+            for offset in 0..layout.stride {
+                w.f64(self.stored(layout, entry, offset));
+            }
+        }
+        self.first.write(w);
+        self.more.iter().for_each(|arg| arg.write(w));
+        if let Some(rare) = self.rare.as_deref() {
+            w.u64(rare.latest);
+            w.u64(rare.pushed);
+            w.u64(rare.pane);
+            w.f64(rare.last_price);
+            for extremum in &rare.extrema {
+                w.count(extremum.candidates.len());
+                for &(number, value) in &extremum.candidates {
+                    w.u64(number);
+                    w.f64(value);
+                }
+            }
+        }
+    }
+
+    /// Reads what [`Self::write`] wrote for the query, checking that its counts agree.
+    pub(crate) fn read(query: &Query, layout: &Layout, r: &mut Reader<'_>) -> Result<Self, StateError> {
+        let inconsistent = |what| Err(StateError::inconsistent(what));
+        let len = r.counter32()?;
+        if matches!(query.window, Window::Events(n) if len as u64 > n) {
+            return inconsistent("an event window holding more events than it keeps");
+        }
+        let latest = r.u64()?;
+        let values = r.f64s((len as usize).saturating_mul(layout.stride))?;
+        let first = ArgState::read(r)?;
+        let more = (1..query.args.len()).map(|_| ArgState::read(r)).collect::<Result<Box<[_]>, _>>()?;
+        for (index, state) in std::iter::once(&first).chain(more.iter()).enumerate() {
+            let counted = match layout.args.get(index) {
+                Some(arg) if arg.moments && arg.offset != NOT_STORED => {
+                    values.iter().skip(arg.offset).step_by(layout.stride).filter(|v| !v.is_nan()).count()
+                }
+                _ => state.moments.n as usize,
+            };
+            if state.moments.n as usize != counted || state.moments.n > len {
+                return inconsistent("moments that count other values than the window holds");
+            }
+        }
+        // A tumbling window always keeps the rare part (its pane).
+        let rare = match layout.rare {
+            false => None,
+            true => {
+                let (latest, pushed, pane, last_price) = (r.u64()?, r.counter64()?, r.u64()?, r.f64()?);
+                if pushed < len as u64 {
+                    return inconsistent("a window holding more events than were pushed");
+                }
+                let mut extrema = Vec::with_capacity(layout.extrema.len());
+                for _ in &layout.extrema {
+                    let count = r.count(16)?;
+                    if count > len as usize {
+                        return inconsistent("more min/max candidates than events in the window");
+                    }
+                    let candidates = (0..count).map(|_| Ok((r.u64()?, r.f64()?))).collect::<Result<_, StateError>>()?;
+                    extrema.push(Extremum { candidates });
+                }
+                Some(Box::new(Rare { latest, pushed, pane, last_price, extrema }))
+            }
+        };
+        Ok(WindowState { len, head: 0, latest, ring: Ring::from_values(&values, layout.capacity), first, more, rare })
     }
 
     /// Events in the window.
