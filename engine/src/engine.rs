@@ -391,3 +391,94 @@ impl Engine {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules() -> RuleSet {
+        let text = cep_query::REFERENCE.to_string()
+            + "@name('range') SELECT symbol, max(price) - min(price) AS value FROM StockTick PARTITION BY symbol RETAIN TUMBLING 5 SECONDS;
+               @name('only_s1') SELECT symbol, avg(price) AS value FROM StockTick WHERE symbol = 'S1' PARTITION BY symbol RETAIN 20 EVENTS;";
+        cep_query::compile(&text, "test").unwrap()
+    }
+
+    /// Rows, slots and names held, all groups together.
+    fn held(engine: &Engine) -> (usize, usize, usize) {
+        let rows = engine.groups.iter().map(|g| g.rows() as usize).sum();
+        (rows, engine.slots.len(), engine.symbols.names().len())
+    }
+
+    /// Symbols coming and going forever (new names each round, some moved to another engine
+    /// and back) never hold more rows, slots or names than the most symbols owned at once.
+    #[test]
+    fn memory_stays_bounded_by_the_symbols_owned() {
+        const LIVE: usize = 6;
+        let (mut a, mut b) = (Engine::new(rules()), Engine::new(rules()));
+        let mut ts = 0;
+        for round in 0..500u64 {
+            let names: Vec<String> = (0..LIVE).map(|k| format!("S{}", round * 7 + k as u64)).collect();
+            let names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+            for (k, name) in names.iter().enumerate() {
+                ts += 300_000_000;
+                let id = a.intern_bytes(name);
+                a.process(id, 100.0 + (round % 5) as f64 + k as f64, ts, |_, _, _| {});
+            }
+            assert_eq!(a.symbols(), LIVE);
+            let (moved, kept) = names.split_at(LIVE / 2);
+            b.import_symbols(&a.export_symbols(moved)).unwrap();
+            a.remove_symbols(moved);
+            if round % 3 == 0 {
+                // Back again.
+                a.import_symbols(&b.export_symbols(moved)).unwrap();
+                b.remove_symbols(moved);
+                a.remove_symbols(moved);
+            } else {
+                b.remove_symbols(moved);
+            }
+            if round % 50 == 0 {
+                a.switch(rules());
+            }
+            a.remove_symbols(kept);
+            assert_eq!((a.symbols(), b.symbols()), (0, 0));
+            assert_eq!(a.symbol_names().count(), 0);
+            let mut closed = 0;
+            a.close_windows(|_, _, _, _| closed += 1);
+            assert_eq!(closed, 0, "removed symbols are not closed");
+            for engine in [&a, &b] {
+                let (rows, slots, names) = held(engine);
+                assert_eq!(rows, 0);
+                assert!(slots <= LIVE && names <= LIVE, "{slots} slots, {names} names");
+            }
+        }
+        assert_eq!(a.processed(), 500 * LIVE as u64, "counts keep what removed symbols did");
+    }
+
+    /// A symbol removed and seen again starts afresh, under a reused id; the rows of the
+    /// symbols left stay theirs (the last row moves into the hole).
+    #[test]
+    fn a_removed_symbol_comes_back_empty_under_a_reused_id() {
+        let mut engine = Engine::new(rules());
+        for (symbol, price) in [("S2", 100.0), ("S3", 100.0), ("S1", 100.0), ("S2", 110.0), ("S3", 90.0)] {
+            engine.process_symbol(symbol, price, 1, |_, _, _| {});
+        }
+        let s2 = engine.intern("S2");
+        assert_eq!(engine.slots[s2 as usize].row, 0);
+        engine.remove_symbols(&[b"S2", b"nobody"]);
+        assert_eq!(engine.symbols(), 2);
+        assert_eq!(engine.symbol_name(s2), "");
+        // S3's row moved into S2's hole, with its state.
+        let s3 = engine.intern("S3");
+        assert_eq!(engine.slots[s3 as usize].row, 0);
+        let mut out = Vec::new();
+        engine.process_symbol("S3", 99.0, 2, |q, _, v| out.push((q, v)));
+        assert!(out.contains(&(0, (99.0 - 90.0) / 90.0 * 100.0)), "{out:?}");
+        assert_eq!(engine.intern("S4"), s2, "the freed id is reused");
+        out.clear();
+        engine.process_symbol("S2", 200.0, 3, |q, _, v| out.push((q, v)));
+        assert!(!out.iter().any(|&(q, _)| q == 0), "S2 starts afresh: no perc of one price");
+        let mut names: Vec<&str> = engine.symbol_names().collect();
+        names.sort();
+        assert_eq!(names, ["S1", "S2", "S3", "S4"]);
+    }
+}
