@@ -10,6 +10,10 @@
 
 use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
+use crate::rescale::{
+    ClusterStatus, HandOff, Leave, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken, StatusRequest,
+    SymbolState,
+};
 use crate::tick::{OutputRecord, TickRecord};
 use crate::wire::{check_frame, decode_outputs, decode_ticks, write_header, FrameHeader, FrameKind, WireError};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
@@ -67,6 +71,16 @@ bodies! {
     RulesText => SwitchRules,
     Deploy => Deploy,
     Deployed => Deployed,
+    HandOff => HandOff,
+    SymbolState => SymbolState,
+    StateTaken => StateTaken,
+    Retire => Retire,
+    Leave => Leave,
+    RescaleAccepted => RescaleAccepted,
+    StatusRequest => StatusRequest,
+    ClusterStatus => ClusterStatus,
+    RescaleStarted => RescaleStarted,
+    Rescaled => Rescaled,
 }
 
 /// Asks for the collector's time (no body: nil).
@@ -109,7 +123,7 @@ macro_rules! unit_bodies {
     };
 }
 
-unit_bodies!(ClockRequest, AwaitEnd, RunFinished, EndAck);
+unit_bodies!(ClockRequest, AwaitEnd, RunFinished, EndAck, StateTaken, StatusRequest);
 
 /// A received frame whose size and header passed the checks: its bytes and its header.
 #[derive(Clone, Copy, Debug)]

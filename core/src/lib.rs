@@ -7,6 +7,7 @@
 //! - [`outbox`]: where a role's core sends frames, and the clock it stamps them with.
 //! - [`control`]: registration and start-up messages exchanged with the router.
 //! - [`report`]: end-of-run reports that workers and the router send to the collector.
+//! - [`rescale`]: live rescaling: symbols' state moving between workers, membership requests.
 //! - [`results`]: the `summary.json` schema that tests, benchmarks and users read.
 //! - [`replay`]: tick files (replay input and recorded input), event time in their own unit.
 //! - [`gbm`]: the seeded, counter-based geometric-Brownian-motion tick model.
@@ -29,6 +30,7 @@ pub mod partition;
 pub mod reference;
 pub mod replay;
 pub mod report;
+pub mod rescale;
 pub mod results;
 pub mod seen;
 pub mod tick;

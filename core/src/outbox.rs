@@ -13,6 +13,8 @@ pub enum Peer {
     Worker(u32),
     /// The collector.
     Collector,
+    /// The router's control socket, as a request (a worker handing off state).
+    Router,
     /// A client of the router's control socket, by its identity: the answer to its request.
     Client(Vec<u8>),
 }
@@ -22,6 +24,12 @@ pub trait Outbox {
     /// Sends one frame to `to`. A send that cannot complete (the process is shutting down, the
     /// peer is gone) is the driver's to report: the core carries on, the driver stops it.
     fn send(&mut self, to: Peer, frame: &[u8]);
+
+    /// Connects to a worker that joined the running cluster, as [`Peer::Worker`] `index` (the
+    /// next one): frames sent to it afterwards go there.
+    fn connect_worker(&mut self, index: u32, endpoint: &str) {
+        let _ = (index, endpoint);
+    }
 
     /// The time now, in ns since the epoch: read when a frame leaves, for its exit stamp.
     fn now(&self) -> u64;
@@ -84,6 +92,46 @@ pub enum Event {
         /// Where they came from.
         origin: String,
     },
+    /// A rescale began: `worker` joins or leaves, `symbols` move in `slices`.
+    RescaleStarted {
+        /// `join` or `leave`.
+        kind: &'static str,
+        /// The worker joining or leaving.
+        worker: String,
+        /// Symbols that move.
+        symbols: u64,
+        /// Slices they move in.
+        slices: u32,
+    },
+    /// A rescale ended.
+    RescaleFinished {
+        /// `join` or `leave`.
+        kind: &'static str,
+        /// The worker that joined or left.
+        worker: String,
+        /// Symbols moved.
+        symbols: u64,
+        /// State bytes moved.
+        state_bytes: u64,
+        /// How long it took, ns.
+        duration_ns: u64,
+    },
+    /// A rescale was given up: the input ended first (the symbols not yet moved stay).
+    RescaleAbandoned {
+        /// The worker joining or leaving.
+        worker: String,
+        /// Why.
+        reason: String,
+    },
+    /// A worker exported symbols for another (`to`) or imported them from one (`from`).
+    StateMoved {
+        /// Symbols in the hand-off.
+        symbols: u64,
+        /// Bytes of engine state.
+        bytes: u64,
+        /// `exported` or `imported`.
+        direction: &'static str,
+    },
 }
 
 impl Event {
@@ -97,6 +145,18 @@ impl Event {
             Event::DeploymentRefused { reason } => tracing::warn!("deployment refused: {reason}"),
             Event::StreamEnded { stream, sent, received } => tracing::info!(stream, sent, received, "stream ended"),
             Event::RulesSwitched { epoch, origin } => tracing::info!(epoch, origin, "rules switched"),
+            Event::RescaleStarted { kind, worker, symbols, slices } => {
+                tracing::info!(worker, symbols, slices, "rescale started: {kind} of {worker}")
+            }
+            Event::RescaleFinished { kind, worker, symbols, state_bytes, duration_ns } => tracing::info!(
+                worker,
+                symbols,
+                state_bytes,
+                duration_ms = *duration_ns as f64 / 1e6,
+                "rescale finished: {kind} of {worker}"
+            ),
+            Event::RescaleAbandoned { worker, reason } => tracing::warn!(worker, "rescale given up: {reason}"),
+            Event::StateMoved { symbols, bytes, direction } => tracing::info!(symbols, bytes, "state {direction}"),
         }
     }
 }
@@ -110,6 +170,8 @@ pub struct Recorded {
     pub events: Vec<Event>,
     /// What [`Outbox::now`] answers.
     pub clock: u64,
+    /// Workers connected to, in order: (index, endpoint).
+    pub connected: Vec<(u32, String)>,
 }
 
 impl Recorded {
@@ -130,5 +192,9 @@ impl Outbox for Recorded {
 
     fn event(&mut self, event: Event) {
         self.events.push(event);
+    }
+
+    fn connect_worker(&mut self, index: u32, endpoint: &str) {
+        self.connected.push((index, endpoint.to_string()));
     }
 }

@@ -189,6 +189,38 @@ pub struct Summary {
     pub clock_offsets: Vec<ClockOffset>,
     /// The rules the run started with and each deployment, with where the stream switched.
     pub rules: Vec<RulesEpoch>,
+    /// Each time a worker joined or left the running cluster, and what moving its symbols cost.
+    #[serde(default)]
+    pub rescales: Vec<RescaleSummary>,
+}
+
+/// One live rescale: a worker joined or left, and its symbols moved with their state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RescaleSummary {
+    /// `join` or `leave`.
+    pub kind: String,
+    /// The worker that joined or left.
+    pub worker: String,
+    /// When it started, seconds after the run's start.
+    pub at_s: f64,
+    /// How long the move took (first hand-off to the last state delivered), ms.
+    pub duration_ms: f64,
+    /// Symbols moved.
+    pub symbols: u64,
+    /// State moved (the engines' exports), bytes.
+    pub state_bytes: u64,
+    /// Slices the move went in.
+    pub slices: u32,
+    /// Ticks held while their symbol moved.
+    pub held_ticks: u64,
+    /// The longest any one slice's symbols waited, ms.
+    pub longest_slice_ms: f64,
+    /// The largest end-to-end latency of a moved symbol's output from the start of the move
+    /// to that symbol's first output at its new owner, us; `None` if none was measured (or
+    /// the router's record of the move never arrived).
+    pub max_moved_latency_us: Option<f64>,
+    /// Whether the move finished (the router's record of its end arrived).
+    pub finished: bool,
 }
 
 /// What report.txt's figures mean, at its top: tools read only the `[SECTION], Metric, value`

@@ -67,6 +67,27 @@ pub enum FrameKind {
     /// Outputs that no tick caused: the windows still open when the input ended (the
     /// end-of-input watermark closes them): worker -> collector, after every stream ended.
     FinalOutputs = 20,
+    /// Export these symbols' state for another worker: router -> their owner, in its data
+    /// stream (live rescaling, [`crate::rescale`]).
+    HandOff = 21,
+    /// Symbols' state: old owner -> router (control), router -> new owner (data stream).
+    SymbolState = 22,
+    /// The router took a worker's state: router -> worker (control).
+    StateTaken = 23,
+    /// No more ticks; report and exit: router -> a leaving worker, in its data stream.
+    Retire = 24,
+    /// Drain a worker: operator or the worker itself -> router (control).
+    Leave = 25,
+    /// A rescale was accepted: router -> the client that asked (control).
+    RescaleAccepted = 26,
+    /// Asks for the membership: `cep cluster status` -> router (control).
+    StatusRequest = 27,
+    /// The membership and the move in progress: router -> the client that asked (control).
+    ClusterStatus = 28,
+    /// A rescale began, with the symbols that move: router -> collector.
+    RescaleStarted = 29,
+    /// A rescale ended, with its figures: router -> collector.
+    Rescaled = 30,
 }
 
 impl FrameKind {
@@ -94,6 +115,16 @@ impl FrameKind {
             Deploy,
             Deployed,
             FinalOutputs,
+            HandOff,
+            SymbolState,
+            StateTaken,
+            Retire,
+            Leave,
+            RescaleAccepted,
+            StatusRequest,
+            ClusterStatus,
+            RescaleStarted,
+            Rescaled,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)

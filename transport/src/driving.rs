@@ -66,22 +66,49 @@ pub fn receive_loop<E: From<TransportError>>(
 /// driver ([`SocketOutbox::check`]) and later data sends are skipped. A control answer that
 /// cannot be delivered is logged: its client is gone, the run is not.
 pub struct SocketOutbox<'s> {
-    workers: &'s [Push],
+    workers: Vec<Push>,
     collector: Option<&'s Push>,
     control: Option<&'s ControlServer>,
+    router: Option<RouterLink<'s>>,
+    connector: Option<(&'s crate::Context, crate::SocketOptions)>,
     shutdown: &'s AtomicBool,
     failed: Option<TransportError>,
+}
+
+/// How a worker reaches the router's control socket (its [`Peer::Router`] frames are requests).
+struct RouterLink<'s> {
+    context: &'s crate::Context,
+    endpoint: &'s str,
+    timeout: std::time::Duration,
 }
 
 impl<'s> SocketOutbox<'s> {
     /// An outbox over the given sockets; a frame for a peer without one is a bug in the core.
     pub fn new(
-        workers: &'s [Push],
+        workers: Vec<Push>,
         collector: Option<&'s Push>,
         control: Option<&'s ControlServer>,
         shutdown: &'s AtomicBool,
     ) -> Self {
-        SocketOutbox { workers, collector, control, shutdown, failed: None }
+        SocketOutbox { workers, collector, control, router: None, connector: None, shutdown, failed: None }
+    }
+
+    /// Sends [`Peer::Router`] frames as requests to the router's control socket at `endpoint`,
+    /// each answered within `timeout` or failed.
+    pub fn with_router(mut self, context: &'s crate::Context, endpoint: &'s str, timeout: std::time::Duration) -> Self {
+        self.router = Some(RouterLink { context, endpoint, timeout });
+        self
+    }
+
+    /// Lets the core connect to workers that join while the run goes on.
+    pub fn connecting(mut self, context: &'s crate::Context, options: crate::SocketOptions) -> Self {
+        self.connector = Some((context, options));
+        self
+    }
+
+    /// The workers' sockets, by index.
+    pub fn workers(&self) -> &[Push] {
+        &self.workers
     }
 
     /// The first send that failed since the last check, if one did.
@@ -98,6 +125,15 @@ impl Outbox for SocketOutbox<'_> {
         let push = match &to {
             Peer::Worker(index) => self.workers.get(*index as usize),
             Peer::Collector => self.collector,
+            Peer::Router => {
+                let link = self.router.as_ref().expect("a core sent to the router without a link to it");
+                if self.failed.is_none() {
+                    if let Err(error) = router_request(link, frame, self.shutdown) {
+                        self.failed = Some(error);
+                    }
+                }
+                return;
+            }
             Peer::Client(client) => {
                 let control = self.control.expect("a core answered a control request without a control socket");
                 if let Err(error) = control.reply(client, frame) {
@@ -106,15 +142,47 @@ impl Outbox for SocketOutbox<'_> {
                 return;
             }
         };
+        if self.failed.is_some() {
+            return;
+        }
         let push = push.unwrap_or_else(|| panic!("a core sent to {to:?}, which has no socket here"));
-        if self.failed.is_none() {
-            if let Err(error) = push.send(frame, self.shutdown) {
-                self.failed = Some(error);
-            }
+        if let Err(error) = push.send(frame, self.shutdown) {
+            self.failed = Some(error);
         }
     }
 
     fn now(&self) -> u64 {
         cep_core::clock::now_ns()
+    }
+
+    fn connect_worker(&mut self, index: u32, endpoint: &str) {
+        let (context, options) = self.connector.as_ref().expect("a core connected a worker without a connector");
+        assert_eq!(index as usize, self.workers.len(), "workers join with the next index");
+        match Push::connect(context, endpoint, options) {
+            Ok(push) => self.workers.push(push),
+            Err(error) => {
+                if self.failed.is_none() {
+                    self.failed = Some(error);
+                }
+            }
+        }
+    }
+}
+
+/// One request to the router; anything but [`cep_core::rescale::StateTaken`] fails it.
+fn router_request(link: &RouterLink<'_>, frame: &[u8], shutdown: &AtomicBool) -> Result<(), TransportError> {
+    use cep_core::control::{Refused, MAX_CONTROL_FRAME_BYTES};
+    use cep_core::frame::Frame;
+    use cep_core::wire::FrameKind;
+    let answer = crate::control::request(link.context, link.endpoint, frame, link.timeout, shutdown)?;
+    let bad = |reason: String| TransportError::BadAnswer { peer: link.endpoint.to_string(), reason };
+    let frame = Frame::read(&answer, MAX_CONTROL_FRAME_BYTES).map_err(|error| bad(error.to_string()))?;
+    match frame.kind() {
+        FrameKind::StateTaken => Ok(()),
+        FrameKind::Refused => {
+            let refused: Refused = frame.body().map_err(|error| bad(error.to_string()))?;
+            Err(bad(format!("refused: {}", refused.reason)))
+        }
+        other => Err(bad(format!("unexpected answer {other:?}"))),
     }
 }
