@@ -4,6 +4,11 @@ use cep_telemetry::args::{at_least_one, high_water_mark, Flags};
 use clap::Args;
 use std::time::Duration;
 
+/// Symbols moved at a time by default when a worker joins or leaves.
+pub const DEFAULT_MOVE_SLICE: usize = 64;
+/// Ticks held for moving symbols, by default, before the router stops reading input.
+pub const DEFAULT_MAX_HELD: usize = 100_000;
+
 /// Router settings; every flag can also be set from the environment. `Default` is the flags'
 /// defaults.
 #[derive(Args, Clone, Debug, PartialEq)]
@@ -53,6 +58,14 @@ pub struct RouterConfig {
     /// late tick is processed at its symbol's latest event time (and counted as `late`).
     #[arg(long, env = "CEP_ALLOWED_LATENESS", value_parser = cep_core::duration::parse_duration)]
     pub allowed_lateness: Option<std::time::Duration>,
+    /// When a worker joins or leaves the running cluster: how many symbols move at a time
+    /// (their ticks wait while their state moves; smaller slices, shorter waits).
+    #[arg(long, env = "CEP_MOVE_SLICE", default_value_t = DEFAULT_MOVE_SLICE)]
+    pub move_slice: usize,
+    /// Ticks of moving symbols the router holds before it stops reading input until the move
+    /// catches up (the injectors then wait: nothing is dropped).
+    #[arg(long, env = "CEP_MAX_HELD", default_value_t = DEFAULT_MAX_HELD)]
+    pub max_held: usize,
     /// Write the endpoints actually bound (`data=...`, `control=...`) to this file once
     /// listening, so that `*` ports can be used and found (the launcher does).
     #[arg(long, env = "CEP_ANNOUNCE")]
@@ -75,6 +88,8 @@ impl Default for RouterConfig {
             end_timeout: Duration::from_secs(60),
             rules: None,
             allowed_lateness: None,
+            move_slice: DEFAULT_MOVE_SLICE,
+            max_held: DEFAULT_MAX_HELD,
             announce: None,
         }
     }
@@ -87,6 +102,8 @@ impl RouterConfig {
         at_least_one("batch", self.batch)?;
         at_least_one("vnodes", self.vnodes)?;
         at_least_one("max-frame-bytes", self.max_frame_bytes)?;
+        at_least_one("move-slice", self.move_slice)?;
+        at_least_one("max-held", self.max_held)?;
         high_water_mark(self.hwm)
     }
 
@@ -106,6 +123,8 @@ impl RouterConfig {
             .duration("end-timeout", self.end_timeout)
             .some_path("rules", self.rules.as_deref())
             .some_duration("allowed-lateness", self.allowed_lateness)
+            .value("move-slice", self.move_slice)
+            .value("max-held", self.max_held)
             .some_path("announce", self.announce.as_deref())
             .into_args()
     }
@@ -138,6 +157,8 @@ mod tests {
             end_timeout: Duration::from_nanos(1),
             rules: Some("rules/oracle-400.rules".into()),
             allowed_lateness: Some(Duration::from_micros(2500)),
+            move_slice: 7,
+            max_held: 99,
             announce: Some("/tmp/router.endpoints".into()),
         };
         assert_eq!(parse_flags::<RouterConfig>(&config.to_args()).unwrap(), config);

@@ -32,12 +32,15 @@ pub struct Control {
     /// The rules in force and every switch so far.
     pub deployments: Deployments,
     ending: Ending,
+    /// Workers that joined the running cluster, less those that retired: each changes how
+    /// many nodes ask for the end of the run.
+    nodes_since_start: i64,
 }
 
 impl Control {
     /// The control plane of a run that waits for `rendezvous` and starts with `deployments`.
     pub fn new(rendezvous: Rendezvous<ClientId>, deployments: Deployments) -> Self {
-        Control { rendezvous, deployments, ending: Ending::default() }
+        Control { rendezvous, deployments, ending: Ending::default(), nodes_since_start: 0 }
     }
 
     /// Whether the collector said it has everything.
@@ -48,7 +51,17 @@ impl Control {
     /// Whether every registered worker and injector has asked for the end of the run (a
     /// node's request can arrive after the collector's).
     pub fn every_node_asked(&self) -> bool {
-        self.ending.asked >= self.rendezvous.nodes()
+        self.ending.asked as i64 >= self.rendezvous.nodes() as i64 + self.nodes_since_start
+    }
+
+    /// A worker joined the running cluster: it too will ask for the end.
+    pub fn node_joined(&mut self) {
+        self.nodes_since_start += 1;
+    }
+
+    /// A worker is leaving: it retires without asking for the end.
+    pub fn node_retiring(&mut self) {
+        self.nodes_since_start -= 1;
     }
 
     /// Serves one control request received at `now`: a registration, a deployment, or the

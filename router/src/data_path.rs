@@ -3,12 +3,19 @@
 //! leaves when it is full or when no more input is waiting (smart batching); end-of-stream
 //! and rule-switch markers leave behind everything routed before them. Owns no socket: the
 //! frames go to the [`Outbox`] it is given.
+//!
+//! Membership can change while it routes (live rescaling, [`crate::rescaling`]): a worker that
+//! joins gets the next index; the ring then covers the new members, symbols seen for the first
+//! time go by it at once (no state exists for them anywhere), and the symbols already owned move
+//! part by part. While a part's state moves, the ticks of its symbols are held, and they leave
+//! for the new owner right behind the state.
 
 use cep_core::control::RulesText;
 use cep_core::frame::{Body, TickBatch};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::partition::Partitioner;
 use cep_core::report::{EndOfStream, Rejections};
+use cep_core::rescale::Retire;
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, TickBatchWriter};
 use rustc_hash::FxHashMap;
@@ -20,7 +27,18 @@ pub const ROUTER_SENDER: u32 = 0;
 /// Per-run routing state.
 pub struct DataPath {
     partitioner: Partitioner,
+    /// The worker index of each of the ring's members, in the ring's order.
+    ring_members: Vec<usize>,
     owners: FxHashMap<Box<[u8]>, usize>,
+    /// Symbols whose state is moving, with their move part: their ticks are held.
+    moving: FxHashMap<Box<[u8]>, u32>,
+    /// The ticks held per move part, in arrival order.
+    held: FxHashMap<u32, Held>,
+    held_ticks: usize,
+    /// Workers that left: they take no more ticks nor markers.
+    retired: Vec<bool>,
+    /// End markers that arrived while state was moving: they wait for the held ticks.
+    deferred_ends: Vec<EndOfStream>,
     batches: Vec<TickBatchWriter>,
     batch_limit: usize,
     max_frame_bytes: usize,
@@ -34,7 +52,16 @@ pub struct DataPath {
     next_seq: Vec<u64>,
     routed_total: u64,
     ended: Vec<bool>,
+    /// Per ended stream, what its injector said it sent (for workers that join later).
+    end_sent: Vec<u64>,
     rejections: Rejections,
+}
+
+/// The ticks of one move part's symbols that arrived while its state moved.
+#[derive(Default)]
+struct Held {
+    batches: Vec<TickBatchWriter>,
+    per_stream: BTreeMap<u32, u64>,
 }
 
 impl DataPath {
@@ -44,7 +71,13 @@ impl DataPath {
         let stream_count = streams as usize;
         DataPath {
             partitioner: Partitioner::new(workers, vnodes),
+            ring_members: (0..workers.len()).collect(),
             owners: FxHashMap::default(),
+            moving: FxHashMap::default(),
+            held: FxHashMap::default(),
+            held_ticks: 0,
+            retired: vec![false; workers.len()],
+            deferred_ends: Vec::new(),
             batches: (0..workers.len()).map(|_| TickBatchWriter::new(ROUTER_SENDER)).collect(),
             batch_limit: batch_limit.max(1),
             max_frame_bytes,
@@ -55,13 +88,143 @@ impl DataPath {
             next_seq: vec![0; stream_count],
             routed_total: 0,
             ended: vec![false; stream_count],
+            end_sent: vec![0; stream_count],
             rejections: Rejections::new("router"),
         }
     }
 
-    /// Whether every stream has ended.
+    /// Whether every stream has ended (and its end markers went out).
     pub fn all_ended(&self) -> bool {
+        self.deferred_ends.is_empty() && self.ended.iter().all(|ended| *ended)
+    }
+
+    /// Whether every stream's injector has ended it (its markers may still wait for a move).
+    pub fn input_ended(&self) -> bool {
         self.ended.iter().all(|ended| *ended)
+    }
+
+    /// Adds a worker that joined (already connected as the next index): it takes nothing
+    /// until [`Self::set_ring`] includes it, and is told at once of the streams that have
+    /// already ended (the others' markers will reach it with everyone's).
+    pub fn add_worker(&mut self, out: &mut impl Outbox) -> usize {
+        self.batches.push(TickBatchWriter::new(ROUTER_SENDER));
+        self.retired.push(false);
+        for routed in &mut self.routed {
+            routed.push(0);
+        }
+        let worker = self.batches.len() - 1;
+        let deferred: Vec<u32> = self.deferred_ends.iter().map(|eos| eos.stream).collect();
+        for stream in 0..self.ended.len() {
+            if self.ended[stream] && !deferred.contains(&(stream as u32)) {
+                let marker = EndOfStream { stream: stream as u32, sent: self.end_sent[stream], routed: 0 };
+                out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_SENDER));
+            }
+        }
+        worker
+    }
+
+    /// The ring is now over `members` (worker index, id): symbols seen from now on go by it;
+    /// those already owned stay with their owner until they move ([`Self::moves`]).
+    pub fn set_ring(&mut self, members: &[(usize, String)], vnodes: usize) {
+        let ids: Vec<String> = members.iter().map(|(_, id)| id.clone()).collect();
+        self.partitioner = Partitioner::new(&ids, vnodes);
+        self.ring_members = members.iter().map(|(index, _)| *index).collect();
+    }
+
+    /// Every owned symbol the ring now gives to another worker: (symbol, owner, new owner),
+    /// in symbol order.
+    pub fn moves(&self) -> Vec<(Box<[u8]>, usize, usize)> {
+        let mut moves: Vec<(Box<[u8]>, usize, usize)> = self
+            .owners
+            .iter()
+            .filter_map(|(symbol, &owner)| {
+                let to = self.ring_owner(symbol);
+                (to != owner).then(|| (symbol.clone(), owner, to))
+            })
+            .collect();
+        moves.sort();
+        moves
+    }
+
+    fn ring_owner(&self, symbol: &[u8]) -> usize {
+        // UTF-8 was checked when the frame was decoded.
+        self.ring_members[self.partitioner.owner(std::str::from_utf8(symbol).unwrap_or_default())]
+    }
+
+    /// Starts moving `symbols` away from `from` as move part `part`: what was routed to `from`
+    /// leaves now (its hand-off marker must follow it), and their ticks are held from here on.
+    pub fn begin_part(&mut self, part: u32, symbols: &[Box<[u8]>], from: usize, out: &mut impl Outbox) {
+        self.flush(from, out);
+        for symbol in symbols {
+            self.moving.insert(symbol.clone(), part);
+        }
+        self.held.insert(part, Held::default());
+    }
+
+    /// The part's state reached `to`: its symbols belong to `to` now, and their held ticks
+    /// leave for it, in order, behind the state. Returns how many were held.
+    pub fn complete_part(&mut self, part: u32, symbols: &[Box<[u8]>], to: usize, out: &mut impl Outbox) -> u64 {
+        for symbol in symbols {
+            self.moving.remove(symbol);
+            if let Some(owner) = self.owners.get_mut(symbol) {
+                *owner = to;
+            }
+        }
+        let Some(held) = self.held.remove(&part) else { return 0 };
+        // What was batched for `to` before goes first: it arrived earlier.
+        self.flush(to, out);
+        let mut total = 0;
+        for mut batch in held.batches {
+            total += batch.len() as u64;
+            out.send(Peer::Worker(to as u32), batch.seal(out.now()));
+        }
+        for (stream, count) in held.per_stream {
+            self.routed[stream as usize][to] += count;
+            self.routed_total += count;
+        }
+        self.held_ticks -= total as usize;
+        total
+    }
+
+    /// Ticks held for moving symbols now.
+    pub fn held_ticks(&self) -> usize {
+        self.held_ticks
+    }
+
+    /// Whether state is moving now (some part has not completed).
+    pub fn parts_in_flight(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// Sends the end markers that waited for a move (call once no part is in flight).
+    pub fn release_deferred_ends(&mut self, out: &mut impl Outbox) {
+        for eos in std::mem::take(&mut self.deferred_ends) {
+            self.send_end(eos, out);
+        }
+    }
+
+    /// Retires `worker`, which owns nothing any more: what was batched for it leaves, then the
+    /// marker that tells it to report and exit, with what it was routed per stream.
+    pub fn retire(&mut self, worker: usize, out: &mut impl Outbox) {
+        self.flush(worker, out);
+        self.retired[worker] = true;
+        let routed =
+            self.routed.iter().enumerate().map(|(stream, per_worker)| (stream as u32, per_worker[worker])).collect();
+        out.send(Peer::Worker(worker as u32), &Retire { routed }.encode(ROUTER_SENDER));
+    }
+
+    /// Whether `worker` has left.
+    pub fn is_retired(&self, worker: usize) -> bool {
+        self.retired[worker]
+    }
+
+    /// Symbols owned per worker (by index).
+    pub fn owned(&self) -> Vec<u64> {
+        let mut owned = vec![0; self.batches.len()];
+        for owner in self.owners.values() {
+            owned[*owner] += 1;
+        }
+        owned
     }
 
     /// Valid ticks received, per stream.
@@ -130,8 +293,7 @@ impl DataPath {
         let owner = match self.owners.get(symbol) {
             Some(&owner) => owner,
             None => {
-                // UTF-8 was checked when the frame was decoded.
-                let owner = self.partitioner.owner(std::str::from_utf8(symbol).unwrap_or_default());
+                let owner = self.ring_owner(symbol);
                 self.owners.insert(symbol.into(), owner);
                 owner
             }
@@ -139,6 +301,11 @@ impl DataPath {
         self.received[tick.injector as usize] += 1;
         let next = &mut self.next_seq[tick.injector as usize];
         *next = (*next).max(tick.seq.saturating_add(1));
+        if !self.moving.is_empty() {
+            if let Some(&part) = self.moving.get(symbol) {
+                return self.hold(part, batch, tick, t_in);
+            }
+        }
         self.routed[tick.injector as usize][owner] += 1;
         self.routed_total += 1;
         let writer = &mut self.batches[owner];
@@ -146,6 +313,17 @@ impl DataPath {
         if writer.len() >= self.batch_limit {
             self.flush(owner, out);
         }
+    }
+
+    #[cold]
+    fn hold(&mut self, part: u32, batch: &TickBatch<'_>, tick: &TickRecord, t_in: u64) {
+        let held = self.held.get_mut(&part).expect("a moving symbol's part holds its ticks");
+        if held.batches.last().is_none_or(|last| last.len() >= self.batch_limit) {
+            held.batches.push(TickBatchWriter::new(ROUTER_SENDER));
+        }
+        held.batches.last_mut().expect("pushed above").push_encoded(batch.encoded(tick), t_in);
+        *held.per_stream.entry(tick.injector).or_default() += 1;
+        self.held_ticks += 1;
     }
 
     fn end_stream(&mut self, eos: EndOfStream, sender: u32, out: &mut impl Outbox) {
@@ -156,9 +334,20 @@ impl DataPath {
             return;
         }
         self.ended[stream] = true;
+        self.end_sent[stream] = eos.sent;
+        if self.parts_in_flight() {
+            // Held ticks of this stream must reach their new owner before its end marker.
+            self.deferred_ends.push(eos);
+            return;
+        }
+        self.send_end(eos, out);
+    }
+
+    fn send_end(&mut self, eos: EndOfStream, out: &mut impl Outbox) {
+        let stream = eos.stream as usize;
         // The marker must follow the stream's last ticks on every worker's socket.
         self.flush_all(out);
-        for worker in 0..self.batches.len() {
+        for worker in (0..self.batches.len()).filter(|worker| !self.retired[*worker]) {
             let marker = EndOfStream { stream: eos.stream, sent: eos.sent, routed: self.routed[stream][worker] };
             out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_SENDER));
         }
@@ -174,7 +363,7 @@ impl DataPath {
     pub fn switch_rules(&mut self, marker: &RulesText, out: &mut impl Outbox) {
         self.flush_all(out);
         let frame = marker.encode(ROUTER_SENDER);
-        for worker in 0..self.batches.len() {
+        for worker in (0..self.batches.len()).filter(|worker| !self.retired[*worker]) {
             out.send(Peer::Worker(worker as u32), &frame);
         }
     }
@@ -191,7 +380,9 @@ impl DataPath {
     /// Sends every batch that holds ticks (nothing more is waiting, or a marker must follow).
     pub fn flush_all(&mut self, out: &mut impl Outbox) {
         for worker in 0..self.batches.len() {
-            self.flush(worker, out);
+            if !self.retired[worker] {
+                self.flush(worker, out);
+            }
         }
     }
 }

@@ -88,6 +88,8 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         batch: config.batch,
         max_frame_bytes: config.max_frame_bytes,
         allowed_lateness_ns: config.allowed_lateness.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        slice_symbols: config.move_slice,
+        max_held_ticks: config.max_held,
     };
     let mut router = Router::new(settings, Deployments::start(&source).map_err(RouterError::Rules)?);
     gather(&mut router, &control, &config, &shutdown, &metrics)?;
@@ -98,7 +100,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     let workers: Vec<Push> =
         start.workers.iter().map(|w| Push::connect(context, &w.endpoint, &options)).collect::<Result<_, _>>()?;
     let collector = Push::connect(context, &start.collector, &options)?;
-    let mut out = SocketOutbox::new(&workers, Some(&collector), Some(&control), &shutdown);
+    let mut out = SocketOutbox::new(workers, Some(&collector), Some(&control), &shutdown).connecting(context, options);
     router.announce(clock, &mut out);
     out.check()?;
     info!(workers = ?router.worker_ids(), collector = start.collector, "cluster complete, run started");
@@ -115,12 +117,23 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
             }
             Received::Idle => router.flush(&mut out),
         }
-        if last_control.elapsed() > Duration::from_millis(100) {
+        // While symbols move, their state arrives on the control socket: serve it at once.
+        if router.rescaling() || last_control.elapsed() > Duration::from_millis(100) {
             while let Some((client, body)) = control.recv(Duration::ZERO)? {
                 router.control(client, &body, monotonic_ns(), &mut out);
+                out.check()?;
             }
-            router.publish(&metrics);
-            last_control = Instant::now();
+            // Too many ticks held for moving symbols: read no input until their state arrives.
+            while !router.accepting_input() && !shutdown.load(Ordering::Relaxed) {
+                if let Some((client, body)) = control.recv(Duration::from_millis(10))? {
+                    router.control(client, &body, monotonic_ns(), &mut out);
+                    out.check()?;
+                }
+            }
+            if last_control.elapsed() > Duration::from_millis(100) {
+                router.publish(&metrics);
+                last_control = Instant::now();
+            }
         }
         out.check()?;
         let done = router.all_ended() || shutdown.load(Ordering::Relaxed);
@@ -158,7 +171,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     }
     router.release(&mut out);
     if shutdown.load(Ordering::Relaxed) {
-        for push in workers.iter().chain([&collector]) {
+        for push in out.workers().iter().chain([&collector]) {
             push.shorten_linger(Duration::from_millis(500));
         }
     }
@@ -175,7 +188,7 @@ fn gather(
     shutdown: &AtomicBool,
     metrics: &crate::metrics::RouterMetrics,
 ) -> Result<(), RouterError> {
-    let mut out = SocketOutbox::new(&[], None, Some(control), shutdown);
+    let mut out = SocketOutbox::new(Vec::new(), None, Some(control), shutdown);
     let mut last_log = Instant::now();
     let listening_since = Instant::now();
     while !router.can_start(monotonic_ns()) {

@@ -9,6 +9,7 @@
 //! - [`rendezvous`]: who has registered, and when the run may start.
 //! - [`deploying`]: the run's rules, checked deployments and their switch points.
 //! - [`data_path`]: routing ticks to their owners, in batches.
+//! - [`rescaling`]: workers joining and leaving the running cluster, their symbols moving with their state.
 //! - [`driver`]: sockets, clock and the run loop around the core.
 //! - [`metrics`]: what the router exposes to Prometheus.
 
@@ -19,6 +20,7 @@ pub mod deploying;
 pub mod driver;
 pub mod metrics;
 pub mod rendezvous;
+pub mod rescaling;
 pub mod router;
 
 pub use config::RouterConfig;

@@ -9,11 +9,14 @@ use crate::control::{ClientId, Control};
 use crate::data_path::{DataPath, ROUTER_SENDER};
 use crate::deploying::Deployments;
 use crate::rendezvous::{Rendezvous, WorkerCount};
+use crate::rescaling::Rescaling;
 use cep_core::clock::OffsetEstimate;
-use cep_core::control::{Ready, WorkerInfo};
-use cep_core::frame::Body;
-use cep_core::outbox::{Outbox, Peer};
+use cep_core::control::{Ready, Refused, Register, Role, WorkerInfo, MAX_CONTROL_FRAME_BYTES};
+use cep_core::frame::{Body, Frame};
+use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{ClockReport, RouterReport};
+use cep_core::rescale::{Leave, RescaleAccepted, StateTaken, SymbolState};
+use cep_core::wire::FrameKind;
 
 /// What shapes a run, from the router's configuration.
 #[derive(Clone, Debug)]
@@ -30,6 +33,11 @@ pub struct RouterSettings {
     pub max_frame_bytes: usize,
     /// How late (ns) a tick may be and still be processed; `None`: every late tick is.
     pub allowed_lateness_ns: Option<u64>,
+    /// Symbols moved at a time when a worker joins or leaves.
+    pub slice_symbols: usize,
+    /// Ticks held for moving symbols beyond which the router stops reading its input
+    /// (back-pressure on the injectors) until the move catches up.
+    pub max_held_ticks: usize,
 }
 
 /// Where the started run's data goes: the driver connects to these before
@@ -49,6 +57,11 @@ pub struct Router {
     path: Option<DataPath>,
     answers: Vec<(ClientId, Ready)>,
     worker_ids: Vec<String>,
+    /// The membership once the run started, and the rescale in progress.
+    rescaling: Option<Rescaling>,
+    /// What a worker that joins later is told (its index and the members filled in).
+    joiner_ready: Option<Ready>,
+    workers: Vec<WorkerInfo>,
 }
 
 impl Router {
@@ -61,13 +74,111 @@ impl Router {
             path: None,
             answers: Vec::new(),
             worker_ids: Vec::new(),
+            rescaling: None,
+            joiner_ready: None,
+            workers: Vec::new(),
         }
     }
 
     /// Handles one control request received at `now` (any phase): a monotonic time in ns,
     /// which only the settle timer of `--workers 0` reads.
     pub fn control(&mut self, client: ClientId, body: &[u8], now: u64, out: &mut impl Outbox) {
-        self.control.serve(client, body, now, self.path.as_mut(), out);
+        let (Some(path), Some(rescaling)) = (self.path.as_mut(), self.rescaling.as_mut()) else {
+            return self.control.serve(client, body, now, self.path.as_mut(), out);
+        };
+        let Ok(frame) = Frame::read(body, MAX_CONTROL_FRAME_BYTES) else {
+            return self.control.serve(client, body, now, Some(path), out);
+        };
+        let answer = match frame.kind() {
+            FrameKind::Register => match frame.body::<Register>() {
+                Ok(register) if register.role == Role::Worker => {
+                    return self.join(client, register, out);
+                }
+                _ => return self.control.serve(client, body, now, Some(path), out),
+            },
+            FrameKind::SymbolState => frame
+                .body::<SymbolState>()
+                .map_err(|error| format!("bad state frame: {error}"))
+                .and_then(|state| rescaling.state_arrived(frame.sender(), &state, body, path, out))
+                .map(|()| StateTaken.encode(ROUTER_SENDER)),
+            FrameKind::Leave => frame
+                .body::<Leave>()
+                .map_err(|error| format!("bad leave frame: {error}"))
+                .and_then(|leave| self.leave(&leave.worker, out)),
+            FrameKind::StatusRequest => {
+                let status = rescaling.status(Some(path), now, self.settings.streams);
+                Ok(status.encode(ROUTER_SENDER))
+            }
+            FrameKind::Deploy if rescaling.busy() => {
+                Err("a worker is joining or leaving; deploy again once the rescale has finished".into())
+            }
+            _ => return self.control.serve(client, body, now, Some(path), out),
+        };
+        let answer = answer.unwrap_or_else(|reason| {
+            out.event(Event::Refused { who: format!("{:?} request", frame.kind()), reason: reason.clone() });
+            Refused { reason }.encode(ROUTER_SENDER)
+        });
+        out.send(Peer::Client(client), &answer);
+    }
+
+    /// A worker registered while the run goes on: it joins, and its share of the symbols
+    /// moves to it.
+    fn join(&mut self, client: ClientId, register: Register, out: &mut impl Outbox) {
+        let (path, rescaling) = (self.path.as_mut().expect("running"), self.rescaling.as_mut().expect("running"));
+        let refused = if path.input_ended() {
+            Some("every stream has ended: there is nothing left to take a share of".to_string())
+        } else if register.endpoint.is_empty() {
+            Some("a worker must advertise its data endpoint".to_string())
+        } else {
+            rescaling.join(&register.id).err()
+        };
+        if let Some(reason) = refused {
+            out.event(Event::Refused { who: format!("worker {}", register.id), reason: reason.clone() });
+            return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+        }
+        let index = self.workers.len();
+        self.workers.push(WorkerInfo { id: register.id.clone(), endpoint: register.endpoint.clone() });
+        self.worker_ids.push(register.id.clone());
+        out.connect_worker(index as u32, &register.endpoint);
+        let added = path.add_worker(out);
+        debug_assert_eq!(added, index);
+        self.control.node_joined();
+        let mut ready = self.joiner_ready.clone().expect("running");
+        ready.assigned = index as u32;
+        ready.workers = self.workers.clone();
+        ready.rules = self.control.deployments.current().clone();
+        out.send(Peer::Client(client), &ready.encode(ROUTER_SENDER));
+        out.event(Event::Registered {
+            who: format!("worker {} at {}", register.id, register.endpoint),
+            waiting_for: "nothing: it joins the running cluster".into(),
+        });
+        rescaling.step(path, out);
+    }
+
+    /// Asks a worker to leave: its symbols move to the others, then it retires.
+    fn leave(&mut self, worker: &str, out: &mut impl Outbox) -> Result<Vec<u8>, String> {
+        let (path, rescaling) = (self.path.as_mut().expect("running"), self.rescaling.as_mut().expect("running"));
+        if path.input_ended() {
+            return Err("every stream has ended: the run is finishing".into());
+        }
+        let index = rescaling.leave(worker)?;
+        let symbols = path.owned().get(index).copied().unwrap_or(0);
+        self.control.node_retiring();
+        rescaling.step(path, out);
+        Ok(RescaleAccepted { symbols, slices: symbols.div_ceil(self.settings.slice_symbols.max(1) as u64) as u32 }
+            .encode(ROUTER_SENDER))
+    }
+
+    /// Whether the router may read more input: false while too many ticks are held for
+    /// moving symbols (the injectors then wait: lossless back-pressure).
+    pub fn accepting_input(&self) -> bool {
+        self.path.as_ref().is_none_or(|path| path.held_ticks() < self.settings.max_held_ticks)
+    }
+
+    /// Whether a worker is joining or leaving (the driver then serves control requests
+    /// between every frame: the state of moving symbols arrives there).
+    pub fn rescaling(&self) -> bool {
+        self.rescaling.as_ref().is_some_and(Rescaling::busy)
     }
 
     /// Whether the run can start at `now` (monotonic ns): every expected process has
@@ -100,6 +211,9 @@ impl Router {
             self.settings.allowed_lateness_ns,
         );
         self.worker_ids = start.workers.iter().map(|w| w.id.clone()).collect();
+        self.workers = start.workers.clone();
+        self.rescaling = Some(Rescaling::new(&self.worker_ids, self.settings.slice_symbols, self.settings.vnodes));
+        self.joiner_ready = start.answers.first().map(|(_, ready)| ready.clone());
         self.path = Some(DataPath::new(
             &self.worker_ids,
             self.settings.vnodes,
@@ -228,6 +342,8 @@ mod tests {
             batch,
             max_frame_bytes: 1 << 20,
             allowed_lateness_ns: Some(5),
+            slice_symbols: 2,
+            max_held_ticks: 1000,
         };
         let source = cep_query::RulesSource::reference();
         let mut router = Router::new(settings, Deployments::start(&source).unwrap());
@@ -430,9 +546,149 @@ mod tests {
         let report = router.report();
         let causes: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!(causes, [("malformed", 1), ("non_finite_price", 1), ("unknown_stream", 2)]);
-        // A registration after the start is refused with the reason.
-        router.control(b"late".to_vec(), &register(Role::Worker, "late", 0), 5, &mut out);
+        // An injector registering after the start is refused with the reason (a worker joins).
+        router.control(b"late".to_vec(), &register(Role::Injector, "late", 1), 5, &mut out);
         let refused: cep_core::control::Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
         assert!(refused.reason.contains("already started"), "{}", refused.reason);
+    }
+
+    #[test]
+    fn a_worker_that_joins_takes_its_share_with_the_state_ahead_of_the_held_ticks() {
+        use cep_core::rescale::{HandOff, RescaleStarted, Rescaled, SymbolState};
+        let (mut router, mut out) = running(100);
+        let symbols: Vec<String> = (0..40).map(|i| format!("S{i}")).collect();
+        let names: Vec<&str> = symbols.iter().map(String::as_str).collect();
+        router.data(&ticks(&names, 0), 1, &mut out);
+        router.flush(&mut out);
+        out.take();
+        router.control(b"c".to_vec(), &register(Role::Worker, "c", 0), 2, &mut out);
+        let ring = Partitioner::new(&["a".to_string(), "b".to_string(), "c".to_string()], 64);
+        let mut moving: Vec<&str> = names.iter().copied().filter(|s| ring.owner(s) == 2).collect();
+        moving.sort();
+        assert!(moving.len() >= 3, "the test needs a few symbols that move: {moving:?}");
+        let sent = out.take();
+        let read = |bytes: &[u8]| Frame::read(bytes, usize::MAX).unwrap().kind();
+        // The joiner is answered with the next index, the collector told what moves, and the
+        // first slice (2 symbols) is handed off by its owners.
+        let ready: Ready = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
+        assert_eq!((sent[0].0.clone(), ready.assigned, ready.workers.len()), (Peer::Client(b"c".to_vec()), 2, 3));
+        let started: RescaleStarted = Frame::read(&sent[1].1, usize::MAX).unwrap().body().unwrap();
+        assert_eq!(started.symbols.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>(), moving);
+        let hand_offs: Vec<(Peer, HandOff)> = sent[2..]
+            .iter()
+            .filter(|(_, frame)| read(frame) == FrameKind::HandOff)
+            .map(|(to, frame)| (to.clone(), Frame::read(frame, usize::MAX).unwrap().body().unwrap()))
+            .collect();
+        let first_slice: Vec<String> = hand_offs.iter().flat_map(|(_, h)| h.symbols.clone()).collect();
+        assert_eq!(first_slice, moving[..2]);
+        assert!(router.rescaling());
+        // A tick of a moving symbol is held; one of a symbol staying put is routed.
+        let staying = names.iter().copied().find(|s| ring.owner(s) != 2).unwrap();
+        router.data(&ticks(&[moving[0], staying], 100), 3, &mut out);
+        router.flush(&mut out);
+        let routed_now = routed(&out.take());
+        assert_eq!(routed_now.len(), 1);
+        assert_eq!(routed_now[0].1, staying);
+        // A deployment waits for the rescale.
+        let deploy = Deploy { origin: "x".into(), text: "@name('all') SELECT * FROM StockTick;".into() };
+        router.control(b"ops".to_vec(), &deploy.encode(0), 4, &mut out);
+        let refused: cep_core::control::Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
+        assert!(refused.reason.contains("rescale"), "{}", refused.reason);
+        // State from the wrong worker is refused; from the owner it goes to c, then the held tick.
+        let mut slices = 0;
+        let mut pending = hand_offs;
+        while !pending.is_empty() {
+            slices += 1;
+            for (from, hand_off) in std::mem::take(&mut pending) {
+                let Peer::Worker(from) = from else { panic!() };
+                let state = SymbolState { part: hand_off.part, from, symbols: vec![], engine: vec![1, 2, 3] };
+                let forged = SymbolState { from: from + 1, ..state.clone() };
+                router.control(b"x".to_vec(), &forged.encode(from + 1), 5, &mut out);
+                assert_eq!(read(&out.take()[0].1), FrameKind::Refused);
+                router.control(b"w".to_vec(), &state.encode(from), 5, &mut out);
+                let sent = out.take();
+                assert_eq!(sent[0].0, Peer::Worker(2));
+                assert_eq!(Frame::read(&sent[0].1, usize::MAX).unwrap().body::<SymbolState>().unwrap(), state);
+                if slices == 1 && hand_off.symbols.contains(&moving[0].to_string()) {
+                    let released = routed(&sent[1..2]);
+                    assert_eq!((released[0].0, released[0].1.as_str(), released[0].2), (2, moving[0], 100));
+                }
+                assert!(sent
+                    .iter()
+                    .any(|(to, frame)| *to == Peer::Client(b"w".to_vec()) && read(frame) == FrameKind::StateTaken));
+                pending.extend(sent.iter().filter(|(_, frame)| read(frame) == FrameKind::HandOff).map(
+                    |(to, frame)| (to.clone(), Frame::read(frame, usize::MAX).unwrap().body::<HandOff>().unwrap()),
+                ));
+                if let Some((_, frame)) = sent.iter().find(|(_, frame)| read(frame) == FrameKind::Rescaled) {
+                    let record: Rescaled = Frame::read(frame, usize::MAX).unwrap().body().unwrap();
+                    assert_eq!(record.symbols as usize, moving.len());
+                }
+            }
+        }
+        assert_eq!(slices, moving.len().div_ceil(2));
+        assert!(!router.rescaling());
+        // From now on the moved symbols go to c directly.
+        router.data(&ticks(&[moving[1]], 200), 6, &mut out);
+        router.flush(&mut out);
+        assert_eq!(routed(&out.take())[0].0, 2);
+        // The end marker reaches all three, and the report names them.
+        router.data(&EndOfStream { stream: 0, sent: 215, routed: 0 }.encode(0), 7, &mut out);
+        assert_eq!(out.take().len(), 3);
+        assert_eq!(router.report().workers, ["a", "b", "c"]);
+        // A second worker with a taken id is refused; removing an unknown worker is refused.
+        router.control(b"d".to_vec(), &register(Role::Worker, "c", 0), 8, &mut out);
+        assert_eq!(read(&out.take()[0].1), FrameKind::Refused);
+    }
+
+    #[test]
+    fn leaving_is_refused_for_unknown_or_last_workers_and_drains_a_member() {
+        use cep_core::rescale::{HandOff, Leave, Retire, SymbolState};
+        let (mut router, mut out) = running(100);
+        router.data(&ticks(&["S1", "S2", "S3", "S4"], 0), 1, &mut out);
+        router.flush(&mut out);
+        out.take();
+        fn read(bytes: &[u8]) -> Frame<'_> {
+            Frame::read(bytes, usize::MAX).unwrap()
+        }
+        router.control(b"op".to_vec(), &Leave { worker: "zz".into() }.encode(0), 2, &mut out);
+        let refused: cep_core::control::Refused = read(&out.take()[0].1).body().unwrap();
+        assert!(refused.reason.contains("no worker `zz`"), "{}", refused.reason);
+        router.control(b"op".to_vec(), &Leave { worker: "a".into() }.encode(0), 2, &mut out);
+        let sent = out.take();
+        let hand_offs: Vec<HandOff> = sent
+            .iter()
+            .filter(|(_, f)| read(f).kind() == FrameKind::HandOff)
+            .map(|(_, f)| read(f).body().unwrap())
+            .collect();
+        assert!(sent
+            .iter()
+            .any(|(to, f)| *to == Peer::Client(b"op".to_vec()) && read(f).kind() == FrameKind::RescaleAccepted));
+        router.control(b"op".to_vec(), &Leave { worker: "b".into() }.encode(0), 2, &mut out);
+        let refused: cep_core::control::Refused = read(&out.take()[0].1).body().unwrap();
+        assert!(refused.reason.contains("last one"), "{}", refused.reason);
+        let mut pending = hand_offs;
+        let mut retired = None;
+        while let Some(hand_off) = pending.pop() {
+            assert_eq!(hand_off.to, 1);
+            let state = SymbolState { part: hand_off.part, from: 0, symbols: vec![], engine: vec![] };
+            router.control(b"a".to_vec(), &state.encode(0), 3, &mut out);
+            for (to, frame) in out.take() {
+                match read(&frame).kind() {
+                    FrameKind::HandOff => pending.push(read(&frame).body().unwrap()),
+                    FrameKind::Retire => retired = Some((to, read(&frame).body::<Retire>().unwrap())),
+                    _ => {}
+                }
+            }
+        }
+        let (to, retire) = retired.expect("a is retired once its symbols moved");
+        assert_eq!(to, Peer::Worker(0));
+        let routed_to_a = retire.routed.get(&0).copied().unwrap();
+        router.data(&ticks(&["S1", "S2", "S3", "S4"], 4), 4, &mut out);
+        router.flush(&mut out);
+        assert!(routed(&out.take()).iter().all(|tick| tick.0 == 1), "everything goes to b now");
+        router.data(&EndOfStream { stream: 0, sent: 8, routed: 0 }.encode(0), 5, &mut out);
+        let markers: Vec<(Peer, EndOfStream)> =
+            out.take().into_iter().map(|(to, f)| (to, read(&f).body().unwrap())).collect();
+        assert_eq!(markers, [(Peer::Worker(1), EndOfStream { stream: 0, sent: 8, routed: 8 - routed_to_a })]);
     }
 }

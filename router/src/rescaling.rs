@@ -1,0 +1,362 @@
+//! Live rescaling: workers join and leave the running cluster, and the symbols the ring gives
+//! to another worker move there with their state, slice by slice (Megaphone's lesson: a
+//! few symbols at a time, so none waits long).
+//!
+//! One rescale runs at a time; others queue. A rescale sets the new ring, lists the owned
+//! symbols that now belong elsewhere and cuts them into slices of at most `slice_symbols`.
+//! For a slice, each (old owner, new owner) pair is one part: the data path holds the part's
+//! ticks, the old owner gets a [`HandOff`] behind everything routed to it, exports and forgets
+//! the symbols and sends their [`SymbolState`] back; the router forwards it to the new owner
+//! and releases the held ticks behind it. When a slice's parts are all done the next slice
+//! starts. A leaving worker, once it owns nothing, is retired. Once every stream has ended
+//! nothing is left to move: the rest of a rescale is given up and the symbols stay where they
+//! are.
+
+use crate::data_path::{DataPath, ROUTER_SENDER};
+use cep_core::frame::Body;
+use cep_core::outbox::{Event, Outbox, Peer};
+use cep_core::rescale::{ClusterStatus, HandOff, MemberStatus, MoveProgress, RescaleStarted, Rescaled, SymbolState};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Which way a rescale goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A worker joins: it gets the symbols the ring now gives it.
+    Join,
+    /// A worker leaves: its symbols go to the others.
+    Leave,
+}
+
+impl Kind {
+    /// `join` or `leave`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Join => "join",
+            Kind::Leave => "leave",
+        }
+    }
+}
+
+/// Where a worker stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberState {
+    /// On the ring, owning its share.
+    Active,
+    /// Registered; its share is moving (or waits to move) to it.
+    Joining,
+    /// Asked to leave; its symbols are moving (or wait to move) away.
+    Leaving,
+    /// Gone: it owns nothing and takes nothing.
+    Left,
+}
+
+impl MemberState {
+    fn name(self) -> &'static str {
+        match self {
+            MemberState::Active => "active",
+            MemberState::Joining => "joining",
+            MemberState::Leaving => "leaving",
+            MemberState::Left => "left",
+        }
+    }
+}
+
+/// A worker of the run.
+#[derive(Clone, Debug)]
+pub struct Member {
+    /// Its id (its place on the ring).
+    pub id: String,
+    /// Where it is, and where it is going.
+    pub state: MemberState,
+    /// Whether the ring includes it.
+    on_ring: bool,
+}
+
+/// One (old owner, new owner) pair of a slice.
+struct Part {
+    from: usize,
+    to: usize,
+    symbols: Vec<Box<[u8]>>,
+}
+
+/// A slice's moves: (symbol, old owner, new owner).
+type Slice = Vec<(Box<[u8]>, usize, usize)>;
+
+struct Rescale {
+    id: u32,
+    kind: Kind,
+    worker: usize,
+    slices: VecDeque<Slice>,
+    slices_total: u32,
+    parts: BTreeMap<u32, Part>,
+    started_ns: u64,
+    slice_started_ns: u64,
+    symbols: u64,
+    moved: u64,
+    state_bytes: u64,
+    held_ticks: u64,
+    longest_slice_ns: u64,
+}
+
+/// The run's membership and the rescale in progress.
+pub struct Rescaling {
+    members: Vec<Member>,
+    queue: VecDeque<(Kind, usize)>,
+    current: Option<Rescale>,
+    next_part: u32,
+    next_id: u32,
+    slice_symbols: usize,
+    vnodes: usize,
+}
+
+impl Rescaling {
+    /// The members the run started with (ring order), moving `slice_symbols` symbols at a time
+    /// on a ring of `vnodes` virtual nodes per worker.
+    pub fn new(workers: &[String], slice_symbols: usize, vnodes: usize) -> Self {
+        Rescaling {
+            members: workers
+                .iter()
+                .map(|id| Member { id: id.clone(), state: MemberState::Active, on_ring: true })
+                .collect(),
+            queue: VecDeque::new(),
+            current: None,
+            next_part: 0,
+            next_id: 0,
+            slice_symbols: slice_symbols.max(1),
+            vnodes,
+        }
+    }
+
+    /// Every worker that has been a member, by index.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Whether a rescale is running or waiting.
+    pub fn busy(&self) -> bool {
+        self.current.is_some() || !self.queue.is_empty()
+    }
+
+    /// Takes a worker that registered while the run goes on: it gets the next index (the
+    /// caller adds it to the data path) and its share moves to it once the rescales before it
+    /// are done.
+    pub fn join(&mut self, id: &str) -> Result<usize, String> {
+        if self.members.iter().any(|m| m.id == id && m.state != MemberState::Left) {
+            return Err(format!("worker id `{id}` is already a member of the running cluster"));
+        }
+        self.members.push(Member { id: id.to_string(), state: MemberState::Joining, on_ring: false });
+        let index = self.members.len() - 1;
+        self.queue.push_back((Kind::Join, index));
+        Ok(index)
+    }
+
+    /// Asks `id` to leave: its symbols move to the others, then it retires. Refused for an
+    /// unknown worker, one already leaving or gone, or the last one that would remain.
+    pub fn leave(&mut self, id: &str) -> Result<usize, String> {
+        let Some(index) = self.members.iter().position(|m| m.id == id && m.state != MemberState::Left) else {
+            let known: Vec<&str> =
+                self.members.iter().filter(|m| m.state != MemberState::Left).map(|m| m.id.as_str()).collect();
+            return Err(format!("no worker `{id}` in the cluster (members: {})", known.join(", ")));
+        };
+        match self.members[index].state {
+            MemberState::Leaving => return Err(format!("worker `{id}` is already leaving")),
+            MemberState::Joining => return Err(format!("worker `{id}` is still joining; remove it once it has")),
+            _ => {}
+        }
+        let staying =
+            self.members.iter().filter(|m| matches!(m.state, MemberState::Active | MemberState::Joining)).count();
+        if staying <= 1 {
+            return Err(format!("worker `{id}` is the last one: the cluster cannot run without a worker"));
+        }
+        self.members[index].state = MemberState::Leaving;
+        self.queue.push_back((Kind::Leave, index));
+        Ok(index)
+    }
+
+    /// Starts the next queued rescale if none runs and there is input left to route.
+    pub fn step(&mut self, path: &mut DataPath, out: &mut impl Outbox) {
+        while self.current.is_none() && !path.input_ended() {
+            let Some((kind, worker)) = self.queue.pop_front() else { return };
+            self.members[worker].on_ring = kind == Kind::Join;
+            let ring: Vec<(usize, String)> = self
+                .members
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.on_ring)
+                .map(|(index, m)| (index, m.id.clone()))
+                .collect();
+            path.set_ring(&ring, self.vnodes);
+            let moves = path.moves();
+            let symbols = moves.len() as u64;
+            let slices: VecDeque<Slice> = moves.chunks(self.slice_symbols).map(<[_]>::to_vec).collect();
+            let id = self.next_id;
+            self.next_id += 1;
+            let started = RescaleStarted {
+                id,
+                kind: kind.name().into(),
+                worker: self.members[worker].id.clone(),
+                symbols: moves.iter().map(|(symbol, _, to)| (lossy(symbol), *to as u32)).collect(),
+            };
+            out.send(Peer::Collector, &started.encode(ROUTER_SENDER));
+            out.event(Event::RescaleStarted {
+                kind: kind.name(),
+                worker: started.worker,
+                symbols,
+                slices: slices.len() as u32,
+            });
+            let now = out.now();
+            self.current = Some(Rescale {
+                id,
+                kind,
+                worker,
+                slices_total: slices.len() as u32,
+                slices,
+                parts: BTreeMap::new(),
+                started_ns: now,
+                slice_started_ns: now,
+                symbols,
+                moved: 0,
+                state_bytes: 0,
+                held_ticks: 0,
+                longest_slice_ns: 0,
+            });
+            self.next_slice(path, out);
+        }
+    }
+
+    /// Sends the next slice's hand-offs, or ends the rescale if none is left (or the input
+    /// ended, leaving nothing to move for).
+    fn next_slice(&mut self, path: &mut DataPath, out: &mut impl Outbox) {
+        let rescale = self.current.as_mut().expect("a rescale runs");
+        if path.input_ended() && !rescale.slices.is_empty() {
+            let worker = self.members[rescale.worker].id.clone();
+            let left = rescale.slices.iter().map(Vec::len).sum::<usize>();
+            out.event(Event::RescaleAbandoned {
+                worker,
+                reason: format!("every stream ended with {left} symbols still to move; they stay where they are"),
+            });
+            rescale.slices.clear();
+        }
+        let Some(slice) = rescale.slices.pop_front() else {
+            return self.finish(path, out);
+        };
+        rescale.slice_started_ns = out.now();
+        let mut parts: BTreeMap<(usize, usize), Vec<Box<[u8]>>> = BTreeMap::new();
+        for (symbol, from, to) in slice {
+            parts.entry((from, to)).or_default().push(symbol);
+        }
+        for ((from, to), symbols) in parts {
+            let part = self.next_part;
+            self.next_part += 1;
+            path.begin_part(part, &symbols, from, out);
+            let hand_off = HandOff { part, to: to as u32, symbols: symbols.iter().map(|s| lossy(s)).collect() };
+            out.send(Peer::Worker(from as u32), &hand_off.encode(ROUTER_SENDER));
+            rescale.parts.insert(part, Part { from, to, symbols });
+        }
+    }
+
+    /// A worker sent the state of a part: it goes to the new owner with the held ticks behind
+    /// it. `frame` is the state's frame as received, forwarded unchanged.
+    pub fn state_arrived(
+        &mut self,
+        sender: u32,
+        state: &SymbolState,
+        frame: &[u8],
+        path: &mut DataPath,
+        out: &mut impl Outbox,
+    ) -> Result<(), String> {
+        let rescale = self.current.as_mut().ok_or("no rescale is in progress")?;
+        let part = rescale.parts.get(&state.part).ok_or_else(|| format!("no move part {} is waiting", state.part))?;
+        if part.from != state.from as usize || sender != state.from {
+            return Err(format!("move part {} is not worker {}'s to hand off", state.part, state.from));
+        }
+        let part = rescale.parts.remove(&state.part).expect("checked above");
+        out.send(Peer::Worker(part.to as u32), frame);
+        rescale.held_ticks += path.complete_part(state.part, &part.symbols, part.to, out);
+        rescale.moved += part.symbols.len() as u64;
+        rescale.state_bytes += state.engine.len() as u64;
+        if rescale.parts.is_empty() {
+            rescale.longest_slice_ns = rescale.longest_slice_ns.max(out.now().saturating_sub(rescale.slice_started_ns));
+            path.release_deferred_ends(out);
+            self.next_slice(path, out);
+            self.step(path, out);
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, path: &mut DataPath, out: &mut impl Outbox) {
+        let rescale = self.current.take().expect("a rescale runs");
+        let member = &mut self.members[rescale.worker];
+        let finished = rescale.moved == rescale.symbols;
+        match rescale.kind {
+            Kind::Join => member.state = MemberState::Active,
+            Kind::Leave if finished => {
+                member.state = MemberState::Left;
+                path.retire(rescale.worker, out);
+            }
+            // Its symbols stay: it ends with the others.
+            Kind::Leave => member.state = MemberState::Active,
+        }
+        let duration_ns = out.now().saturating_sub(rescale.started_ns);
+        let record = Rescaled {
+            id: rescale.id,
+            started_ns: rescale.started_ns,
+            duration_ns,
+            symbols: rescale.moved,
+            state_bytes: rescale.state_bytes,
+            slices: rescale.slices_total,
+            held_ticks: rescale.held_ticks,
+            longest_slice_ns: rescale.longest_slice_ns,
+        };
+        out.send(Peer::Collector, &record.encode(ROUTER_SENDER));
+        out.event(Event::RescaleFinished {
+            kind: rescale.kind.name(),
+            worker: member.id.clone(),
+            symbols: rescale.moved,
+            state_bytes: rescale.state_bytes,
+            duration_ns,
+        });
+    }
+
+    /// The membership for `cep cluster status`.
+    pub fn status(&self, path: Option<&DataPath>, now_ns: u64, streams: u32) -> ClusterStatus {
+        let owned = path.map(DataPath::owned).unwrap_or_default();
+        let routed: Vec<u64> = path
+            .map(|p| {
+                (0..self.members.len())
+                    .map(|worker| p.routed().iter().map(|per_worker| per_worker[worker]).sum())
+                    .collect()
+            })
+            .unwrap_or_default();
+        ClusterStatus {
+            now_ns,
+            members: self
+                .members
+                .iter()
+                .enumerate()
+                .map(|(index, m)| MemberStatus {
+                    index: index as u32,
+                    id: m.id.clone(),
+                    state: m.state.name().into(),
+                    symbols: owned.get(index).copied().unwrap_or(0),
+                    routed: routed.get(index).copied().unwrap_or(0),
+                })
+                .collect(),
+            moving: self.current.as_ref().map(|r| MoveProgress {
+                kind: r.kind.name().into(),
+                worker: self.members[r.worker].id.clone(),
+                slices_done: r.slices_total - r.slices.len() as u32 - u32::from(!r.parts.is_empty()),
+                slices: r.slices_total,
+                symbols: r.symbols,
+            }),
+            queued: self.queue.len() as u32,
+            streams_ended: path.map_or(0, |p| p.ended().iter().filter(|e| **e).count() as u32),
+            streams,
+        }
+    }
+}
+
+/// A symbol as text (symbols on the wire are checked UTF-8).
+fn lossy(symbol: &[u8]) -> String {
+    String::from_utf8_lossy(symbol).into_owned()
+}
