@@ -40,6 +40,41 @@ pub enum WorkerError {
     Registration(#[from] RegistrationError),
 }
 
+/// How long a worker asked to stop waits for the router to accept that it leaves.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Asks the router to drain this worker (on SIGTERM or Ctrl-C): its symbols move to the
+/// others, then the router retires it. False if the router refuses (the last worker, a run
+/// that is ending) or does not answer: the worker then stops at once, as before.
+fn ask_to_leave(context: &Context, router: &str, id: &str) -> bool {
+    use cep_core::control::MAX_CONTROL_FRAME_BYTES;
+    use cep_core::frame::Frame;
+    use cep_core::rescale::{Leave, RescaleAccepted};
+    let asked = Leave { worker: id.to_string() }.encode(0);
+    let answer = cep_transport::control::request(context, router, &asked, LEAVE_TIMEOUT, &AtomicBool::new(false));
+    match answer.as_deref().map(|bytes| Frame::read(bytes, MAX_CONTROL_FRAME_BYTES)) {
+        Ok(Ok(frame)) => match frame.body::<RescaleAccepted>() {
+            Ok(accepted) => {
+                info!(
+                    id,
+                    symbols = accepted.symbols,
+                    "asked to stop: leaving the cluster, symbols moving to the others"
+                );
+                true
+            }
+            Err(_) => {
+                let reason = frame.body::<cep_core::control::Refused>().map(|r| r.reason).unwrap_or_default();
+                tracing::warn!(id, "asked to stop; the router would not let this worker leave ({reason}): stopping");
+                false
+            }
+        },
+        _ => {
+            tracing::warn!(id, "asked to stop; the router did not answer: stopping");
+            false
+        }
+    }
+}
+
 /// Runs one worker in its own ZeroMQ context until every stream has ended (or `shutdown`),
 /// returning its report.
 pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerReport, WorkerError> {
@@ -70,7 +105,14 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         let report = ClockReport { node: id.clone(), estimate };
         collector.send(&report.encode(ready.assigned), &shutdown)?;
     }
-    let mut out = SocketOutbox::new(&[], Some(&collector), None, &shutdown);
+    // Sockets give up on `stop`, not on the signal: a worker asked to stop first leaves the
+    // cluster (its symbols move to the others), which takes sending.
+    let stop = AtomicBool::new(false);
+    let mut out = SocketOutbox::new(Vec::new(), Some(&collector), None, &stop).with_router(
+        context,
+        &config.router,
+        config.end_timeout,
+    );
     let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, &mut out)
         .map_err(WorkerError::Rules)?;
     out.check()?;
@@ -78,6 +120,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
 
     let metrics = crate::metrics::WorkerMetrics::register(ready.streams);
     let mut last_progress = Instant::now();
+    let mut leaving = false;
     receive_loop(&input, Duration::from_millis(50), |received| {
         if let Received::Frame { bytes, .. } = received {
             worker.handle(bytes, now_ns(), &mut out);
@@ -88,14 +131,22 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
             last_progress = Instant::now();
         }
         out.check()?;
-        let done = worker.all_ended() || shutdown.load(Ordering::Relaxed);
+        if shutdown.load(Ordering::Relaxed) && !leaving && !worker.done() {
+            leaving = true;
+            if !ask_to_leave(context, &config.router, &id) {
+                stop.store(true, Ordering::Relaxed);
+            }
+        }
+        let done = worker.done() || stop.load(Ordering::Relaxed);
         Ok::<_, TransportError>(if done { Flow::Stop } else { Flow::Continue })
     })?;
     let report = worker.finish(&mut out);
     out.check()?;
     metrics.observe(&worker.snapshot());
-    if shutdown.load(Ordering::Relaxed) {
+    if stop.load(Ordering::Relaxed) {
         collector.shorten_linger(Duration::from_millis(500));
+    } else if worker.retired() {
+        info!(id, "left the cluster: every symbol moved to the other workers");
     } else if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &shutdown) {
         // Everything was sent; the end signal only guards delivery, so this is a warning.
         tracing::warn!(%error, "no end-of-run signal from the router");

@@ -9,23 +9,29 @@ use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{
     EndOfStream, Rejections, RuleInfo, RulesInstalled, StreamAtWorker, SwitchRules, WorkerProgress, WorkerReport,
 };
-use cep_core::seen::{Arrival, SeenSet};
+use cep_core::rescale::{HandOff, MovedSymbol, Retire, SymbolState};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, OutputBatchWriter};
 use cep_engine::{Engine, RuleSet};
+use std::collections::BTreeMap;
 
-/// What the worker keeps per symbol besides the engine's state.
+/// What the worker keeps per symbol besides the engine's state (it moves with the symbol).
+/// Ticks of one symbol arrive in order (per-key order), so one past the highest sequence
+/// number processed is all it takes to skip duplicates: memory grows with the symbols, never
+/// with the events.
 #[derive(Clone, Copy)]
 struct SymbolTrack {
-    /// One past the highest sequence number seen, for the per-key order check.
+    /// One past the highest sequence number processed; a tick below it is not processed.
     next_seq: u64,
-    /// The stream its ticks come on.
+    /// The stream its ticks come on ([`VACANT`] for an engine id not in use).
     stream: u32,
 }
 
+/// The stream of a [`SymbolTrack`] whose symbol left (the engine may reuse its id).
+const VACANT: u32 = u32::MAX;
+
 #[derive(Default)]
 struct StreamState {
-    seen: SeenSet,
     processed: u64,
     end: Option<EndOfStream>,
 }
@@ -55,6 +61,8 @@ pub struct Worker {
     out_of_order: u64,
     rejections: Rejections,
     finished: bool,
+    /// Set when the router retired this worker (it left): what it was routed, per stream.
+    retired: Option<BTreeMap<u32, u64>>,
 }
 
 impl Worker {
@@ -87,6 +95,7 @@ impl Worker {
             out_of_order: 0,
             rejections: Rejections::new("worker"),
             finished: false,
+            retired: None,
         };
         worker.announce_rules(out);
         Ok(worker)
@@ -100,6 +109,16 @@ impl Worker {
     /// Whether every stream has ended.
     pub fn all_ended(&self) -> bool {
         self.streams.iter().all(|stream| stream.end.is_some())
+    }
+
+    /// Whether the router retired this worker: it left the cluster, and nothing more comes.
+    pub fn retired(&self) -> bool {
+        self.retired.is_some()
+    }
+
+    /// Whether the worker's run is over: every stream ended, or it was retired.
+    pub fn done(&self) -> bool {
+        self.all_ended() || self.retired()
     }
 
     /// Handles one frame from the router, received at `now`.
@@ -129,6 +148,18 @@ impl Worker {
                 Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
             },
             FrameKind::SwitchRules => self.switch_rules(&frame, out),
+            FrameKind::HandOff => match frame.body::<HandOff>() {
+                Ok(hand_off) => self.hand_off(&hand_off, out),
+                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
+            },
+            FrameKind::SymbolState => match frame.body::<SymbolState>() {
+                Ok(state) => self.take_state(&state, frame.sender(), out),
+                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
+            },
+            FrameKind::Retire => match frame.body::<Retire>() {
+                Ok(retire) => self.retired = Some(retire.routed),
+                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
+            },
             _ => self.rejections.unexpected(&frame),
         }
     }
@@ -154,6 +185,63 @@ impl Worker {
         let report = self.report();
         out.send(Peer::Collector, &report.encode(self.index));
         report
+    }
+
+    /// The router moves these symbols to another worker: their state (engine and order
+    /// checks) goes back to the router, and this worker forgets them. Symbols it never saw
+    /// are simply absent from the state.
+    fn hand_off(&mut self, hand_off: &HandOff, out: &mut impl Outbox) {
+        let names: Vec<&[u8]> = hand_off.symbols.iter().map(|s| s.as_bytes()).collect();
+        let engine = self.engine.export_symbols(&names);
+        let mut symbols = Vec::with_capacity(names.len());
+        for name in &names {
+            let Some(id) = self.engine.symbol_id(name) else { continue };
+            let track = std::mem::replace(&mut self.symbols[id as usize], SymbolTrack { next_seq: 0, stream: VACANT });
+            symbols.push(MovedSymbol {
+                symbol: String::from_utf8_lossy(name).into_owned(),
+                stream: track.stream,
+                next_seq: track.next_seq,
+            });
+        }
+        self.engine.remove_symbols(&names);
+        out.event(Event::StateMoved {
+            symbols: symbols.len() as u64,
+            bytes: engine.len() as u64,
+            direction: "exported",
+        });
+        let state = SymbolState { part: hand_off.part, from: self.index, symbols, engine };
+        out.send(Peer::Router, &state.encode(self.index));
+    }
+
+    /// Symbols moved here with their state: the engine takes it, and the order checks go on
+    /// from where the old owner left them.
+    fn take_state(&mut self, state: &SymbolState, sender: u32, out: &mut impl Outbox) {
+        if let Err(error) = self.engine.import_symbols(&state.engine) {
+            return self.rejections.reject("bad_state", Some(sender), &error);
+        }
+        for moved in &state.symbols {
+            let id = self.engine.intern_bytes(moved.symbol.as_bytes());
+            *self.track(id, moved.stream) = SymbolTrack { next_seq: moved.next_seq, stream: moved.stream };
+        }
+        out.event(Event::StateMoved {
+            symbols: state.symbols.len() as u64,
+            bytes: state.engine.len() as u64,
+            direction: "imported",
+        });
+    }
+
+    /// The order check of an engine symbol id (a new or reused id starts on `stream`).
+    #[inline]
+    fn track(&mut self, id: cep_engine::SymbolId, stream: u32) -> &mut SymbolTrack {
+        let slot = id as usize;
+        if slot >= self.symbols.len() {
+            self.symbols.resize(slot + 1, SymbolTrack { next_seq: 0, stream: VACANT });
+        }
+        let track = &mut self.symbols[slot];
+        if track.stream == VACANT {
+            *track = SymbolTrack { next_seq: 0, stream };
+        }
+        track
     }
 
     fn process_batch(&mut self, batch: &TickBatch<'_>, t_worker_in: u64, out: &mut impl Outbox) {
@@ -198,36 +286,30 @@ impl Worker {
         if self.rejections.reject_invalid(tick, batch.sender) {
             return;
         }
-        let Some(stream) = self.streams.get_mut(tick.injector as usize).filter(|s| s.end.is_none()) else {
+        if self.streams.get(tick.injector as usize).is_none_or(|s| s.end.is_some()) {
             self.rejections.reject(
                 "unknown_stream",
                 Some(batch.sender),
                 &format_args!("tick of stream {}", tick.injector),
             );
             return;
-        };
-        match stream.seen.insert(tick.seq) {
-            Arrival::Duplicate => {
-                self.duplicates += 1;
-                return;
-            }
-            // Late within its stream is allowed (other symbols may overtake); only the
-            // per-symbol order below is a contract.
-            Arrival::Late | Arrival::InOrder => {}
         }
-        stream.processed += 1;
         let symbol_bytes = batch.symbol(tick);
         let symbol = self.engine.intern_bytes(symbol_bytes);
-        let slot = symbol as usize;
-        if slot >= self.symbols.len() {
-            // A symbol comes on one stream only (the injector splits symbols, not ticks).
-            self.symbols.resize(slot + 1, SymbolTrack { next_seq: 0, stream: tick.injector });
-        }
-        let track = &mut self.symbols[slot];
+        // A symbol comes on one stream only (the injector splits symbols, not ticks).
+        let track = self.track(symbol, tick.injector);
         if tick.seq < track.next_seq {
-            self.out_of_order += 1;
+            // Behind its symbol's latest: the latest again is a duplicate, an earlier one came
+            // out of order. Either way the state has moved past it: skipped and counted.
+            if tick.seq.saturating_add(1) == track.next_seq {
+                self.duplicates += 1;
+            } else {
+                self.out_of_order += 1;
+            }
+            return;
         }
-        track.next_seq = track.next_seq.max(tick.seq.saturating_add(1));
+        track.next_seq = tick.seq.saturating_add(1);
+        self.streams[tick.injector as usize].processed += 1;
         let outputs = &mut self.outputs;
         let (price, stream_id, seq, t_inject, t_router_in) =
             (tick.price, tick.injector, tick.seq, tick.t_inject, tick.t_router_in);
@@ -297,10 +379,12 @@ impl Worker {
                 .enumerate()
                 .map(|(stream, state)| {
                     let end = state.end.as_ref();
+                    // A retired worker knows what it was routed from its retirement marker.
+                    let retired = self.retired.as_ref().and_then(|routed| routed.get(&(stream as u32)));
                     StreamAtWorker {
                         stream: stream as u32,
                         sent: end.map(|e| e.sent),
-                        routed: end.map(|e| e.routed),
+                        routed: end.map(|e| e.routed).or(retired.copied()),
                         processed: state.processed,
                     }
                 })
@@ -399,7 +483,7 @@ mod tests {
         worker.handle(b"garbage", 1, &mut out);
         worker.handle(&EndOfStream { stream: 3, sent: 1, routed: 1 }.encode(0), 1, &mut out);
         let report = worker.report();
-        assert_eq!((report.processed, report.duplicates, report.out_of_order), (2, 1, 1));
+        assert_eq!((report.processed, report.duplicates, report.out_of_order), (1, 1, 1));
         let rejected: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!(rejected, vec![("malformed", 1), ("non_positive_price", 1), ("unknown_stream", 2)]);
     }
@@ -453,5 +537,55 @@ mod tests {
         assert_eq!(kinds(&sent), vec![FrameKind::WorkerProgress]);
         let progress: WorkerProgress = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
         assert_eq!(progress, WorkerProgress { processed: 0, outputs: 0, rejected: 1 });
+    }
+
+    #[test]
+    fn handed_off_symbols_carry_on_at_their_new_owner_as_if_they_never_moved() {
+        use cep_core::rescale::{HandOff, Retire, SymbolState};
+        let (mut stay, mut out) = started(1);
+        let (mut old, mut old_out) = started(1);
+        let (mut new, mut new_out) = started(1);
+        // `stay` sees every tick; `old` then `new` see them with a move of A in between.
+        let first = ticks(1, &[("A", 100.0, 0, 0), ("B", 50.0, 0, 1), ("A", 101.0, 0, 2)]);
+        stay.handle(&first, 1, &mut out);
+        old.handle(&first, 1, &mut old_out);
+        let hand_off = HandOff { part: 7, to: 2, symbols: vec!["A".into(), "never-seen".into()] };
+        old.handle(&hand_off.encode(0), 2, &mut old_out);
+        let sent = old_out.take();
+        let state_frame = sent.iter().find(|(to, _)| *to == Peer::Router).expect("the state goes to the router");
+        let state: SymbolState = Frame::read(&state_frame.1, usize::MAX).unwrap().body().unwrap();
+        assert_eq!((state.part, state.from, state.symbols.len()), (7, 1, 1));
+        assert_eq!((state.symbols[0].symbol.as_str(), state.symbols[0].next_seq), ("A", 3));
+        assert_eq!(old.report().symbols, 1, "A is forgotten, B stays");
+        new.handle(&state_frame.1, 3, &mut new_out);
+        // A jumps 3 % at its new owner: the output needs A's history from the old one.
+        let second = ticks(4, &[("A", 104.03, 0, 3)]);
+        stay.handle(&second, 4, &mut out);
+        new.handle(&second, 4, &mut new_out);
+        let strip = |sent: Vec<(Peer, Vec<u8>)>| -> Vec<(u32, u64, u64, u64)> {
+            sent.iter()
+                .filter(|(_, f)| Frame::read(f, usize::MAX).unwrap().kind() == FrameKind::Outputs)
+                .flat_map(|(_, f)| outputs(f).0)
+                .map(|o| (o.rule, o.seq, o.price.to_bits(), o.value.to_bits()))
+                .collect()
+        };
+        let (expected, moved) = (strip(out.take()), strip(new_out.take()));
+        assert_eq!(expected.len(), 1);
+        assert_eq!(moved, expected);
+        // The order check moved too: A's ticks 3 and 2 again are a duplicate and out of order.
+        new.handle(&ticks(5, &[("A", 104.03, 0, 3), ("A", 101.0, 0, 2)]), 5, &mut new_out);
+        assert_eq!((new.report().duplicates, new.report().out_of_order), (1, 1));
+        // Retired: nothing more comes; the report says what the router routed here.
+        let retire = Retire { routed: [(0, 3)].into() };
+        old.handle(&retire.encode(0), 6, &mut old_out);
+        assert!(old.retired() && old.done() && !old.all_ended());
+        let report = old.finish(&mut old_out);
+        assert_eq!(report.streams[0], StreamAtWorker { stream: 0, sent: None, routed: Some(3), processed: 3 });
+        // State that does not import (another rule set's) is counted, never a crash.
+        let mut bad = state.clone();
+        bad.engine[8] ^= 0xff;
+        let (mut other, mut other_out) = started(1);
+        other.handle(&bad.encode(1), 7, &mut other_out);
+        assert_eq!(other.report().rejected.get("bad_state"), Some(&1));
     }
 }
