@@ -25,6 +25,8 @@ pub struct Observed {
     pub latency: HopLatencies,
     /// The clock offsets the nodes reported, in the order they arrived.
     pub clock_offsets: Vec<ClockOffset>,
+    /// Workers that joined or left while the run went on.
+    pub rescales: Vec<cep_core::results::RescaleSummary>,
 }
 
 /// Builds the summary. `workers` are the run's worker ids (from the start), `reports` the
@@ -44,6 +46,7 @@ pub fn summarize(
         warmup_outputs: observed.warmup_outputs,
         final_outputs: observed.final_outputs,
         clock_offsets: observed.clock_offsets,
+        rescales: observed.rescales,
         ..Summary::default()
     };
     let mut lost_by_cause: BTreeMap<String, u64> = BTreeMap::new();

@@ -13,6 +13,7 @@ use crate::rules::RuleTable;
 use cep_core::control::Ready;
 use cep_core::frame::{Body, Frame, OutputBatch};
 use cep_core::report::{ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
+use cep_core::rescale::{RescaleStarted, Rescaled};
 use cep_core::results::{ClockOffset, Summary};
 use cep_core::seen::{Arrival, SeenSet};
 use cep_core::tick::OutputRecord;
@@ -54,6 +55,10 @@ pub struct Sinks<W: Write> {
     pub intervals: IntervalRecorder<W>,
 }
 
+/// More workers than any cluster has: a frame naming a higher index is refused, so no
+/// sender id read off the wire sizes the collector's tables.
+const MAX_WORKERS: usize = 4096;
+
 /// One run of the collector.
 pub struct Collector<W: Write> {
     shape: RunShape,
@@ -71,6 +76,7 @@ pub struct Collector<W: Write> {
     progress: Vec<WorkerProgress>,
     reports: BTreeMap<u32, WorkerReport>,
     router: Option<RouterReport>,
+    rescales: crate::rescales::RescaleWatch,
     last_report_ns: u64,
     last_frame_ns: u64,
     rejections: Rejections,
@@ -91,6 +97,7 @@ impl<W: Write> Collector<W> {
             progress: vec![WorkerProgress { processed: 0, outputs: 0, rejected: 0 }; shape.workers.len()],
             reports: BTreeMap::new(),
             router: None,
+            rescales: crate::rescales::RescaleWatch::default(),
             last_report_ns: now,
             last_frame_ns: now,
             rejections: Rejections::new("collector"),
@@ -98,9 +105,32 @@ impl<W: Write> Collector<W> {
         }
     }
 
-    /// Whether every worker and the router have reported: the collector has everything.
+    /// Whether every worker and the router have reported: the collector has everything. The
+    /// router's report lists every worker of the run, those that joined or left included.
     pub fn has_everything(&self) -> bool {
-        self.reports.len() == self.shape.workers.len() && self.router.is_some()
+        self.router.is_some() && self.every_worker_reported()
+    }
+
+    fn every_worker_reported(&self) -> bool {
+        (0..self.shape.workers.len() as u32).all(|index| self.reports.contains_key(&index))
+    }
+
+    /// Makes room for worker `index` (one that joined the running cluster); false, and
+    /// counted, for an index beyond any cluster's size.
+    fn admit_worker(&mut self, index: u32) -> bool {
+        if index as usize >= MAX_WORKERS {
+            let detail = format_args!("worker index {index} (at most {MAX_WORKERS} workers)");
+            self.rejections.reject("unknown_worker", Some(index), &detail);
+            return false;
+        }
+        let index = index as usize;
+        if index >= self.progress.len() {
+            self.progress.resize(index + 1, WorkerProgress { processed: 0, outputs: 0, rejected: 0 });
+        }
+        while self.shape.workers.len() <= index {
+            self.shape.workers.push(format!("worker #{}", self.shape.workers.len()));
+        }
+        true
     }
 
     /// The run's worker ids.
@@ -144,7 +174,8 @@ impl<W: Write> Collector<W> {
                 }
             }
             FrameKind::WorkerReport => {
-                if let Some(report) = self.decode_cold::<WorkerReport>(&frame) {
+                if let Some(report) = self.decode_cold::<WorkerReport>(&frame).filter(|r| self.admit_worker(r.index)) {
+                    self.shape.workers[report.index as usize] = report.id.clone();
                     if let Some(slot) = self.progress.get_mut(report.index as usize) {
                         *slot = WorkerProgress {
                             processed: report.processed,
@@ -158,12 +189,29 @@ impl<W: Write> Collector<W> {
             }
             FrameKind::Rules => {
                 if let Some(installed) = self.decode_cold::<RulesInstalled>(&frame) {
-                    self.rules.install(frame.sender(), &installed);
+                    if self.admit_worker(frame.sender()) {
+                        self.rules.install(frame.sender(), &installed);
+                    }
                 }
             }
             FrameKind::RouterReport => {
                 if let Some(report) = self.decode_cold::<RouterReport>(&frame) {
+                    for (index, id) in report.workers.iter().enumerate() {
+                        if self.admit_worker(index as u32) {
+                            self.shape.workers[index].clone_from(id);
+                        }
+                    }
                     self.router = Some(report);
+                }
+            }
+            FrameKind::RescaleStarted => {
+                if let Some(started) = self.decode_cold::<RescaleStarted>(&frame) {
+                    self.rescales.started(started, now, self.shape.start_ns);
+                }
+            }
+            FrameKind::Rescaled => {
+                if let Some(record) = self.decode_cold::<Rescaled>(&frame) {
+                    self.rescales.finished(record, self.shape.start_ns);
                 }
             }
             FrameKind::ClockReport => {
@@ -248,6 +296,13 @@ impl<W: Write> Collector<W> {
             if duplicate {
                 self.observed.output_duplicates += 1;
             }
+            if self.rescales.watching() {
+                self.rescales.output(
+                    batch.sender,
+                    batch.symbol(output),
+                    t_collector.saturating_sub(output.stamps.t_inject),
+                );
+            }
             if output.stamps.t_inject < warmup_end_ns {
                 self.observed.warmup_outputs += 1;
             } else {
@@ -286,14 +341,15 @@ impl<W: Write> Collector<W> {
     pub fn finish(mut self, last_look: impl FnOnce(&Self)) -> io::Result<Finished<W>> {
         let latency = self.hops.summary();
         last_look(&self);
+        let every_worker_reported = self.every_worker_reported();
         let (csv, rows) = self.sinks.csv.finish()?;
         let (intervals_csv, latency_log) = self.sinks.intervals.finish(&self.hops.end_to_end)?;
-        let end_ns =
-            if self.reports.len() == self.shape.workers.len() { self.last_report_ns } else { self.last_frame_ns };
+        let end_ns = if every_worker_reported { self.last_report_ns } else { self.last_frame_ns };
         self.observed.duration_s = end_ns.saturating_sub(self.shape.start_ns) as f64 / 1e9;
         self.observed.latency = latency;
         self.observed.rejected = self.rejections.counts().clone();
         self.observed.outputs = self.rules.counts();
+        self.observed.rescales = self.rescales.summaries();
         let summary = summarize(
             self.shape.streams,
             &self.shape.workers,

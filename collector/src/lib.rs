@@ -8,6 +8,7 @@
 //! - [`rules`]: resolves each output's rule index against its worker's announced rules.
 //! - [`intervals`]: latency per second, as CSV and as an HdrHistogram interval log.
 //! - [`metrics`]: what the collector exposes to Prometheus.
+//! - [`rescales`]: the summary's record of workers joining and leaving, and what the moves cost.
 //! - [`accounting`]: turns the reports and counts into `summary.json`.
 //! - [`collector`]: the core, a state machine from received frames to rows and accounting.
 //! - [`driver`]: sockets, clock, the run loop and the results folder.
@@ -20,6 +21,7 @@ pub mod driver;
 pub mod intervals;
 pub mod latency;
 pub mod metrics;
+pub mod rescales;
 pub mod rules;
 
 pub use collector::Collector;

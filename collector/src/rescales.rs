@@ -1,0 +1,126 @@
+//! The summary's `rescales`: each worker that joined or left the running cluster, what the
+//! move cost (from the router's record), and the worst end-to-end latency of a moved
+//! symbol's outputs from the start of the move to that symbol's first output at its new
+//! owner: the wait its held ticks saw.
+
+use cep_core::rescale::{RescaleStarted, Rescaled};
+use cep_core::results::RescaleSummary;
+use rustc_hash::FxHashMap;
+
+/// Rescales seen so far, and the moved symbols still watched.
+#[derive(Default)]
+pub struct RescaleWatch {
+    rescales: Vec<RescaleSummary>,
+    /// Per moved symbol still watched: its rescale and its new owner's index.
+    watched: FxHashMap<Box<[u8]>, (usize, u32)>,
+}
+
+impl RescaleWatch {
+    /// A rescale began at `now` (the collector's clock) in a run that started at `start_ns`.
+    pub fn started(&mut self, started: RescaleStarted, now: u64, start_ns: u64) {
+        let index = self.rescales.len();
+        self.rescales.push(RescaleSummary {
+            kind: started.kind,
+            worker: started.worker,
+            at_s: now.saturating_sub(start_ns) as f64 / 1e9,
+            ..RescaleSummary::default()
+        });
+        for (symbol, to) in started.symbols {
+            self.watched.insert(symbol.into_bytes().into_boxed_slice(), (index, to));
+        }
+    }
+
+    /// The router's record of a finished rescale.
+    pub fn finished(&mut self, record: Rescaled, start_ns: u64) {
+        let Some(summary) = self.rescales.get_mut(record.id as usize) else { return };
+        summary.at_s = record.started_ns.saturating_sub(start_ns) as f64 / 1e9;
+        summary.duration_ms = record.duration_ns as f64 / 1e6;
+        summary.symbols = record.symbols;
+        summary.state_bytes = record.state_bytes;
+        summary.slices = record.slices;
+        summary.held_ticks = record.held_ticks;
+        summary.longest_slice_ms = record.longest_slice_ns as f64 / 1e6;
+        summary.finished = true;
+    }
+
+    /// Whether some moved symbol is still watched (outputs need a look).
+    #[inline]
+    pub fn watching(&self) -> bool {
+        !self.watched.is_empty()
+    }
+
+    /// An output of `symbol` from worker `sender`, `latency_ns` end to end.
+    #[cold]
+    pub fn output(&mut self, sender: u32, symbol: &[u8], latency_ns: u64) {
+        let Some(&(index, new_owner)) = self.watched.get(symbol) else { return };
+        let summary = &mut self.rescales[index];
+        let latency_us = latency_ns as f64 / 1e3;
+        summary.max_moved_latency_us = Some(summary.max_moved_latency_us.map_or(latency_us, |max| max.max(latency_us)));
+        if sender == new_owner {
+            // Its first output at its new owner: the move is behind it.
+            self.watched.remove(symbol);
+        }
+    }
+
+    /// The rescales so far, in order.
+    pub fn summaries(&self) -> Vec<RescaleSummary> {
+        self.rescales.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watches_moved_symbols_until_their_first_output_at_the_new_owner() {
+        let mut watch = RescaleWatch::default();
+        let started = RescaleStarted {
+            id: 0,
+            kind: "join".into(),
+            worker: "w2".into(),
+            symbols: vec![("A".into(), 2), ("B".into(), 2)],
+        };
+        watch.started(started, 3_000_000_000, 1_000_000_000);
+        assert!(watch.watching());
+        watch.output(0, b"A", 5_000);
+        watch.output(0, b"C", 900_000);
+        watch.output(2, b"A", 7_000);
+        watch.output(2, b"A", 99_000);
+        watch.output(2, b"B", 1_000);
+        assert!(!watch.watching());
+        let record = Rescaled {
+            id: 0,
+            started_ns: 2_000_000_000,
+            duration_ns: 4_000_000,
+            symbols: 2,
+            state_bytes: 100,
+            slices: 1,
+            held_ticks: 3,
+            longest_slice_ns: 1_000_000,
+        };
+        watch.finished(record, 1_000_000_000);
+        let summary = &watch.summaries()[0];
+        assert_eq!(summary.max_moved_latency_us, Some(7.0), "after A's first output at w2, A is no longer watched");
+        assert_eq!((summary.at_s, summary.duration_ms, summary.symbols), (1.0, 4.0, 2));
+        assert!(summary.finished);
+        // A record for a rescale never announced is ignored.
+        watch.finished(
+            Rescaled {
+                id: 9,
+                ..Rescaled {
+                    id: 0,
+                    started_ns: 0,
+                    duration_ns: 0,
+                    symbols: 0,
+                    state_bytes: 0,
+                    slices: 0,
+                    held_ticks: 0,
+                    longest_slice_ns: 0,
+                }
+            },
+            0,
+        );
+        assert_eq!(watch.summaries().len(), 1);
+    }
+}
