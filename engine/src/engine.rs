@@ -186,6 +186,11 @@ impl Engine {
         id
     }
 
+    /// The id of a symbol the engine owns, without interning it.
+    pub fn symbol_id(&self, symbol: &[u8]) -> Option<SymbolId> {
+        self.symbols.get(symbol)
+    }
+
     /// Number of symbols the engine owns: seen or imported, and not removed since.
     pub fn symbols(&self) -> usize {
         self.symbols.len()

@@ -83,6 +83,8 @@ pub struct Outcome {
     pub elapsed_ns: u64,
     /// What the cores reported (what their drivers would log), by member, in order.
     pub events: Vec<(Member, Event)>,
+    /// Control requests the router refused, by asker, with the reason.
+    pub refusals: Vec<(Member, String)>,
 }
 
 impl Outcome {
@@ -126,7 +128,9 @@ enum Scheduled {
 
 /// A worker member: registering, then running its core.
 enum WorkerState {
-    Registering,
+    /// Frames that arrived before its Ready answer wait in its socket's queue, as they do
+    /// for a real worker (it binds before it registers).
+    Registering(Vec<Vec<u8>>),
     Running(Box<Worker>),
     Done,
 }
@@ -181,6 +185,8 @@ pub struct LocalCluster {
     start_ns: u64,
     sent: Vec<SentTick>,
     events: Vec<(Member, Event)>,
+    /// Control requests the router refused, by asker.
+    refusals: Vec<(Member, String)>,
     outcome: Option<Outcome>,
     steps: u64,
 }
@@ -200,6 +206,8 @@ impl LocalCluster {
             batch: spec.batch,
             max_frame_bytes: cep_core::wire::DEFAULT_MAX_FRAME_BYTES,
             allowed_lateness_ns: None,
+            slice_symbols: spec.move_slice,
+            max_held_ticks: usize::MAX,
         };
         let router = Router::new(settings, Deployments::start(&source).expect("the spec's rules check"));
         let sources = model(spec.seed, spec.symbols, spec.streams as usize, None);
@@ -216,7 +224,7 @@ impl LocalCluster {
             router,
             ring: Vec::new(),
             router_report: None,
-            workers: (0..spec.workers).map(|_| WorkerState::Registering).collect(),
+            workers: (0..spec.workers).map(|_| WorkerState::Registering(Vec::new())).collect(),
             worker_reports: Vec::new(),
             collector: CollectorState::Registering,
             collector_last_frame: EPOCH_NS,
@@ -226,6 +234,7 @@ impl LocalCluster {
             start_ns: 0,
             sent: Vec::new(),
             events: Vec::new(),
+            refusals: Vec::new(),
             outcome: None,
             steps: 0,
             spec,
@@ -252,6 +261,32 @@ impl LocalCluster {
     /// Pauses `member` for `pause` of virtual time: what arrives meanwhile waits, in order.
     pub fn pause(&mut self, member: Member, pause: Duration) {
         self.paused_until.insert(member, self.now + pause.as_nanos() as u64);
+    }
+
+    /// Starts another worker, which registers with the running cluster (a join); returns it.
+    pub fn join(&mut self) -> Member {
+        let member = Member::Worker(self.workers.len());
+        self.workers.push(WorkerState::Registering(Vec::new()));
+        self.register(member, Role::Worker, 0);
+        member
+    }
+
+    /// Asks the router to drain `worker` (as its driver does on SIGTERM): its symbols move to
+    /// the others, then it is retired.
+    pub fn leave(&mut self, worker: usize) {
+        let member = Member::Worker(worker);
+        let leave = cep_core::rescale::Leave { worker: worker_id(worker) };
+        self.send(member, Member::Router, Payload::Request(member, leave.encode(0)));
+    }
+
+    /// Whether the worker with this index is running (registered, and not finished).
+    pub fn is_running(&self, worker: usize) -> bool {
+        matches!(self.workers.get(worker), Some(WorkerState::Running(_)))
+    }
+
+    /// Whether the router is moving symbols (a worker joining or leaving).
+    pub fn rescaling(&self) -> bool {
+        self.router.rescaling()
     }
 
     /// Ticks processed so far by the worker with this index (0 before it starts).
@@ -435,6 +470,8 @@ impl LocalCluster {
                 self.router.control(client.client_id(), &body, self.now, &mut out);
                 self.route_from(Member::Router, out);
                 self.maybe_start();
+                // The last end markers may have waited for a move that this request finished.
+                self.maybe_finish_router();
             }
             (Member::Router, Payload::Data(bytes)) => {
                 let mut out = self.outbox();
@@ -444,18 +481,18 @@ impl LocalCluster {
                     self.router.flush(&mut out);
                 }
                 self.route_from(Member::Router, out);
-                if self.router.all_ended() && self.router_report.is_none() {
-                    let mut out = self.outbox();
-                    self.router_report = Some(self.router.finish(&mut out));
-                    self.route_from(Member::Router, out);
-                }
+                self.maybe_finish_router();
             }
             (Member::Worker(index), Payload::Answer(answer)) => self.worker_answer(index, &answer),
             (Member::Worker(index), Payload::Data(bytes)) => {
+                if let WorkerState::Registering(queued) = &mut self.workers[index] {
+                    queued.push(bytes);
+                    return;
+                }
                 let mut out = self.outbox();
                 if let WorkerState::Running(worker) = &mut self.workers[index] {
                     worker.handle(&bytes, self.now, &mut out);
-                    let done = worker.all_ended();
+                    let done = worker.done();
                     self.route_from(Member::Worker(index), out);
                     if done {
                         self.finish_worker(index);
@@ -485,6 +522,14 @@ impl LocalCluster {
         }
     }
 
+    fn maybe_finish_router(&mut self) {
+        if self.router.all_ended() && self.router_report.is_none() {
+            let mut out = self.outbox();
+            self.router_report = Some(self.router.finish(&mut out));
+            self.route_from(Member::Router, out);
+        }
+    }
+
     fn outbox(&self) -> Recorded {
         Recorded { clock: self.now, ..Default::default() }
     }
@@ -499,10 +544,18 @@ impl LocalCluster {
     /// Sends what a member's core put out, each frame to its member.
     fn route_from(&mut self, from: Member, mut out: Recorded) {
         self.events.extend(out.events.drain(..).map(|event| (from, event)));
+        for (index, endpoint) in out.connected.drain(..) {
+            let member = (0..self.workers.len())
+                .find(|&i| format!("inproc://{:?}", Member::Worker(i)) == endpoint)
+                .expect("a joining worker is a member");
+            assert_eq!(index as usize, self.ring.len(), "workers join with the next index");
+            self.ring.push(member);
+        }
         for (peer, frame) in out.take() {
             match peer {
                 Peer::Worker(index) => self.send(from, Member::Worker(self.ring[index as usize]), Payload::Data(frame)),
                 Peer::Collector => self.send(from, Member::Collector, Payload::Data(frame)),
+                Peer::Router => self.send(from, Member::Router, Payload::Request(from, frame)),
                 Peer::Client(client) => {
                     let to = self.member_of_client(&client);
                     self.send(from, to, Payload::Answer(frame));
@@ -512,7 +565,7 @@ impl LocalCluster {
     }
 
     fn member_of_client(&self, client: &[u8]) -> Member {
-        let members = (0..self.spec.workers)
+        let members = (0..self.workers.len())
             .map(Member::Worker)
             .chain([Member::Collector, Member::Router])
             .chain((0..self.spec.streams).map(Member::Injector));
@@ -545,12 +598,21 @@ impl LocalCluster {
                 let mut out = self.outbox();
                 let worker = Worker::start(worker_id(index), &ready, self.spec.batch, usize::MAX, &mut out)
                     .expect("the rules compile");
-                self.workers[index] = WorkerState::Running(Box::new(worker));
+                let queued = match std::mem::replace(&mut self.workers[index], WorkerState::Running(Box::new(worker))) {
+                    WorkerState::Registering(queued) => queued,
+                    _ => Vec::new(),
+                };
                 self.route_from(Member::Worker(index), out);
+                for bytes in queued {
+                    self.deliver(Member::Router, Member::Worker(index), Payload::Data(bytes));
+                }
                 self.schedule(self.now + PROGRESS_NS, Scheduled::Timer(Member::Worker(index)));
             }
-            FrameKind::EndAck => {}
-            other => panic!("worker {index}: unexpected answer {other:?}: {:?}", frame.body::<Refused>()),
+            FrameKind::EndAck | FrameKind::StateTaken | FrameKind::RescaleAccepted => {}
+            FrameKind::Refused => {
+                self.refusals.push((Member::Worker(index), frame.body::<Refused>().expect("a reason").reason))
+            }
+            other => panic!("worker {index}: unexpected answer {other:?}"),
         }
     }
 
@@ -605,8 +667,11 @@ impl LocalCluster {
             let mut out = self.outbox();
             self.worker_reports.push(worker.finish(&mut out));
             self.route_from(Member::Worker(index), out);
-            let member = Member::Worker(index);
-            self.send(member, Member::Router, Payload::Request(member, AwaitEnd.encode(0)));
+            // A retired worker leaves at once; the others wait for the end of the run.
+            if !worker.retired() {
+                let member = Member::Worker(index);
+                self.send(member, Member::Router, Payload::Request(member, AwaitEnd.encode(0)));
+            }
         }
     }
 
@@ -627,6 +692,7 @@ impl LocalCluster {
             router_report: self.router_report.clone(),
             elapsed_ns: self.now.saturating_sub(self.start_ns),
             events: std::mem::take(&mut self.events),
+            refusals: std::mem::take(&mut self.refusals),
         });
     }
 

@@ -140,6 +140,8 @@ pub struct ClusterSpec {
     pub link_latency_ns: u64,
     /// The collector gives up after this long (virtual) without a frame.
     pub idle_timeout_ns: u64,
+    /// Symbols moved at a time when a worker joins or leaves.
+    pub move_slice: usize,
 }
 
 impl Default for ClusterSpec {
@@ -156,6 +158,7 @@ impl Default for ClusterSpec {
             csv: CsvMode::All,
             link_latency_ns: 20_000,
             idle_timeout_ns: 30_000_000_000,
+            move_slice: 8,
         }
     }
 }
