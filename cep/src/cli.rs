@@ -109,6 +109,8 @@ pub enum Command {
     },
     /// Check, deploy or generate rules files.
     Rules(crate::rules::RulesArgs),
+    /// Watch a running cluster's members, or drain a worker out of it.
+    Cluster(crate::cluster::ClusterArgs),
     /// Run the engine alone over a recorded input.csv (standalone mode).
     Engine(crate::standalone::EngineArgs),
     /// Measure the engine alone, one raw ZeroMQ hop and the whole pipeline, side by side.
@@ -246,6 +248,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Injector { config, metrics } => run_role(Role::Injector(config), &metrics),
         Command::Rules(args) => crate::rules::run(args),
+        Command::Cluster(args) => crate::cluster::run(args),
         Command::Engine(args) => crate::standalone::run(args),
         Command::Bench(args) => crate::bench::run(args),
         Command::Node(args) => crate::node::run(args),

@@ -7,6 +7,7 @@
 //! - [`metrics_plan`]: `cep run --metrics-listen`: each process's metrics port and the
 //!   Prometheus targets file.
 //! - [`rules`]: `cep rules check|deploy|oracle`.
+//! - [`cluster`]: `cep cluster status|remove`: a running cluster's members, and draining a worker.
 //! - [`node`]: `cep node`, one role of a multi-host cluster from the shared cluster file.
 //! - [`standalone`]: `cep engine`, the engine alone over a recorded input (the sources'
 //!   "standalone mode"), also the reference the integration tests compare against.
@@ -21,6 +22,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod cluster;
 pub mod inprocess;
 pub mod launcher;
 pub mod metrics_plan;

@@ -119,6 +119,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         allowed_lateness: None,
         start_timeout: Duration::ZERO,
         end_timeout: Duration::from_secs(30),
+        ..RouterConfig::default()
     };
     let router = {
         let shutdown = shutdown.clone();

@@ -1,0 +1,128 @@
+//! Live rescaling on real processes: a run at 200k ticks/s starts with one worker, grows to
+//! two and three as workers start and register, shrinks to two as one is removed, and its
+//! outputs are the standalone engine's over the recorded input, row for row.
+
+use cep_core::results::Summary;
+use std::path::Path;
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+/// Kills a process if the test fails half-way.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cep() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cep"));
+    command.env("RUST_LOG", "warn");
+    command
+}
+
+fn run(command: &mut Command) -> Output {
+    command.output().expect("cep runs")
+}
+
+/// `cep cluster status` until `ready` holds for its output (at most a minute).
+fn wait_for_status(control: &str, what: &str, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = run(cep().args(["cluster", "status", "--interval", "0", "--router", control]));
+        let text = String::from_utf8_lossy(&status.stdout).into_owned();
+        if status.status.success() && ready(&text) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "waited a minute for {what}; last status:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn member_state(status: &str, id: &str) -> Option<String> {
+    status.lines().find(|line| line.starts_with(&format!("{id} "))).map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields[2].to_string()
+    })
+}
+
+fn sorted_rows(path: &Path, columns: usize) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut rows: Vec<String> =
+        text.lines().skip(1).map(|line| line.split(',').take(columns).collect::<Vec<_>>().join(",")).collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn a_run_that_grows_from_one_to_three_workers_and_back_to_two_gives_the_standalone_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let control = format!("ipc://{}", dir.path().join("control").display());
+    let count: u64 = 1_600_000;
+    let mut cluster = Running(
+        cep()
+            .args(["run", "--workers", "1", "--rate", "200000", "--count", &count.to_string()])
+            .args(["--csv", "all", "--record-input", "--quiet", "--control", &control])
+            .arg("--out")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_status(&control, "the run to start", |s| member_state(s, "worker-0").as_deref() == Some("active"));
+    let mut joined = Vec::new();
+    for id in ["joiner-1", "joiner-2"] {
+        joined.push(Running(
+            cep().args(["worker", "--router", &control, "--id", id, "--listen", "tcp://127.0.0.1:*"]).spawn().unwrap(),
+        ));
+        wait_for_status(&control, &format!("{id} to join"), |s| {
+            member_state(s, id).as_deref() == Some("active") && s.contains("moving: nothing")
+        });
+    }
+    // A duplicate id is refused, as is removing a worker that is not there.
+    let duplicate =
+        run(cep().args(["worker", "--router", &control, "--id", "joiner-1", "--listen", "tcp://127.0.0.1:*"]));
+    assert!(!duplicate.status.success());
+    let stderr = String::from_utf8_lossy(&duplicate.stderr);
+    assert!(stderr.contains("worker id `joiner-1` is already a member"), "{stderr}");
+    let unknown = run(cep().args(["cluster", "remove", "nobody", "--router", &control]));
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no worker `nobody`"));
+    // worker-0 leaves: its symbols move to the two joiners, then it exits.
+    let removed = run(cep().args(["cluster", "remove", "worker-0", "--router", &control]));
+    assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
+    let status =
+        wait_for_status(&control, "worker-0 to leave", |s| member_state(s, "worker-0").as_deref() == Some("left"));
+    assert!(status.lines().any(|l| l.starts_with("worker-0 ") && l.split_whitespace().nth(3) == Some("0")), "{status}");
+
+    let finished = cluster.0.wait().unwrap();
+    assert!(finished.success(), "cep run failed: {finished}");
+    for mut worker in joined {
+        assert!(worker.0.wait().unwrap().success());
+    }
+    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert!(summary.complete);
+    assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(count), count, Some(0)));
+    assert_eq!((summary.duplicates, summary.out_of_order, summary.outputs_lost), (0, 0, 0));
+    assert!(summary.rejected.is_empty(), "{:?}", summary.rejected);
+    let ids: Vec<&str> = summary.workers.iter().map(|w| w.id.as_str()).collect();
+    assert_eq!(ids, ["worker-0", "joiner-1", "joiner-2"]);
+    assert!(summary.workers.iter().all(|w| w.events > 0), "{:?}", summary.workers);
+    assert_eq!(summary.workers[0].symbols, Some(0), "worker-0 kept nothing");
+    let rescales: Vec<(&str, &str)> = summary.rescales.iter().map(|r| (r.kind.as_str(), r.worker.as_str())).collect();
+    assert_eq!(rescales, [("join", "joiner-1"), ("join", "joiner-2"), ("leave", "worker-0")]);
+    for rescale in &summary.rescales {
+        assert!(rescale.finished && rescale.symbols > 0 && rescale.state_bytes > 0, "{rescale:?}");
+    }
+
+    // The standalone engine over the recorded input: the same rows.
+    let standalone = dir.path().join("standalone.csv");
+    let engine = run(cep().args(["engine", "--input"]).arg(out.join("input.csv")).arg("--output").arg(&standalone));
+    assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
+    let expected = sorted_rows(&standalone, 6);
+    let got = sorted_rows(&out.join("outputs.csv"), 6);
+    assert_eq!(got.len(), expected.len());
+    assert!(got == expected, "the cluster's outputs differ from the standalone engine's");
+}
