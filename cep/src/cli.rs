@@ -260,19 +260,19 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
 /// and `cep node` do. A mistake in the configuration is a usage error (exit status 2).
 pub fn run_role(role: Role, metrics: &MetricsArgs) -> anyhow::Result<()> {
     match role {
-        Role::Router(config) => observed(metrics, |shutdown| {
+        Role::Router(config) => observed(metrics, crate::telemetry::shutdown_flag()?, |shutdown| {
             use cep_router::RouterError;
             cep_router::run(config, shutdown)
                 .map_err(|e| role_error(e, |e| matches!(e, RouterError::Config(_) | RouterError::Rules(_))))?;
             Ok(())
         }),
-        Role::Worker(config) => observed(metrics, |shutdown| {
+        Role::Worker(config) => observed(metrics, crate::telemetry::shutdown_flag()?, |shutdown| {
             use cep_worker::WorkerError;
             cep_worker::run(config, shutdown).map_err(|e| role_error(e, |e| matches!(e, WorkerError::Config(_))))?;
             Ok(())
         }),
         Role::Collector { config, print_report } => {
-            let summary = observed(metrics, |shutdown| {
+            let summary = observed(metrics, crate::telemetry::shutdown_flag()?, |shutdown| {
                 use cep_collector::CollectorError;
                 let summary = cep_collector::run(config, shutdown)
                     .map_err(|e| role_error(e, |e| matches!(e, CollectorError::Config(_))))?;
@@ -289,20 +289,28 @@ pub fn run_role(role: Role, metrics: &MetricsArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Role::Injector(config) => observed(metrics, |shutdown| {
-            use cep_injector::sending::InjectorError;
-            cep_injector::run(config, shutdown)
-                .map_err(|e| role_error(e, |e| matches!(e, InjectorError::Config(_) | InjectorError::Replay(_))))?;
-            Ok(())
-        }),
+        Role::Injector(config) => {
+            // The first SIGINT/SIGTERM ends the streams gracefully (nothing lost), a second
+            // stops at once.
+            let stop = crate::telemetry::stop_flags()?;
+            observed(metrics, stop.now.clone(), |_| {
+                use cep_injector::sending::InjectorError;
+                cep_injector::run(config, stop)
+                    .map_err(|e| role_error(e, |e| matches!(e, InjectorError::Config(_) | InjectorError::Replay(_))))?;
+                Ok(())
+            })
+        }
     }
 }
 
 /// Runs a role with its metrics served (when asked) and, once a run has ended well, keeps
-/// serving until a last scrape has read the final values (`--metrics-linger`).
-fn observed<T>(metrics: &MetricsArgs, run: impl FnOnce(Arc<AtomicBool>) -> anyhow::Result<T>) -> anyhow::Result<T> {
+/// serving until a last scrape has read the final values (`--metrics-linger`) or `shutdown`.
+fn observed<T>(
+    metrics: &MetricsArgs,
+    shutdown: Arc<AtomicBool>,
+    run: impl FnOnce(Arc<AtomicBool>) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let server = MetricsServer::from_args(metrics)?;
-    let shutdown = crate::telemetry::shutdown_flag()?;
     let outcome = run(shutdown.clone())?;
     if let Some(server) = server.filter(|_| !metrics.metrics_linger.is_zero() && !shutdown.load(Ordering::Relaxed)) {
         if !server.linger(metrics.metrics_linger, &shutdown) {

@@ -6,28 +6,30 @@
 
 use crate::cli::Role;
 use crate::launcher::{FINISH_GRACE, STOP_GRACE};
+use cep_injector::Stop;
 use cep_transport::Context;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Runs `roles` (name, role) as threads sharing one ZeroMQ context until the collector has
-/// written its results; the first role to fail stops the others. `shutdown` is raised by
-/// Ctrl-C (results so far are still written).
-pub fn run(roles: Vec<(String, Role)>, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+/// written its results; the first role to fail stops the others. `stop.graceful` (the first
+/// Ctrl-C) stops the injector only: it ends its streams, the rest drain and finish, nothing is
+/// lost; if they have not within [`STOP_GRACE`], or on `stop.now` (a second Ctrl-C), every
+/// role stops at once (results so far are still written).
+pub fn run(roles: Vec<(String, Role)>, stop: Stop) -> anyhow::Result<()> {
     let context = Context::new();
+    let shutdown = stop.now.clone();
     let (done, finished) = mpsc::channel::<(String, anyhow::Result<()>)>();
     let mut running: Vec<String> = Vec::new();
     for (name, role) in roles {
-        let (context, shutdown, done, thread_name) = (context.clone(), shutdown.clone(), done.clone(), name.clone());
+        let (context, stop, done, thread_name) = (context.clone(), stop.clone(), done.clone(), name.clone());
         running.push(name.clone());
         std::thread::Builder::new().name(name.clone()).spawn(move || {
             // A role that panics is a failure to report, like one that returns an error.
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_role(&context, &thread_name, role, shutdown)
-            }))
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("panicked")));
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_role(&context, &thread_name, role, stop)))
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("panicked")));
             let _ = done.send((thread_name, outcome));
         })?;
     }
@@ -35,7 +37,17 @@ pub fn run(roles: Vec<(String, Role)>, shutdown: Arc<AtomicBool>) -> anyhow::Res
     let mut failures = Vec::new();
     let mut deadline: Option<Instant> = None;
     let mut interrupted = false;
+    // When a graceful stop turns into a hard one, if the roles have not finished by then.
+    let mut graceful_deadline: Option<Instant> = None;
     while !running.is_empty() {
+        if graceful_deadline.is_none() && stop.graceful.load(Ordering::Relaxed) {
+            tracing::warn!("stopping: the injector ends its streams, the rest drain (Ctrl-C again to stop at once)");
+            graceful_deadline = Some(Instant::now() + STOP_GRACE);
+        }
+        if graceful_deadline.is_some_and(|at| deadline.is_none() && Instant::now() >= at) {
+            tracing::warn!(grace = ?STOP_GRACE, "the cluster did not drain in time: stopping every role");
+            shutdown.store(true, Ordering::Relaxed);
+        }
         if !interrupted && failures.is_empty() && shutdown.load(Ordering::Relaxed) {
             interrupted = true;
             tracing::warn!("interrupted: stopping every role (results so far are kept)");
@@ -74,13 +86,14 @@ pub fn run(roles: Vec<(String, Role)>, shutdown: Arc<AtomicBool>) -> anyhow::Res
     Ok(())
 }
 
-fn run_role(context: &Context, name: &str, role: Role, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+fn run_role(context: &Context, name: &str, role: Role, stop: Stop) -> anyhow::Result<()> {
+    let shutdown = stop.now.clone();
     cep_telemetry::identity::set_for_thread(role.command(), name);
     match role {
         Role::Router(config) => cep_router::run_in(context, config, shutdown).map(drop)?,
         Role::Worker(config) => cep_worker::run_in(context, config, shutdown).map(drop)?,
         Role::Collector { config, .. } => cep_collector::run_in(context, config, shutdown).map(drop)?,
-        Role::Injector(config) => cep_injector::run_in(context, config, shutdown).map(drop)?,
+        Role::Injector(config) => cep_injector::run_in(context, config, stop).map(drop)?,
     }
     Ok(())
 }

@@ -1,6 +1,9 @@
 //! `cep run`: a whole cluster as separate OS processes on loopback, with free ports, progress
-//! while it runs, the report at the end, and a non-zero exit if anything was lost. Ctrl-C
-//! stops every process cleanly (the collector still writes what it measured).
+//! while it runs, the report at the end, and a non-zero exit if anything was lost. Without
+//! `--duration`, `--count` or `--replay` it runs until stopped. The first Ctrl-C (or SIGTERM)
+//! stops the injector, which ends its streams with their true counts: the rest drain and
+//! finish, and the results are complete. A second one stops every process at once (the
+//! collector still writes what it measured, marked incomplete).
 //!
 //! Everything a user can get wrong (flags, rules, the replay file, the results folder) is
 //! checked before any process starts, and reported as one line with exit status 2.
@@ -38,14 +41,17 @@ pub struct LaunchArgs {
     /// Number of symbols.
     #[arg(long, env = "CEP_SYMBOLS", default_value_t = cep_core::reference::SYMBOLS)]
     pub symbols: usize,
-    /// How long to send after the warm-up (default 10s unless --count is given).
+    /// How long to send after the warm-up (e.g. 30s). Without it, --count or --replay, the
+    /// cluster runs until stopped: the first Ctrl-C or SIGTERM ends the injector's streams
+    /// and lets the rest drain (complete results, nothing lost), a second stops at once
+    /// (partial results).
     #[arg(long, env = "CEP_DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Total ticks to send instead of a duration.
     #[arg(long, env = "CEP_COUNT", conflicts_with = "duration")]
     pub count: Option<u64>,
     /// Warm-up sent before the measured part, kept out of the latency histograms
-    /// (default 1s for a timed run, none with --count or --replay).
+    /// (default 1s for a timed run or one that runs until stopped, none with --count or --replay).
     #[arg(long, env = "CEP_WARMUP", value_parser = parse_duration)]
     pub warmup: Option<Duration>,
     /// Seed of the price model.
@@ -91,6 +97,10 @@ pub struct LaunchArgs {
     /// The collector gives up after this long without any message.
     #[arg(long, env = "CEP_IDLE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
+    /// While the run goes, the collector rewrites summary.json this often with the figures so
+    /// far (`"running": true`, `"complete": false`; the final one replaces it); 0 turns it off.
+    #[arg(long, env = "CEP_SUMMARY_EVERY", default_value = "10s", value_parser = parse_duration)]
+    pub summary_every: Duration,
     /// How the roles talk: tcp on loopback, ipc (Unix domain sockets), or inproc (every role
     /// a thread of this process, over ZeroMQ's in-memory transport).
     #[arg(long, env = "CEP_TRANSPORT", value_enum, default_value_t = LocalTransport::Tcp)]
@@ -133,6 +143,7 @@ impl Default for LaunchArgs {
             out: PathBuf::from("results"),
             batch: cep_core::reference::BATCH,
             idle_timeout: Duration::from_secs(30),
+            summary_every: Duration::from_secs(10),
             transport: LocalTransport::Tcp,
             worker0_clock_skew: None,
             quiet: false,
@@ -351,7 +362,7 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
         let (data, control) = (router.listen.clone(), router.control.clone());
         let mut roles = vec![("router".to_string(), Role::Router(router))];
         roles.extend(role_configs(args, &endpoints, &data, &control)?.into_iter().map(|p| (p.name, p.role)));
-        crate::inprocess::run(roles, crate::telemetry::shutdown_flag()?)?;
+        crate::inprocess::run(roles, crate::telemetry::stop_flags()?)?;
     } else {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         endpoints.create()?;
@@ -411,6 +422,7 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         out: args.out.clone(),
         csv: args.csv,
         idle_timeout: args.idle_timeout,
+        summary_every: args.summary_every,
         progress: !args.quiet,
         ..crate::cli::from_environment()?
     };
@@ -444,11 +456,8 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         seed: args.seed,
         batch: args.batch,
         count: args.count,
-        duration: match (args.count, args.duration, &args.replay) {
-            // Neither: a timed run; a replay ends with its file.
-            (None, None, None) => Some(Duration::from_secs(10)),
-            (_, duration, _) => duration,
-        },
+        // Neither (nor a replay, which ends with its file): until stopped.
+        duration: args.duration,
         replay: args.replay.clone(),
         speed: args.speed,
         time_unit: args.time_unit,
@@ -457,6 +466,23 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
     };
     processes.push(Process { name: "injector".into(), role: Role::Injector(injector) });
     Ok(processes)
+}
+
+/// Stops every process at once: SIGTERM. An injector takes its first signal for a graceful
+/// stop and its second for this one: it gets SIGTERM (unless it already had it, stopping
+/// gracefully), then SIGINT, a signal of another kind, so that the two cannot merge into one
+/// while pending.
+fn stop_at_once(pids: &[(String, u32)], injector_stopping: bool) {
+    use nix::sys::signal::Signal;
+    for process in pids {
+        let injector = process.0 == "injector";
+        if !(injector && injector_stopping) {
+            terminate(std::slice::from_ref(process), Signal::SIGTERM);
+        }
+        if injector {
+            terminate(std::slice::from_ref(process), Signal::SIGINT);
+        }
+    }
 }
 
 fn terminate(pids: &[(String, u32)], signal: nix::sys::signal::Signal) {
@@ -539,8 +565,21 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
     let mut failures: Vec<String> = Vec::new();
     let mut interrupted = false;
     let mut kill_deadline: Option<tokio::time::Instant> = None;
+    // A graceful stop (the first Ctrl-C or SIGTERM): when it turns into a hard one if the
+    // collector has not finished by then.
+    let mut graceful_deadline: Option<tokio::time::Instant> = None;
+    let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
     loop {
-        let deadline = kill_deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400 * 365));
+        let deadline = kill_deadline.unwrap_or_else(far);
+        let drained = graceful_deadline.filter(|_| kill_deadline.is_none() && !interrupted).unwrap_or_else(far);
+        // The first signal stops the injector; the second (or a drain that takes too long)
+        // stops everyone.
+        let signalled = async {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate_signal.recv() => {}
+            }
+        };
         tokio::select! {
             finished = children.join_next() => {
                 let Some(finished) = finished else { break };
@@ -551,7 +590,7 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                     failures.push(format!("{name} exited with {status}"));
                     // One role failing means the run cannot complete: stop the rest now.
                     if kill_deadline.is_none() {
-                        terminate(&pids, nix::sys::signal::Signal::SIGTERM);
+                        stop_at_once(&pids, graceful_deadline.is_some());
                         kill_deadline = Some(tokio::time::Instant::now() + STOP_GRACE);
                     }
                 } else if name == "collector" && kill_deadline.is_none() {
@@ -561,15 +600,25 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                     kill_deadline = Some(tokio::time::Instant::now() + grace);
                 }
             }
-            _ = interrupt.recv() => {
-                tracing::warn!("interrupted: stopping every process (results so far are kept)");
-                interrupted = true;
-                terminate(&pids, nix::sys::signal::Signal::SIGTERM);
-                kill_deadline.get_or_insert(tokio::time::Instant::now() + STOP_GRACE);
+            _ = signalled => {
+                if graceful_deadline.is_none() {
+                    tracing::warn!(
+                        "stopping: the injector ends its streams, the rest drain and finish (Ctrl-C again to stop at once)"
+                    );
+                    graceful_deadline = Some(tokio::time::Instant::now() + STOP_GRACE);
+                    let injectors: Vec<_> = pids.iter().filter(|(name, _)| name == "injector").cloned().collect();
+                    terminate(&injectors, nix::sys::signal::Signal::SIGTERM);
+                } else {
+                    tracing::warn!("interrupted: stopping every process (results so far are kept)");
+                    interrupted = true;
+                    stop_at_once(&pids, true);
+                    kill_deadline.get_or_insert(tokio::time::Instant::now() + STOP_GRACE);
+                }
             }
-            _ = terminate_signal.recv() => {
+            _ = tokio::time::sleep_until(drained) => {
+                tracing::warn!(grace = ?STOP_GRACE, "the cluster did not drain in time: stopping every process");
                 interrupted = true;
-                terminate(&pids, nix::sys::signal::Signal::SIGTERM);
+                stop_at_once(&pids, true);
                 kill_deadline.get_or_insert(tokio::time::Instant::now() + STOP_GRACE);
             }
             _ = tokio::time::sleep_until(deadline) => {
@@ -586,6 +635,9 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
             true => targets.await??,
             false => targets.abort(),
         }
+    }
+    if interrupted && !failures.is_empty() {
+        bail!("interrupted; {}", failures.join("; "));
     }
     if interrupted {
         bail!("interrupted");
@@ -653,9 +705,14 @@ mod tests {
                 (role, command) => panic!("{role:?} became {command:?}"),
             }
         }
-        // A timed run without a duration sends for 10 s after a 1 s warm-up.
-        let timed = role_configs(&LaunchArgs::default(), &endpoints, "d", "c").unwrap();
+        // Without a duration or a count the injector sends until stopped, after a 1 s warm-up.
+        let endless = role_configs(&LaunchArgs::default(), &endpoints, "d", "c").unwrap();
+        let Some(Role::Injector(injector)) = endless.last().map(|p| &p.role) else { panic!() };
+        assert_eq!((injector.duration, injector.count, injector.warmup), (None, None, Duration::from_secs(1)));
+        assert_eq!(injector.validate(), Ok(()));
+        let timed = LaunchArgs { duration: Some(Duration::from_secs(3)), ..LaunchArgs::default() };
+        let timed = role_configs(&timed, &endpoints, "d", "c").unwrap();
         let Some(Role::Injector(injector)) = timed.last().map(|p| &p.role) else { panic!() };
-        assert_eq!((injector.duration, injector.warmup), (Some(Duration::from_secs(10)), Duration::from_secs(1)));
+        assert_eq!((injector.duration, injector.warmup), (Some(Duration::from_secs(3)), Duration::from_secs(1)));
     }
 }

@@ -203,9 +203,23 @@ fn a_skewed_worker_clock_is_measured_and_corrected() {
     assert!(hops.end_to_end.p99 < 100_000.0, "end to end p99 {} us", hops.end_to_end.p99);
 }
 
-/// Ctrl-C in the middle of a run: the partial results agree with themselves. What was never
-/// reported (a stream's sent count without its end marker) is null in summary.json and
-/// `unknown` in report.txt, never a guess; every figure report.txt shows is summary.json's.
+/// The pid of the child of `parent` whose command line has the argument `needle` (from /proc).
+fn child_with(parent: u32, needle: &str) -> Option<i32> {
+    std::fs::read_dir("/proc").ok()?.filter_map(Result::ok).find_map(|entry| {
+        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+        // pid (comm) state ppid ...: the command name may hold spaces, the fields after it not.
+        let ppid: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+        (ppid == parent && String::from_utf8_lossy(&cmdline).split('\0').any(|arg| arg == needle)).then_some(pid)
+    })
+}
+
+/// Ctrl-C twice in the middle of a run: the first one stops the injector gracefully, but the
+/// cluster cannot drain (a worker is paused), so the second one stops every process at once.
+/// The partial results agree with themselves. What was never reported (a stream's sent count
+/// without its end marker) is null in summary.json and `unknown` in report.txt, never a
+/// guess; every figure report.txt shows is summary.json's.
 #[test]
 fn an_interrupted_run_writes_partial_results_that_agree() {
     let dir = tempfile::tempdir().unwrap();
@@ -233,8 +247,29 @@ fn an_interrupted_run_writes_partial_results_that_agree() {
         let _ = child.kill();
         panic!("cep run ended before processing anything");
     }
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    // A paused worker never reports: the graceful stop cannot finish the run.
+    let worker = Pid::from_raw(child_with(child.id(), "--id=worker-0").expect("worker-0 runs under cep run"));
+    kill(worker, Signal::SIGSTOP).unwrap();
+    let launcher = Pid::from_raw(child.id() as i32);
+    kill(launcher, Signal::SIGINT).unwrap();
+    if !progress.iter().any(|line| line.contains("stopping: the injector ends its streams")) {
+        let _ = kill(worker, Signal::SIGCONT);
+        let _ = child.kill();
+        panic!("cep run did not start a graceful stop");
+    }
+    kill(launcher, Signal::SIGINT).unwrap();
+    if !progress.iter().any(|line| line.contains("interrupted: stopping every process")) {
+        let _ = kill(worker, Signal::SIGCONT);
+        panic!("cep run did not stop at once on the second Ctrl-C");
+    }
+    // It gets the launcher's SIGTERM once it runs again.
+    kill(worker, Signal::SIGCONT).unwrap();
     let output = child.wait_with_output().unwrap();
+    // Every process stopped on its signal: none had to be killed.
+    let killed: Vec<String> = progress.iter().filter(|line| line.contains("did not stop in time")).collect();
+    assert!(killed.is_empty(), "{killed:?}");
     assert!(!output.status.success());
     let printed = String::from_utf8(output.stdout).unwrap();
     let report = std::fs::read_to_string(dir.path().join("report.txt")).unwrap();

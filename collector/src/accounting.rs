@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 pub struct Observed {
     /// Outputs received per rule (duplicates included).
     pub outputs: OutputCounts,
-    /// Outputs of a tick (stream, seq) whose outputs had already arrived: counted, not skipped.
+    /// Outputs of a tick at or before the last tick of its symbol whose outputs had arrived from
+    /// the same worker: counted, not skipped.
     pub output_duplicates: u64,
     /// Outputs whose tick was intended during the warm-up: counted, not in the histograms.
     pub warmup_outputs: u64,

@@ -15,9 +15,9 @@ use cep_core::frame::{Body, Frame, OutputBatch};
 use cep_core::report::{ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use cep_core::rescale::{RescaleStarted, Rescaled};
 use cep_core::results::{ClockOffset, Summary};
-use cep_core::seen::{Arrival, SeenSet};
 use cep_core::tick::OutputRecord;
 use cep_core::wire::FrameKind;
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -67,10 +67,9 @@ pub struct Collector<W: Write> {
     hops: HopHistograms,
     sinks: Sinks<W>,
     decoded: Vec<OutputRecord>,
-    /// Per stream: which ticks' outputs have arrived. A tick's outputs (one per query that
-    /// fired) leave its worker together, in one frame, so a tick seen in an earlier group
-    /// means the whole group is a duplicate.
-    seen: Vec<SeenSet>,
+    /// Per sending worker (by index), per stream: each symbol's last tick whose outputs
+    /// arrived ([`LastTicks`]). Memory grows with symbols, never with events.
+    last_ticks: Vec<Vec<LastTicks>>,
     rules: RuleTable,
     observed: Observed,
     progress: Vec<WorkerProgress>,
@@ -91,7 +90,7 @@ impl<W: Write> Collector<W> {
             hops: HopHistograms::default(),
             sinks,
             decoded: Vec::with_capacity(1024),
-            seen: (0..shape.streams).map(|_| SeenSet::default()).collect(),
+            last_ticks: Vec::new(),
             rules: RuleTable::default(),
             observed: Observed::default(),
             progress: vec![WorkerProgress { processed: 0, outputs: 0, rejected: 0 }; shape.workers.len()],
@@ -216,11 +215,17 @@ impl<W: Write> Collector<W> {
             }
             FrameKind::ClockReport => {
                 if let Some(report) = self.decode_cold::<ClockReport>(&frame) {
-                    self.observed.clock_offsets.push(ClockOffset {
+                    let offset = ClockOffset {
                         node: report.node,
                         offset_us: report.estimate.offset_ns as f64 / 1000.0,
                         uncertainty_us: report.estimate.uncertainty_ns as f64 / 1000.0,
-                    });
+                    };
+                    // A node that measures again replaces its estimate: one entry per node.
+                    let offsets = &mut self.observed.clock_offsets;
+                    match offsets.iter_mut().find(|known| known.node == offset.node) {
+                        Some(known) => *known = offset,
+                        None => offsets.push(offset),
+                    }
                 }
             }
             _ => self.rejections.unexpected(&frame),
@@ -278,9 +283,10 @@ impl<W: Write> Collector<W> {
         let warmup_end_ns = self.shape.start_ns + self.shape.warmup_ns;
         let mut measured = 0;
         let mut group: Option<(u32, u64, bool)> = None;
+        let streams = self.shape.streams as usize;
         for output in batch.records {
             let stream = output.injector as usize;
-            if stream >= self.seen.len() {
+            if stream >= streams {
                 self.rejections.reject("unknown_stream", None, &format_args!("output of stream {}", output.injector));
                 continue;
             }
@@ -288,7 +294,17 @@ impl<W: Write> Collector<W> {
             let duplicate = match group {
                 Some((injector, seq, duplicate)) if (injector, seq) == (output.injector, output.seq) => duplicate,
                 _ => {
-                    let duplicate = self.seen[stream].insert(output.seq) == Arrival::Duplicate;
+                    // The sender announced rules (its slot resolved), so it is a worker of the
+                    // run's: its table grows with the workers, not with frames.
+                    let sender = batch.sender as usize;
+                    if sender >= self.last_ticks.len() {
+                        self.last_ticks.resize_with(sender + 1, Vec::new);
+                    }
+                    let by_stream = &mut self.last_ticks[sender];
+                    if by_stream.len() < streams {
+                        by_stream.resize_with(streams, LastTicks::default);
+                    }
+                    let duplicate = !by_stream[stream].arrived(batch.symbol(output), output.seq);
                     group = Some((output.injector, output.seq, duplicate));
                     duplicate
                 }
@@ -335,30 +351,89 @@ impl<W: Write> Collector<W> {
         });
     }
 
-    /// Ends the run: closes the sinks and builds the summary. A complete run ends with its
-    /// last report, an interrupted one with its last frame. `last_look` sees the final state
-    /// (for a last publication of the metrics).
-    pub fn finish(mut self, last_look: impl FnOnce(&Self)) -> io::Result<Finished<W>> {
-        let latency = self.hops.summary();
-        last_look(&self);
-        let every_worker_reported = self.every_worker_reported();
-        let (csv, rows) = self.sinks.csv.finish()?;
-        let (intervals_csv, latency_log) = self.sinks.intervals.finish(&self.hops.end_to_end)?;
-        let end_ns = if every_worker_reported { self.last_report_ns } else { self.last_frame_ns };
-        self.observed.duration_s = end_ns.saturating_sub(self.shape.start_ns) as f64 / 1e9;
-        self.observed.latency = latency;
-        self.observed.rejected = self.rejections.counts().clone();
-        self.observed.outputs = self.rules.counts();
-        self.observed.rescales = self.rescales.summaries();
-        let summary = summarize(
+    /// The summary of the run so far, at `now`: what [`Self::finish`] would say, marked
+    /// `running` and not complete (the driver writes it every `--summary-every`). Costs a pass
+    /// over the histograms, nothing per event.
+    pub fn snapshot(&mut self, now: u64) -> Summary {
+        let mut summary = self.summary_until(now.max(self.last_frame_ns));
+        summary.complete = false;
+        summary.running = true;
+        summary
+    }
+
+    /// The summary of what arrived, the run's duration ending at `end_ns`.
+    fn summary_until(&mut self, end_ns: u64) -> Summary {
+        let observed = Observed {
+            outputs: self.rules.counts(),
+            output_duplicates: self.observed.output_duplicates,
+            warmup_outputs: self.observed.warmup_outputs,
+            final_outputs: self.observed.final_outputs,
+            rejected: self.rejections.counts().clone(),
+            duration_s: end_ns.saturating_sub(self.shape.start_ns) as f64 / 1e9,
+            // (Records the pending run of router hops first.)
+            latency: self.hops.summary(),
+            clock_offsets: self.observed.clock_offsets.clone(),
+            rescales: self.rescales.summaries(),
+        };
+        summarize(
             self.shape.streams,
             &self.shape.workers,
             &self.reports,
             &self.progress,
             self.router.as_ref(),
-            self.observed,
-        );
+            observed,
+        )
+    }
+
+    /// Ends the run: closes the sinks and builds the summary. A complete run ends with its
+    /// last report, an interrupted one with its last frame. `last_look` sees the final state
+    /// (for a last publication of the metrics).
+    pub fn finish(mut self, last_look: impl FnOnce(&Self)) -> io::Result<Finished<W>> {
+        let end_ns = if self.every_worker_reported() { self.last_report_ns } else { self.last_frame_ns };
+        let summary = self.summary_until(end_ns);
+        last_look(&self);
+        let (csv, rows) = self.sinks.csv.finish()?;
+        let (intervals_csv, latency_log) = self.sinks.intervals.finish(&self.hops.end_to_end)?;
         Ok(Finished { summary, rows, csv, intervals_csv, latency_log, hops: self.hops })
+    }
+}
+
+/// The last tick of each symbol whose outputs arrived from one worker on one stream. Outputs
+/// of a symbol from one worker arrive in tick order (one FIFO connection, and a worker
+/// processes a symbol's ticks in order), so a tick at or below its symbol's last is a
+/// duplicate; outputs of one symbol from two workers (a symbol moving during a rescale) may
+/// interleave, so each worker has its own table. One entry, allocated once, per symbol.
+#[derive(Debug, Default)]
+pub struct LastTicks {
+    last: FxHashMap<Box<[u8]>, u64>,
+}
+
+impl LastTicks {
+    /// Records that the outputs of tick `seq` of `symbol` arrived; false if that tick's (or a
+    /// later tick's) outputs already had: a duplicate.
+    #[inline]
+    pub fn arrived(&mut self, symbol: &[u8], seq: u64) -> bool {
+        match self.last.get_mut(symbol) {
+            Some(last) if seq <= *last => false,
+            Some(last) => {
+                *last = seq;
+                true
+            }
+            None => {
+                self.last.insert(symbol.into(), seq);
+                true
+            }
+        }
+    }
+
+    /// Symbols with an entry.
+    pub fn len(&self) -> usize {
+        self.last.len()
+    }
+
+    /// Whether no output arrived yet.
+    pub fn is_empty(&self) -> bool {
+        self.last.is_empty()
     }
 }
 
@@ -484,6 +559,96 @@ mod tests {
         assert_eq!(summary.rejected["collector"]["malformed"], 1);
         // 5 reported, 2 distinct received.
         assert_eq!(summary.outputs_lost, 3);
+    }
+
+    /// Outputs of worker `worker` for tick `seq` of stream 0, symbol `symbol`, one per rule.
+    fn outputs_of(worker: u32, symbol: &[u8], seq: u64, rules: &[u32]) -> Vec<u8> {
+        let mut writer = OutputBatchWriter::new(worker);
+        for &rule in rules {
+            writer.push(rule, symbol, 10.0, 2.5, 0, seq, 2_000, 2_100);
+        }
+        writer.seal(2_200, 2_300, 2_400).to_vec()
+    }
+
+    #[test]
+    fn duplicates_are_told_per_worker_and_symbol() {
+        let shape = RunShape { workers: vec!["w0".into(), "w1".into()], streams: 1, start_ns: 1_000, warmup_ns: 0 };
+        let sinks = Sinks {
+            csv: OutputsCsv::new(Vec::new()).unwrap(),
+            intervals: IntervalRecorder::new(Vec::new(), Vec::new(), 1_000, Duration::from_secs(1)).unwrap(),
+        };
+        let mut collector = Collector::new(shape, CsvMode::None, 1 << 20, sinks, 1_000);
+        let queries = vec![RuleInfo { name: "perc".into(), alert: true }];
+        for worker in [0, 1] {
+            collector.handle(&RulesInstalled { epoch: 0, queries: queries.clone() }.encode(worker), 1_100).unwrap();
+        }
+        let duplicates = |collector: &Collector<Vec<u8>>| collector.observed.output_duplicates;
+        // One worker, two symbols of one stream: each symbol's ticks in order, the symbols
+        // interleaved in any order (A's tick 5 before B's tick 3).
+        for (symbol, seq) in [(b"A", 1), (b"A", 5), (b"B", 3), (b"B", 4), (b"A", 6)] {
+            collector.handle(&outputs_of(0, symbol, seq, &[0]), 2_500).unwrap();
+        }
+        assert_eq!(duplicates(&collector), 0);
+        // Again, or an earlier tick of the symbol, from the same worker: duplicates, each
+        // output of the group counted.
+        collector.handle(&outputs_of(0, b"A", 6, &[0, 0]), 2_600).unwrap();
+        collector.handle(&outputs_of(0, b"B", 2, &[0]), 2_600).unwrap();
+        assert_eq!(duplicates(&collector), 3);
+        // The same symbol from another worker (it moved during a rescale): that worker's
+        // ticks interleave with the first one's, and are not duplicates.
+        collector.handle(&outputs_of(1, b"A", 2, &[0]), 2_700).unwrap();
+        collector.handle(&outputs_of(1, b"A", 7, &[0]), 2_700).unwrap();
+        collector.handle(&outputs_of(0, b"A", 8, &[0]), 2_700).unwrap();
+        assert_eq!(duplicates(&collector), 3);
+        collector.handle(&outputs_of(1, b"A", 7, &[0]), 2_800).unwrap();
+        assert_eq!(duplicates(&collector), 4);
+        // One entry per (worker, stream, symbol), whatever the number of ticks.
+        let entries: Vec<usize> = collector.last_ticks.iter().map(|streams| streams[0].len()).collect();
+        assert_eq!(entries, [2, 1]);
+        for seq in 100..10_000 {
+            collector.handle(&outputs_of(0, b"A", seq, &[0]), 3_000).unwrap();
+        }
+        assert_eq!(collector.last_ticks[0][0].len(), 2);
+        assert_eq!(duplicates(&collector), 4);
+    }
+
+    #[test]
+    fn final_outputs_are_not_taken_for_duplicates() {
+        let mut collector = collector(CsvMode::None);
+        collector.handle(&rules(), 1_500).unwrap();
+        collector.handle(&outputs(1, &[0]), 2_500).unwrap();
+        // Windows the end of input closed carry the stream's count as seq; more of them than
+        // one frame holds go out in further frames, with the same symbol and seq.
+        for rule in [0, 1] {
+            let mut writer = OutputBatchWriter::final_outputs(0);
+            writer.push(rule, b"S1", 10.0, 2.5, 0, 2, 0, 0);
+            collector.handle(writer.seal(0, 0, 2_600), 2_700).unwrap();
+        }
+        collector.handle(&report(2, 3), 2_800).unwrap();
+        collector.handle(&router_report(2), 2_900).unwrap();
+        let summary = collector.finish(|_| {}).unwrap().summary;
+        assert_eq!((summary.final_outputs, summary.duplicates, summary.outputs_lost), (2, 0, 0));
+    }
+
+    #[test]
+    fn a_snapshot_is_the_running_summary_and_changes_nothing() {
+        let mut collector = collector(CsvMode::None);
+        collector.handle(&rules(), 1_500).unwrap();
+        collector.handle(&outputs(0, &[0, 1]), 3_000).unwrap();
+        let snapshot = collector.snapshot(5_000);
+        assert!(snapshot.running && !snapshot.complete, "{snapshot:?}");
+        assert_eq!(snapshot.outputs.get("perc"), Some(&1));
+        assert_eq!(snapshot.latency_us.end_to_end.count, 2);
+        assert_eq!(snapshot.duration_s, (5_000 - 1_000) as f64 / 1e9);
+        assert_eq!(snapshot.events_sent, None, "no stream has ended: sent is unknown");
+        // The run goes on and completes: the final summary is not a snapshot.
+        collector.handle(&outputs(1, &[1]), 3_100).unwrap();
+        collector.handle(&report(2, 3), 3_200).unwrap();
+        collector.handle(&router_report(2), 3_300).unwrap();
+        let summary = collector.finish(|_| {}).unwrap().summary;
+        assert!(summary.complete && !summary.running, "{summary:?}");
+        assert_eq!(summary.latency_us.end_to_end.count, 3);
+        assert_eq!(summary.outputs.get("volatility"), Some(&2));
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub struct CollectorConfig {
     /// Frames larger than this many bytes are rejected.
     #[arg(long, env = "CEP_MAX_FRAME_BYTES", default_value_t = cep_core::wire::DEFAULT_MAX_FRAME_BYTES)]
     pub max_frame_bytes: usize,
+    /// While the run goes, rewrite summary.json this often with the figures so far (marked
+    /// `"running": true`, `"complete": false`; the final one replaces it); 0 turns it off.
+    #[arg(long, env = "CEP_SUMMARY_EVERY", default_value = "10s", value_parser = parse_duration)]
+    pub summary_every: Duration,
 }
 
 impl Default for CollectorConfig {
@@ -69,6 +73,7 @@ impl Default for CollectorConfig {
             start_timeout: Duration::from_secs(120),
             progress: false,
             max_frame_bytes: cep_core::wire::DEFAULT_MAX_FRAME_BYTES,
+            summary_every: Duration::from_secs(10),
         }
     }
 }
@@ -98,6 +103,7 @@ impl CollectorConfig {
             .duration("start-timeout", self.start_timeout)
             .switch("progress", self.progress)
             .value("max-frame-bytes", self.max_frame_bytes)
+            .duration("summary-every", self.summary_every)
             .into_args()
     }
 }
@@ -127,6 +133,7 @@ mod tests {
                 start_timeout: Duration::from_secs(1),
                 progress: true,
                 max_frame_bytes: 1 << 10,
+                summary_every: if csv == CsvMode::All { Duration::ZERO } else { Duration::from_millis(250) },
             };
             assert_eq!(parse_flags::<CollectorConfig>(&config.to_args()).unwrap(), config);
         }

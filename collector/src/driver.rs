@@ -97,6 +97,7 @@ pub fn run_in(
     let mut last_progress = (Instant::now(), 0u64);
     let mut stopping: Option<Instant> = None;
     let mut last_frame = Instant::now();
+    let mut last_summary = Instant::now();
     receive_loop(&input, Duration::from_millis(100), |received| {
         if let Received::Frame { bytes, .. } = received {
             collector.handle(bytes, now_ns()).map_err(write_err(&csv_path))?;
@@ -104,6 +105,13 @@ pub fn run_in(
         }
         if collector.has_everything() {
             return Ok(Flow::Stop);
+        }
+        // A look at the running cluster: the figures so far, replaced by the final ones.
+        if !config.summary_every.is_zero() && last_summary.elapsed() >= config.summary_every {
+            if let Err(error) = write_summary(&config.out, &collector.snapshot(now_ns())) {
+                warn!(%error, "cannot write the rolling summary");
+            }
+            last_summary = Instant::now();
         }
         // The other processes stop with us and send their reports as they go: wait a moment
         // for them, so that a partial summary holds what they knew.
@@ -171,10 +179,18 @@ pub fn run_in(
 
 /// Writes `summary.json` and `report.txt`.
 pub fn write_results(out: &Path, summary: &Summary) -> Result<(), CollectorError> {
-    let json_path = out.join("summary.json");
-    let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
-    std::fs::write(&json_path, json + "\n").map_err(write_err(&json_path))?;
+    write_summary(out, summary)?;
     let report_path = out.join("report.txt");
     std::fs::write(&report_path, summary.ycsb_report()).map_err(write_err(&report_path))?;
     Ok(())
+}
+
+/// Writes `summary.json` atomically: into a temporary file in the same folder, then renamed
+/// over it, so that a reader sees the previous summary or this one, never half of one.
+pub fn write_summary(out: &Path, summary: &Summary) -> Result<(), CollectorError> {
+    let json_path = out.join("summary.json");
+    let temporary = out.join(".summary.json.tmp");
+    let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
+    std::fs::write(&temporary, json + "\n").map_err(write_err(&temporary))?;
+    std::fs::rename(&temporary, &json_path).map_err(write_err(&json_path))
 }

@@ -26,4 +26,4 @@ pub mod rules;
 
 pub use collector::Collector;
 pub use config::{CollectorConfig, CsvMode};
-pub use driver::{run, run_in, write_results, CollectorError};
+pub use driver::{run, run_in, write_results, write_summary, CollectorError};

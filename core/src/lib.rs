@@ -13,7 +13,6 @@
 //! - [`gbm`]: the seeded, counter-based geometric-Brownian-motion tick model.
 //! - [`partition`]: the consistent-hash ring with its pinned hasher.
 //! - [`reference`](mod@reference): the reference workload's constants (1,470 symbols, seed 42, batch size).
-//! - [`seen`]: exactly-once bookkeeping of sequence numbers.
 //! - [`clock`]: wall-clock nanoseconds, the unit of every timestamp.
 //! - [`io_text`]: I/O errors as one plain line.
 //! - [`duration`]: parsing of `30s` / `500ms` style durations for every CLI.
@@ -32,6 +31,5 @@ pub mod replay;
 pub mod report;
 pub mod rescale;
 pub mod results;
-pub mod seen;
 pub mod tick;
 pub mod wire;

@@ -177,6 +177,10 @@ pub struct Summary {
     /// True when every stream, worker and the router reported their end; false when the
     /// collector stopped on its idle timeout or a shutdown signal.
     pub complete: bool,
+    /// True in a snapshot the collector writes while the run goes (`--summary-every`): the
+    /// figures so far, `complete` false; false in the summary written at the end.
+    #[serde(default)]
+    pub running: bool,
     /// Outputs whose tick was intended during the warm-up: counted, not in the histograms.
     pub warmup_outputs: u64,
     /// Outputs of tumbling windows the end of input closed (no tick caused them): counted in

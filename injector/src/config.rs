@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Injector settings; every flag can also be set from the environment. `Default` is the flags'
-/// defaults (which send nothing: a run needs --duration, --count or --replay).
+/// defaults: without --duration, --count or --replay the injector generates until it is
+/// stopped (SIGINT/SIGTERM), then ends its streams gracefully.
 #[derive(Args, Clone, Debug, PartialEq)]
 pub struct InjectorConfig {
     /// The router's control endpoint.
@@ -27,7 +28,9 @@ pub struct InjectorConfig {
     /// given --speed is paced by its own timestamps instead.
     #[arg(long, env = "CEP_RATE", default_value_t = 0.0)]
     pub rate: f64,
-    /// How long to send after the warm-up (e.g. 30s, 500ms).
+    /// How long to send after the warm-up (e.g. 30s, 500ms). Without it (and without --count
+    /// or --replay) the injector sends until it is stopped: the first SIGINT/SIGTERM ends
+    /// every stream gracefully with its true count (nothing lost), a second one stops at once.
     #[arg(long, env = "CEP_DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Total ticks to send (the first N ticks of the reference stream, or of the replay file);
@@ -116,9 +119,6 @@ impl InjectorConfig {
         }
         at_least_one("batch", self.batch)?;
         high_water_mark(self.hwm)?;
-        if self.replay.is_none() && self.count.is_none() && self.duration.is_none() {
-            return Err("give --duration or --count (or --replay a file)".into());
-        }
         if self.count == Some(0) {
             return Err("--count must be at least 1".into());
         }
@@ -179,9 +179,8 @@ mod tests {
     #[test]
     fn default_is_what_no_flags_give() {
         assert_eq!(parse_flags::<InjectorConfig>(&[]).unwrap(), InjectorConfig::default());
-        // The defaults send nothing until told how much.
-        let error = InjectorConfig::default().validate().unwrap_err();
-        assert_eq!(error, "give --duration or --count (or --replay a file)");
+        // The defaults send until stopped.
+        assert_eq!(InjectorConfig::default().validate(), Ok(()));
         let timed = InjectorConfig { duration: Some(Duration::from_secs(10)), ..InjectorConfig::default() };
         assert_eq!(timed.validate(), Ok(()));
     }

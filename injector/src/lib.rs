@@ -1,6 +1,7 @@
 //! The injector: registers its streams with the router, waits for the start, then sends
 //! ticks on one PUSH connection per stream, paced to each tick's intended send time, and
-//! ends every stream with an end-of-stream marker carrying its count.
+//! ends every stream with an end-of-stream marker carrying its count: when its source or its
+//! `--count`/`--duration` is done, or when it is stopped (a graceful stop loses nothing).
 //!
 //! Latency is measured from the *intended* send time, so a stalled pipeline cannot hide its
 //! stall by slowing the injector down (no coordinated omission).
@@ -10,12 +11,15 @@
 //! - [`source`]: where ticks come from (the GBM model or a replay file), split per stream.
 //! - [`pacing`]: the schedule of intended send times.
 //! - [`sending`]: the per-stream send loop and the run.
+//! - [`stop`]: how it is told to stop (gracefully, or at once).
 
 pub mod config;
 pub mod metrics;
 pub mod pacing;
 pub mod sending;
 pub mod source;
+pub mod stop;
 
 pub use config::InjectorConfig;
 pub use sending::{run, run_in, InjectorReport};
+pub use stop::Stop;

@@ -3,8 +3,8 @@
 //! sleeps for long gaps and yields for the last stretch, because a plain sleep overshoots by
 //! tens of microseconds, which would show up as latency.
 
+use crate::stop::Stop;
 use cep_core::clock::now_ns;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The last stretch of a wait that is yielded rather than slept (a sleep can overshoot).
@@ -50,13 +50,13 @@ impl Schedule {
         }
     }
 
-    /// Waits until `deadline_ns` (wall clock) or `shutdown`: sleeps for all but the last few
+    /// Waits until `deadline_ns` (wall clock) or a stop: sleeps for all but the last few
     /// microseconds (in slices, so a long gap of a replay still sees a Ctrl-C), then yields
     /// until the deadline.
-    pub fn wait_until(deadline_ns: u64, shutdown: &AtomicBool) {
+    pub fn wait_until(deadline_ns: u64, stop: &Stop) {
         loop {
             let now = now_ns();
-            if now >= deadline_ns || shutdown.load(Ordering::Relaxed) {
+            if now >= deadline_ns || stop.requested() {
                 return;
             }
             let left = deadline_ns - now;

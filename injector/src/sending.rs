@@ -3,6 +3,7 @@
 use crate::config::InjectorConfig;
 use crate::pacing::{Pace, Schedule, Speed};
 use crate::source::{self, StreamSource};
+use crate::stop::Stop;
 use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
 use cep_core::frame::Body;
@@ -14,7 +15,7 @@ use cep_transport::{Context, Push, SocketOptions, TransportError};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tracing::info;
 
@@ -65,18 +66,19 @@ type Recorder = Arc<Mutex<BufWriter<File>>>;
 /// How long an interrupted injector still tries to deliver its end-of-stream markers.
 const SHUTDOWN_LINGER: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Runs the injector: every stream is sent to the end (or until `shutdown`) and closed with
-/// its end-of-stream marker.
-pub fn run(config: InjectorConfig, shutdown: Arc<AtomicBool>) -> Result<InjectorReport, InjectorError> {
-    run_in(&Context::new(), config, shutdown)
+/// Runs the injector: every stream is sent to its end (its source's, `--count`'s or
+/// `--duration`'s; without them, until `stop`) and closed with its end-of-stream marker
+/// carrying its true count. A graceful stop then waits for the end of the run as a bounded
+/// run does, so the cluster drains and loses nothing; a hard stop does not wait.
+pub fn run(config: InjectorConfig, stop: Stop) -> Result<InjectorReport, InjectorError> {
+    run_in(&Context::new(), config, stop)
 }
 
 /// Runs the injector on `context` (shared by every role of an in-process cluster).
-pub fn run_in(
-    context: &Context,
-    config: InjectorConfig,
-    shutdown: Arc<AtomicBool>,
-) -> Result<InjectorReport, InjectorError> {
+pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<InjectorReport, InjectorError> {
+    // Blocking waits (registration, sends, the end of the run) give up on a hard stop only:
+    // a graceful stop still delivers every tick it generated and its stream's marker.
+    let shutdown = stop.now.clone();
     config.validate().map_err(InjectorError::Config)?;
     let sources = match &config.replay {
         Some(path) => {
@@ -143,13 +145,13 @@ pub fn run_in(
             batch: config.batch,
             metrics: metrics.stream(stream, schedule, limit),
         };
-        let (names, recorder, shutdown) = (sources.names.clone(), recorder.clone(), shutdown.clone());
+        let (names, recorder, stop) = (sources.names.clone(), recorder.clone(), stop.clone());
         // A stream's thread logs as the injector does (a thread of its own in one process).
         let identity = cep_telemetry::identity::current();
         // Each thread hands its socket back so that it stays open until the run is over.
         threads.push(std::thread::spawn(move || {
             cep_telemetry::identity::set_for_thread(&identity.role, &identity.id);
-            send_stream(plan, source, &names, &push, recorder.as_ref(), &shutdown).map(|sent| (sent, push))
+            send_stream(plan, source, &names, &push, recorder.as_ref(), &stop).map(|sent| (sent, push))
         }));
     }
     let mut report = InjectorReport { streams: Vec::new() };
@@ -162,6 +164,13 @@ pub fn run_in(
     if !shutdown.load(Ordering::Relaxed) {
         if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &shutdown) {
             tracing::warn!(%error, "no end-of-run signal from the router");
+        }
+    }
+    if shutdown.load(Ordering::Relaxed) {
+        // Stopped at once (perhaps after a graceful stop whose markers are still queued for
+        // a router that is stopping too): closing must not wait for them.
+        for push in &sockets {
+            push.shorten_linger(SHUTDOWN_LINGER);
         }
     }
     drop(sockets);
@@ -200,25 +209,26 @@ fn send_stream(
     names: &[String],
     push: &Push,
     recorder: Option<&Recorder>,
-    shutdown: &AtomicBool,
+    stop: &Stop,
 ) -> Result<(u32, u64), InjectorError> {
+    let shutdown = stop.now.as_ref();
     let mut batch = TickBatchWriter::new(plan.stream);
     let mut rows = String::new();
     let (mut ints, mut floats) = (itoa::Buffer::new(), ryu::Buffer::new());
     let mut sent: u64 = 0;
     // When the previous tick was due (a replay's times may go backwards; sending does not).
     let mut previous_due = plan.start_ns;
-    Schedule::wait_until(plan.start_ns, shutdown);
+    Schedule::wait_until(plan.start_ns, stop);
     let mut exhausted = false;
     Schedule::tighten_timer_slack();
-    while !exhausted && sent < plan.limit && !shutdown.load(Ordering::Relaxed) {
+    while !exhausted && sent < plan.limit && !stop.requested() {
         let now = now_ns();
         let next_due = plan.pace.due(sent, source.next_event_time(), previous_due);
         if plan.deadline_ns.is_some_and(|deadline| next_due.unwrap_or(now) >= deadline) {
             break;
         }
         if let Some(due) = next_due.filter(|due| *due > now) {
-            Schedule::wait_until(due, shutdown);
+            Schedule::wait_until(due, stop);
             continue;
         }
         // Everything already due goes out in one batch (at least one tick).
