@@ -11,6 +11,8 @@ use rustc_hash::FxHashMap;
 #[derive(Default)]
 pub struct RescaleWatch {
     rescales: Vec<RescaleSummary>,
+    /// Per rescale, how many symbols it set out to move.
+    planned: Vec<u64>,
     /// Per moved symbol still watched: its rescale and its new owner's index.
     watched: FxHashMap<Box<[u8]>, (usize, u32)>,
 }
@@ -19,6 +21,7 @@ impl RescaleWatch {
     /// A rescale began at `now` (the collector's clock) in a run that started at `start_ns`.
     pub fn started(&mut self, started: RescaleStarted, now: u64, start_ns: u64) {
         let index = self.rescales.len();
+        self.planned.push(started.symbols.len() as u64);
         self.rescales.push(RescaleSummary {
             kind: started.kind,
             worker: started.worker,
@@ -40,7 +43,8 @@ impl RescaleWatch {
         summary.slices = record.slices;
         summary.held_ticks = record.held_ticks;
         summary.longest_slice_ms = record.longest_slice_ns as f64 / 1e6;
-        summary.finished = true;
+        summary.finished = record.state_lost.is_empty() && record.symbols == self.planned[record.id as usize];
+        summary.state_lost = record.state_lost;
     }
 
     /// Whether some moved symbol is still watched (outputs need a look).
@@ -98,29 +102,16 @@ mod tests {
             slices: 1,
             held_ticks: 3,
             longest_slice_ns: 1_000_000,
+            state_lost: vec![],
         };
+        let unannounced = record.clone();
         watch.finished(record, 1_000_000_000);
         let summary = &watch.summaries()[0];
         assert_eq!(summary.max_moved_latency_us, Some(7.0), "after A's first output at w2, A is no longer watched");
         assert_eq!((summary.at_s, summary.duration_ms, summary.symbols), (1.0, 4.0, 2));
         assert!(summary.finished);
         // A record for a rescale never announced is ignored.
-        watch.finished(
-            Rescaled {
-                id: 9,
-                ..Rescaled {
-                    id: 0,
-                    started_ns: 0,
-                    duration_ns: 0,
-                    symbols: 0,
-                    state_bytes: 0,
-                    slices: 0,
-                    held_ticks: 0,
-                    longest_slice_ns: 0,
-                }
-            },
-            0,
-        );
+        watch.finished(Rescaled { id: 9, ..unannounced }, 0);
         assert_eq!(watch.summaries().len(), 1);
     }
 }

@@ -162,4 +162,7 @@ pub struct Rescaled {
     pub held_ticks: u64,
     /// The longest any slice's symbols waited (first hand-off sent to state delivered, ns).
     pub longest_slice_ns: u64,
+    /// Symbols whose state never came (their owner died or hung during the move): they went
+    /// on at their new owner from empty windows.
+    pub state_lost: Vec<String>,
 }

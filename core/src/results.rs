@@ -223,8 +223,13 @@ pub struct RescaleSummary {
     /// to that symbol's first output at its new owner, us; `None` if none was measured (or
     /// the router's record of the move never arrived).
     pub max_moved_latency_us: Option<f64>,
-    /// Whether the move finished (the router's record of its end arrived).
+    /// Whether the move finished: every symbol it set out to move did, with its state (false
+    /// if the router's record never came, the input ended first, or state was lost).
     pub finished: bool,
+    /// Symbols whose state was lost in the move (their old owner never handed it off within
+    /// the router's `--move-timeout`): their outputs after it come from empty windows.
+    #[serde(default)]
+    pub state_lost: Vec<String>,
 }
 
 /// What report.txt's figures mean, at its top: tools read only the `[SECTION], Metric, value`

@@ -66,6 +66,11 @@ pub struct RouterConfig {
     /// catches up (the injectors then wait: nothing is dropped).
     #[arg(long, env = "CEP_MAX_HELD", default_value_t = DEFAULT_MAX_HELD)]
     pub max_held: usize,
+    /// How long the state of one slice of moving symbols may take to arrive before the router
+    /// gives the move up (the old owner died or hangs): the symbols then go on at their new
+    /// owners from empty windows, named in the log and in the summary's `rescales`.
+    #[arg(long, env = "CEP_MOVE_TIMEOUT", default_value = "10s", value_parser = cep_core::duration::parse_duration)]
+    pub move_timeout: Duration,
     /// Write the endpoints actually bound (`data=...`, `control=...`) to this file once
     /// listening, so that `*` ports can be used and found (the launcher does).
     #[arg(long, env = "CEP_ANNOUNCE")]
@@ -90,6 +95,7 @@ impl Default for RouterConfig {
             allowed_lateness: None,
             move_slice: DEFAULT_MOVE_SLICE,
             max_held: DEFAULT_MAX_HELD,
+            move_timeout: Duration::from_secs(10),
             announce: None,
         }
     }
@@ -125,6 +131,7 @@ impl RouterConfig {
             .some_duration("allowed-lateness", self.allowed_lateness)
             .value("move-slice", self.move_slice)
             .value("max-held", self.max_held)
+            .duration("move-timeout", self.move_timeout)
             .some_path("announce", self.announce.as_deref())
             .into_args()
     }
@@ -159,6 +166,7 @@ mod tests {
             allowed_lateness: Some(Duration::from_micros(2500)),
             move_slice: 7,
             max_held: 99,
+            move_timeout: Duration::from_millis(1500),
             announce: Some("/tmp/router.endpoints".into()),
         };
         assert_eq!(parse_flags::<RouterConfig>(&config.to_args()).unwrap(), config);

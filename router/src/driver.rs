@@ -90,6 +90,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         allowed_lateness_ns: config.allowed_lateness.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
         slice_symbols: config.move_slice,
         max_held_ticks: config.max_held,
+        move_timeout_ns: u64::try_from(config.move_timeout.as_nanos()).unwrap_or(u64::MAX),
     };
     let mut router = Router::new(settings, Deployments::start(&source).map_err(RouterError::Rules)?);
     gather(&mut router, &control, &config, &shutdown, &metrics)?;
@@ -119,6 +120,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         }
         // While symbols move, their state arrives on the control socket: serve it at once.
         if router.rescaling() || last_control.elapsed() > Duration::from_millis(100) {
+            router.tick(monotonic_ns(), &mut out);
             while let Some((client, body)) = control.recv(Duration::ZERO)? {
                 router.control(client, &body, monotonic_ns(), &mut out);
                 out.check()?;
@@ -129,6 +131,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
                     router.control(client, &body, monotonic_ns(), &mut out);
                     out.check()?;
                 }
+                router.tick(monotonic_ns(), &mut out);
             }
             if last_control.elapsed() > Duration::from_millis(100) {
                 router.publish(&metrics);

@@ -69,7 +69,7 @@ impl<C: Clone> Rendezvous<C> {
     pub fn offer(&mut self, client: C, registration: Register, now: u64) -> Verdict {
         if self.started {
             return Verdict::Refuse(format!(
-                "the run has already started with {} workers; a process arriving late joins the next run",
+                "the run has already started with {} workers; its injector streams were fixed at the start (a worker arriving late joins the running cluster)",
                 self.workers.len()
             ));
         }

@@ -96,6 +96,10 @@ struct Rescale {
     state_bytes: u64,
     held_ticks: u64,
     longest_slice_ns: u64,
+    /// When the slice in flight is given up (monotonic ns), set by the first tick after it
+    /// started.
+    slice_deadline: Option<u64>,
+    state_lost: Vec<String>,
 }
 
 /// The run's membership and the rescale in progress.
@@ -107,12 +111,14 @@ pub struct Rescaling {
     next_id: u32,
     slice_symbols: usize,
     vnodes: usize,
+    move_timeout_ns: u64,
 }
 
 impl Rescaling {
     /// The members the run started with (ring order), moving `slice_symbols` symbols at a time
-    /// on a ring of `vnodes` virtual nodes per worker.
-    pub fn new(workers: &[String], slice_symbols: usize, vnodes: usize) -> Self {
+    /// on a ring of `vnodes` virtual nodes per worker; a slice whose state has not all come
+    /// `move_timeout_ns` after it started is given up.
+    pub fn new(workers: &[String], slice_symbols: usize, vnodes: usize, move_timeout_ns: u64) -> Self {
         Rescaling {
             members: workers
                 .iter()
@@ -124,6 +130,7 @@ impl Rescaling {
             next_id: 0,
             slice_symbols: slice_symbols.max(1),
             vnodes,
+            move_timeout_ns,
         }
     }
 
@@ -219,6 +226,8 @@ impl Rescaling {
                 state_bytes: 0,
                 held_ticks: 0,
                 longest_slice_ns: 0,
+                slice_deadline: None,
+                state_lost: Vec::new(),
             });
             self.next_slice(path, out);
         }
@@ -241,6 +250,7 @@ impl Rescaling {
             return self.finish(path, out);
         };
         rescale.slice_started_ns = out.now();
+        rescale.slice_deadline = None;
         let mut parts: BTreeMap<(usize, usize), Vec<Box<[u8]>>> = BTreeMap::new();
         for (symbol, from, to) in slice {
             parts.entry((from, to)).or_default().push(symbol);
@@ -284,10 +294,49 @@ impl Rescaling {
         Ok(())
     }
 
+    /// Gives up a slice whose state has not all come within the move time-out (its old
+    /// owner died or hangs): the symbols go on at their new owners from empty windows, with
+    /// the ticks held for them; the rest of the rescale is given up. Never a hang: the run
+    /// goes on, and the summary names the symbols whose state was lost.
+    pub fn tick(&mut self, now: u64, path: &mut DataPath, out: &mut impl Outbox) {
+        let Some(rescale) = self.current.as_mut() else { return };
+        if rescale.parts.is_empty() {
+            return;
+        }
+        let deadline = *rescale.slice_deadline.get_or_insert(now.saturating_add(self.move_timeout_ns));
+        if now < deadline {
+            return;
+        }
+        let mut lost = Vec::new();
+        let mut silent = Vec::new();
+        for (part, Part { from, to, symbols }) in std::mem::take(&mut rescale.parts) {
+            rescale.held_ticks += path.complete_part(part, &symbols, to, out);
+            silent.push(self.members[from].id.clone());
+            lost.extend(symbols.iter().map(|symbol| lossy(symbol)));
+        }
+        silent.dedup();
+        let left: usize = rescale.slices.iter().map(Vec::len).sum();
+        rescale.slices.clear();
+        out.event(Event::RescaleAbandoned {
+            worker: self.members[rescale.worker].id.clone(),
+            reason: format!(
+                "{} did not hand off the state of {} symbols within {:?} ({}); their windows are lost and they                  go on empty at their new owners; {left} symbols not yet moved stay where they are",
+                silent.join(", "),
+                lost.len(),
+                std::time::Duration::from_nanos(self.move_timeout_ns),
+                lost.join(" ")
+            ),
+        });
+        rescale.state_lost.extend(lost);
+        path.release_deferred_ends(out);
+        self.finish(path, out);
+        self.step(path, out);
+    }
+
     fn finish(&mut self, path: &mut DataPath, out: &mut impl Outbox) {
         let rescale = self.current.take().expect("a rescale runs");
         let member = &mut self.members[rescale.worker];
-        let finished = rescale.moved == rescale.symbols;
+        let finished = rescale.moved == rescale.symbols && rescale.state_lost.is_empty();
         match rescale.kind {
             Kind::Join => member.state = MemberState::Active,
             Kind::Leave if finished => {
@@ -307,6 +356,7 @@ impl Rescaling {
             slices: rescale.slices_total,
             held_ticks: rescale.held_ticks,
             longest_slice_ns: rescale.longest_slice_ns,
+            state_lost: rescale.state_lost,
         };
         out.send(Peer::Collector, &record.encode(ROUTER_SENDER));
         out.event(Event::RescaleFinished {

@@ -38,6 +38,8 @@ pub struct RouterSettings {
     /// Ticks held for moving symbols beyond which the router stops reading its input
     /// (back-pressure on the injectors) until the move catches up.
     pub max_held_ticks: usize,
+    /// How long (ns) a slice's state may take before the router gives it up.
+    pub move_timeout_ns: u64,
 }
 
 /// Where the started run's data goes: the driver connects to these before
@@ -169,6 +171,14 @@ impl Router {
             .encode(ROUTER_SENDER))
     }
 
+    /// Gives up a move whose state is overdue at `now` (monotonic ns; the driver calls it
+    /// between frames).
+    pub fn tick(&mut self, now: u64, out: &mut impl Outbox) {
+        if let (Some(path), Some(rescaling)) = (self.path.as_mut(), self.rescaling.as_mut()) {
+            rescaling.tick(now, path, out);
+        }
+    }
+
     /// Whether the router may read more input: false while too many ticks are held for
     /// moving symbols (the injectors then wait: lossless back-pressure).
     pub fn accepting_input(&self) -> bool {
@@ -212,7 +222,12 @@ impl Router {
         );
         self.worker_ids = start.workers.iter().map(|w| w.id.clone()).collect();
         self.workers = start.workers.clone();
-        self.rescaling = Some(Rescaling::new(&self.worker_ids, self.settings.slice_symbols, self.settings.vnodes));
+        self.rescaling = Some(Rescaling::new(
+            &self.worker_ids,
+            self.settings.slice_symbols,
+            self.settings.vnodes,
+            self.settings.move_timeout_ns,
+        ));
         self.joiner_ready = start.answers.first().map(|(_, ready)| ready.clone());
         self.path = Some(DataPath::new(
             &self.worker_ids,
@@ -344,6 +359,7 @@ mod tests {
             allowed_lateness_ns: Some(5),
             slice_symbols: 2,
             max_held_ticks: 1000,
+            move_timeout_ns: 1_000,
         };
         let source = cep_query::RulesSource::reference();
         let mut router = Router::new(settings, Deployments::start(&source).unwrap());

@@ -208,6 +208,7 @@ impl LocalCluster {
             allowed_lateness_ns: None,
             slice_symbols: spec.move_slice,
             max_held_ticks: usize::MAX,
+            move_timeout_ns: spec.move_timeout_ns,
         };
         let router = Router::new(settings, Deployments::start(&source).expect("the spec's rules check"));
         let sources = model(spec.seed, spec.symbols, spec.streams as usize, None);
@@ -588,6 +589,7 @@ impl LocalCluster {
         // driver reports a measured one (the router's first frame to the collector).
         self.router.announce(Some(OffsetEstimate { offset_ns: 0, uncertainty_ns: 0 }), &mut out);
         self.route_from(Member::Router, out);
+        self.schedule(self.now + TIMER_NS, Scheduled::Timer(Member::Router));
     }
 
     fn worker_answer(&mut self, index: usize, answer: &[u8]) {
@@ -647,6 +649,16 @@ impl LocalCluster {
                     worker.progress(&mut out);
                     self.route_from(member, out);
                     self.schedule(self.now + PROGRESS_NS, Scheduled::Timer(member));
+                }
+            }
+            Member::Router => {
+                // As its driver does between frames: a move whose state is overdue is given up.
+                let mut out = self.outbox();
+                self.router.tick(self.now, &mut out);
+                self.route_from(member, out);
+                self.maybe_finish_router();
+                if self.router_report.is_none() {
+                    self.schedule(self.now + TIMER_NS, Scheduled::Timer(member));
                 }
             }
             Member::Collector => {

@@ -142,6 +142,8 @@ pub struct ClusterSpec {
     pub idle_timeout_ns: u64,
     /// Symbols moved at a time when a worker joins or leaves.
     pub move_slice: usize,
+    /// How long the router waits for a slice's state before it gives the move up.
+    pub move_timeout_ns: u64,
 }
 
 impl Default for ClusterSpec {
@@ -159,6 +161,7 @@ impl Default for ClusterSpec {
             link_latency_ns: 20_000,
             idle_timeout_ns: 30_000_000_000,
             move_slice: 8,
+            move_timeout_ns: 1_000_000_000,
         }
     }
 }
