@@ -1,28 +1,69 @@
 #!/usr/bin/env bash
-# docker-compose smoke test: builds the image, runs the compose file with 3 workers at a modest
-# rate, checks summary.json (processed == sent, nothing lost, 3 workers each with events), and
-# tears everything down even when a step fails.
+# docker-compose smoke test: builds the image, starts the compose file with 2 workers, scales
+# the running cluster to 3 (the new worker joins and takes its share, state and all), then
+# stops one worker (SIGTERM: it drains and exits 0), and checks summary.json (processed ==
+# sent, nothing lost, the two rescales) and that outputs.csv equals the standalone engine's
+# outputs over the recorded input, row for row. Tears everything down even when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 compose() {
     if docker compose version >/dev/null 2>&1; then docker compose "$@"; else docker-compose "$@"; fi
 }
+files=(-f docker-compose.yml -f deploy/docker/smoke-rescale.yml)
+image=${CEP_IMAGE:-cep:local}
 
 results=$(mktemp -d)
-export COMPOSE_PROJECT_NAME=cep-smoke CEP_RESULTS="$results" CEP_RATE=50000 CEP_DURATION=3s CEP_WARMUP=500ms
+export COMPOSE_PROJECT_NAME=cep-smoke CEP_RESULTS="$results" CEP_RATE=50000 CEP_DURATION=30s CEP_WARMUP=500ms \
+    CEP_CSV=all CEP_SETTLE=2s
 cleanup() {
-    compose down --volumes --remove-orphans >/dev/null 2>&1 || true
+    status=$?
+    if [ "$status" -ne 0 ]; then compose "${files[@]}" logs --tail=20 >&2 || true; fi
+    compose "${files[@]}" down --volumes --remove-orphans >/dev/null 2>&1 || true
     rm -rf "$results"
 }
 trap cleanup EXIT
 
-deploy/docker/build-image.sh
-compose up --scale worker=3 --exit-code-from collector
+status() {
+    compose "${files[@]}" exec -T router /cep cluster status --interval 0 --router tcp://127.0.0.1:5556 2>/dev/null || true
+}
+# Polls `cep cluster status` (run inside the router's container) until `check` accepts it.
+wait_until() {
+    local what=$1 check=$2 text=""
+    for _ in $(seq 1 300); do
+        text=$(status)
+        if $check "$text"; then echo "$text"; return 0; fi
+        sleep 0.2
+    done
+    echo "compose smoke test failed: gave up waiting for $what; last status:" >&2
+    echo "$text" >&2
+    exit 1
+}
+active() { grep -c ' active ' <<<"$1" || true; }
+running_with_two() { grep -q "streams ended: 0 of" <<<"$1" && [ "$(active "$1")" = 2 ]; }
+three_settled() { [ "$(active "$1")" = 3 ] && grep -q "moving: nothing" <<<"$1"; }
+one_left() { grep -q " left " <<<"$1" && grep -q "moving: nothing" <<<"$1"; }
 
-python3 - "$results/summary.json" <<'CHECK'
+deploy/docker/build-image.sh
+compose "${files[@]}" up -d --scale worker=2
+wait_until "the run to start with 2 workers" running_with_two
+compose "${files[@]}" up -d --scale worker=3 --no-recreate
+wait_until "the third worker to join" three_settled
+# SIGTERM to one worker: it asks to leave, its symbols move to the other two, it exits 0.
+leaving=$(compose "${files[@]}" ps -q worker | head -1)
+docker stop --time 30 "$leaving" >/dev/null
+[ "$(docker inspect --format '{{.State.ExitCode}}' "$leaving")" = 0 ] ||
+    { echo "compose smoke test failed: the stopped worker did not exit 0" >&2; exit 1; }
+wait_until "the stopped worker to have left" one_left
+
+collector=$(compose "${files[@]}" ps -q collector)
+[ "$(docker wait "$collector")" = 0 ] || { echo "compose smoke test failed: the collector exited non-zero" >&2; exit 1; }
+docker run --rm -v "$results":/results "$image" engine --input /results/input.csv --output /results/standalone.csv >/dev/null
+
+python3 - "$results" <<'CHECK'
 import json, sys
-summary = json.load(open(sys.argv[1]))
+results = sys.argv[1]
+summary = json.load(open(f"{results}/summary.json"))
 workers = summary["workers"]
 problems = []
 if not summary["complete"]:
@@ -31,15 +72,27 @@ if summary["events_sent"] == 0 or summary["events_processed"] != summary["events
     problems.append(f"processed {summary['events_processed']} of {summary['events_sent']} sent")
 if sorted(summary["outputs"]) != ["perc", "trend", "volatility"] or summary["rules"][0]["origin"] != "/rules/reference.rules":
     problems.append(f"rules: {summary['rules']}, outputs {summary['outputs']}")
-if summary["events_lost"] or summary["duplicates"]:
-    problems.append(f"lost {summary['events_lost']}, duplicates {summary['duplicates']}")
+if summary["events_lost"] or summary["duplicates"] or summary["out_of_order"]:
+    problems.append(f"lost {summary['events_lost']}, duplicates {summary['duplicates']}, out of order {summary['out_of_order']}")
 if len(workers) != 3 or any(w["events"] == 0 for w in workers):
     problems.append(f"expected 3 workers with events, got {workers}")
+kinds = [(r["kind"], r["finished"]) for r in summary["rescales"]]
+if kinds != [("join", True), ("leave", True)] or any(r["symbols"] == 0 for r in summary["rescales"]):
+    problems.append(f"expected a join then a leave, got {summary['rescales']}")
+
+def rows(path):
+    with open(path) as f:
+        next(f)
+        return sorted(",".join(line.rstrip("\n").split(",")[:6]) for line in f)
+cluster, standalone = rows(f"{results}/outputs.csv"), rows(f"{results}/standalone.csv")
+if not standalone or cluster != standalone:
+    problems.append(f"outputs.csv ({len(cluster)} rows) differs from the standalone engine's ({len(standalone)} rows)")
 if problems:
     sys.exit("compose smoke test failed: " + "; ".join(problems))
-print(f"compose smoke test passed: {summary['events_processed']} events over {len(workers)} workers, "
+print(f"compose smoke test passed: {summary['events_processed']} events, 2 -> 3 -> 2 workers live, "
+      f"{len(cluster)} outputs identical to the standalone engine's, "
       f"end-to-end p99 {summary['latency_us']['end_to_end']['p99']:.0f} us")
 CHECK
-for file in outputs.csv report.txt; do
+for file in report.txt; do
     [ -s "$results/$file" ] || { echo "compose smoke test failed: $file missing"; exit 1; }
 done
