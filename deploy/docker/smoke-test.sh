@@ -30,10 +30,11 @@ status() {
 # Polls `cep cluster status` (run inside the router's container) until `check` accepts it.
 wait_until() {
     local what=$1 check=$2 text=""
-    for _ in $(seq 1 300); do
+    # docker-compose v1 is a Python program: each exec costs CPU the cluster shares, so poll gently.
+    for _ in $(seq 1 120); do
         text=$(status)
         if $check "$text"; then echo "$text"; return 0; fi
-        sleep 0.2
+        sleep 0.5
     done
     echo "compose smoke test failed: gave up waiting for $what; last status:" >&2
     echo "$text" >&2

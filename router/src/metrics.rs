@@ -8,7 +8,7 @@ use cep_telemetry::metrics::Rejected;
 use cep_telemetry::{Scrape, Source};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The router's metrics source: registrations, the run's counters and rejections, in
 /// atomics the data path stores to and scrapes read.
@@ -25,14 +25,27 @@ pub struct RouterMetrics {
     rules_epoch: AtomicU64,
     /// Sized when the run starts.
     run: OnceLock<RunMetrics>,
+    /// The members (workers join and leave while the run goes), replaced at each publication.
+    membership: Mutex<Membership>,
     rejected: Rejected,
 }
 
 struct RunMetrics {
-    workers: Vec<String>,
     streams: Vec<String>,
     received: Vec<AtomicU64>,
-    routed: Vec<AtomicU64>,
+}
+
+/// Who the workers are, and what moving symbols between them costs right now.
+#[derive(Clone, Debug, Default)]
+pub struct Membership {
+    /// Every worker that has been a member: its id and the ticks routed to it.
+    pub routed: Vec<(String, u64)>,
+    /// Members per state: `active`, `joining`, `leaving`, `left`.
+    pub states: Vec<(&'static str, u64)>,
+    /// Ticks held for symbols whose state is moving.
+    pub ticks_held: u64,
+    /// Rescales finished so far: (join, leave).
+    pub rescales: (u64, u64),
 }
 
 impl RouterMetrics {
@@ -56,25 +69,31 @@ impl RouterMetrics {
     pub fn started(&self, workers: &[String], streams: u32) {
         let zeros = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect();
         let _ = self.run.set(RunMetrics {
-            workers: workers.to_vec(),
             streams: (0..streams).map(|stream| stream.to_string()).collect(),
             received: zeros(streams as usize),
-            routed: zeros(workers.len()),
         });
+        let routed = workers.iter().map(|id| (id.clone(), 0)).collect();
+        *self.membership.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            Membership { routed, states: vec![("active", workers.len() as u64)], ..Membership::default() };
         self.started.store(true, Relaxed);
     }
 
     /// Copies the data path's counters: valid ticks received per stream, ticks routed per
     /// stream and worker, which streams have ended, rejections by cause.
-    pub fn observe(&self, received: &[u64], routed: &[Vec<u64>], ended: &[bool], rejected: &CauseCounts, epoch: u32) {
+    pub fn observe(
+        &self,
+        received: &[u64],
+        ended: &[bool],
+        rejected: &CauseCounts,
+        epoch: u32,
+        membership: Membership,
+    ) {
         if let Some(run) = self.run.get() {
             for (slot, count) in run.received.iter().zip(received) {
                 slot.store(*count, Relaxed);
             }
-            for (worker, slot) in run.routed.iter().enumerate() {
-                slot.store(routed.iter().map(|per_worker| per_worker.get(worker).copied().unwrap_or(0)).sum(), Relaxed);
-            }
         }
+        *self.membership.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = membership;
         self.streams_ended.store(ended.iter().filter(|ended| **ended).count() as u64, Relaxed);
         self.rules_epoch.store(epoch as u64, Relaxed);
         self.rejected.observe(rejected);
@@ -126,12 +145,29 @@ impl Source for RouterMetrics {
             "stream",
             received.map(|(stream, count)| (stream.as_str(), count.load(Relaxed))),
         )?;
-        let routed = run.into_iter().flat_map(|run| run.workers.iter().zip(&run.routed));
+        let membership = self.membership.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         out.counters(
             "cep_router_ticks_routed",
             "Ticks forwarded, per worker.",
             "worker",
-            routed.map(|(worker, count)| (worker.as_str(), count.load(Relaxed))),
+            membership.routed.iter().map(|(worker, count)| (worker.as_str(), *count)),
+        )?;
+        out.gauges(
+            "cep_router_members",
+            "Workers by state: active, joining (symbols moving to it), leaving, left.",
+            "state",
+            membership.states.iter().map(|(state, count)| (*state, *count as f64)),
+        )?;
+        out.gauge(
+            "cep_router_ticks_held",
+            "Ticks held while their symbol's state moves to another worker.",
+            membership.ticks_held as f64,
+        )?;
+        out.counters(
+            "cep_router_rescales",
+            "Rescales finished, by kind: a worker joined, a worker left.",
+            "kind",
+            [("join", membership.rescales.0), ("leave", membership.rescales.1)],
         )?;
         self.rejected.scrape(out)
     }
@@ -147,12 +183,22 @@ mod tests {
         metrics.registered((2, true, 1));
         metrics.started(&["worker-0".into(), "worker-1".into()], 1);
         let rejected: CauseCounts = [("malformed".to_string(), 3)].into();
-        metrics.observe(&[10], &[vec![4, 6]], &[true], &rejected, 1);
+        let membership = Membership {
+            routed: vec![("worker-0".into(), 4), ("worker-1".into(), 6), ("joined".into(), 2)],
+            states: vec![("active", 2), ("joining", 1)],
+            ticks_held: 7,
+            rescales: (1, 0),
+        };
+        metrics.observe(&[10], &[true], &rejected, 1, membership);
         let text = cep_telemetry::metrics::encode(false).unwrap();
         for expected in [
             "# TYPE cep_router_ticks_received_total counter\n",
             "cep_router_ticks_received_total{role=\"cep\",id=\"cep\",stream=\"0\"} 10\n",
             "cep_router_ticks_routed_total{role=\"cep\",id=\"cep\",worker=\"worker-1\"} 6\n",
+            "cep_router_ticks_routed_total{role=\"cep\",id=\"cep\",worker=\"joined\"} 2\n",
+            "cep_router_members{role=\"cep\",id=\"cep\",state=\"joining\"} 1.0\n",
+            "cep_router_ticks_held{role=\"cep\",id=\"cep\"} 7.0\n",
+            "cep_router_rescales_total{role=\"cep\",id=\"cep\",kind=\"join\"} 1\n",
             "# TYPE cep_router_registered gauge\n",
             "cep_router_registered{role=\"cep\",id=\"cep\",kind=\"worker\"} 2",
             "cep_router_run_ended{role=\"cep\",id=\"cep\"} 1",

@@ -112,6 +112,8 @@ pub struct Rescaling {
     slice_symbols: usize,
     vnodes: usize,
     move_timeout_ns: u64,
+    /// Rescales finished: (join, leave).
+    finished: (u64, u64),
 }
 
 impl Rescaling {
@@ -131,6 +133,7 @@ impl Rescaling {
             slice_symbols: slice_symbols.max(1),
             vnodes,
             move_timeout_ns,
+            finished: (0, 0),
         }
     }
 
@@ -335,6 +338,10 @@ impl Rescaling {
 
     fn finish(&mut self, path: &mut DataPath, out: &mut impl Outbox) {
         let rescale = self.current.take().expect("a rescale runs");
+        match rescale.kind {
+            Kind::Join => self.finished.0 += 1,
+            Kind::Leave => self.finished.1 += 1,
+        }
         let member = &mut self.members[rescale.worker];
         let finished = rescale.moved == rescale.symbols && rescale.state_lost.is_empty();
         match rescale.kind {
@@ -366,6 +373,24 @@ impl Rescaling {
             state_bytes: rescale.state_bytes,
             duration_ns,
         });
+    }
+
+    /// The membership for the metrics.
+    pub fn membership(&self, path: &DataPath) -> crate::metrics::Membership {
+        let routed = self.routed_per_member(path);
+        let states = [MemberState::Active, MemberState::Joining, MemberState::Leaving, MemberState::Left]
+            .map(|state| (state.name(), self.members.iter().filter(|m| m.state == state).count() as u64));
+        crate::metrics::Membership {
+            routed: self.members.iter().map(|m| m.id.clone()).zip(routed).collect(),
+            states: states.to_vec(),
+            ticks_held: path.held_ticks() as u64,
+            rescales: self.finished,
+        }
+    }
+
+    /// Ticks routed to each member so far, by index.
+    fn routed_per_member(&self, path: &DataPath) -> Vec<u64> {
+        (0..self.members.len()).map(|worker| path.routed().iter().map(|per_worker| per_worker[worker]).sum()).collect()
     }
 
     /// The membership for `cep cluster status`.

@@ -86,6 +86,11 @@ impl Router {
     /// which only the settle timer of `--workers 0` reads.
     pub fn control(&mut self, client: ClientId, body: &[u8], now: u64, out: &mut impl Outbox) {
         let (Some(path), Some(rescaling)) = (self.path.as_mut(), self.rescaling.as_mut()) else {
+            let kind = Frame::read(body, MAX_CONTROL_FRAME_BYTES).map(|frame| frame.kind());
+            if matches!(kind, Ok(FrameKind::StatusRequest | FrameKind::Leave | FrameKind::SymbolState)) {
+                let reason = format!("the run has not started: waiting for {}", self.waiting_for());
+                return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+            }
             return self.control.serve(client, body, now, self.path.as_mut(), out);
         };
         let Ok(frame) = Frame::read(body, MAX_CONTROL_FRAME_BYTES) else {
@@ -318,9 +323,10 @@ impl Router {
 
     /// Copies the counters to the metrics (the driver calls it every 100 ms and at the end).
     pub fn publish(&self, metrics: &crate::metrics::RouterMetrics) {
-        if let Some(path) = &self.path {
+        if let (Some(path), Some(rescaling)) = (&self.path, &self.rescaling) {
             let epoch = self.control.deployments.current().epoch;
-            metrics.observe(path.received(), path.routed(), path.ended(), path.rejections().counts(), epoch);
+            let membership = rescaling.membership(path);
+            metrics.observe(path.received(), path.ended(), path.rejections().counts(), epoch, membership);
         }
     }
 }
