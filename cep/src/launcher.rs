@@ -119,6 +119,10 @@ pub struct LaunchArgs {
     /// (default: a free port on loopback).
     #[arg(long, env = "CEP_ROUTER_CONTROL")]
     pub control: Option<String>,
+    /// Where the router takes ticks, for another injector to join the running cluster
+    /// (`cep injector --router CONTROL --router-data DATA`; default: a free port on loopback).
+    #[arg(long, env = "CEP_ROUTER_LISTEN")]
+    pub data: Option<String>,
     #[command(flatten)]
     pub metrics: crate::metrics_plan::LaunchMetrics,
 }
@@ -149,6 +153,7 @@ impl Default for LaunchArgs {
             quiet: false,
             rules: None,
             control: None,
+            data: None,
             metrics: Default::default(),
         }
     }
@@ -391,7 +396,7 @@ fn check_roles(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<()> {
 /// given no flag (its environment variable, else its default).
 fn router_config(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<RouterConfig> {
     Ok(RouterConfig {
-        listen: endpoints.bind("router-data"),
+        listen: args.data.clone().unwrap_or_else(|| endpoints.bind("router-data")),
         control: args.control.clone().unwrap_or_else(|| endpoints.bind("router-control")),
         announce: Some(endpoints.announce_file()),
         workers: args.workers,

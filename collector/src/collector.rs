@@ -114,6 +114,21 @@ impl<W: Write> Collector<W> {
         (0..self.shape.workers.len() as u32).all(|index| self.reports.contains_key(&index))
     }
 
+    /// Makes room for stream `stream` (an injector may join the running cluster); false, and
+    /// counted, for a stream beyond any run's.
+    #[inline]
+    fn admit_stream(&mut self, stream: u32) -> bool {
+        if stream < self.shape.streams {
+            return true;
+        }
+        if stream >= cep_core::rescale::MAX_STREAMS {
+            self.rejections.reject("unknown_stream", None, &format_args!("output of stream {stream}"));
+            return false;
+        }
+        self.shape.streams = stream + 1;
+        true
+    }
+
     /// Makes room for worker `index` (one that joined the running cluster); false, and
     /// counted, for an index beyond any cluster's size.
     fn admit_worker(&mut self, index: u32) -> bool {
@@ -174,6 +189,9 @@ impl<W: Write> Collector<W> {
             }
             FrameKind::WorkerReport => {
                 if let Some(report) = self.decode_cold::<WorkerReport>(&frame).filter(|r| self.admit_worker(r.index)) {
+                    if let Some(last) = report.streams.iter().map(|s| s.stream).max() {
+                        self.admit_stream(last);
+                    }
                     self.shape.workers[report.index as usize] = report.id.clone();
                     if let Some(slot) = self.progress.get_mut(report.index as usize) {
                         *slot = WorkerProgress {
@@ -195,6 +213,9 @@ impl<W: Write> Collector<W> {
             }
             FrameKind::RouterReport => {
                 if let Some(report) = self.decode_cold::<RouterReport>(&frame) {
+                    if let Some(last) = report.received.keys().max() {
+                        self.admit_stream(*last);
+                    }
                     for (index, id) in report.workers.iter().enumerate() {
                         if self.admit_worker(index as u32) {
                             self.shape.workers[index].clone_from(id);
@@ -283,13 +304,12 @@ impl<W: Write> Collector<W> {
         let warmup_end_ns = self.shape.start_ns + self.shape.warmup_ns;
         let mut measured = 0;
         let mut group: Option<(u32, u64, bool)> = None;
-        let streams = self.shape.streams as usize;
         for output in batch.records {
             let stream = output.injector as usize;
-            if stream >= streams {
-                self.rejections.reject("unknown_stream", None, &format_args!("output of stream {}", output.injector));
+            if !self.admit_stream(output.injector) {
                 continue;
             }
+            let streams = self.shape.streams as usize;
             let Some(slot) = self.rule_slot(batch.sender, output.rule) else { continue };
             let duplicate = match group {
                 Some((injector, seq, duplicate)) if (injector, seq) == (output.injector, output.seq) => duplicate,

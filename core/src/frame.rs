@@ -12,7 +12,7 @@ use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use crate::rescale::{
     ClusterStatus, HandOff, Leave, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken, StatusRequest,
-    SymbolState,
+    StreamsOpened, SymbolState,
 };
 use crate::tick::{OutputRecord, TickRecord};
 use crate::wire::{check_frame, decode_outputs, decode_ticks, write_header, FrameHeader, FrameKind, WireError};
@@ -81,6 +81,7 @@ bodies! {
     ClusterStatus => ClusterStatus,
     RescaleStarted => RescaleStarted,
     Rescaled => Rescaled,
+    StreamsOpened => StreamsOpened,
 }
 
 /// Asks for the collector's time (no body: nil).

@@ -166,3 +166,17 @@ pub struct Rescaled {
     /// on at their new owner from empty windows.
     pub state_lost: Vec<String>,
 }
+
+/// Injector streams `first..first + count` now exist (an injector registered with the running
+/// cluster): router -> every worker, in its data stream, ahead of any of their ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamsOpened {
+    /// The first new stream's id.
+    pub first: u32,
+    /// How many streams opened.
+    pub count: u32,
+}
+
+/// The most injector streams a run takes, all injectors together: no count read off the wire
+/// sizes a table beyond it.
+pub const MAX_STREAMS: u32 = 4096;

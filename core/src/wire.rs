@@ -88,6 +88,8 @@ pub enum FrameKind {
     RescaleStarted = 29,
     /// A rescale ended, with its figures: router -> collector.
     Rescaled = 30,
+    /// New injector streams exist: router -> every worker, in its data stream.
+    StreamsOpened = 31,
 }
 
 impl FrameKind {
@@ -125,6 +127,7 @@ impl FrameKind {
             ClusterStatus,
             RescaleStarted,
             Rescaled,
+            StreamsOpened,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)

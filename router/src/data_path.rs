@@ -15,7 +15,7 @@ use cep_core::frame::{Body, TickBatch};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::partition::Partitioner;
 use cep_core::report::{EndOfStream, Rejections};
-use cep_core::rescale::Retire;
+use cep_core::rescale::{Retire, StreamsOpened};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, TickBatchWriter};
 use rustc_hash::FxHashMap;
@@ -29,7 +29,9 @@ pub struct DataPath {
     partitioner: Partitioner,
     /// The worker index of each of the ring's members, in the ring's order.
     ring_members: Vec<usize>,
-    owners: FxHashMap<Box<[u8]>, usize>,
+    /// Per symbol: the worker that owns it, and the one stream its ticks may come on (per-key
+    /// order holds within one stream only).
+    owners: FxHashMap<Box<[u8]>, Route>,
     /// Symbols whose state is moving, with their move part: their ticks are held.
     moving: FxHashMap<Box<[u8]>, u32>,
     /// The ticks held per move part, in arrival order.
@@ -55,6 +57,13 @@ pub struct DataPath {
     /// Per ended stream, what its injector said it sent (for workers that join later).
     end_sent: Vec<u64>,
     rejections: Rejections,
+}
+
+/// Where a symbol's ticks go, and where they come from.
+#[derive(Clone, Copy, Debug)]
+struct Route {
+    worker: usize,
+    stream: u32,
 }
 
 /// The ticks of one move part's symbols that arrived while its state moved.
@@ -103,6 +112,30 @@ impl DataPath {
         self.ended.iter().all(|ended| *ended)
     }
 
+    /// Opens `count` more injector streams (an injector registered while the run goes) and
+    /// tells every worker, ahead of any of their ticks; returns the first new stream's id.
+    pub fn add_streams(&mut self, count: u32, out: &mut impl Outbox) -> u32 {
+        let first = self.streams;
+        self.streams += count;
+        let total = self.streams as usize;
+        let workers = self.batches.len();
+        self.received.resize(total, 0);
+        self.routed.resize_with(total, || vec![0; workers]);
+        self.next_seq.resize(total, 0);
+        self.ended.resize(total, false);
+        self.end_sent.resize(total, 0);
+        let marker = StreamsOpened { first, count }.encode(ROUTER_SENDER);
+        for worker in (0..workers).filter(|worker| !self.retired[*worker]) {
+            out.send(Peer::Worker(worker as u32), &marker);
+        }
+        first
+    }
+
+    /// Injector streams of the run so far.
+    pub fn streams(&self) -> u32 {
+        self.streams
+    }
+
     /// Adds a worker that joined (already connected as the next index): it takes nothing
     /// until [`Self::set_ring`] includes it, and is told at once of the streams that have
     /// already ended (the others' markers will reach it with everyone's).
@@ -137,9 +170,9 @@ impl DataPath {
         let mut moves: Vec<(Box<[u8]>, usize, usize)> = self
             .owners
             .iter()
-            .filter_map(|(symbol, &owner)| {
+            .filter_map(|(symbol, route)| {
                 let to = self.ring_owner(symbol);
-                (to != owner).then(|| (symbol.clone(), owner, to))
+                (to != route.worker).then(|| (symbol.clone(), route.worker, to))
             })
             .collect();
         moves.sort();
@@ -166,8 +199,8 @@ impl DataPath {
     pub fn complete_part(&mut self, part: u32, symbols: &[Box<[u8]>], to: usize, out: &mut impl Outbox) -> u64 {
         for symbol in symbols {
             self.moving.remove(symbol);
-            if let Some(owner) = self.owners.get_mut(symbol) {
-                *owner = to;
+            if let Some(route) = self.owners.get_mut(symbol) {
+                route.worker = to;
             }
         }
         let Some(held) = self.held.remove(&part) else { return 0 };
@@ -221,8 +254,8 @@ impl DataPath {
     /// Symbols owned per worker (by index).
     pub fn owned(&self) -> Vec<u64> {
         let mut owned = vec![0; self.batches.len()];
-        for owner in self.owners.values() {
-            owned[*owner] += 1;
+        for route in self.owners.values() {
+            owned[route.worker] += 1;
         }
         owned
     }
@@ -291,11 +324,16 @@ impl DataPath {
         }
         let symbol = batch.symbol(tick);
         let owner = match self.owners.get(symbol) {
-            Some(&owner) => owner,
+            Some(route) if route.stream == tick.injector => route.worker,
+            Some(route) => {
+                let detail = format_args!("a tick of stream {} for a symbol of stream {}", tick.injector, route.stream);
+                self.rejections.reject("symbol_of_another_stream", Some(batch.sender), &detail);
+                return;
+            }
             None => {
-                let owner = self.ring_owner(symbol);
-                self.owners.insert(symbol.into(), owner);
-                owner
+                let worker = self.ring_owner(symbol);
+                self.owners.insert(symbol.into(), Route { worker, stream: tick.injector });
+                worker
             }
         };
         self.received[tick.injector as usize] += 1;

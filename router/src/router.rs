@@ -15,8 +15,12 @@ use cep_core::control::{Ready, Refused, Register, Role, WorkerInfo, MAX_CONTROL_
 use cep_core::frame::{Body, Frame};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{ClockReport, RouterReport};
-use cep_core::rescale::{Leave, RescaleAccepted, StateTaken, SymbolState};
+use cep_core::rescale::{Leave, RescaleAccepted, StateTaken, SymbolState, MAX_STREAMS};
 use cep_core::wire::FrameKind;
+
+/// How far ahead an injector that registers while the run goes starts: time for it to
+/// measure its clock offset to the collector first.
+const LATE_START_DELAY_NS: u64 = 100_000_000;
 
 /// What shapes a run, from the router's configuration.
 #[derive(Clone, Debug)]
@@ -101,6 +105,9 @@ impl Router {
                 Ok(register) if register.role == Role::Worker => {
                     return self.join(client, register, out);
                 }
+                Ok(register) if register.role == Role::Injector => {
+                    return self.open_streams(client, register, out);
+                }
                 _ => return self.control.serve(client, body, now, Some(path), out),
             },
             FrameKind::SymbolState => frame
@@ -160,6 +167,45 @@ impl Router {
             waiting_for: "nothing: it joins the running cluster".into(),
         });
         rescaling.step(path, out);
+    }
+
+    /// An injector registered while the run goes on: its streams open (every worker is told,
+    /// ahead of their ticks) and it starts at once.
+    fn open_streams(&mut self, client: ClientId, register: Register, out: &mut impl Outbox) {
+        let path = self.path.as_mut().expect("running");
+        let refused = if path.input_ended() {
+            Some("every stream has ended: the run is finishing".to_string())
+        } else if register.streams == 0 || path.streams().saturating_add(register.streams) > MAX_STREAMS {
+            Some(format!(
+                "{} more streams: a run takes 1 to {MAX_STREAMS} streams in all (it has {})",
+                register.streams,
+                path.streams()
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = refused {
+            out.event(Event::Refused { who: format!("injector {}", register.id), reason: reason.clone() });
+            return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+        }
+        let first = path.add_streams(register.streams, out);
+        self.settings.streams = path.streams();
+        self.control.node_joined();
+        let ready = self.joiner_ready.as_mut().expect("running");
+        ready.streams = self.settings.streams;
+        let ready = Ready {
+            assigned: first,
+            workers: self.workers.clone(),
+            rules: self.control.deployments.current().clone(),
+            // Time for its clock samples, as at the start.
+            start_ns: out.now() + LATE_START_DELAY_NS,
+            ..ready.clone()
+        };
+        out.send(Peer::Client(client), &ready.encode(ROUTER_SENDER));
+        out.event(Event::Registered {
+            who: format!("injector {} with streams {first}..{}", register.id, first + register.streams),
+            waiting_for: "nothing: its streams join the running cluster".into(),
+        });
     }
 
     /// Asks a worker to leave: its symbols move to the others, then it retires.

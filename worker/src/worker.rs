@@ -9,7 +9,7 @@ use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{
     EndOfStream, Rejections, RuleInfo, RulesInstalled, StreamAtWorker, SwitchRules, WorkerProgress, WorkerReport,
 };
-use cep_core::rescale::{HandOff, MovedSymbol, Retire, SymbolState};
+use cep_core::rescale::{HandOff, MovedSymbol, Retire, StreamsOpened, SymbolState, MAX_STREAMS};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, OutputBatchWriter};
 use cep_engine::{Engine, RuleSet};
@@ -154,6 +154,17 @@ impl Worker {
             },
             FrameKind::SymbolState => match frame.body::<SymbolState>() {
                 Ok(state) => self.take_state(&state, frame.sender(), out),
+                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
+            },
+            FrameKind::StreamsOpened => match frame.body::<StreamsOpened>() {
+                Ok(opened) if opened.first as usize == self.streams.len() && opened.first + opened.count <= MAX_STREAMS => {
+                    self.streams.resize_with((opened.first + opened.count) as usize, StreamState::default);
+                }
+                Ok(opened) => self.rejections.reject(
+                    "unknown_stream",
+                    Some(frame.sender()),
+                    &format_args!("streams {}+{} opened (this worker has {})", opened.first, opened.count, self.streams.len()),
+                ),
                 Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
             },
             FrameKind::Retire => match frame.body::<Retire>() {
