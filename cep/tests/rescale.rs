@@ -126,3 +126,67 @@ fn a_run_that_grows_from_one_to_three_workers_and_back_to_two_gives_the_standalo
     assert_eq!(got.len(), expected.len());
     assert!(got == expected, "the cluster's outputs differ from the standalone engine's");
 }
+
+/// The rows of `path` (outputs.csv or a standalone output) of `stream`, without the stream,
+/// seq and timestamps: (rule, symbol, price, value), sorted.
+fn rows_of_stream(path: &Path, stream: &str) -> Vec<String> {
+    let mut rows: Vec<String> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter(|line| line.split(',').nth(4) == Some(stream))
+        .map(|line| line.split(',').take(4).collect::<Vec<_>>().join(","))
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn an_injector_that_registers_while_the_run_goes_adds_its_streams_and_its_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let control = format!("ipc://{}", dir.path().join("control").display());
+    let data = format!("ipc://{}", dir.path().join("data").display());
+    // The late injector replays symbols of its own (a symbol belongs to one stream).
+    let replay = dir.path().join("late.txt");
+    let mut text = String::new();
+    let mut price = [100.0f64; 20];
+    for i in 0..20_000u64 {
+        let s = (i % 20) as usize;
+        price[s] *= 1.0 + (((i * 7919) % 41) as f64 - 20.0) / 1000.0;
+        text += &format!("X{s:02};{:.4};{}\n", price[s], 1_700_000_000_000 + i);
+    }
+    std::fs::write(&replay, text).unwrap();
+    let count: u64 = 400_000;
+    let mut cluster = Running(
+        cep()
+            .args(["run", "--workers", "2", "--rate", "50000", "--count", &count.to_string()])
+            .args(["--csv", "all", "--record-input", "--quiet", "--control", &control, "--data", &data])
+            .arg("--out")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_status(&control, "the run to start", |s| s.contains("streams ended: 0 of 1"));
+    let late = run(cep().args(["injector", "--router", &control, "--router-data", &data, "--replay"]).arg(&replay));
+    assert!(late.status.success(), "{}", String::from_utf8_lossy(&late.stderr));
+    let finished = cluster.0.wait().unwrap();
+    assert!(finished.success(), "cep run failed: {finished}");
+
+    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert!(summary.complete);
+    let total = count + 20_000;
+    assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(total), total, Some(0)));
+    assert_eq!(summary.streams.len(), 2);
+    assert_eq!(summary.streams[1].sent, Some(20_000));
+    // Stream 0 gives the standalone engine's outputs over its recorded input; stream 1 those
+    // of the standalone engine over the replayed file.
+    for (input, stream) in [(out.join("input.csv"), "0"), (replay.clone(), "1")] {
+        let standalone = dir.path().join(format!("standalone-{stream}.csv"));
+        let engine = run(cep().args(["engine", "--input"]).arg(&input).arg("--output").arg(&standalone));
+        assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
+        let expected = rows_of_stream(&standalone, "0");
+        assert!(!expected.is_empty());
+        assert!(rows_of_stream(&out.join("outputs.csv"), stream) == expected, "stream {stream} differs");
+    }
+}

@@ -111,7 +111,10 @@ impl<W: Write> Collector<W> {
     }
 
     fn every_worker_reported(&self) -> bool {
-        (0..self.shape.workers.len() as u32).all(|index| self.reports.contains_key(&index))
+        // Once the router has reported, its list of members is the authority (a stray frame
+        // naming a higher index does not make the collector wait for it).
+        let workers = self.router.as_ref().map_or(self.shape.workers.len(), |router| router.workers.len());
+        (0..workers as u32).all(|index| self.reports.contains_key(&index))
     }
 
     /// Makes room for stream `stream` (an injector may join the running cluster); false, and
@@ -231,7 +234,7 @@ impl<W: Write> Collector<W> {
             }
             FrameKind::Rescaled => {
                 if let Some(record) = self.decode_cold::<Rescaled>(&frame) {
-                    self.rescales.finished(record, self.shape.start_ns);
+                    self.rescales.finished(record, now, self.shape.start_ns);
                 }
             }
             FrameKind::ClockReport => {
@@ -326,18 +329,15 @@ impl<W: Write> Collector<W> {
                     }
                     let duplicate = !by_stream[stream].arrived(batch.symbol(output), output.seq);
                     group = Some((output.injector, output.seq, duplicate));
+                    if self.rescales.watching() {
+                        let latency_ns = t_collector.saturating_sub(output.stamps.t_inject);
+                        self.rescales.output(batch.sender, batch.symbol(output), latency_ns, t_collector);
+                    }
                     duplicate
                 }
             };
             if duplicate {
                 self.observed.output_duplicates += 1;
-            }
-            if self.rescales.watching() {
-                self.rescales.output(
-                    batch.sender,
-                    batch.symbol(output),
-                    t_collector.saturating_sub(output.stamps.t_inject),
-                );
             }
             if output.stamps.t_inject < warmup_end_ns {
                 self.observed.warmup_outputs += 1;

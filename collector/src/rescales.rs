@@ -1,26 +1,40 @@
 //! The summary's `rescales`: each worker that joined or left the running cluster, what the
 //! move cost (from the router's record), and the worst end-to-end latency of a moved
 //! symbol's outputs from the start of the move to that symbol's first output at its new
-//! owner: the wait its held ticks saw.
+//! owner: the wait its held ticks saw. A symbol that gives no output at its new owner (an
+//! alert rule that rarely fires) stops being watched [`WATCH_AFTER_NS`] after its move ended,
+//! so the watch costs nothing for the rest of the run.
 
 use cep_core::rescale::{RescaleStarted, Rescaled};
 use cep_core::results::RescaleSummary;
 use rustc_hash::FxHashMap;
 
+/// How long after a move ended its symbols are still watched for their first output at the
+/// new owner (collector clock).
+pub const WATCH_AFTER_NS: u64 = 1_000_000_000;
+
 /// Rescales seen so far, and the moved symbols still watched.
 #[derive(Default)]
 pub struct RescaleWatch {
+    /// By the router's rescale id (0, 1, ...): a record that does not follow in order is
+    /// ignored, so a lost or forged frame cannot shift the others.
     rescales: Vec<RescaleSummary>,
     /// Per rescale, how many symbols it set out to move.
     planned: Vec<u64>,
     /// Per moved symbol still watched: its rescale and its new owner's index.
     watched: FxHashMap<Box<[u8]>, (usize, u32)>,
+    /// When the watch ends (collector clock), once every watched rescale has ended.
+    watch_until: Option<u64>,
 }
 
 impl RescaleWatch {
     /// A rescale began at `now` (the collector's clock) in a run that started at `start_ns`.
     pub fn started(&mut self, started: RescaleStarted, now: u64, start_ns: u64) {
         let index = self.rescales.len();
+        if started.id as usize != index {
+            return;
+        }
+        self.watch_until = None;
         self.planned.push(started.symbols.len() as u64);
         self.rescales.push(RescaleSummary {
             kind: started.kind,
@@ -34,8 +48,12 @@ impl RescaleWatch {
     }
 
     /// The router's record of a finished rescale.
-    pub fn finished(&mut self, record: Rescaled, start_ns: u64) {
-        let Some(summary) = self.rescales.get_mut(record.id as usize) else { return };
+    pub fn finished(&mut self, record: Rescaled, now: u64, start_ns: u64) {
+        let Some(summary) = self.rescales.get_mut(record.id as usize).filter(|s| !s.finished && s.duration_ms == 0.0)
+        else {
+            return;
+        };
+        self.watch_until = Some(now.saturating_add(WATCH_AFTER_NS));
         summary.at_s = record.started_ns.saturating_sub(start_ns) as f64 / 1e9;
         summary.duration_ms = record.duration_ns as f64 / 1e6;
         summary.symbols = record.symbols;
@@ -53,9 +71,14 @@ impl RescaleWatch {
         !self.watched.is_empty()
     }
 
-    /// An output of `symbol` from worker `sender`, `latency_ns` end to end.
+    /// An output of `symbol` from worker `sender`, `latency_ns` end to end, arriving at `now`.
     #[cold]
-    pub fn output(&mut self, sender: u32, symbol: &[u8], latency_ns: u64) {
+    pub fn output(&mut self, sender: u32, symbol: &[u8], latency_ns: u64, now: u64) {
+        if self.watch_until.is_some_and(|until| now > until) {
+            self.watched.clear();
+            self.watch_until = None;
+            return;
+        }
         let Some(&(index, new_owner)) = self.watched.get(symbol) else { return };
         let summary = &mut self.rescales[index];
         let latency_us = latency_ns as f64 / 1e3;
@@ -87,11 +110,11 @@ mod tests {
         };
         watch.started(started, 3_000_000_000, 1_000_000_000);
         assert!(watch.watching());
-        watch.output(0, b"A", 5_000);
-        watch.output(0, b"C", 900_000);
-        watch.output(2, b"A", 7_000);
-        watch.output(2, b"A", 99_000);
-        watch.output(2, b"B", 1_000);
+        watch.output(0, b"A", 5_000, 1);
+        watch.output(0, b"C", 900_000, 1);
+        watch.output(2, b"A", 7_000, 1);
+        watch.output(2, b"A", 99_000, 1);
+        watch.output(2, b"B", 1_000, 1);
         assert!(!watch.watching());
         let record = Rescaled {
             id: 0,
@@ -105,13 +128,46 @@ mod tests {
             state_lost: vec![],
         };
         let unannounced = record.clone();
-        watch.finished(record, 1_000_000_000);
+        watch.finished(record, 2, 1_000_000_000);
         let summary = &watch.summaries()[0];
         assert_eq!(summary.max_moved_latency_us, Some(7.0), "after A's first output at w2, A is no longer watched");
         assert_eq!((summary.at_s, summary.duration_ms, summary.symbols), (1.0, 4.0, 2));
         assert!(summary.finished);
         // A record for a rescale never announced is ignored.
-        watch.finished(Rescaled { id: 9, ..unannounced }, 0);
+        watch.finished(Rescaled { id: 9, ..unannounced.clone() }, 3, 0);
+        // A second record for the same rescale changes nothing; a start out of order is ignored.
+        watch.finished(Rescaled { duration_ns: 1, ..unannounced.clone() }, 3, 0);
+        assert_eq!(watch.summaries()[0].duration_ms, 4.0);
+        watch.started(RescaleStarted { id: 5, kind: "join".into(), worker: "x".into(), symbols: vec![] }, 4, 0);
         assert_eq!(watch.summaries().len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod expiry {
+    use super::*;
+
+    #[test]
+    fn symbols_without_an_output_at_their_new_owner_stop_being_watched_after_the_move() {
+        let mut watch = RescaleWatch::default();
+        let started =
+            RescaleStarted { id: 0, kind: "leave".into(), worker: "w0".into(), symbols: vec![("RARE".into(), 1)] };
+        watch.started(started, 10, 0);
+        let record = Rescaled {
+            id: 0,
+            started_ns: 10,
+            duration_ns: 5,
+            symbols: 1,
+            state_bytes: 1,
+            slices: 1,
+            held_ticks: 0,
+            longest_slice_ns: 5,
+            state_lost: vec![],
+        };
+        watch.finished(record, 20, 0);
+        watch.output(0, b"OTHER", 1_000, 21);
+        assert!(watch.watching(), "within the grace, still watched");
+        watch.output(0, b"OTHER", 1_000, 21 + WATCH_AFTER_NS);
+        assert!(!watch.watching());
     }
 }

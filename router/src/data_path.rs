@@ -204,7 +204,8 @@ impl DataPath {
             }
         }
         let Some(held) = self.held.remove(&part) else { return 0 };
-        // What was batched for `to` before goes first: it arrived earlier.
+        // What was batched for `to` before goes out now (behind the state, which the caller
+        // sent first; other symbols' ticks), then the held ticks.
         self.flush(to, out);
         let mut total = 0;
         for mut batch in held.batches {
@@ -244,11 +245,6 @@ impl DataPath {
         let routed =
             self.routed.iter().enumerate().map(|(stream, per_worker)| (stream as u32, per_worker[worker])).collect();
         out.send(Peer::Worker(worker as u32), &Retire { routed }.encode(ROUTER_SENDER));
-    }
-
-    /// Whether `worker` has left.
-    pub fn is_retired(&self, worker: usize) -> bool {
-        self.retired[worker]
     }
 
     /// Symbols owned per worker (by index).

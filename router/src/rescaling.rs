@@ -18,6 +18,10 @@ use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::rescale::{ClusterStatus, HandOff, MemberStatus, MoveProgress, RescaleStarted, Rescaled, SymbolState};
 use std::collections::{BTreeMap, VecDeque};
 
+/// The most workers a run takes over its life (joined and left included): no registration
+/// grows the router's tables beyond it.
+pub const MAX_MEMBERS: usize = 1024;
+
 /// Which way a rescale goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -112,8 +116,10 @@ pub struct Rescaling {
     slice_symbols: usize,
     vnodes: usize,
     move_timeout_ns: u64,
-    /// Rescales finished: (join, leave).
+    /// Rescales finished, every symbol moved with its state: (join, leave).
     finished: (u64, u64),
+    /// Workers retired and not yet taken by [`Self::take_retired`].
+    retired: usize,
 }
 
 impl Rescaling {
@@ -134,12 +140,23 @@ impl Rescaling {
             vnodes,
             move_timeout_ns,
             finished: (0, 0),
+            retired: 0,
         }
     }
 
     /// Every worker that has been a member, by index.
     pub fn members(&self) -> &[Member] {
         &self.members
+    }
+
+    /// The members on the ring: (index, id).
+    fn ring(&self) -> Vec<(usize, String)> {
+        self.members.iter().enumerate().filter(|(_, m)| m.on_ring).map(|(index, m)| (index, m.id.clone())).collect()
+    }
+
+    /// Workers retired since the last call (each will not ask for the end of the run).
+    pub fn take_retired(&mut self) -> usize {
+        std::mem::take(&mut self.retired)
     }
 
     /// Whether a rescale is running or waiting.
@@ -153,6 +170,9 @@ impl Rescaling {
     pub fn join(&mut self, id: &str) -> Result<usize, String> {
         if self.members.iter().any(|m| m.id == id && m.state != MemberState::Left) {
             return Err(format!("worker id `{id}` is already a member of the running cluster"));
+        }
+        if self.members.len() >= MAX_MEMBERS {
+            return Err(format!("the run has had {MAX_MEMBERS} workers, the most it takes"));
         }
         self.members.push(Member { id: id.to_string(), state: MemberState::Joining, on_ring: false });
         let index = self.members.len() - 1;
@@ -173,9 +193,15 @@ impl Rescaling {
             MemberState::Joining => return Err(format!("worker `{id}` is still joining; remove it once it has")),
             _ => {}
         }
-        let staying =
-            self.members.iter().filter(|m| matches!(m.state, MemberState::Active | MemberState::Joining)).count();
-        if staying <= 1 {
+        // Those that stay on the ring (or are joining it), this one aside.
+        let staying = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| *i != index && m.state != MemberState::Leaving)
+            .filter(|(_, m)| m.on_ring || m.state == MemberState::Joining)
+            .count();
+        if staying == 0 {
             return Err(format!("worker `{id}` is the last one: the cluster cannot run without a worker"));
         }
         self.members[index].state = MemberState::Leaving;
@@ -188,14 +214,7 @@ impl Rescaling {
         while self.current.is_none() && !path.input_ended() {
             let Some((kind, worker)) = self.queue.pop_front() else { return };
             self.members[worker].on_ring = kind == Kind::Join;
-            let ring: Vec<(usize, String)> = self
-                .members
-                .iter()
-                .enumerate()
-                .filter(|(_, m)| m.on_ring)
-                .map(|(index, m)| (index, m.id.clone()))
-                .collect();
-            path.set_ring(&ring, self.vnodes);
+            path.set_ring(&self.ring(), self.vnodes);
             let moves = path.moves();
             let symbols = moves.len() as u64;
             let slices: VecDeque<Slice> = moves.chunks(self.slice_symbols).map(<[_]>::to_vec).collect();
@@ -317,13 +336,15 @@ impl Rescaling {
             silent.push(self.members[from].id.clone());
             lost.extend(symbols.iter().map(|symbol| lossy(symbol)));
         }
+        silent.sort();
         silent.dedup();
         let left: usize = rescale.slices.iter().map(Vec::len).sum();
         rescale.slices.clear();
         out.event(Event::RescaleAbandoned {
             worker: self.members[rescale.worker].id.clone(),
             reason: format!(
-                "{} did not hand off the state of {} symbols within {:?} ({}); their windows are lost and they                  go on empty at their new owners; {left} symbols not yet moved stay where they are",
+                "{} did not hand off the state of {} symbols within {:?} ({}); their windows are lost and they \
+                 go on empty at their new owners; {left} symbols not yet moved stay where they are",
                 silent.join(", "),
                 lost.len(),
                 std::time::Duration::from_nanos(self.move_timeout_ns),
@@ -338,20 +359,29 @@ impl Rescaling {
 
     fn finish(&mut self, path: &mut DataPath, out: &mut impl Outbox) {
         let rescale = self.current.take().expect("a rescale runs");
-        match rescale.kind {
-            Kind::Join => self.finished.0 += 1,
-            Kind::Leave => self.finished.1 += 1,
-        }
+        let complete = rescale.moved == rescale.symbols && rescale.state_lost.is_empty();
         let member = &mut self.members[rescale.worker];
-        let finished = rescale.moved == rescale.symbols && rescale.state_lost.is_empty();
-        match rescale.kind {
-            Kind::Join => member.state = MemberState::Active,
-            Kind::Leave if finished => {
+        match (rescale.kind, complete) {
+            (Kind::Join, _) => member.state = MemberState::Active,
+            (Kind::Leave, true) => {
                 member.state = MemberState::Left;
                 path.retire(rescale.worker, out);
+                self.retired += 1;
             }
-            // Its symbols stay: it ends with the others.
-            Kind::Leave => member.state = MemberState::Active,
+            (Kind::Leave, false) => {
+                // It keeps what did not move, and goes back on the ring with it.
+                member.state = MemberState::Active;
+                member.on_ring = true;
+                let ring = self.ring();
+                path.set_ring(&ring, self.vnodes);
+            }
+        }
+        let member = &self.members[rescale.worker];
+        if complete {
+            match rescale.kind {
+                Kind::Join => self.finished.0 += 1,
+                Kind::Leave => self.finished.1 += 1,
+            }
         }
         let duration_ns = out.now().saturating_sub(rescale.started_ns);
         let record = Rescaled {

@@ -18,6 +18,21 @@ use cep_core::report::{ClockReport, RouterReport};
 use cep_core::rescale::{Leave, RescaleAccepted, StateTaken, SymbolState, MAX_STREAMS};
 use cep_core::wire::FrameKind;
 
+/// A joining worker's advertised endpoint must be one the router can connect to
+/// (`tcp://host:port`, `ipc://path`, `inproc://name`): a bad one is refused, not fatal.
+fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    let bad =
+        || format!("the advertised data endpoint `{endpoint}` is not tcp://HOST:PORT, ipc://PATH or inproc://NAME");
+    match endpoint.split_once("://") {
+        Some(("tcp", address)) => match address.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|port| port > 0) => Ok(()),
+            _ => Err(bad()),
+        },
+        Some(("ipc" | "inproc", name)) if !name.is_empty() => Ok(()),
+        _ => Err(bad()),
+    }
+}
+
 /// How far ahead an injector that registers while the run goes starts: time for it to
 /// measure its clock offset to the collector first.
 const LATE_START_DELAY_NS: u64 = 100_000_000;
@@ -133,6 +148,15 @@ impl Router {
             Refused { reason }.encode(ROUTER_SENDER)
         });
         out.send(Peer::Client(client), &answer);
+        self.count_retirements();
+    }
+
+    /// Workers that retired will not ask for the end of the run.
+    fn count_retirements(&mut self) {
+        let retired = self.rescaling.as_mut().map_or(0, Rescaling::take_retired);
+        for _ in 0..retired {
+            self.control.node_retiring();
+        }
     }
 
     /// A worker registered while the run goes on: it joins, and its share of the symbols
@@ -141,8 +165,8 @@ impl Router {
         let (path, rescaling) = (self.path.as_mut().expect("running"), self.rescaling.as_mut().expect("running"));
         let refused = if path.input_ended() {
             Some("every stream has ended: there is nothing left to take a share of".to_string())
-        } else if register.endpoint.is_empty() {
-            Some("a worker must advertise its data endpoint".to_string())
+        } else if let Err(reason) = check_endpoint(&register.endpoint) {
+            Some(reason)
         } else {
             rescaling.join(&register.id).err()
         };
@@ -216,7 +240,6 @@ impl Router {
         }
         let index = rescaling.leave(worker)?;
         let symbols = path.owned().get(index).copied().unwrap_or(0);
-        self.control.node_retiring();
         rescaling.step(path, out);
         Ok(RescaleAccepted { symbols, slices: symbols.div_ceil(self.settings.slice_symbols.max(1) as u64) as u32 }
             .encode(ROUTER_SENDER))
@@ -228,6 +251,7 @@ impl Router {
         if let (Some(path), Some(rescaling)) = (self.path.as_mut(), self.rescaling.as_mut()) {
             rescaling.tick(now, path, out);
         }
+        self.count_retirements();
     }
 
     /// Whether the router may read more input: false while too many ticks are held for
@@ -614,10 +638,44 @@ mod tests {
         let report = router.report();
         let causes: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!(causes, [("malformed", 1), ("non_finite_price", 1), ("unknown_stream", 2)]);
-        // An injector registering after the start is refused with the reason (a worker joins).
-        router.control(b"late".to_vec(), &register(Role::Injector, "late", 1), 5, &mut out);
+        // A collector registering after the start is refused with the reason.
+        router.control(b"late".to_vec(), &register(Role::Collector, "late", 0), 5, &mut out);
         let refused: cep_core::control::Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
         assert!(refused.reason.contains("already started"), "{}", refused.reason);
+    }
+
+    #[test]
+    fn an_injector_that_registers_while_the_run_goes_opens_streams_of_its_own() {
+        use cep_core::rescale::StreamsOpened;
+        let (mut router, mut out) = running(100);
+        router.data(&ticks(&["S1", "S2"], 0), 1, &mut out);
+        router.flush(&mut out);
+        out.take();
+        router.control(b"late".to_vec(), &register(Role::Injector, "late", 2), 5, &mut out);
+        let sent = out.take();
+        let opened: Vec<(Peer, StreamsOpened)> = sent[..2]
+            .iter()
+            .map(|(to, frame)| (to.clone(), Frame::read(frame, usize::MAX).unwrap().body().unwrap()))
+            .collect();
+        let marker = StreamsOpened { first: 1, count: 2 };
+        assert_eq!(opened, [(Peer::Worker(0), marker), (Peer::Worker(1), marker)]);
+        let ready: Ready = Frame::read(&sent[2].1, usize::MAX).unwrap().body().unwrap();
+        assert_eq!((sent[2].0.clone(), ready.assigned, ready.streams), (Peer::Client(b"late".to_vec()), 1, 3));
+        assert_eq!(ready.start_ns, 777 + LATE_START_DELAY_NS, "it starts after its clock samples");
+        // Its ticks route; a tick of a symbol that another stream carries is refused.
+        let mut writer = TickBatchWriter::new(1);
+        writer.push(b"X1", 10.0, 1, 1, 1, 0, 0);
+        writer.push(b"S1", 10.0, 1, 1, 2, 0, 0);
+        router.data(writer.seal(0), 6, &mut out);
+        router.flush(&mut out);
+        assert_eq!(routed(&out.take()).iter().map(|t| t.1.as_str()).collect::<Vec<_>>(), ["X1"]);
+        assert_eq!(router.report().rejected.get("symbol_of_another_stream"), Some(&1));
+        // The run ends when every stream, its own included, has.
+        for stream in 0..3 {
+            router.data(&EndOfStream { stream, sent: 0, routed: 0 }.encode(0), 7, &mut out);
+        }
+        assert!(router.all_ended());
+        assert_eq!(router.report().received.get(&1), Some(&1));
     }
 
     #[test]

@@ -55,6 +55,69 @@ impl ControlServer {
     }
 }
 
+/// A standing line to the router's control socket (DEALER) for requests the sender must not
+/// wait on: a worker's state hand-off and its leave request go out at once, the worker goes on
+/// reading its input (the router may be blocked sending to it), and the answers are read when
+/// the worker looks. Answers come back in the order of the requests.
+pub struct ControlLink {
+    socket: zmq::Socket,
+    endpoint: String,
+    /// The kind byte of each request not answered yet, oldest first.
+    pending: std::cell::RefCell<std::collections::VecDeque<u8>>,
+}
+
+impl ControlLink {
+    /// Connects to the router's control endpoint.
+    pub fn connect(context: &Context, endpoint: &str) -> Result<ControlLink, TransportError> {
+        let socket = context.socket(zmq::DEALER).map_err(socket_err("create DEALER socket"))?;
+        socket.set_linger(1000).map_err(socket_err("set linger"))?;
+        socket.set_maxmsgsize(MAX_CONTROL_FRAME_BYTES as i64).map_err(socket_err("set maximum message size"))?;
+        socket
+            .connect(endpoint)
+            .map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
+        Ok(ControlLink { socket, endpoint: endpoint.to_string(), pending: Default::default() })
+    }
+
+    /// The router's control endpoint.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Sends one request (as a REQ envelope, so the router serves it like any other); blocks
+    /// only while the link's queue is full, giving up when `stop` is raised.
+    pub fn send(&self, body: &[u8], stop: &AtomicBool) -> Result<(), TransportError> {
+        loop {
+            match self.socket.send_multipart([&[][..], body], zmq::DONTWAIT) {
+                Ok(()) => break,
+                Err(zmq::Error::EAGAIN) if !stop.load(Ordering::Relaxed) => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(source) => return Err(TransportError::Socket { what: "send control request", source }),
+            }
+        }
+        self.pending.borrow_mut().push_back(body.get(2).copied().unwrap_or(0));
+        Ok(())
+    }
+
+    /// The next answer if one has arrived: (the kind byte of the request it answers, the answer).
+    pub fn try_recv(&self) -> Result<Option<(u8, Vec<u8>)>, TransportError> {
+        match self.socket.recv_multipart(zmq::DONTWAIT) {
+            Ok(mut parts) => {
+                let answer = parts.pop().unwrap_or_default();
+                let asked = self.pending.borrow_mut().pop_front().unwrap_or(0);
+                Ok(Some((asked, answer)))
+            }
+            Err(zmq::Error::EAGAIN) => Ok(None),
+            Err(source) => Err(TransportError::Socket { what: "receive control answer", source }),
+        }
+    }
+
+    /// Requests sent and not answered yet.
+    pub fn unanswered(&self) -> usize {
+        self.pending.borrow().len()
+    }
+}
+
 /// ZeroMQ resolves host names in the background and retries silently, so a name that never
 /// resolves would look like a peer that never answers. Resolve it here first, retrying until
 /// the deadline (a container's name appears only once it runs), and say so if it never does.

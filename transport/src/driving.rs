@@ -69,17 +69,10 @@ pub struct SocketOutbox<'s> {
     workers: Vec<Push>,
     collector: Option<&'s Push>,
     control: Option<&'s ControlServer>,
-    router: Option<RouterLink<'s>>,
+    router: Option<&'s crate::control::ControlLink>,
     connector: Option<(&'s crate::Context, crate::SocketOptions)>,
     shutdown: &'s AtomicBool,
     failed: Option<TransportError>,
-}
-
-/// How a worker reaches the router's control socket (its [`Peer::Router`] frames are requests).
-struct RouterLink<'s> {
-    context: &'s crate::Context,
-    endpoint: &'s str,
-    timeout: std::time::Duration,
 }
 
 impl<'s> SocketOutbox<'s> {
@@ -93,10 +86,10 @@ impl<'s> SocketOutbox<'s> {
         SocketOutbox { workers, collector, control, router: None, connector: None, shutdown, failed: None }
     }
 
-    /// Sends [`Peer::Router`] frames as requests to the router's control socket at `endpoint`,
-    /// each answered within `timeout` or failed.
-    pub fn with_router(mut self, context: &'s crate::Context, endpoint: &'s str, timeout: std::time::Duration) -> Self {
-        self.router = Some(RouterLink { context, endpoint, timeout });
+    /// Sends [`Peer::Router`] frames as requests on `link`, without waiting for the answers
+    /// (the driver reads them from the link).
+    pub fn with_router(mut self, link: &'s crate::control::ControlLink) -> Self {
+        self.router = Some(link);
         self
     }
 
@@ -126,9 +119,9 @@ impl Outbox for SocketOutbox<'_> {
             Peer::Worker(index) => self.workers.get(*index as usize),
             Peer::Collector => self.collector,
             Peer::Router => {
-                let link = self.router.as_ref().expect("a core sent to the router without a link to it");
+                let link = self.router.expect("a core sent to the router without a link to it");
                 if self.failed.is_none() {
-                    if let Err(error) = router_request(link, frame, self.shutdown) {
+                    if let Err(error) = link.send(frame, self.shutdown) {
                         self.failed = Some(error);
                     }
                 }
@@ -166,23 +159,5 @@ impl Outbox for SocketOutbox<'_> {
                 }
             }
         }
-    }
-}
-
-/// One request to the router; anything but [`cep_core::rescale::StateTaken`] fails it.
-fn router_request(link: &RouterLink<'_>, frame: &[u8], shutdown: &AtomicBool) -> Result<(), TransportError> {
-    use cep_core::control::{Refused, MAX_CONTROL_FRAME_BYTES};
-    use cep_core::frame::Frame;
-    use cep_core::wire::FrameKind;
-    let answer = crate::control::request(link.context, link.endpoint, frame, link.timeout, shutdown)?;
-    let bad = |reason: String| TransportError::BadAnswer { peer: link.endpoint.to_string(), reason };
-    let frame = Frame::read(&answer, MAX_CONTROL_FRAME_BYTES).map_err(|error| bad(error.to_string()))?;
-    match frame.kind() {
-        FrameKind::StateTaken => Ok(()),
-        FrameKind::Refused => {
-            let refused: Refused = frame.body().map_err(|error| bad(error.to_string()))?;
-            Err(bad(format!("refused: {}", refused.reason)))
-        }
-        other => Err(bad(format!("unexpected answer {other:?}"))),
     }
 }

@@ -5,11 +5,15 @@
 use crate::config::WorkerConfig;
 use crate::worker::Worker;
 use cep_core::clock::now_ns;
+use cep_core::control::{Refused, MAX_CONTROL_FRAME_BYTES};
 use cep_core::control::{Register, Role};
 use cep_core::frame::Body;
+use cep_core::frame::Frame;
 use cep_core::report::{ClockReport, WorkerReport};
+use cep_core::rescale::{Leave, RescaleAccepted};
+use cep_core::wire::FrameKind;
 use cep_transport::clock::synchronise;
-use cep_transport::control::{end_of_run, register, EndOfRun, RegistrationError};
+use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError};
 use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
 use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, Push, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,39 +44,54 @@ pub enum WorkerError {
     Registration(#[from] RegistrationError),
 }
 
-/// How long a worker asked to stop waits for the router to accept that it leaves.
-const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Asks the router to drain this worker (on SIGTERM or Ctrl-C): its symbols move to the
-/// others, then the router retires it. False if the router refuses (the last worker, a run
-/// that is ending) or does not answer: the worker then stops at once, as before.
-fn ask_to_leave(context: &Context, router: &str, id: &str) -> bool {
-    use cep_core::control::MAX_CONTROL_FRAME_BYTES;
-    use cep_core::frame::Frame;
-    use cep_core::rescale::{Leave, RescaleAccepted};
-    let asked = Leave { worker: id.to_string() }.encode(0);
-    let answer = cep_transport::control::request(context, router, &asked, LEAVE_TIMEOUT, &AtomicBool::new(false));
-    match answer.as_deref().map(|bytes| Frame::read(bytes, MAX_CONTROL_FRAME_BYTES)) {
-        Ok(Ok(frame)) => match frame.body::<RescaleAccepted>() {
-            Ok(accepted) => {
-                info!(
-                    id,
-                    symbols = accepted.symbols,
-                    "asked to stop: leaving the cluster, symbols moving to the others"
-                );
-                true
+/// What the router answered to this worker's own requests (state hand-offs, leaving), read
+/// between frames: nothing here waits for the router.
+/// True once the router has accepted this worker's leave.
+fn read_answers(link: &ControlLink, id: &str, stop: &AtomicBool) -> Result<bool, TransportError> {
+    let mut accepted = false;
+    while let Some((asked, answer)) = link.try_recv()? {
+        let frame = match Frame::read(&answer, MAX_CONTROL_FRAME_BYTES) {
+            Ok(frame) => frame,
+            Err(error) => {
+                tracing::warn!(%error, "bad answer from the router");
+                continue;
             }
-            Err(_) => {
-                let reason = frame.body::<cep_core::control::Refused>().map(|r| r.reason).unwrap_or_default();
-                tracing::warn!(id, "asked to stop; the router would not let this worker leave ({reason}): stopping");
-                false
+        };
+        let refused = || frame.body::<Refused>().map(|refused| refused.reason).unwrap_or_default();
+        match (FrameKind::from_byte(asked), frame.kind()) {
+            (Some(FrameKind::SymbolState), FrameKind::StateTaken) => {}
+            (Some(FrameKind::SymbolState), FrameKind::Refused) => {
+                // The symbols are gone from here already; the router names them as lost.
+                tracing::warn!(id, "the router did not take this worker's hand-off: {}", refused());
             }
-        },
-        _ => {
-            tracing::warn!(id, "asked to stop; the router did not answer: stopping");
-            false
+            (Some(FrameKind::Leave), FrameKind::RescaleAccepted) => {
+                let symbols = frame.body::<RescaleAccepted>().map_or(0, |accepted| accepted.symbols);
+                info!(id, symbols, "leaving the cluster: its symbols move to the other workers");
+                accepted = true;
+            }
+            (Some(FrameKind::Leave), FrameKind::Refused) => {
+                tracing::warn!(id, "the router would not let this worker leave ({}): stopping", refused());
+                stop.store(true, Ordering::Relaxed);
+            }
+            (_, kind) => tracing::warn!(id, ?kind, "unexpected answer from the router"),
         }
     }
+    Ok(accepted)
+}
+
+/// How long a worker asked to stop waits for the router to accept that it leaves (a router
+/// that is stopping too never answers): then it stops at once.
+const LEAVE_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A worker asked to stop (SIGTERM, Ctrl-C) asks the router to drain it and goes on until it
+/// is retired; bounded at each step.
+enum Leaving {
+    /// Not asked to stop.
+    No,
+    /// Asked the router at this instant; no answer yet.
+    Asked(Instant),
+    /// The router accepted at this instant: symbols are moving away.
+    Draining(Instant),
 }
 
 /// Runs one worker in its own ZeroMQ context until every stream has ended (or `shutdown`),
@@ -108,11 +127,8 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     // Sockets give up on `stop`, not on the signal: a worker asked to stop first leaves the
     // cluster (its symbols move to the others), which takes sending.
     let stop = AtomicBool::new(false);
-    let mut out = SocketOutbox::new(Vec::new(), Some(&collector), None, &stop).with_router(
-        context,
-        &config.router,
-        config.end_timeout,
-    );
+    let link = ControlLink::connect(context, &config.router)?;
+    let mut out = SocketOutbox::new(Vec::new(), Some(&collector), None, &stop).with_router(&link);
     let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, &mut out)
         .map_err(WorkerError::Rules)?;
     out.check()?;
@@ -120,7 +136,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
 
     let metrics = crate::metrics::WorkerMetrics::register(ready.streams);
     let mut last_progress = Instant::now();
-    let mut leaving = false;
+    let mut leaving = Leaving::No;
     receive_loop(&input, Duration::from_millis(50), |received| {
         if let Received::Frame { bytes, .. } = received {
             worker.handle(bytes, now_ns(), &mut out);
@@ -131,10 +147,24 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
             last_progress = Instant::now();
         }
         out.check()?;
-        if shutdown.load(Ordering::Relaxed) && !leaving && !worker.done() {
-            leaving = true;
-            if !ask_to_leave(context, &config.router, &id) {
-                stop.store(true, Ordering::Relaxed);
+        if read_answers(&link, &id, &stop)? {
+            leaving = Leaving::Draining(Instant::now());
+        }
+        if shutdown.load(Ordering::Relaxed) && !worker.done() {
+            match leaving {
+                Leaving::No => {
+                    leaving = Leaving::Asked(Instant::now());
+                    link.send(&Leave { worker: id.clone() }.encode(worker.index()), &stop)?;
+                }
+                Leaving::Asked(at) if at.elapsed() > LEAVE_ANSWER_TIMEOUT => {
+                    tracing::warn!(id, "asked to stop; the router did not answer the leave: stopping");
+                    stop.store(true, Ordering::Relaxed);
+                }
+                Leaving::Draining(at) if at.elapsed() > config.end_timeout => {
+                    tracing::warn!(id, waited = ?config.end_timeout, "asked to stop; not drained in time: stopping");
+                    stop.store(true, Ordering::Relaxed);
+                }
+                _ => {}
             }
         }
         let done = worker.done() || stop.load(Ordering::Relaxed);

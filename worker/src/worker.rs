@@ -157,13 +157,20 @@ impl Worker {
                 Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
             },
             FrameKind::StreamsOpened => match frame.body::<StreamsOpened>() {
-                Ok(opened) if opened.first as usize == self.streams.len() && opened.first + opened.count <= MAX_STREAMS => {
+                Ok(opened)
+                    if opened.first as usize == self.streams.len() && opened.first + opened.count <= MAX_STREAMS =>
+                {
                     self.streams.resize_with((opened.first + opened.count) as usize, StreamState::default);
                 }
                 Ok(opened) => self.rejections.reject(
                     "unknown_stream",
                     Some(frame.sender()),
-                    &format_args!("streams {}+{} opened (this worker has {})", opened.first, opened.count, self.streams.len()),
+                    &format_args!(
+                        "streams {}+{} opened (this worker has {})",
+                        opened.first,
+                        opened.count,
+                        self.streams.len()
+                    ),
                 ),
                 Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
             },
@@ -227,11 +234,22 @@ impl Worker {
     /// Symbols moved here with their state: the engine takes it, and the order checks go on
     /// from where the old owner left them.
     fn take_state(&mut self, state: &SymbolState, sender: u32, out: &mut impl Outbox) {
-        if let Err(error) = self.engine.import_symbols(&state.engine) {
-            return self.rejections.reject("bad_state", Some(sender), &error);
+        let imported = match self.engine.import_symbols(&state.engine) {
+            Ok(imported) => imported,
+            Err(error) => return self.rejections.reject("bad_state", Some(sender), &error),
+        };
+        // The engine's symbols and the order checks must name the same symbols, in order.
+        let names: Vec<&str> = imported.iter().map(|id| self.engine.symbol_name(*id)).collect();
+        if names.len() != state.symbols.len()
+            || names.iter().zip(&state.symbols).any(|(name, moved)| *name != moved.symbol)
+        {
+            let removed: Vec<Vec<u8>> = names.iter().map(|name| name.as_bytes().to_vec()).collect();
+            let removed: Vec<&[u8]> = removed.iter().map(Vec::as_slice).collect();
+            self.engine.remove_symbols(&removed);
+            let detail = "the engine's state and the order checks name different symbols";
+            return self.rejections.reject("bad_state", Some(sender), &detail);
         }
-        for moved in &state.symbols {
-            let id = self.engine.intern_bytes(moved.symbol.as_bytes());
+        for (id, moved) in imported.into_iter().zip(&state.symbols) {
             *self.track(id, moved.stream) = SymbolTrack { next_seq: moved.next_seq, stream: moved.stream };
         }
         out.event(Event::StateMoved {
@@ -346,7 +364,7 @@ impl Worker {
         let mut closed = Vec::new();
         self.engine.close_windows(|symbol, query, price, value| closed.push((symbol, query, price, value)));
         for (symbol, query, price, value) in closed {
-            let stream = self.symbols[symbol as usize].stream;
+            let stream = self.symbols.get(symbol as usize).map_or(VACANT, |track| track.stream);
             let end = self.streams.get(stream as usize).and_then(|s| s.end.as_ref()).map_or(0, |end| end.sent);
             let name = self.engine.symbol_name(symbol).as_bytes();
             outputs.push(query, name, price, value, stream, end, 0, 0);
