@@ -397,6 +397,58 @@ mod tests {
     }
 
     #[test]
+    fn rescale_frames() {
+        use crate::rescale::*;
+        let a = |c: u8| [0xa1, c];
+        golden(HandOff { part: 5, to: 2, symbols: vec!["A".into()] }, 0, &[0x93, 0x05, 0x02, 0x91, 0xa1, b'A']);
+        let moved = MovedSymbol { symbol: "A".into(), stream: 1, next_seq: 300 };
+        let state = SymbolState { part: 5, from: 1, symbols: vec![moved], engine: vec![0xde, 0xad] };
+        #[rustfmt::skip]
+        let expected = [
+            0x94, 0x05, 0x01, // [part 5, from 1,
+            0x91, 0x93, 0xa1, b'A', 0x01, 0xcd, 0x01, 0x2c, // [[A, stream 1, next_seq 300]],
+            0xc4, 0x02, 0xde, 0xad, // engine state as bin 8]
+        ];
+        golden(state, 1, &expected);
+        golden(StateTaken, 0, &[0xc0]);
+        golden(Retire { routed: BTreeMap::from([(0, 7)]) }, 0, &[0x91, 0x81, 0x00, 0x07]);
+        golden(Leave { worker: "w".into() }, 0, &[0x91, 0xa1, b'w']);
+        golden(RescaleAccepted { symbols: 9, slices: 2 }, 0, &[0x92, 0x09, 0x02]);
+        golden(StatusRequest, 0, &[0xc0]);
+        let member = MemberStatus { index: 1, id: "w".into(), state: "left".into(), symbols: 0, routed: 4 };
+        let moving = MoveProgress { kind: "join".into(), worker: "x".into(), slices_done: 1, slices: 3, symbols: 9 };
+        let status = ClusterStatus {
+            now_ns: 8,
+            members: vec![member],
+            moving: Some(moving),
+            queued: 0,
+            streams_ended: 1,
+            streams: 2,
+        };
+        let mut expected = vec![0x96, 0x08, 0x91, 0x95, 0x01, 0xa1, b'w', 0xa4, b'l', b'e', b'f', b't', 0x00, 0x04];
+        expected.extend([0x95, 0xa4, b'j', b'o', b'i', b'n', 0xa1, b'x', 0x01, 0x03, 0x09, 0x00, 0x01, 0x02]);
+        golden(status, 0, &expected);
+        let started = RescaleStarted { id: 0, kind: "join".into(), worker: "x".into(), symbols: vec![("A".into(), 2)] };
+        let mut expected = vec![0x94, 0x00, 0xa4, b'j', b'o', b'i', b'n'];
+        expected.extend(a(b'x'));
+        expected.extend([0x91, 0x92, 0xa1, b'A', 0x02]);
+        golden(started, 0, &expected);
+        let record = Rescaled {
+            id: 0,
+            started_ns: 1,
+            duration_ns: 2,
+            symbols: 3,
+            state_bytes: 4,
+            slices: 5,
+            held_ticks: 6,
+            longest_slice_ns: 7,
+            state_lost: vec!["A".into()],
+        };
+        golden(record, 0, &[0x99, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x91, 0xa1, b'A']);
+        golden(StreamsOpened { first: 1, count: 2 }, 0, &[0x92, 0x01, 0x02]);
+    }
+
+    #[test]
     fn a_body_with_bytes_left_over_is_malformed() {
         let mut frame = EndAck.encode(0);
         frame[0] = 0x95;

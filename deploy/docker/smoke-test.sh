@@ -52,7 +52,7 @@ compose "${files[@]}" up -d --scale worker=3 --no-recreate
 wait_until "the third worker to join" three_settled
 # SIGTERM to one worker: it asks to leave, its symbols move to the other two, it exits 0.
 leaving=$(compose "${files[@]}" ps -q worker | head -1)
-docker stop --time 30 "$leaving" >/dev/null
+docker stop "$leaving" >/dev/null   # the compose file's stop_grace_period
 [ "$(docker inspect --format '{{.State.ExitCode}}' "$leaving")" = 0 ] ||
     { echo "compose smoke test failed: the stopped worker did not exit 0" >&2; exit 1; }
 wait_until "the stopped worker to have left" one_left
