@@ -150,13 +150,13 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     as_collector.join().unwrap();
     let never = AtomicBool::new(false);
 
-    // An injector arriving after the start is refused with the reason, and the run goes on (a
-    // worker arriving late joins: tests/rescale.rs).
+    // A second collector arriving after the start is refused with the reason, and the run goes
+    // on (a worker or an injector arriving late joins: tests/rescale.rs).
     let late = Register {
-        role: Role::Injector,
+        role: Role::Collector,
         id: "late".into(),
-        endpoint: String::new(),
-        streams: 1,
+        endpoint: "tcp://127.0.0.1:1".into(),
+        streams: 0,
         warmup_ns: 0,
         clock_endpoint: String::new(),
     };

@@ -21,6 +21,9 @@ use tracing::{info, warn};
 /// clock offset first.
 const START_DELAY_NS: u64 = 100_000_000;
 
+/// Control requests served between two data frames at most.
+const CONTROL_PER_TURN: usize = 16;
+
 /// How long the router, once the collector has everything, still answers nodes that have
 /// not asked for the end yet (a dead one never will).
 const LATE_ASK_GRACE: Duration = Duration::from_secs(5);
@@ -121,7 +124,9 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         // While symbols move, their state arrives on the control socket: serve it at once.
         if router.rescaling() || last_control.elapsed() > Duration::from_millis(100) {
             router.tick(monotonic_ns(), &mut out);
-            while let Some((client, body)) = control.recv(Duration::ZERO)? {
+            // A bounded number per turn, so a client flooding requests cannot stall routing.
+            for _ in 0..CONTROL_PER_TURN {
+                let Some((client, body)) = control.recv(Duration::ZERO)? else { break };
                 router.control(client, &body, monotonic_ns(), &mut out);
                 out.check()?;
             }
