@@ -4,8 +4,9 @@ use cep_telemetry::args::{at_least_one, high_water_mark, Flags};
 use clap::Args;
 use std::time::Duration;
 
-/// Symbols moved at a time by default when a worker joins or leaves.
-pub const DEFAULT_MOVE_SLICE: usize = 64;
+/// Symbols moved at a time by default when a worker joins or leaves (measured: 16 keeps the
+/// worst moved-symbol output within 5x the steady p99 at 200k ticks/s; 64 went to 11x).
+pub const DEFAULT_MOVE_SLICE: usize = 16;
 /// Ticks held for moving symbols, by default, before the router stops reading input.
 pub const DEFAULT_MAX_HELD: usize = 100_000;
 
