@@ -715,6 +715,10 @@ mod tests {
         let routed_now = routed(&out.take());
         assert_eq!(routed_now.len(), 1);
         assert_eq!(routed_now[0].1, staying);
+        // Holding as many ticks as it may (1,000 here), the router reads no more input.
+        assert!(router.accepting_input());
+        router.data(&ticks(&[moving[0]; 999], 1_000), 3, &mut out);
+        assert!(!router.accepting_input(), "back-pressure on the injectors while state moves");
         // A deployment waits for the rescale.
         let deploy = Deploy { origin: "x".into(), text: "@name('all') SELECT * FROM StockTick;".into() };
         router.control(b"ops".to_vec(), &deploy.encode(0), 4, &mut out);
@@ -753,6 +757,7 @@ mod tests {
         }
         assert_eq!(slices, moving.len().div_ceil(2));
         assert!(!router.rescaling());
+        assert!(router.accepting_input(), "the held ticks went to their new owner");
         // From now on the moved symbols go to c directly.
         router.data(&ticks(&[moving[1]], 200), 6, &mut out);
         router.flush(&mut out);
