@@ -4,31 +4,18 @@
 //! keep their state), nothing lost or doubled. A file that does not check is refused with
 //! its errors and the running rules stay.
 
+mod common;
+
+use common::{cep, Running};
+
 use cep::standalone::{evaluate_deployments, read_input};
 use cep_core::control::{Deploy, Refused};
 use cep_core::frame::{Body, Frame};
 use cep_core::results::Summary;
 use cep_core::wire::FrameKind;
 use std::collections::HashMap;
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
-
-/// Kills the run if the test fails half-way.
-struct Running(std::process::Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn cep() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cep"));
-    command.env("RUST_LOG", "warn");
-    command
-}
 
 /// R1 with another threshold (a changed query: starts empty), R2 as it was (keeps its
 /// state), R3 dropped, and a new query.

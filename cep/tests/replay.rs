@@ -3,6 +3,10 @@
 //! one-minute tumbling windows equal a direct computation over the file's own timestamps,
 //! late ticks follow the documented rule, and intended send times follow the recorded pace.
 
+mod common;
+
+use common::cep;
+
 use cep_core::results::Summary;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -126,12 +130,6 @@ fn assert_same(got: &BTreeMap<Key, (f64, Option<u64>)>, want: &BTreeMap<Key, f64
         let got = got[key].0;
         assert!((got - want).abs() <= 1e-9 * want.abs().max(1.0), "{key:?}: got {got}, want {want}");
     }
-}
-
-fn cep() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cep"));
-    command.env("RUST_LOG", "warn");
-    command
 }
 
 /// `ticks` in OCTO's format (`symbol;price;timestamp` in ms, no header), in `dir`.

@@ -2,26 +2,14 @@
 //! two and three as workers start and register, shrinks to two as one is removed, and its
 //! outputs are the standalone engine's over the recorded input, row for row.
 
+mod common;
+
+use common::{cep, Running};
+
 use cep_core::results::Summary;
 use std::path::Path;
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-/// Kills a process if the test fails half-way.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn cep() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cep"));
-    command.env("RUST_LOG", "warn");
-    command
-}
 
 fn run(command: &mut Command) -> Output {
     command.output().expect("cep runs")
@@ -48,10 +36,16 @@ fn member_state(status: &str, id: &str) -> Option<String> {
     })
 }
 
-fn sorted_rows(path: &Path, columns: usize) -> Vec<String> {
+/// The rows of `path` (outputs.csv or a standalone output), their first `columns` columns,
+/// sorted; with `stream`, only that stream's rows.
+fn sorted_rows(path: &Path, columns: usize, stream: Option<&str>) -> Vec<String> {
     let text = std::fs::read_to_string(path).unwrap();
-    let mut rows: Vec<String> =
-        text.lines().skip(1).map(|line| line.split(',').take(columns).collect::<Vec<_>>().join(",")).collect();
+    let mut rows: Vec<String> = text
+        .lines()
+        .skip(1)
+        .filter(|line| stream.is_none_or(|stream| line.split(',').nth(4) == Some(stream)))
+        .map(|line| line.split(',').take(columns).collect::<Vec<_>>().join(","))
+        .collect();
     rows.sort();
     rows
 }
@@ -121,24 +115,10 @@ fn a_run_that_grows_from_one_to_three_workers_and_back_to_two_gives_the_standalo
     let standalone = dir.path().join("standalone.csv");
     let engine = run(cep().args(["engine", "--input"]).arg(out.join("input.csv")).arg("--output").arg(&standalone));
     assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
-    let expected = sorted_rows(&standalone, 6);
-    let got = sorted_rows(&out.join("outputs.csv"), 6);
+    let expected = sorted_rows(&standalone, 6, None);
+    let got = sorted_rows(&out.join("outputs.csv"), 6, None);
     assert_eq!(got.len(), expected.len());
     assert!(got == expected, "the cluster's outputs differ from the standalone engine's");
-}
-
-/// The rows of `path` (outputs.csv or a standalone output) of `stream`, without the stream,
-/// seq and timestamps: (rule, symbol, price, value), sorted.
-fn rows_of_stream(path: &Path, stream: &str) -> Vec<String> {
-    let mut rows: Vec<String> = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .skip(1)
-        .filter(|line| line.split(',').nth(4) == Some(stream))
-        .map(|line| line.split(',').take(4).collect::<Vec<_>>().join(","))
-        .collect();
-    rows.sort();
-    rows
 }
 
 #[test]
@@ -185,8 +165,9 @@ fn an_injector_that_registers_while_the_run_goes_adds_its_streams_and_its_output
         let standalone = dir.path().join(format!("standalone-{stream}.csv"));
         let engine = run(cep().args(["engine", "--input"]).arg(&input).arg("--output").arg(&standalone));
         assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
-        let expected = rows_of_stream(&standalone, "0");
+        // (rule, symbol, price, value): the standalone engine numbers its own stream 0.
+        let expected = sorted_rows(&standalone, 4, Some("0"));
         assert!(!expected.is_empty());
-        assert!(rows_of_stream(&out.join("outputs.csv"), stream) == expected, "stream {stream} differs");
+        assert!(sorted_rows(&out.join("outputs.csv"), 4, Some(stream)) == expected, "stream {stream} differs");
     }
 }

@@ -117,12 +117,8 @@ impl Router {
         };
         let answer = match frame.kind() {
             FrameKind::Register => match frame.body::<Register>() {
-                Ok(register) if register.role == Role::Worker => {
-                    return self.join(client, register, out);
-                }
-                Ok(register) if register.role == Role::Injector => {
-                    return self.open_streams(client, register, out);
-                }
+                Ok(register) if register.role == Role::Worker => self.join(register, out),
+                Ok(register) if register.role == Role::Injector => self.open_streams(register, out),
                 _ => return self.control.serve(client, body, now, Some(path), out),
             },
             FrameKind::SymbolState => frame
@@ -144,7 +140,7 @@ impl Router {
             _ => return self.control.serve(client, body, now, Some(path), out),
         };
         let answer = answer.unwrap_or_else(|reason| {
-            out.event(Event::Refused { who: format!("{:?} request", frame.kind()), reason: reason.clone() });
+            out.event(Event::Refused { who: format!("a {:?} request", frame.kind()), reason: reason.clone() });
             Refused { reason }.encode(ROUTER_SENDER)
         });
         out.send(Peer::Client(client), &answer);
@@ -161,19 +157,13 @@ impl Router {
 
     /// A worker registered while the run goes on: it joins, and its share of the symbols
     /// moves to it.
-    fn join(&mut self, client: ClientId, register: Register, out: &mut impl Outbox) {
+    fn join(&mut self, register: Register, out: &mut impl Outbox) -> Result<Vec<u8>, String> {
         let (path, rescaling) = (self.path.as_mut().expect("running"), self.rescaling.as_mut().expect("running"));
-        let refused = if path.input_ended() {
-            Some("every stream has ended: there is nothing left to take a share of".to_string())
-        } else if let Err(reason) = check_endpoint(&register.endpoint) {
-            Some(reason)
-        } else {
-            rescaling.join(&register.id).err()
-        };
-        if let Some(reason) = refused {
-            out.event(Event::Refused { who: format!("worker {}", register.id), reason: reason.clone() });
-            return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+        if path.input_ended() {
+            return Err("every stream has ended: there is nothing left to take a share of".into());
         }
+        check_endpoint(&register.endpoint)?;
+        rescaling.join(&register.id)?;
         let index = self.workers.len();
         self.workers.push(WorkerInfo { id: register.id.clone(), endpoint: register.endpoint.clone() });
         self.worker_ids.push(register.id.clone());
@@ -185,32 +175,28 @@ impl Router {
         ready.assigned = index as u32;
         ready.workers = self.workers.clone();
         ready.rules = self.control.deployments.current().clone();
-        out.send(Peer::Client(client), &ready.encode(ROUTER_SENDER));
         out.event(Event::Registered {
             who: format!("worker {} at {}", register.id, register.endpoint),
             waiting_for: "nothing: it joins the running cluster".into(),
         });
+        // Its share starts to move (the answer follows; it reads its data socket after it).
         rescaling.step(path, out);
+        Ok(ready.encode(ROUTER_SENDER))
     }
 
     /// An injector registered while the run goes on: its streams open (every worker is told,
     /// ahead of their ticks) and it starts at once.
-    fn open_streams(&mut self, client: ClientId, register: Register, out: &mut impl Outbox) {
+    fn open_streams(&mut self, register: Register, out: &mut impl Outbox) -> Result<Vec<u8>, String> {
         let path = self.path.as_mut().expect("running");
-        let refused = if path.input_ended() {
-            Some("every stream has ended: the run is finishing".to_string())
-        } else if register.streams == 0 || path.streams().saturating_add(register.streams) > MAX_STREAMS {
-            Some(format!(
+        if path.input_ended() {
+            return Err("every stream has ended: the run is finishing".into());
+        }
+        if register.streams == 0 || path.streams().saturating_add(register.streams) > MAX_STREAMS {
+            return Err(format!(
                 "{} more streams: a run takes 1 to {MAX_STREAMS} streams in all (it has {})",
                 register.streams,
                 path.streams()
-            ))
-        } else {
-            None
-        };
-        if let Some(reason) = refused {
-            out.event(Event::Refused { who: format!("injector {}", register.id), reason: reason.clone() });
-            return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+            ));
         }
         let first = path.add_streams(register.streams, out);
         self.settings.streams = path.streams();
@@ -225,11 +211,11 @@ impl Router {
             start_ns: out.now() + LATE_START_DELAY_NS,
             ..ready.clone()
         };
-        out.send(Peer::Client(client), &ready.encode(ROUTER_SENDER));
         out.event(Event::Registered {
             who: format!("injector {} with streams {first}..{}", register.id, first + register.streams),
             waiting_for: "nothing: its streams join the running cluster".into(),
         });
+        Ok(ready.encode(ROUTER_SENDER))
     }
 
     /// Asks a worker to leave: its symbols move to the others, then it retires.
@@ -696,11 +682,13 @@ mod tests {
         let read = |bytes: &[u8]| Frame::read(bytes, usize::MAX).unwrap().kind();
         // The joiner is answered with the next index, the collector told what moves, and the
         // first slice (2 symbols) is handed off by its owners.
-        let ready: Ready = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
-        assert_eq!((sent[0].0.clone(), ready.assigned, ready.workers.len()), (Peer::Client(b"c".to_vec()), 2, 3));
-        let started: RescaleStarted = Frame::read(&sent[1].1, usize::MAX).unwrap().body().unwrap();
+        let (to, ready) = sent.iter().find(|(_, frame)| read(frame) == FrameKind::Ready).unwrap();
+        let ready: Ready = Frame::read(ready, usize::MAX).unwrap().body().unwrap();
+        assert_eq!((to.clone(), ready.assigned, ready.workers.len()), (Peer::Client(b"c".to_vec()), 2, 3));
+        let started = &sent.iter().find(|(_, frame)| read(frame) == FrameKind::RescaleStarted).unwrap().1;
+        let started: RescaleStarted = Frame::read(started, usize::MAX).unwrap().body().unwrap();
         assert_eq!(started.symbols.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>(), moving);
-        let hand_offs: Vec<(Peer, HandOff)> = sent[2..]
+        let hand_offs: Vec<(Peer, HandOff)> = sent
             .iter()
             .filter(|(_, frame)| read(frame) == FrameKind::HandOff)
             .map(|(to, frame)| (to.clone(), Frame::read(frame, usize::MAX).unwrap().body().unwrap()))
