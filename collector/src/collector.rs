@@ -113,8 +113,15 @@ impl<W: Write> Collector<W> {
     fn every_worker_reported(&self) -> bool {
         // Once the router has reported, its list of members is the authority (a stray frame
         // naming a higher index does not make the collector wait for it).
-        let workers = self.router.as_ref().map_or(self.shape.workers.len(), |router| router.workers.len());
-        (0..workers as u32).all(|index| self.reports.contains_key(&index))
+        // An empty id there is a worker the router never reached: it never ran, nothing to wait for.
+        match &self.router {
+            Some(router) => router
+                .workers
+                .iter()
+                .enumerate()
+                .all(|(index, id)| id.is_empty() || self.reports.contains_key(&(index as u32))),
+            None => (0..self.shape.workers.len() as u32).all(|index| self.reports.contains_key(&index)),
+        }
     }
 
     /// Makes room for stream `stream` (an injector may join the running cluster); false, and
@@ -219,7 +226,7 @@ impl<W: Write> Collector<W> {
                     if let Some(last) = report.received.keys().max() {
                         self.admit_stream(*last);
                     }
-                    for (index, id) in report.workers.iter().enumerate() {
+                    for (index, id) in report.workers.iter().enumerate().filter(|(_, id)| !id.is_empty()) {
                         if self.admit_worker(index as u32) {
                             self.shape.workers[index].clone_from(id);
                         }
@@ -229,6 +236,10 @@ impl<W: Write> Collector<W> {
             }
             FrameKind::RescaleStarted => {
                 if let Some(started) = self.decode_cold::<RescaleStarted>(&frame) {
+                    // Progress lines and rolling summaries name a worker that joins at once.
+                    if started.kind == "join" && self.admit_worker(started.index) {
+                        self.shape.workers[started.index as usize].clone_from(&started.worker);
+                    }
                     self.rescales.started(started, now, self.shape.start_ns);
                 }
             }

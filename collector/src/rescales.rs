@@ -106,6 +106,7 @@ mod tests {
             id: 0,
             kind: "join".into(),
             worker: "w2".into(),
+            index: 2,
             symbols: vec![("A".into(), 2), ("B".into(), 2)],
         };
         watch.started(started, 3_000_000_000, 1_000_000_000);
@@ -138,7 +139,11 @@ mod tests {
         // A second record for the same rescale changes nothing; a start out of order is ignored.
         watch.finished(Rescaled { duration_ns: 1, ..unannounced.clone() }, 3, 0);
         assert_eq!(watch.summaries()[0].duration_ms, 4.0);
-        watch.started(RescaleStarted { id: 5, kind: "join".into(), worker: "x".into(), symbols: vec![] }, 4, 0);
+        watch.started(
+            RescaleStarted { id: 5, kind: "join".into(), worker: "x".into(), index: 1, symbols: vec![] },
+            4,
+            0,
+        );
         assert_eq!(watch.summaries().len(), 1);
     }
 }
@@ -150,8 +155,13 @@ mod expiry {
     #[test]
     fn symbols_without_an_output_at_their_new_owner_stop_being_watched_after_the_move() {
         let mut watch = RescaleWatch::default();
-        let started =
-            RescaleStarted { id: 0, kind: "leave".into(), worker: "w0".into(), symbols: vec![("RARE".into(), 1)] };
+        let started = RescaleStarted {
+            id: 0,
+            kind: "leave".into(),
+            worker: "w0".into(),
+            index: 0,
+            symbols: vec![("RARE".into(), 1)],
+        };
         watch.started(started, 10, 0);
         let record = Rescaled {
             id: 0,

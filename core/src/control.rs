@@ -93,6 +93,9 @@ pub struct Ready {
     /// processed; later ones are dropped and counted. `None`: every late tick is processed
     /// at its symbol's latest time.
     pub allowed_lateness_ns: Option<u64>,
+    /// True for a worker joining the running cluster: the router sends it Welcome on its data
+    /// socket first, which it answers (Reached) to prove the router can reach it.
+    pub joining: bool,
 }
 
 /// A rules file as it travels: its version in the run, where it came from, its text.

@@ -11,8 +11,8 @@
 use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use crate::rescale::{
-    ClusterStatus, HandOff, Leave, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken, StatusRequest,
-    StreamsOpened, SymbolState,
+    ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
+    StatusRequest, StreamsOpened, SymbolState, Welcome,
 };
 use crate::tick::{OutputRecord, TickRecord};
 use crate::wire::{check_frame, decode_outputs, decode_ticks, write_header, FrameHeader, FrameKind, WireError};
@@ -82,6 +82,8 @@ bodies! {
     RescaleStarted => RescaleStarted,
     Rescaled => Rescaled,
     StreamsOpened => StreamsOpened,
+    Welcome => Welcome,
+    Reached => Reached,
 }
 
 /// Asks for the collector's time (no body: nil).
@@ -352,19 +354,21 @@ mod tests {
             collector_clock: "k".into(),
             rules: RulesText { epoch: 0, origin: "o".into(), text: "t".into() },
             allowed_lateness_ns: Some(5),
+            joining: false,
         };
         #[rustfmt::skip]
         let expected = [
-            0x99, 0x01, // [assigned 1,
+            0x9a, 0x01, // [assigned 1,
             0x91, 0x92, 0xa1, b'w', 0xa1, b'e', // [[worker id, endpoint]],
             0xa1, b'c', 0x02, 0x03, 0x04, 0xa1, b'k', // collector, streams, start_ns, warmup_ns, clock,
             0x93, 0x00, 0xa1, b'o', 0xa1, b't', // [epoch, origin, text],
-            0x05, // allowed_lateness_ns]
+            0x05, 0xc2, // allowed_lateness_ns, joining]
         ];
         golden(ready.clone(), 0, &expected);
         // No allowed lateness: nil.
         let open = Ready { allowed_lateness_ns: None, ..ready };
-        assert_eq!(open.encode(0).last(), Some(&0xc0));
+        let encoded = open.encode(0);
+        assert_eq!(encoded[encoded.len() - 2], 0xc0);
     }
 
     #[test]
@@ -428,10 +432,11 @@ mod tests {
         let mut expected = vec![0x96, 0x08, 0x91, 0x95, 0x01, 0xa1, b'w', 0xa4, b'l', b'e', b'f', b't', 0x00, 0x04];
         expected.extend([0x95, 0xa4, b'j', b'o', b'i', b'n', 0xa1, b'x', 0x01, 0x03, 0x09, 0x00, 0x01, 0x02]);
         golden(status, 0, &expected);
-        let started = RescaleStarted { id: 0, kind: "join".into(), worker: "x".into(), symbols: vec![("A".into(), 2)] };
-        let mut expected = vec![0x94, 0x00, 0xa4, b'j', b'o', b'i', b'n'];
+        let started =
+            RescaleStarted { id: 0, kind: "join".into(), worker: "x".into(), index: 2, symbols: vec![("A".into(), 2)] };
+        let mut expected = vec![0x95, 0x00, 0xa4, b'j', b'o', b'i', b'n'];
         expected.extend(a(b'x'));
-        expected.extend([0x91, 0x92, 0xa1, b'A', 0x02]);
+        expected.extend([0x02, 0x91, 0x92, 0xa1, b'A', 0x02]);
         golden(started, 0, &expected);
         let record = Rescaled {
             id: 0,
@@ -446,6 +451,8 @@ mod tests {
         };
         golden(record, 0, &[0x99, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x91, 0xa1, b'A']);
         golden(StreamsOpened { first: 1, count: 2 }, 0, &[0x92, 0x01, 0x02]);
+        golden(Welcome { index: 3 }, 0, &[0x91, 0x03]);
+        golden(Reached { index: 3 }, 3, &[0x91, 0x03]);
     }
 
     #[test]

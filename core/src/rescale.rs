@@ -139,6 +139,8 @@ pub struct RescaleStarted {
     pub kind: String,
     /// The worker joining or leaving.
     pub worker: String,
+    /// Its index.
+    pub index: u32,
     /// Every symbol that moves, with its new owner's index.
     pub symbols: Vec<(String, u32)>,
 }
@@ -180,3 +182,19 @@ pub struct StreamsOpened {
 /// The most injector streams a run takes, all injectors together: no count read off the wire
 /// sizes a table beyond it.
 pub const MAX_STREAMS: u32 = 4096;
+
+/// The first frame a joining worker gets on its data socket: router -> worker. The worker
+/// answers [`Reached`]; until then the router routes nothing to it (an unreachable one, a
+/// wrong `--advertise`, is dropped after the move time-out instead of stalling the router).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The worker's index.
+    pub index: u32,
+}
+
+/// A joining worker got [`Welcome`]: worker -> router (control, answered StateTaken).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reached {
+    /// The worker's index.
+    pub index: u32,
+}

@@ -90,6 +90,10 @@ pub enum FrameKind {
     Rescaled = 30,
     /// New injector streams exist: router -> every worker, in its data stream.
     StreamsOpened = 31,
+    /// "You are member `index`; answer Reached": router -> a joining worker, its first frame.
+    Welcome = 32,
+    /// A joining worker got Welcome (the router can reach it): worker -> router (control).
+    Reached = 33,
 }
 
 impl FrameKind {
@@ -128,6 +132,8 @@ impl FrameKind {
             RescaleStarted,
             Rescaled,
             StreamsOpened,
+            Welcome,
+            Reached,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)

@@ -111,6 +111,9 @@ impl RouterConfig {
         at_least_one("max-frame-bytes", self.max_frame_bytes)?;
         at_least_one("move-slice", self.move_slice)?;
         at_least_one("max-held", self.max_held)?;
+        if self.move_timeout.is_zero() {
+            return Err("--move-timeout must be longer than 0: every move would be given up at once".into());
+        }
         high_water_mark(self.hwm)
     }
 

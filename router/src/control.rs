@@ -54,6 +54,12 @@ impl Control {
         self.ending.asked as i64 >= self.rendezvous.nodes() as i64 + self.nodes_since_start
     }
 
+    /// A node asked for the end and was answered at once (an injector that joined the running
+    /// cluster, once its streams have ended: everything it sent has arrived).
+    pub fn asked_and_answered(&mut self) {
+        self.ending.asked += 1;
+    }
+
     /// A worker joined the running cluster: it too will ask for the end.
     pub fn node_joined(&mut self) {
         self.nodes_since_start += 1;

@@ -247,6 +247,13 @@ impl DataPath {
         out.send(Peer::Worker(worker as u32), &Retire { routed }.encode(ROUTER_SENDER));
     }
 
+    /// Forgets `worker`, which never owned anything (a joiner the router cannot reach): no
+    /// marker goes to it any more.
+    pub fn forget(&mut self, worker: usize) {
+        self.batches[worker].clear();
+        self.retired[worker] = true;
+    }
+
     /// Symbols owned per worker (by index).
     pub fn owned(&self) -> Vec<u64> {
         let mut owned = vec![0; self.batches.len()];

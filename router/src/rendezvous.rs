@@ -174,6 +174,7 @@ impl<C: Clone> Rendezvous<C> {
             collector_clock: collector_clock.clone(),
             rules: rules.clone(),
             allowed_lateness_ns,
+            joining: false,
         };
         let mut answers: Vec<(C, Ready)> = Vec::new();
         for (index, (client, _)) in self.workers.iter().enumerate() {

@@ -74,6 +74,11 @@ pub struct Member {
     pub state: MemberState,
     /// Whether the ring includes it.
     on_ring: bool,
+    /// For a worker still joining: when it registered (monotonic ns) while it has not yet
+    /// answered the Welcome on its data socket (`None` once it has, or for the first ones).
+    unreached_since: Option<u64>,
+    /// Dropped because it never answered its Welcome.
+    never_reached: bool,
 }
 
 /// One (old owner, new owner) pair of a slice.
@@ -130,7 +135,13 @@ impl Rescaling {
         Rescaling {
             members: workers
                 .iter()
-                .map(|id| Member { id: id.clone(), state: MemberState::Active, on_ring: true })
+                .map(|id| Member {
+                    id: id.clone(),
+                    state: MemberState::Active,
+                    on_ring: true,
+                    unreached_since: None,
+                    never_reached: false,
+                })
                 .collect(),
             queue: VecDeque::new(),
             current: None,
@@ -149,6 +160,12 @@ impl Rescaling {
         &self.members
     }
 
+    /// Every member's id by index for the router's report; empty for a worker the router
+    /// never reached (it never ran: the collector waits for no report of it).
+    pub fn reported_ids(&self) -> Vec<String> {
+        self.members.iter().map(|m| if m.never_reached { String::new() } else { m.id.clone() }).collect()
+    }
+
     /// The members on the ring: (index, id).
     fn ring(&self) -> Vec<(usize, String)> {
         self.members.iter().enumerate().filter(|(_, m)| m.on_ring).map(|(index, m)| (index, m.id.clone())).collect()
@@ -164,20 +181,60 @@ impl Rescaling {
         self.current.is_some() || !self.queue.is_empty()
     }
 
-    /// Takes a worker that registered while the run goes on: it gets the next index (the
-    /// caller adds it to the data path) and its share moves to it once the rescales before it
-    /// are done.
-    pub fn join(&mut self, id: &str) -> Result<usize, String> {
+    /// Takes a worker that registered at `now` while the run goes on: it gets the next index
+    /// (the caller adds it to the data path and sends it Welcome); once it has answered
+    /// ([`Self::reached`]) its share moves to it, after the rescales before it.
+    pub fn join(&mut self, id: &str, now: u64) -> Result<usize, String> {
         if self.members.iter().any(|m| m.id == id && m.state != MemberState::Left) {
             return Err(format!("worker id `{id}` is already a member of the running cluster"));
         }
         if self.members.len() >= MAX_MEMBERS {
             return Err(format!("the run has had {MAX_MEMBERS} workers, the most it takes"));
         }
-        self.members.push(Member { id: id.to_string(), state: MemberState::Joining, on_ring: false });
-        let index = self.members.len() - 1;
-        self.queue.push_back((Kind::Join, index));
-        Ok(index)
+        self.members.push(Member {
+            id: id.to_string(),
+            state: MemberState::Joining,
+            on_ring: false,
+            unreached_since: Some(now),
+            never_reached: false,
+        });
+        Ok(self.members.len() - 1)
+    }
+
+    /// Joining worker `index` answered its Welcome: the router reaches it, its join queues.
+    pub fn reached(&mut self, index: u32) -> Result<(), String> {
+        let member = self.members.get_mut(index as usize).filter(|m| m.unreached_since.is_some());
+        let Some(member) = member else {
+            return Err(format!("worker {index} is not a joining worker waiting to be reached"));
+        };
+        member.unreached_since = None;
+        self.queue.push_back((Kind::Join, index as usize));
+        Ok(())
+    }
+
+    /// Drops the joining workers that have not answered their Welcome within the move
+    /// time-out (the router cannot reach them: a wrong `--advertise`): nothing is routed to
+    /// them, and they count as gone.
+    fn drop_unreached(&mut self, now: u64, path: &mut DataPath, out: &mut impl Outbox) {
+        for (index, member) in self.members.iter_mut().enumerate() {
+            let Some(since) = member.unreached_since else { continue };
+            if now.saturating_sub(since) < self.move_timeout_ns {
+                continue;
+            }
+            member.unreached_since = None;
+            member.never_reached = true;
+            member.state = MemberState::Left;
+            path.forget(index);
+            self.retired += 1;
+            out.event(Event::Refused {
+                who: format!("worker {}", member.id),
+                reason: format!(
+                    "it registered, but its data endpoint never answered within {:?}: nothing is routed to it \
+                     (is its --advertise address one the router can reach?)",
+                    std::time::Duration::from_nanos(self.move_timeout_ns)
+                ),
+            });
+        }
     }
 
     /// Asks `id` to leave: its symbols move to the others, then it retires. Refused for an
@@ -199,7 +256,7 @@ impl Rescaling {
             .iter()
             .enumerate()
             .filter(|(i, m)| *i != index && m.state != MemberState::Leaving)
-            .filter(|(_, m)| m.on_ring || m.state == MemberState::Joining)
+            .filter(|(_, m)| m.on_ring || (m.state == MemberState::Joining && m.unreached_since.is_none()))
             .count();
         if staying == 0 {
             return Err(format!("worker `{id}` is the last one: the cluster cannot run without a worker"));
@@ -224,6 +281,7 @@ impl Rescaling {
                 id,
                 kind: kind.name().into(),
                 worker: self.members[worker].id.clone(),
+                index: worker as u32,
                 symbols: moves.iter().map(|(symbol, _, to)| (lossy(symbol), *to as u32)).collect(),
             };
             out.send(Peer::Collector, &started.encode(ROUTER_SENDER));
@@ -321,6 +379,7 @@ impl Rescaling {
     /// the ticks held for them; the rest of the rescale is given up. Never a hang: the run
     /// goes on, and the summary names the symbols whose state was lost.
     pub fn tick(&mut self, now: u64, path: &mut DataPath, out: &mut impl Outbox) {
+        self.drop_unreached(now, path, out);
         let Some(rescale) = self.current.as_mut() else { return };
         if rescale.parts.is_empty() {
             return;

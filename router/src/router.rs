@@ -12,10 +12,10 @@ use crate::rendezvous::{Rendezvous, WorkerCount};
 use crate::rescaling::Rescaling;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register, Role, WorkerInfo, MAX_CONTROL_FRAME_BYTES};
-use cep_core::frame::{Body, Frame};
+use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{ClockReport, RouterReport};
-use cep_core::rescale::{Leave, RescaleAccepted, StateTaken, SymbolState, MAX_STREAMS};
+use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, MAX_STREAMS};
 use cep_core::wire::FrameKind;
 
 /// A joining worker's advertised endpoint must be one the router can connect to
@@ -25,11 +25,23 @@ fn check_endpoint(endpoint: &str) -> Result<(), String> {
         || format!("the advertised data endpoint `{endpoint}` is not tcp://HOST:PORT, ipc://PATH or inproc://NAME");
     match endpoint.split_once("://") {
         Some(("tcp", address)) => match address.rsplit_once(':') {
-            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|port| port > 0) => Ok(()),
+            Some((host, port)) if valid_host(host) && port.parse::<u16>().is_ok_and(|port| port > 0) => Ok(()),
             _ => Err(bad()),
         },
         Some(("ipc" | "inproc", name)) if !name.is_empty() => Ok(()),
         _ => Err(bad()),
+    }
+}
+
+/// A host name, an IPv4 address, or an IPv6 address in brackets.
+fn valid_host(host: &str) -> bool {
+    match host.strip_prefix('[').and_then(|rest| rest.strip_suffix(']')) {
+        Some(v6) => !v6.is_empty() && v6.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.'),
+        None => {
+            !host.is_empty()
+                && host.len() <= 253
+                && host.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_')
+        }
     }
 }
 
@@ -82,6 +94,8 @@ pub struct Router {
     rescaling: Option<Rescaling>,
     /// What a worker that joins later is told (its index and the members filled in).
     joiner_ready: Option<Ready>,
+    /// Injectors that joined the running cluster: (client, first stream, streams).
+    late_injectors: Vec<(ClientId, u32, u32)>,
     workers: Vec<WorkerInfo>,
 }
 
@@ -97,6 +111,7 @@ impl Router {
             worker_ids: Vec::new(),
             rescaling: None,
             joiner_ready: None,
+            late_injectors: Vec::new(),
             workers: Vec::new(),
         }
     }
@@ -106,7 +121,10 @@ impl Router {
     pub fn control(&mut self, client: ClientId, body: &[u8], now: u64, out: &mut impl Outbox) {
         let (Some(path), Some(rescaling)) = (self.path.as_mut(), self.rescaling.as_mut()) else {
             let kind = Frame::read(body, MAX_CONTROL_FRAME_BYTES).map(|frame| frame.kind());
-            if matches!(kind, Ok(FrameKind::StatusRequest | FrameKind::Leave | FrameKind::SymbolState)) {
+            if matches!(
+                kind,
+                Ok(FrameKind::StatusRequest | FrameKind::Leave | FrameKind::SymbolState | FrameKind::Reached)
+            ) {
                 let reason = format!("the run has not started: waiting for {}", self.waiting_for());
                 return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
             }
@@ -117,8 +135,8 @@ impl Router {
         };
         let answer = match frame.kind() {
             FrameKind::Register => match frame.body::<Register>() {
-                Ok(register) if register.role == Role::Worker => self.join(register, out),
-                Ok(register) if register.role == Role::Injector => self.open_streams(register, out),
+                Ok(register) if register.role == Role::Worker => self.join(register, now, out),
+                Ok(register) if register.role == Role::Injector => self.open_streams(&client, register, out),
                 _ => return self.control.serve(client, body, now, Some(path), out),
             },
             FrameKind::SymbolState => frame
@@ -130,9 +148,27 @@ impl Router {
                 .body::<Leave>()
                 .map_err(|error| format!("bad leave frame: {error}"))
                 .and_then(|leave| self.leave(&leave.worker, out)),
+            FrameKind::Reached => match frame.body::<Reached>() {
+                Ok(reached) if reached.index == frame.sender() => rescaling.reached(reached.index).map(|()| {
+                    rescaling.step(path, out);
+                    StateTaken.encode(ROUTER_SENDER)
+                }),
+                Ok(_) => Err("a Reached frame must come from the worker it names".into()),
+                Err(error) => Err(format!("bad reached frame: {error}")),
+            },
             FrameKind::StatusRequest => {
                 let status = rescaling.status(Some(path), now, self.settings.streams);
                 Ok(status.encode(ROUTER_SENDER))
+            }
+            // An injector that joined is released as soon as its streams have ended at the
+            // router (all it sent has arrived), not at the end of a run that may go on for days.
+            FrameKind::AwaitEnd
+                if self.late_injectors.iter().any(|(id, first, count)| {
+                    *id == client && (*first..first + count).all(|s| path.ended().get(s as usize) == Some(&true))
+                }) =>
+            {
+                self.control.asked_and_answered();
+                Ok(EndAck.encode(ROUTER_SENDER))
             }
             FrameKind::Deploy if rescaling.busy() => {
                 Err("a worker is joining or leaving; deploy again once the rescale has finished".into())
@@ -157,17 +193,19 @@ impl Router {
 
     /// A worker registered while the run goes on: it joins, and its share of the symbols
     /// moves to it.
-    fn join(&mut self, register: Register, out: &mut impl Outbox) -> Result<Vec<u8>, String> {
+    fn join(&mut self, register: Register, now: u64, out: &mut impl Outbox) -> Result<Vec<u8>, String> {
         let (path, rescaling) = (self.path.as_mut().expect("running"), self.rescaling.as_mut().expect("running"));
         if path.input_ended() {
             return Err("every stream has ended: there is nothing left to take a share of".into());
         }
         check_endpoint(&register.endpoint)?;
-        rescaling.join(&register.id)?;
+        rescaling.join(&register.id, now)?;
         let index = self.workers.len();
         self.workers.push(WorkerInfo { id: register.id.clone(), endpoint: register.endpoint.clone() });
         self.worker_ids.push(register.id.clone());
         out.connect_worker(index as u32, &register.endpoint);
+        // First on its socket: the Welcome it must answer before anything is routed to it.
+        out.send(Peer::Worker(index as u32), &Welcome { index: index as u32 }.encode(ROUTER_SENDER));
         let added = path.add_worker(out);
         debug_assert_eq!(added, index);
         self.control.node_joined();
@@ -175,18 +213,17 @@ impl Router {
         ready.assigned = index as u32;
         ready.workers = self.workers.clone();
         ready.rules = self.control.deployments.current().clone();
+        ready.joining = true;
         out.event(Event::Registered {
             who: format!("worker {} at {}", register.id, register.endpoint),
-            waiting_for: "nothing: it joins the running cluster".into(),
+            waiting_for: "its answer to the Welcome on its data socket, then it joins the running cluster".into(),
         });
-        // Its share starts to move (the answer follows; it reads its data socket after it).
-        rescaling.step(path, out);
         Ok(ready.encode(ROUTER_SENDER))
     }
 
     /// An injector registered while the run goes on: its streams open (every worker is told,
     /// ahead of their ticks) and it starts at once.
-    fn open_streams(&mut self, register: Register, out: &mut impl Outbox) -> Result<Vec<u8>, String> {
+    fn open_streams(&mut self, client: &[u8], register: Register, out: &mut impl Outbox) -> Result<Vec<u8>, String> {
         let path = self.path.as_mut().expect("running");
         if path.input_ended() {
             return Err("every stream has ended: the run is finishing".into());
@@ -199,6 +236,7 @@ impl Router {
             ));
         }
         let first = path.add_streams(register.streams, out);
+        self.late_injectors.push((client.to_vec(), first, register.streams));
         self.settings.streams = path.streams();
         self.control.node_joined();
         let ready = self.joiner_ready.as_mut().expect("running");
@@ -363,7 +401,7 @@ impl Router {
             rules: self.control.deployments.history().to_vec(),
             routed: path.map_or(0, DataPath::routed_total),
             rejected: path.map(|p| p.rejections().counts().clone()).unwrap_or_default(),
-            workers: self.worker_ids.clone(),
+            workers: self.rescaling.as_ref().map_or_else(|| self.worker_ids.clone(), Rescaling::reported_ids),
         }
     }
 
@@ -662,6 +700,14 @@ mod tests {
         }
         assert!(router.all_ended());
         assert_eq!(router.report().received.get(&1), Some(&1));
+        out.take();
+        // It asks for the end: its streams have ended, so it is released at once.
+        router.control(b"late".to_vec(), &AwaitEnd.encode(0), 8, &mut out);
+        let answer = out.take();
+        assert_eq!(
+            (answer[0].0.clone(), Frame::read(&answer[0].1, usize::MAX).unwrap().kind()),
+            (Peer::Client(b"late".to_vec()), FrameKind::EndAck)
+        );
     }
 
     #[test]
@@ -674,6 +720,16 @@ mod tests {
         router.flush(&mut out);
         out.take();
         router.control(b"c".to_vec(), &register(Role::Worker, "c", 0), 2, &mut out);
+        // It is answered (joining) and welcomed on its data socket; nothing moves before it
+        // answers the Welcome.
+        let sent = out.take();
+        let kinds: Vec<(Peer, FrameKind)> =
+            sent.iter().map(|(to, frame)| (to.clone(), Frame::read(frame, usize::MAX).unwrap().kind())).collect();
+        assert_eq!(kinds, [(Peer::Worker(2), FrameKind::Welcome), (Peer::Client(b"c".to_vec()), FrameKind::Ready)]);
+        let ready: Ready = Frame::read(&sent[1].1, usize::MAX).unwrap().body().unwrap();
+        assert!(ready.joining);
+        assert!(!router.rescaling());
+        router.control(b"c".to_vec(), &cep_core::rescale::Reached { index: 2 }.encode(2), 2, &mut out);
         let ring = Partitioner::new(&["a".to_string(), "b".to_string(), "c".to_string()], 64);
         let mut moving: Vec<&str> = names.iter().copied().filter(|s| ring.owner(s) == 2).collect();
         moving.sort();
@@ -682,9 +738,11 @@ mod tests {
         let read = |bytes: &[u8]| Frame::read(bytes, usize::MAX).unwrap().kind();
         // The joiner is answered with the next index, the collector told what moves, and the
         // first slice (2 symbols) is handed off by its owners.
-        let (to, ready) = sent.iter().find(|(_, frame)| read(frame) == FrameKind::Ready).unwrap();
-        let ready: Ready = Frame::read(ready, usize::MAX).unwrap().body().unwrap();
-        assert_eq!((to.clone(), ready.assigned, ready.workers.len()), (Peer::Client(b"c".to_vec()), 2, 3));
+        assert_eq!((ready.assigned, ready.workers.len()), (2, 3));
+        assert_eq!(
+            sent.last().map(|(to, frame)| (to.clone(), read(frame))),
+            Some((Peer::Client(b"c".to_vec()), FrameKind::StateTaken))
+        );
         let started = &sent.iter().find(|(_, frame)| read(frame) == FrameKind::RescaleStarted).unwrap().1;
         let started: RescaleStarted = Frame::read(started, usize::MAX).unwrap().body().unwrap();
         assert_eq!(started.symbols.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>(), moving);
@@ -746,15 +804,23 @@ mod tests {
         assert_eq!(slices, moving.len().div_ceil(2));
         assert!(!router.rescaling());
         assert!(router.accepting_input(), "the held ticks went to their new owner");
+        // One whose data endpoint never answers is dropped after the move time-out.
+        router.control(b"e".to_vec(), &register(Role::Worker, "e", 0), 8, &mut out);
+        out.take();
+        router.tick(8, &mut out);
+        router.tick(8 + 2_000, &mut out);
+        assert!(out.events.iter().any(|e| matches!(e, Event::Refused { who, .. } if who == "worker e")));
+        router.control(b"e".to_vec(), &cep_core::rescale::Reached { index: 3 }.encode(3), 9, &mut out);
+        assert_eq!(read(&out.take()[0].1), FrameKind::Refused, "too late");
         // From now on the moved symbols go to c directly.
         router.data(&ticks(&[moving[1]], 200), 6, &mut out);
         router.flush(&mut out);
         assert_eq!(routed(&out.take())[0].0, 2);
         // The end marker reaches all three, and the report names them.
         router.data(&EndOfStream { stream: 0, sent: 215, routed: 0 }.encode(0), 7, &mut out);
-        assert_eq!(out.take().len(), 3);
-        assert_eq!(router.report().workers, ["a", "b", "c"]);
-        // A second worker with a taken id is refused; removing an unknown worker is refused.
+        assert_eq!(out.take().len(), 3, "not to e, which never answered");
+        assert_eq!(router.report().workers, ["a", "b", "c", ""], "e never joined");
+        // A second worker with a taken id is refused.
         router.control(b"d".to_vec(), &register(Role::Worker, "c", 0), 8, &mut out);
         assert_eq!(read(&out.take()[0].1), FrameKind::Refused);
     }
@@ -809,5 +875,26 @@ mod tests {
         let markers: Vec<(Peer, EndOfStream)> =
             out.take().into_iter().map(|(to, f)| (to, read(&f).body().unwrap())).collect();
         assert_eq!(markers, [(Peer::Worker(1), EndOfStream { stream: 0, sent: 8, routed: 8 - routed_to_a })]);
+    }
+
+    #[test]
+    fn a_joining_workers_endpoint_must_be_one_the_router_can_connect_to() {
+        for good in ["tcp://10.0.1.12:5560", "tcp://worker-3.local:5560", "tcp://[::1]:7", "ipc:///tmp/w", "inproc://w"]
+        {
+            assert_eq!(check_endpoint(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "foo",
+            "tcp://host",
+            "tcp://:5",
+            "tcp://not a host!:5000",
+            "tcp://tcp://1.2.3.4:5:6",
+            "tcp://h:0",
+            "udp://h:1",
+            "ipc://",
+        ] {
+            assert!(check_endpoint(bad).is_err(), "{bad}");
+        }
     }
 }

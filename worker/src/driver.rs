@@ -42,6 +42,17 @@ pub enum WorkerError {
     /// The router refused this worker or could not be reached.
     #[error(transparent)]
     Registration(#[from] RegistrationError),
+    /// It joined a running cluster, but the router never reached its data endpoint.
+    #[error(
+        "the router accepted this worker but never reached its data endpoint {endpoint} within {waited:?}: \
+         is --advertise an address the router can reach?"
+    )]
+    Unreached {
+        /// The endpoint it advertised.
+        endpoint: String,
+        /// How long it waited for the router's Welcome.
+        waited: Duration,
+    },
 }
 
 /// What the router answered to this worker's own requests (state hand-offs, leaving), read
@@ -59,7 +70,10 @@ fn read_answers(link: &ControlLink, id: &str, stop: &AtomicBool) -> Result<bool,
         };
         let refused = || frame.body::<Refused>().map(|refused| refused.reason).unwrap_or_default();
         match (FrameKind::from_byte(asked), frame.kind()) {
-            (Some(FrameKind::SymbolState), FrameKind::StateTaken) => {}
+            (Some(FrameKind::SymbolState | FrameKind::Reached), FrameKind::StateTaken) => {}
+            (Some(FrameKind::Reached), FrameKind::Refused) => {
+                tracing::warn!(id, "the router did not take this worker's answer to its Welcome: {}", refused());
+            }
             (Some(FrameKind::SymbolState), FrameKind::Refused) => {
                 // The symbols are gone from here already; the router names them as lost.
                 tracing::warn!(id, "the router did not take this worker's hand-off: {}", refused());
@@ -137,6 +151,8 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     let metrics = crate::metrics::WorkerMetrics::register(ready.streams);
     let mut last_progress = Instant::now();
     let mut leaving = Leaving::No;
+    let mut unreached = false;
+    let started = Instant::now();
     receive_loop(&input, Duration::from_millis(50), |received| {
         if let Received::Frame { bytes, .. } = received {
             worker.handle(bytes, now_ns(), &mut out);
@@ -167,9 +183,18 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
                 _ => {}
             }
         }
+        // A joining worker the router never reaches (its Welcome does not come): a wrong
+        // --advertise. Say so and stop rather than wait for ever.
+        if !worker.welcomed() && started.elapsed() > config.start_timeout {
+            unreached = true;
+            stop.store(true, Ordering::Relaxed);
+        }
         let done = worker.done() || stop.load(Ordering::Relaxed);
         Ok::<_, TransportError>(if done { Flow::Stop } else { Flow::Continue })
     })?;
+    if unreached {
+        return Err(WorkerError::Unreached { endpoint, waited: config.start_timeout });
+    }
     let report = worker.finish(&mut out);
     out.check()?;
     metrics.observe(&worker.snapshot());

@@ -9,7 +9,7 @@ use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{
     EndOfStream, Rejections, RuleInfo, RulesInstalled, StreamAtWorker, SwitchRules, WorkerProgress, WorkerReport,
 };
-use cep_core::rescale::{HandOff, MovedSymbol, Retire, StreamsOpened, SymbolState, MAX_STREAMS};
+use cep_core::rescale::{HandOff, MovedSymbol, Reached, Retire, StreamsOpened, SymbolState, Welcome, MAX_STREAMS};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, OutputBatchWriter};
 use cep_engine::{Engine, RuleSet};
@@ -63,6 +63,9 @@ pub struct Worker {
     finished: bool,
     /// Set when the router retired this worker (it left): what it was routed, per stream.
     retired: Option<BTreeMap<u32, u64>>,
+    /// Whether the router has reached it: always for the first workers, after its Welcome
+    /// for one that joins a running cluster.
+    welcomed: bool,
 }
 
 impl Worker {
@@ -96,6 +99,7 @@ impl Worker {
             rejections: Rejections::new("worker"),
             finished: false,
             retired: None,
+            welcomed: !ready.joining,
         };
         worker.announce_rules(out);
         Ok(worker)
@@ -114,6 +118,11 @@ impl Worker {
     /// Whether the router retired this worker: it left the cluster, and nothing more comes.
     pub fn retired(&self) -> bool {
         self.retired.is_some()
+    }
+
+    /// Whether the router has reached this worker (a joining one: its Welcome arrived).
+    pub fn welcomed(&self) -> bool {
+        self.welcomed
     }
 
     /// Whether the worker's run is over: every stream ended, or it was retired.
@@ -154,6 +163,19 @@ impl Worker {
             },
             FrameKind::SymbolState => match frame.body::<SymbolState>() {
                 Ok(state) => self.take_state(&state, frame.sender(), out),
+                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
+            },
+            FrameKind::Welcome => match frame.body::<Welcome>() {
+                // The router reaches this joining worker: say so, and its share moves here.
+                Ok(welcome) if welcome.index == self.index => {
+                    self.welcomed = true;
+                    out.send(Peer::Router, &Reached { index: self.index }.encode(self.index));
+                }
+                Ok(welcome) => self.rejections.reject(
+                    "unexpected_kind",
+                    Some(frame.sender()),
+                    &format_args!("a Welcome for worker {} (this is worker {})", welcome.index, self.index),
+                ),
                 Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
             },
             FrameKind::StreamsOpened => match frame.body::<StreamsOpened>() {
@@ -449,6 +471,7 @@ mod tests {
             collector_clock: String::new(),
             rules: RulesText { epoch: 0, origin: "test".into(), text: PERC.into() },
             allowed_lateness_ns: None,
+            joining: false,
         }
     }
 
