@@ -104,7 +104,8 @@ pub fn summarize(
     summary.late = reports.values().map(|r| r.late).sum();
     summary.late_dropped = reports.values().map(|r| r.late_dropped).sum();
 
-    for (index, id) in workers.iter().enumerate() {
+    // An empty id is a worker that never ran (the router never reached it): not a member.
+    for (index, id) in workers.iter().enumerate().filter(|(_, id)| !id.is_empty()) {
         let report = reports.get(&(index as u32));
         let progressed = progress.get(index).map_or(0, |p| p.processed);
         summary.workers.push(WorkerSummary {
@@ -122,8 +123,9 @@ pub fn summarize(
     if !observed.rejected.is_empty() {
         summary.rejected.insert("collector".into(), observed.rejected);
     }
-    summary.complete =
-        router.is_some() && reports.len() == workers.len() && summary.streams.iter().all(|s| s.sent.is_some());
+    let every_report =
+        workers.iter().enumerate().all(|(index, id)| id.is_empty() || reports.contains_key(&(index as u32)));
+    summary.complete = router.is_some() && every_report && summary.streams.iter().all(|s| s.sent.is_some());
     summary.throughput_eps =
         if summary.duration_s > 0.0 { summary.events_processed as f64 / summary.duration_s } else { 0.0 };
     summary
@@ -192,6 +194,18 @@ mod tests {
         assert_eq!(summary.rejected["router"]["malformed"], 2);
         assert_eq!(summary.outputs_lost, 0);
         assert!(summary.lost_by_cause.is_empty());
+    }
+
+    #[test]
+    fn a_worker_the_router_never_reached_is_not_a_member() {
+        let reports: BTreeMap<u32, WorkerReport> =
+            [(0, worker(0, [10, 5], [Some(20), Some(9)])), (1, worker(1, [10, 4], [Some(20), Some(9)]))]
+                .into_iter()
+                .collect();
+        let ids = vec!["w0".to_string(), "w1".to_string(), String::new()];
+        let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), observed(29));
+        assert!(summary.complete, "no report is awaited from it");
+        assert_eq!(summary.workers.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["w0", "w1"]);
     }
 
     #[test]

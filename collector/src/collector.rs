@@ -226,7 +226,8 @@ impl<W: Write> Collector<W> {
                     if let Some(last) = report.received.keys().max() {
                         self.admit_stream(*last);
                     }
-                    for (index, id) in report.workers.iter().enumerate().filter(|(_, id)| !id.is_empty()) {
+                    // An empty id: a worker the router never reached; it is left out of the summary.
+                    for (index, id) in report.workers.iter().enumerate() {
                         if self.admit_worker(index as u32) {
                             self.shape.workers[index].clone_from(id);
                         }
