@@ -41,8 +41,8 @@ pub struct LaunchArgs {
     /// Number of symbols.
     #[arg(long, env = "CEP_SYMBOLS", default_value_t = cep_core::reference::SYMBOLS)]
     pub symbols: usize,
-    /// How long to send after the warm-up (e.g. 30s). Without it, --count or --replay, the
-    /// cluster runs until stopped: the first Ctrl-C or SIGTERM ends the injector's streams
+    /// How long to send after the warm-up (e.g. 30s). Without it (or 0), --count or --replay,
+    /// the cluster runs until stopped: the first Ctrl-C or SIGTERM ends the injector's streams
     /// and lets the rest drain (complete results, nothing lost), a second stops at once
     /// (partial results).
     #[arg(long, env = "CEP_DURATION", value_parser = parse_duration)]
@@ -185,9 +185,6 @@ impl LaunchArgs {
         }
         if self.count == Some(0) {
             bail!("--count must be at least 1");
-        }
-        if self.duration.is_some_and(|d| d.is_zero()) {
-            bail!("--duration must be longer than 0");
         }
         if self.batch == 0 {
             bail!("--batch must be at least 1");

@@ -28,9 +28,10 @@ pub struct InjectorConfig {
     /// given --speed is paced by its own timestamps instead.
     #[arg(long, env = "CEP_RATE", default_value_t = 0.0)]
     pub rate: f64,
-    /// How long to send after the warm-up (e.g. 30s, 500ms). Without it (and without --count
-    /// or --replay) the injector sends until it is stopped: the first SIGINT/SIGTERM ends
-    /// every stream gracefully with its true count (nothing lost), a second one stops at once.
+    /// How long to send after the warm-up (e.g. 30s, 500ms). Without it, or 0 (and without
+    /// --count or --replay), the injector sends until it is stopped: the first SIGINT/SIGTERM
+    /// ends every stream gracefully with its true count (nothing lost), a second one stops at
+    /// once.
     #[arg(long, env = "CEP_DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Total ticks to send (the first N ticks of the reference stream, or of the replay file);
@@ -99,6 +100,12 @@ impl Default for InjectorConfig {
 }
 
 impl InjectorConfig {
+    /// How long to send after the warm-up: `--duration`, where 0 (like no duration) means
+    /// until stopped (so an environment that must set the variable can ask for that).
+    pub fn time_limit(&self) -> Option<Duration> {
+        self.duration.filter(|duration| !duration.is_zero())
+    }
+
     /// Checks what clap cannot (and what it checks of flags that go together, for a
     /// configuration made without it); the error says which flag and why.
     pub fn validate(&self) -> Result<(), String> {
@@ -121,9 +128,6 @@ impl InjectorConfig {
         high_water_mark(self.hwm)?;
         if self.count == Some(0) {
             return Err("--count must be at least 1".into());
-        }
-        if self.count.is_none() && self.duration.is_some_and(|duration| duration.is_zero()) {
-            return Err("--duration must be longer than 0".into());
         }
         if self.replay.is_none() {
             if self.time_unit.is_some() {
@@ -225,8 +229,8 @@ mod tests {
         let crowded = InjectorConfig { connections: 3, symbols: 2, ..timed.clone() };
         assert_eq!(error(crowded), "--connections 3 exceeds --symbols 2: each connection needs a symbol");
         assert_eq!(error(InjectorConfig { count: Some(0), ..timed.clone() }), "--count must be at least 1");
-        let instant = InjectorConfig { duration: Some(Duration::ZERO), ..timed.clone() };
-        assert_eq!(error(instant), "--duration must be longer than 0");
+        let until_stopped = InjectorConfig { duration: Some(Duration::ZERO), ..timed.clone() };
+        assert_eq!((until_stopped.validate(), until_stopped.time_limit()), (Ok(()), None), "0: until stopped");
         assert!(error(InjectorConfig { rate: f64::NAN, ..timed.clone() }).starts_with("--rate"));
         assert_eq!(error(InjectorConfig { speed: Some(Speed::Max), ..timed.clone() }), "--speed needs --replay");
         let replay = InjectorConfig { replay: Some("ticks.txt".into()), ..timed };

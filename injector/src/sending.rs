@@ -141,7 +141,7 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
             pace,
             start_ns: ready.start_ns,
             limit,
-            deadline_ns: config.duration.map(|d| ready.start_ns + (config.warmup + d).as_nanos() as u64),
+            deadline_ns: config.time_limit().map(|d| ready.start_ns + (config.warmup + d).as_nanos() as u64),
             batch: config.batch,
             metrics: metrics.stream(stream, schedule, limit),
         };
@@ -185,7 +185,7 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
 /// How many ticks a stream sends at most: `--count` is handled by the source; a run paced
 /// at a rate with a duration sends `rate x (warm-up + duration)`.
 fn tick_limit(config: &InjectorConfig, pace: Pace, rate: f64, source: &StreamSource) -> u64 {
-    let by_time = match (config.count, config.duration, pace) {
+    let by_time = match (config.count, config.time_limit(), pace) {
         (None, Some(duration), Pace::Rate(_)) => (rate * (config.warmup + duration).as_secs_f64()).round() as u64,
         _ => u64::MAX,
     };
