@@ -2,6 +2,8 @@
 //! to another worker move there with their state, slice by slice (Megaphone's lesson: a
 //! few symbols at a time, so none waits long).
 //!
+//! A joining worker's rescale queues only once it has answered the Welcome sent on its data
+//! socket (the router reaches it); one that does not within the move time-out is dropped.
 //! One rescale runs at a time; others queue. A rescale sets the new ring, lists the owned
 //! symbols that now belong elsewhere and cuts them into slices of at most `slice_symbols`.
 //! For a slice, each (old owner, new owner) pair is one part: the data path holds the part's
