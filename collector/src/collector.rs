@@ -11,7 +11,7 @@ use crate::intervals::IntervalRecorder;
 use crate::latency::HopHistograms;
 use crate::rules::RuleTable;
 use cep_core::control::Ready;
-use cep_core::frame::{Body, Frame, OutputBatch};
+use cep_core::frame::OutputBatch;
 use cep_core::report::{ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use cep_core::rescale::{RescaleStarted, Rescaled};
 use cep_core::results::{ClockOffset, Summary};
@@ -191,14 +191,16 @@ impl<W: Write> Collector<W> {
                 result?;
             }
             FrameKind::WorkerProgress => {
-                if let Some(progress) = self.decode_cold::<WorkerProgress>(&frame) {
+                if let Some(progress) = self.rejections.decode::<WorkerProgress>(&frame) {
                     if let Some(slot) = self.progress.get_mut(frame.sender() as usize) {
                         *slot = progress;
                     }
                 }
             }
             FrameKind::WorkerReport => {
-                if let Some(report) = self.decode_cold::<WorkerReport>(&frame).filter(|r| self.admit_worker(r.index)) {
+                if let Some(report) =
+                    self.rejections.decode::<WorkerReport>(&frame).filter(|r| self.admit_worker(r.index))
+                {
                     if let Some(last) = report.streams.iter().map(|s| s.stream).max() {
                         self.admit_stream(last);
                     }
@@ -215,14 +217,14 @@ impl<W: Write> Collector<W> {
                 }
             }
             FrameKind::Rules => {
-                if let Some(installed) = self.decode_cold::<RulesInstalled>(&frame) {
+                if let Some(installed) = self.rejections.decode::<RulesInstalled>(&frame) {
                     if self.admit_worker(frame.sender()) {
                         self.rules.install(frame.sender(), &installed);
                     }
                 }
             }
             FrameKind::RouterReport => {
-                if let Some(report) = self.decode_cold::<RouterReport>(&frame) {
+                if let Some(report) = self.rejections.decode::<RouterReport>(&frame) {
                     if let Some(last) = report.received.keys().max() {
                         self.admit_stream(*last);
                     }
@@ -236,7 +238,7 @@ impl<W: Write> Collector<W> {
                 }
             }
             FrameKind::RescaleStarted => {
-                if let Some(started) = self.decode_cold::<RescaleStarted>(&frame) {
+                if let Some(started) = self.rejections.decode::<RescaleStarted>(&frame) {
                     // Progress lines and rolling summaries name a worker that joins at once.
                     if started.kind == "join" && self.admit_worker(started.index) {
                         self.shape.workers[started.index as usize].clone_from(&started.worker);
@@ -245,12 +247,12 @@ impl<W: Write> Collector<W> {
                 }
             }
             FrameKind::Rescaled => {
-                if let Some(record) = self.decode_cold::<Rescaled>(&frame) {
+                if let Some(record) = self.rejections.decode::<Rescaled>(&frame) {
                     self.rescales.finished(record, now, self.shape.start_ns);
                 }
             }
             FrameKind::ClockReport => {
-                if let Some(report) = self.decode_cold::<ClockReport>(&frame) {
+                if let Some(report) = self.rejections.decode::<ClockReport>(&frame) {
                     let offset = ClockOffset {
                         node: report.node,
                         offset_us: report.estimate.offset_ns as f64 / 1000.0,
@@ -267,10 +269,6 @@ impl<W: Write> Collector<W> {
             _ => self.rejections.unexpected(&frame),
         }
         Ok(())
-    }
-
-    fn decode_cold<B: Body>(&mut self, frame: &Frame<'_>) -> Option<B> {
-        frame.body::<B>().map_err(|error| self.rejections.reject(error.cause(), Some(frame.sender()), &error)).ok()
     }
 
     /// Outputs of windows the end of input closed: counted and written like any output, but
@@ -320,26 +318,14 @@ impl<W: Write> Collector<W> {
         let mut measured = 0;
         let mut group: Option<(u32, u64, bool)> = None;
         for output in batch.records {
-            let stream = output.injector as usize;
             if !self.admit_stream(output.injector) {
                 continue;
             }
-            let streams = self.shape.streams as usize;
             let Some(slot) = self.rule_slot(batch.sender, output.rule) else { continue };
             let duplicate = match group {
                 Some((injector, seq, duplicate)) if (injector, seq) == (output.injector, output.seq) => duplicate,
                 _ => {
-                    // The sender announced rules (its slot resolved), so it is a worker of the
-                    // run's: its table grows with the workers, not with frames.
-                    let sender = batch.sender as usize;
-                    if sender >= self.last_ticks.len() {
-                        self.last_ticks.resize_with(sender + 1, Vec::new);
-                    }
-                    let by_stream = &mut self.last_ticks[sender];
-                    if by_stream.len() < streams {
-                        by_stream.resize_with(streams, LastTicks::default);
-                    }
-                    let duplicate = !by_stream[stream].arrived(batch.symbol(output), output.seq);
+                    let duplicate = !self.arrived(batch.sender, output.injector, batch.symbol(output), output.seq);
                     group = Some((output.injector, output.seq, duplicate));
                     if self.rescales.watching() {
                         let latency_ns = t_collector.saturating_sub(output.stamps.t_inject);
@@ -364,6 +350,21 @@ impl<W: Write> Collector<W> {
             self.hops.record_batch(&first.stamps, t_collector, measured);
         }
         Ok(())
+    }
+
+    /// Records that the outputs of tick `seq` of `symbol` on `stream` arrived from `sender`;
+    /// false if they (or a later tick's) already had: a duplicate. Call it once `sender` has
+    /// announced its rules, so its table grows with the run's workers, not with frames.
+    fn arrived(&mut self, sender: u32, stream: u32, symbol: &[u8], seq: u64) -> bool {
+        let (sender, stream) = (sender as usize, stream as usize);
+        if sender >= self.last_ticks.len() {
+            self.last_ticks.resize_with(sender + 1, Vec::new);
+        }
+        let by_stream = &mut self.last_ticks[sender];
+        if by_stream.len() <= stream {
+            by_stream.resize_with(self.shape.streams as usize, LastTicks::default);
+        }
+        by_stream[stream].arrived(symbol, seq)
     }
 
     /// Copies what the collector knows to the metrics (the driver calls it once a second and
@@ -488,6 +489,7 @@ pub struct Finished<W: Write> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cep_core::frame::Body;
     use cep_core::report::{RuleInfo, StreamAtWorker};
     use cep_core::wire::OutputBatchWriter;
     use std::time::Duration;

@@ -99,17 +99,29 @@ impl RescaleWatch {
 mod tests {
     use super::*;
 
+    fn started(id: u32, kind: &str, worker: &str, index: u32, symbols: &[(&str, u32)]) -> RescaleStarted {
+        let symbols = symbols.iter().map(|(symbol, to)| (symbol.to_string(), *to)).collect();
+        RescaleStarted { id, kind: kind.into(), worker: worker.into(), index, symbols }
+    }
+
+    fn record(id: u32, started_ns: u64, duration_ns: u64, symbols: u64) -> Rescaled {
+        Rescaled {
+            id,
+            started_ns,
+            duration_ns,
+            symbols,
+            state_bytes: 100,
+            slices: 1,
+            held_ticks: 3,
+            longest_slice_ns: 1_000_000,
+            state_lost: vec![],
+        }
+    }
+
     #[test]
     fn watches_moved_symbols_until_their_first_output_at_the_new_owner() {
         let mut watch = RescaleWatch::default();
-        let started = RescaleStarted {
-            id: 0,
-            kind: "join".into(),
-            worker: "w2".into(),
-            index: 2,
-            symbols: vec![("A".into(), 2), ("B".into(), 2)],
-        };
-        watch.started(started, 3_000_000_000, 1_000_000_000);
+        watch.started(started(0, "join", "w2", 2, &[("A", 2), ("B", 2)]), 3_000_000_000, 1_000_000_000);
         assert!(watch.watching());
         watch.output(0, b"A", 5_000, 1);
         watch.output(0, b"C", 900_000, 1);
@@ -117,64 +129,25 @@ mod tests {
         watch.output(2, b"A", 99_000, 1);
         watch.output(2, b"B", 1_000, 1);
         assert!(!watch.watching());
-        let record = Rescaled {
-            id: 0,
-            started_ns: 2_000_000_000,
-            duration_ns: 4_000_000,
-            symbols: 2,
-            state_bytes: 100,
-            slices: 1,
-            held_ticks: 3,
-            longest_slice_ns: 1_000_000,
-            state_lost: vec![],
-        };
-        let unannounced = record.clone();
-        watch.finished(record, 2, 1_000_000_000);
+        watch.finished(record(0, 2_000_000_000, 4_000_000, 2), 2, 1_000_000_000);
         let summary = &watch.summaries()[0];
         assert_eq!(summary.max_moved_latency_us, Some(7.0), "after A's first output at w2, A is no longer watched");
         assert_eq!((summary.at_s, summary.duration_ms, summary.symbols), (1.0, 4.0, 2));
         assert!(summary.finished);
         // A record for a rescale never announced is ignored.
-        watch.finished(Rescaled { id: 9, ..unannounced.clone() }, 3, 0);
+        watch.finished(record(9, 2_000_000_000, 4_000_000, 2), 3, 0);
         // A second record for the same rescale changes nothing; a start out of order is ignored.
-        watch.finished(Rescaled { duration_ns: 1, ..unannounced.clone() }, 3, 0);
+        watch.finished(record(0, 2_000_000_000, 1, 2), 3, 0);
         assert_eq!(watch.summaries()[0].duration_ms, 4.0);
-        watch.started(
-            RescaleStarted { id: 5, kind: "join".into(), worker: "x".into(), index: 1, symbols: vec![] },
-            4,
-            0,
-        );
+        watch.started(started(5, "join", "x", 1, &[]), 4, 0);
         assert_eq!(watch.summaries().len(), 1);
     }
-}
-
-#[cfg(test)]
-mod expiry {
-    use super::*;
 
     #[test]
     fn symbols_without_an_output_at_their_new_owner_stop_being_watched_after_the_move() {
         let mut watch = RescaleWatch::default();
-        let started = RescaleStarted {
-            id: 0,
-            kind: "leave".into(),
-            worker: "w0".into(),
-            index: 0,
-            symbols: vec![("RARE".into(), 1)],
-        };
-        watch.started(started, 10, 0);
-        let record = Rescaled {
-            id: 0,
-            started_ns: 10,
-            duration_ns: 5,
-            symbols: 1,
-            state_bytes: 1,
-            slices: 1,
-            held_ticks: 0,
-            longest_slice_ns: 5,
-            state_lost: vec![],
-        };
-        watch.finished(record, 20, 0);
+        watch.started(started(0, "leave", "w0", 0, &[("RARE", 1)]), 10, 0);
+        watch.finished(record(0, 10, 5, 1), 20, 0);
         watch.output(0, b"OTHER", 1_000, 21);
         assert!(watch.watching(), "within the grace, still watched");
         watch.output(0, b"OTHER", 1_000, 21 + WATCH_AFTER_NS);

@@ -178,6 +178,11 @@ impl Rejections {
         self.reject(error.cause(), Some(frame.sender()), &error);
     }
 
+    /// The body of a cold frame, or `None` with the decoding error counted against its sender.
+    pub fn decode<B: crate::frame::Body>(&mut self, frame: &Frame<'_>) -> Option<B> {
+        frame.body::<B>().map_err(|error| self.reject(error.cause(), Some(frame.sender()), &error)).ok()
+    }
+
     /// Rejections so far, by cause.
     pub fn counts(&self) -> &CauseCounts {
         &self.counts

@@ -304,10 +304,11 @@ impl DataPath {
                 }
                 self.decoded = decoded;
             }
-            FrameKind::EndOfStream => match frame.body::<EndOfStream>() {
-                Ok(eos) => self.end_stream(eos, frame.sender(), out),
-                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
-            },
+            FrameKind::EndOfStream => {
+                if let Some(eos) = self.rejections.decode::<EndOfStream>(&frame) {
+                    self.end_stream(eos, frame.sender(), out);
+                }
+            }
             _ => self.rejections.unexpected(&frame),
         }
     }

@@ -108,7 +108,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     router.announce(clock, &mut out);
     out.check()?;
     info!(workers = ?router.worker_ids(), collector = start.collector, "cluster complete, run started");
-    metrics.started(router.worker_ids(), config.streams);
+    metrics.started(&router.worker_ids(), config.streams);
 
     let mut last_control = Instant::now();
     receive_loop(&input, Duration::from_millis(50), |received| {

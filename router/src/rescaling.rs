@@ -69,11 +69,11 @@ impl MemberState {
 
 /// A worker of the run.
 #[derive(Clone, Debug)]
-pub struct Member {
+struct Member {
     /// Its id (its place on the ring).
-    pub id: String,
+    id: String,
     /// Where it is, and where it is going.
-    pub state: MemberState,
+    state: MemberState,
     /// Whether the ring includes it.
     on_ring: bool,
     /// For a worker still joining: when it registered (monotonic ns) while it has not yet
@@ -155,11 +155,6 @@ impl Rescaling {
             finished: (0, 0),
             retired: 0,
         }
-    }
-
-    /// Every worker that has been a member, by index.
-    pub fn members(&self) -> &[Member] {
-        &self.members
     }
 
     /// Every member's id by index for the router's report; empty for a worker the router
@@ -369,11 +364,17 @@ impl Rescaling {
         rescale.state_bytes += state.engine.len() as u64;
         if rescale.parts.is_empty() {
             rescale.longest_slice_ns = rescale.longest_slice_ns.max(out.now().saturating_sub(rescale.slice_started_ns));
-            path.release_deferred_ends(out);
-            self.next_slice(path, out);
-            self.step(path, out);
+            self.slice_done(path, out);
         }
         Ok(())
+    }
+
+    /// Every part of the slice is done or given up: the end markers that waited go out, then
+    /// the next slice (or the end of the rescale, and the next one queued).
+    fn slice_done(&mut self, path: &mut DataPath, out: &mut impl Outbox) {
+        path.release_deferred_ends(out);
+        self.next_slice(path, out);
+        self.step(path, out);
     }
 
     /// Gives up a slice whose state has not all come within the move time-out (its old
@@ -413,9 +414,7 @@ impl Rescaling {
             ),
         });
         rescale.state_lost.extend(lost);
-        path.release_deferred_ends(out);
-        self.finish(path, out);
-        self.step(path, out);
+        self.slice_done(path, out);
     }
 
     fn finish(&mut self, path: &mut DataPath, out: &mut impl Outbox) {

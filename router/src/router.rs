@@ -89,7 +89,6 @@ pub struct Router {
     control: Control,
     path: Option<DataPath>,
     answers: Vec<(ClientId, Ready)>,
-    worker_ids: Vec<String>,
     /// The membership once the run started, and the rescale in progress.
     rescaling: Option<Rescaling>,
     /// What a worker that joins later is told (its index and the members filled in).
@@ -108,7 +107,6 @@ impl Router {
             settings,
             path: None,
             answers: Vec::new(),
-            worker_ids: Vec::new(),
             rescaling: None,
             joiner_ready: None,
             late_injectors: Vec::new(),
@@ -202,7 +200,6 @@ impl Router {
         rescaling.join(&register.id, now)?;
         let index = self.workers.len();
         self.workers.push(WorkerInfo { id: register.id.clone(), endpoint: register.endpoint.clone() });
-        self.worker_ids.push(register.id.clone());
         out.connect_worker(index as u32, &register.endpoint);
         // First on its socket: the Welcome it must answer before anything is routed to it.
         out.send(Peer::Worker(index as u32), &Welcome { index: index as u32 }.encode(ROUTER_SENDER));
@@ -319,17 +316,17 @@ impl Router {
             self.control.deployments.current(),
             self.settings.allowed_lateness_ns,
         );
-        self.worker_ids = start.workers.iter().map(|w| w.id.clone()).collect();
         self.workers = start.workers.clone();
+        let ids = self.worker_ids();
         self.rescaling = Some(Rescaling::new(
-            &self.worker_ids,
+            &ids,
             self.settings.slice_symbols,
             self.settings.vnodes,
             self.settings.move_timeout_ns,
         ));
         self.joiner_ready = start.answers.first().map(|(_, ready)| ready.clone());
         self.path = Some(DataPath::new(
-            &self.worker_ids,
+            &ids,
             self.settings.vnodes,
             self.settings.streams,
             self.settings.batch,
@@ -350,9 +347,10 @@ impl Router {
         }
     }
 
-    /// The run's workers in ring order (empty before the start).
-    pub fn worker_ids(&self) -> &[String] {
-        &self.worker_ids
+    /// The run's workers by index: those it started with in ring order, then those that
+    /// joined (empty before the start).
+    pub fn worker_ids(&self) -> Vec<String> {
+        self.workers.iter().map(|w| w.id.clone()).collect()
     }
 
     /// Handles one data frame from an injector, received at `now`. Frames before the start
@@ -401,7 +399,7 @@ impl Router {
             rules: self.control.deployments.history().to_vec(),
             routed: path.map_or(0, DataPath::routed_total),
             rejected: path.map(|p| p.rejections().counts().clone()).unwrap_or_default(),
-            workers: self.rescaling.as_ref().map_or_else(|| self.worker_ids.clone(), Rescaling::reported_ids),
+            workers: self.rescaling.as_ref().map(Rescaling::reported_ids).unwrap_or_default(),
         }
     }
 

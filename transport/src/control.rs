@@ -61,7 +61,6 @@ impl ControlServer {
 /// the worker looks. Answers come back in the order of the requests.
 pub struct ControlLink {
     socket: zmq::Socket,
-    endpoint: String,
     /// The kind byte of each request not answered yet, oldest first.
     pending: std::cell::RefCell<std::collections::VecDeque<u8>>,
 }
@@ -75,12 +74,7 @@ impl ControlLink {
         socket
             .connect(endpoint)
             .map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
-        Ok(ControlLink { socket, endpoint: endpoint.to_string(), pending: Default::default() })
-    }
-
-    /// The router's control endpoint.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        Ok(ControlLink { socket, pending: Default::default() })
     }
 
     /// Sends one request (as a REQ envelope, so the router serves it like any other); blocks
@@ -110,11 +104,6 @@ impl ControlLink {
             Err(zmq::Error::EAGAIN) => Ok(None),
             Err(source) => Err(TransportError::Socket { what: "receive control answer", source }),
         }
-    }
-
-    /// Requests sent and not answered yet.
-    pub fn unanswered(&self) -> usize {
-        self.pending.borrow().len()
     }
 }
 

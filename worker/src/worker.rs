@@ -4,7 +4,7 @@
 //! driver ([`crate::driver`]) does both, and unit tests drive it frame by frame.
 
 use cep_core::control::{Ready, RulesText};
-use cep_core::frame::{Body, Frame, TickBatch};
+use cep_core::frame::{Body, TickBatch};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{
     EndOfStream, Rejections, RuleInfo, RulesInstalled, StreamAtWorker, SwitchRules, WorkerProgress, WorkerReport,
@@ -142,64 +142,41 @@ impl Worker {
                 }
                 self.decoded = decoded;
             }
-            FrameKind::EndOfStream => match frame.body::<EndOfStream>() {
-                Ok(eos) => match self.streams.get_mut(eos.stream as usize) {
-                    Some(stream) if stream.end.is_none() => {
-                        stream.end = Some(eos);
-                        self.last_end_ns = now;
-                    }
-                    _ => self.rejections.reject(
-                        "unknown_stream",
-                        Some(frame.sender()),
-                        &format_args!("end of stream {}", eos.stream),
-                    ),
-                },
-                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
-            },
-            FrameKind::SwitchRules => self.switch_rules(&frame, out),
-            FrameKind::HandOff => match frame.body::<HandOff>() {
-                Ok(hand_off) => self.hand_off(&hand_off, out),
-                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
-            },
-            FrameKind::SymbolState => match frame.body::<SymbolState>() {
-                Ok(state) => self.take_state(&state, frame.sender(), out),
-                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
-            },
-            FrameKind::Welcome => match frame.body::<Welcome>() {
-                // The router reaches this joining worker: say so, and its share moves here.
-                Ok(welcome) if welcome.index == self.index => {
-                    self.welcomed = true;
-                    out.send(Peer::Router, &Reached { index: self.index }.encode(self.index));
+            FrameKind::EndOfStream => {
+                if let Some(eos) = self.rejections.decode::<EndOfStream>(&frame) {
+                    self.end_stream(eos, frame.sender(), now);
                 }
-                Ok(welcome) => self.rejections.reject(
-                    "unexpected_kind",
-                    Some(frame.sender()),
-                    &format_args!("a Welcome for worker {} (this is worker {})", welcome.index, self.index),
-                ),
-                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
-            },
-            FrameKind::StreamsOpened => match frame.body::<StreamsOpened>() {
-                Ok(opened)
-                    if opened.first as usize == self.streams.len() && opened.first + opened.count <= MAX_STREAMS =>
-                {
-                    self.streams.resize_with((opened.first + opened.count) as usize, StreamState::default);
+            }
+            FrameKind::SwitchRules => {
+                if let Some(marker) = self.rejections.decode::<SwitchRules>(&frame) {
+                    self.switch_rules(&marker, frame.sender(), out);
                 }
-                Ok(opened) => self.rejections.reject(
-                    "unknown_stream",
-                    Some(frame.sender()),
-                    &format_args!(
-                        "streams {}+{} opened (this worker has {})",
-                        opened.first,
-                        opened.count,
-                        self.streams.len()
-                    ),
-                ),
-                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
-            },
-            FrameKind::Retire => match frame.body::<Retire>() {
-                Ok(retire) => self.retired = Some(retire.routed),
-                Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
-            },
+            }
+            FrameKind::HandOff => {
+                if let Some(hand_off) = self.rejections.decode::<HandOff>(&frame) {
+                    self.hand_off(&hand_off, out);
+                }
+            }
+            FrameKind::SymbolState => {
+                if let Some(state) = self.rejections.decode::<SymbolState>(&frame) {
+                    self.take_state(&state, frame.sender(), out);
+                }
+            }
+            FrameKind::Welcome => {
+                if let Some(welcome) = self.rejections.decode::<Welcome>(&frame) {
+                    self.welcome(welcome, frame.sender(), out);
+                }
+            }
+            FrameKind::StreamsOpened => {
+                if let Some(opened) = self.rejections.decode::<StreamsOpened>(&frame) {
+                    self.open_streams(opened, frame.sender());
+                }
+            }
+            FrameKind::Retire => {
+                if let Some(retire) = self.rejections.decode::<Retire>(&frame) {
+                    self.retired = Some(retire.routed);
+                }
+            }
             _ => self.rejections.unexpected(&frame),
         }
     }
@@ -225,6 +202,41 @@ impl Worker {
         let report = self.report();
         out.send(Peer::Collector, &report.encode(self.index));
         report
+    }
+
+    fn end_stream(&mut self, eos: EndOfStream, sender: u32, now: u64) {
+        match self.streams.get_mut(eos.stream as usize) {
+            Some(stream) if stream.end.is_none() => {
+                stream.end = Some(eos);
+                self.last_end_ns = now;
+            }
+            _ => self.rejections.reject("unknown_stream", Some(sender), &format_args!("end of stream {}", eos.stream)),
+        }
+    }
+
+    /// The router reaches this joining worker: it says so, and its share moves here.
+    fn welcome(&mut self, welcome: Welcome, sender: u32, out: &mut impl Outbox) {
+        if welcome.index != self.index {
+            let detail = format_args!("a Welcome for worker {} (this is worker {})", welcome.index, self.index);
+            return self.rejections.reject("unexpected_kind", Some(sender), &detail);
+        }
+        self.welcomed = true;
+        out.send(Peer::Router, &Reached { index: self.index }.encode(self.index));
+    }
+
+    /// Streams opened after the start (an injector joined): they come next in order.
+    fn open_streams(&mut self, opened: StreamsOpened, sender: u32) {
+        let end = opened.first.saturating_add(opened.count);
+        if opened.first as usize != self.streams.len() || end > MAX_STREAMS {
+            let detail = format_args!(
+                "streams {}+{} opened (this worker has {})",
+                opened.first,
+                opened.count,
+                self.streams.len()
+            );
+            return self.rejections.reject("unknown_stream", Some(sender), &detail);
+        }
+        self.streams.resize_with(end as usize, StreamState::default);
     }
 
     /// The router moves these symbols to another worker: their state (engine and order
@@ -306,20 +318,16 @@ impl Worker {
         self.send_outputs(batch.t_sent, t_worker_in, out);
     }
 
-    fn switch_rules(&mut self, frame: &Frame<'_>, out: &mut impl Outbox) {
+    fn switch_rules(&mut self, marker: &SwitchRules, sender: u32, out: &mut impl Outbox) {
         // Outputs go out after every input frame, so none of the old rules is pending.
-        let marker = match frame.body::<SwitchRules>() {
-            Ok(marker) => marker,
-            Err(error) => return self.rejections.reject(error.cause(), Some(frame.sender()), &error),
-        };
-        match compile_rules(&marker) {
+        match compile_rules(marker) {
             Ok(rules) => {
                 self.engine.switch(rules);
                 self.epoch = marker.epoch;
                 out.event(Event::RulesSwitched { epoch: marker.epoch, origin: marker.origin.clone() });
                 self.announce_rules(out);
             }
-            Err(error) => self.rejections.reject("bad_rules", Some(frame.sender()), &error),
+            Err(error) => self.rejections.reject("bad_rules", Some(sender), &error),
         }
     }
 
