@@ -22,6 +22,9 @@ impl ControlServer {
     pub fn bind(context: &Context, endpoint: &str) -> Result<ControlServer, TransportError> {
         let socket = context.socket(zmq::ROUTER).map_err(socket_err("create ROUTER socket"))?;
         socket.set_linger(1000).map_err(socket_err("set linger"))?;
+        // A request larger than any control frame is cut off by ZeroMQ before it is buffered
+        // (a worker's state hand-off is the largest legitimate one).
+        socket.set_maxmsgsize(MAX_CONTROL_FRAME_BYTES as i64).map_err(socket_err("set maximum message size"))?;
         socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })?;
         let endpoint = socket
             .get_last_endpoint()
@@ -159,6 +162,25 @@ pub fn request(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_larger_than_any_control_frame_never_reaches_the_server() {
+        let context = Context::new();
+        let server = ControlServer::bind(&context, "tcp://127.0.0.1:*").unwrap();
+        let link = ControlLink::connect(&context, server.endpoint()).unwrap();
+        let never = AtomicBool::new(false);
+        link.send(&vec![0u8; MAX_CONTROL_FRAME_BYTES + 1], &never).unwrap();
+        link.send(b"small", &never).unwrap();
+        // The oversized one is cut off with its connection; whatever arrives is within the limit.
+        let mut received = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && received.is_empty() {
+            if let Some((_, body)) = server.recv(Duration::from_millis(100)).unwrap() {
+                received.push(body.len());
+            }
+        }
+        assert!(received.iter().all(|len| *len <= MAX_CONTROL_FRAME_BYTES), "{received:?}");
+    }
 
     #[test]
     fn held_answers_reach_their_clients() {

@@ -549,6 +549,26 @@ mod tests {
     }
 
     #[test]
+    fn forged_rescale_markers_are_counted_and_change_nothing() {
+        use cep_core::rescale::{StreamsOpened, Welcome};
+        let (mut worker, mut out) = started(1);
+        // A Welcome for another worker, streams opened out of order or beyond the limit.
+        worker.handle(&Welcome { index: 7 }.encode(0), 1, &mut out);
+        worker.handle(&StreamsOpened { first: 5, count: 1 }.encode(0), 1, &mut out);
+        worker.handle(&StreamsOpened { first: 1, count: u32::MAX }.encode(0), 1, &mut out);
+        assert!(out.take().is_empty(), "nothing answered to the router");
+        let report = worker.report();
+        let rejected: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(rejected, vec![("unexpected_kind", 1), ("unknown_stream", 2)]);
+        assert_eq!(report.streams.len(), 1);
+        // The right ones are taken: streams 1 and 2 open, the Welcome is answered.
+        worker.handle(&StreamsOpened { first: 1, count: 2 }.encode(0), 1, &mut out);
+        worker.handle(&Welcome { index: 1 }.encode(0), 1, &mut out);
+        assert_eq!(worker.report().streams.len(), 3);
+        assert_eq!(out.take().iter().map(|(to, _)| to.clone()).collect::<Vec<_>>(), [Peer::Router]);
+    }
+
+    #[test]
     fn the_end_of_every_stream_closes_windows_then_reports() {
         let mut out = Recorded::default();
         let rules = RulesText {
