@@ -588,7 +588,12 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                 let (name, status) = finished?;
                 let status: ExitStatus = status?;
                 pids.retain(|(pid_name, _)| pid_name != &name);
-                if !status.success() && !interrupted {
+                let workers_left = pids.iter().any(|(pid_name, _)| pid_name.starts_with("worker"));
+                if !status.success() && !interrupted && name.starts_with("worker") && workers_left {
+                    // The router fails its symbols over to the others; the summary says
+                    // whether its state was restored.
+                    tracing::warn!("{name} exited with {status}; the router moves its symbols to the other workers");
+                } else if !status.success() && !interrupted {
                     failures.push(format!("{name} exited with {status}"));
                     // One role failing means the run cannot complete: stop the rest now.
                     if kill_deadline.is_none() {

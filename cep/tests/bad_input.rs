@@ -136,6 +136,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         hwm: 1000,
         start_timeout: Duration::from_secs(30),
         end_timeout: Duration::from_secs(30),
+        ..WorkerConfig::default()
     };
     let worker = {
         let shutdown = shutdown.clone();

@@ -1,14 +1,19 @@
 //! From the end-of-run reports and the collector's own counts to `summary.json`: every event
-//! sent is either processed or counted as lost, by the stage where it went missing.
+//! sent is either processed or counted as lost, by the stage where it went missing. The counts
+//! are never bent to balance: a contradiction (more processed than sent) is an error, said in
+//! one line, and the run is not complete.
 
+use cep_core::failover::WorkerFailed;
 use cep_core::report::{CauseCounts, RouterReport, WorkerProgress, WorkerReport};
-use cep_core::results::{ClockOffset, HopLatencies, OutputCounts, StreamSummary, Summary, WorkerSummary};
+use cep_core::results::{
+    ClockOffset, FailoverSummary, HopLatencies, OutputCounts, StreamSummary, Summary, WorkerSummary,
+};
 use std::collections::BTreeMap;
 
 /// What the collector itself observed.
 #[derive(Debug, Default)]
 pub struct Observed {
-    /// Outputs received per rule (duplicates included).
+    /// Outputs received per rule (duplicates included, replayed outputs not).
     pub outputs: OutputCounts,
     /// Outputs of a tick at or before the last tick of its symbol whose outputs had arrived from
     /// the same worker: counted, not skipped.
@@ -28,17 +33,36 @@ pub struct Observed {
     pub clock_offsets: Vec<ClockOffset>,
     /// Workers that joined or left while the run went on.
     pub rescales: Vec<cep_core::results::RescaleSummary>,
+    /// Workers that died, and how their symbols were recovered.
+    pub failovers: Vec<FailoverSummary>,
+    /// Outputs received twice across a failover: dropped (not in `outputs`).
+    pub replayed_outputs: u64,
+    /// Why the run ended by a failure, if it did.
+    pub failure: Option<String>,
+}
+
+/// What the accounting takes of one worker.
+enum Share<'a> {
+    /// Its end-of-run report.
+    Report(&'a WorkerReport),
+    /// It died and its symbols were restored from a checkpoint: what it had processed and
+    /// output at that checkpoint (what it did after was replayed to the survivors).
+    Checkpoint(&'a WorkerFailed),
+    /// Neither: its last progress, a lower bound and per stream unknown.
+    Progress(u64),
 }
 
 /// Builds the summary. `workers` are the run's worker ids (from the start), `reports` the
 /// reports that arrived (by worker index), `progress` the last progress of each worker (what
-/// an interrupted run knows of a worker that never reported).
+/// an interrupted run knows of a worker that never reported), `failed` the router's record of
+/// each worker that died.
 pub fn summarize(
     streams: u32,
     workers: &[String],
     reports: &BTreeMap<u32, WorkerReport>,
     progress: &[WorkerProgress],
     router: Option<&RouterReport>,
+    failed: &[WorkerFailed],
     observed: Observed,
 ) -> Summary {
     let mut summary = Summary {
@@ -48,70 +72,157 @@ pub fn summarize(
         final_outputs: observed.final_outputs,
         clock_offsets: observed.clock_offsets,
         rescales: observed.rescales,
+        failovers: observed.failovers,
+        replayed_outputs: observed.replayed_outputs,
+        failure: observed.failure,
         ..Summary::default()
     };
-    let mut lost_by_cause: BTreeMap<String, u64> = BTreeMap::new();
-    let mut all_sent = Some(0u64);
-    for stream in 0..streams {
-        let at_workers = reports.values().filter_map(|r| r.streams.iter().find(|s| s.stream == stream));
-        let (mut sent, mut processed) = (None, 0);
-        for seen in at_workers {
-            processed += seen.processed;
-            sent = sent.max(seen.sent);
+    let failed_record = |index: u32| failed.iter().find(|record| record.index == index);
+    // A dead worker restored from its checkpoint counts as that checkpoint, even if a report
+    // of its came after all (one taken for dead that was not): the survivors replayed the rest.
+    let share = |index: u32| match (failed_record(index).filter(|r| r.recovered), reports.get(&index)) {
+        (Some(record), _) => Share::Checkpoint(record),
+        (None, Some(report)) => Share::Report(report),
+        (None, None) => Share::Progress(progress.get(index as usize).map_or(0, |p| p.processed)),
+    };
+    // Every worker with a report or a record, and every one of the run's: each counts once.
+    let mut indexes: Vec<u32> = (0..workers.len() as u32)
+        .chain(reports.keys().copied())
+        .chain(failed.iter().map(|record| record.index))
+        .collect();
+    indexes.sort_unstable();
+    indexes.dedup();
+    let shares: Vec<(u32, Share<'_>)> = indexes.iter().map(|&index| (index, share(index))).collect();
+
+    // Ticks processed that no stream is known for: the last progress of a worker without a
+    // report (or a report whose total is above its streams').
+    let mut unattributed = 0u64;
+    let mut processed_by_stream: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut sent_by_stream: BTreeMap<u32, Option<u64>> = BTreeMap::new();
+    for (_, share) in &shares {
+        match share {
+            Share::Report(report) => {
+                let mut attributed = 0;
+                for seen in &report.streams {
+                    *processed_by_stream.entry(seen.stream).or_default() += seen.processed;
+                    let sent = sent_by_stream.entry(seen.stream).or_default();
+                    *sent = (*sent).max(seen.sent);
+                    attributed += seen.processed;
+                }
+                unattributed += report.processed.saturating_sub(attributed);
+            }
+            Share::Checkpoint(record) => {
+                for (stream, processed) in &record.processed {
+                    *processed_by_stream.entry(*stream).or_default() += processed;
+                }
+            }
+            Share::Progress(processed) => unattributed += processed,
         }
+    }
+
+    let mut lost_by_cause: BTreeMap<String, u64> = BTreeMap::new();
+    let mut add = |cause: &str, count: u64| *lost_by_cause.entry(cause.into()).or_default() += count;
+    let mut all_sent = Some(0u64);
+    let mut attributed = 0u64;
+    for stream in 0..streams {
+        let sent = sent_by_stream.get(&stream).copied().flatten();
+        let processed = processed_by_stream.get(&stream).copied().unwrap_or(0);
         let received_by_router = router.and_then(|r| r.received.get(&stream).copied());
-        let lost = sent.map(|sent| sent.saturating_sub(processed));
+        let lost = match sent {
+            Some(sent) if processed > sent => {
+                summary
+                    .errors
+                    .push(format!("stream {stream}: {processed} ticks processed but its injector sent {sent}"));
+                None
+            }
+            Some(sent) => Some(sent - processed),
+            None => None,
+        };
         match (sent, lost) {
             (Some(sent), Some(lost)) if router.is_some() => {
                 let before_router = sent.saturating_sub(received_by_router.unwrap_or(0)).min(lost);
-                *lost_by_cause.entry("not_received_by_router".into()).or_default() += before_router;
-                *lost_by_cause.entry("not_processed_by_worker".into()).or_default() += lost - before_router;
+                add("not_received_by_router", before_router);
+                add("not_processed_by_worker", lost - before_router);
             }
-            (Some(_), Some(lost)) => {
-                *lost_by_cause.entry("unknown_router_report_missing".into()).or_default() += lost;
-            }
-            _ => {
+            (Some(_), Some(lost)) => add("unknown_router_report_missing", lost),
+            // More processed than sent: an error above, nothing lost.
+            (Some(_), None) => {}
+            (None, _) => {
                 // Without its end marker a stream's count is unknown: what the router saw and
                 // the workers did not process is the least that was lost.
                 let at_least = received_by_router.unwrap_or(0).saturating_sub(processed);
-                *lost_by_cause.entry("stream_never_ended".into()).or_default() += at_least;
+                add("stream_never_ended", at_least);
             }
         }
         all_sent = all_sent.zip(sent).map(|(all, sent)| all + sent);
-        summary.events_processed += processed;
+        attributed += processed;
         summary.streams.push(StreamSummary { stream, sent, received_by_router, processed, lost });
     }
-    // Workers that never reported still told their progress: at least that much was processed.
-    let progressed: u64 = (0..workers.len() as u32)
-        .map(|index| {
-            reports.get(&index).map_or_else(|| progress.get(index as usize).map_or(0, |p| p.processed), |r| r.processed)
-        })
-        .sum();
-    summary.events_processed = summary.events_processed.max(progressed);
-    // Sent is known only when every stream's end marker arrived; then so is what was lost.
-    summary.events_sent = all_sent.map(|sent| sent.max(summary.events_processed));
-    summary.events_lost = summary.events_sent.map(|sent| sent - summary.events_processed);
+    summary.events_processed = attributed + unattributed;
+    summary.events_sent = all_sent;
+    // What workers without a report processed (per stream unknown) was counted lost above:
+    // it was not. Taken off the causes in this order, the likeliest first.
+    let mut left = unattributed;
+    for cause in
+        ["not_processed_by_worker", "unknown_router_report_missing", "stream_never_ended", "not_received_by_router"]
+    {
+        if let Some(count) = lost_by_cause.get_mut(cause) {
+            let taken = left.min(*count);
+            *count -= taken;
+            left -= taken;
+        }
+    }
     lost_by_cause.retain(|_, count| *count > 0);
+    if let Some(sent) = all_sent {
+        if summary.events_processed > sent {
+            let processed = summary.events_processed;
+            summary.errors.push(format!("{processed} ticks processed in all but the injectors sent {sent}"));
+        }
+        // By definition, so that the two always agree.
+        summary.events_lost = Some(lost_by_cause.values().sum());
+    }
     summary.lost_by_cause = lost_by_cause;
 
-    let reported_outputs: u64 = reports.values().map(|r| r.outputs).sum();
+    // Outputs the workers said they sent (a dead worker restored from a checkpoint: those it
+    // had sent at the checkpoint; its later ones were replayed by the survivors, whose reports
+    // count them, and the collector kept each once).
+    let reported_outputs: u64 = shares
+        .iter()
+        .map(|(_, share)| match share {
+            Share::Report(report) => report.outputs,
+            Share::Checkpoint(record) => record.outputs,
+            Share::Progress(_) => 0,
+        })
+        .sum();
     let received_outputs: u64 = observed.outputs.values().sum::<u64>();
     summary.outputs_lost = reported_outputs.saturating_sub(received_outputs.saturating_sub(observed.output_duplicates));
     summary.outputs = observed.outputs;
     summary.rules = router.map(|r| r.rules.clone()).unwrap_or_default();
-    summary.duplicates = observed.output_duplicates + reports.values().map(|r| r.duplicates).sum::<u64>();
-    summary.out_of_order = reports.values().map(|r| r.out_of_order).sum();
-    summary.late = reports.values().map(|r| r.late).sum();
-    summary.late_dropped = reports.values().map(|r| r.late_dropped).sum();
+    let counted_reports = || {
+        shares.iter().filter_map(|(_, share)| match share {
+            Share::Report(report) => Some(*report),
+            _ => None,
+        })
+    };
+    summary.duplicates = observed.output_duplicates + counted_reports().map(|r| r.duplicates).sum::<u64>();
+    summary.out_of_order = counted_reports().map(|r| r.out_of_order).sum();
+    summary.late = counted_reports().map(|r| r.late).sum();
+    summary.late_dropped = counted_reports().map(|r| r.late_dropped).sum();
 
     // An empty id is a worker that never ran (the router never reached it): not a member.
     for (index, id) in workers.iter().enumerate().filter(|(_, id)| !id.is_empty()) {
-        let report = reports.get(&(index as u32));
-        let progressed = progress.get(index).map_or(0, |p| p.processed);
+        let index = index as u32;
+        let report = reports.get(&index);
+        let (events, symbols) = match share(index) {
+            Share::Report(report) => (report.processed, Some(report.symbols)),
+            Share::Checkpoint(record) => (record.processed.values().sum(), None),
+            Share::Progress(processed) => (processed, None),
+        };
         summary.workers.push(WorkerSummary {
             id: id.clone(),
-            events: report.map_or(progressed, |r| r.processed),
-            symbols: report.map(|r| r.symbols),
+            events,
+            symbols,
+            failed: failed_record(index).is_some() || router.is_some_and(|r| r.failed.contains(&index)),
         });
         if let Some(report) = report.filter(|r| !r.rejected.is_empty()) {
             summary.rejected.insert(format!("worker:{}", report.id), report.rejected.clone());
@@ -123,9 +234,23 @@ pub fn summarize(
     if !observed.rejected.is_empty() {
         summary.rejected.insert("collector".into(), observed.rejected);
     }
-    let every_report =
-        workers.iter().enumerate().all(|(index, id)| id.is_empty() || reports.contains_key(&(index as u32)));
-    summary.complete = router.is_some() && every_report && summary.streams.iter().all(|s| s.sent.is_some());
+    // A dead worker whose state could not be restored ends the run as a failure.
+    if let Some(record) = failed.iter().find(|record| !record.recovered) {
+        let symbols = if record.state_lost.is_empty() { record.moved.len() } else { record.state_lost.len() };
+        summary.failure.get_or_insert_with(|| {
+            format!("worker {} died; its state could not be restored: {symbols} symbols started afresh", record.worker)
+        });
+    }
+    // Every member reported, or died and was restored from a checkpoint.
+    let every_report = workers.iter().enumerate().all(|(index, id)| {
+        let index = index as u32;
+        id.is_empty() || reports.contains_key(&index) || failed_record(index).is_some_and(|r| r.recovered)
+    });
+    summary.complete = router.is_some()
+        && every_report
+        && summary.streams.iter().all(|s| s.sent.is_some())
+        && summary.errors.is_empty()
+        && summary.failure.is_none();
     summary.throughput_eps =
         if summary.duration_s > 0.0 { summary.events_processed as f64 / summary.duration_s } else { 0.0 };
     summary
@@ -166,6 +291,7 @@ mod tests {
             routed: received.iter().sum(),
             rejected: [("malformed".to_string(), 2)].into_iter().collect(),
             workers: vec!["w0".into(), "w1".into()],
+            failed: vec![],
         }
     }
 
@@ -184,7 +310,7 @@ mod tests {
                 .into_iter()
                 .collect();
         let ids = vec!["w0".to_string(), "w1".to_string()];
-        let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), observed(29));
+        let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), &[], observed(29));
         assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(29), 29, Some(0)));
         assert_eq!(summary.streams[0].received_by_router, Some(20));
         assert_eq!(summary.workers[0].symbols, Some(3));
@@ -203,7 +329,7 @@ mod tests {
                 .into_iter()
                 .collect();
         let ids = vec!["w0".to_string(), "w1".to_string(), String::new()];
-        let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), observed(29));
+        let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), &[], observed(29));
         assert!(summary.complete, "no report is awaited from it");
         assert_eq!(summary.workers.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["w0", "w1"]);
     }
@@ -216,7 +342,7 @@ mod tests {
                 .into_iter()
                 .collect();
         let ids = vec!["w0".to_string(), "w1".to_string()];
-        let summary = summarize(2, &ids, &reports, &[], Some(&router([18, 9])), observed(20));
+        let summary = summarize(2, &ids, &reports, &[], Some(&router([18, 9])), &[], observed(20));
         assert_eq!(summary.events_lost, Some(3));
         assert_eq!((summary.streams[0].lost, summary.streams[1].lost), (Some(3), Some(0)));
         assert_eq!(summary.lost_by_cause["not_received_by_router"], 2);
@@ -228,7 +354,7 @@ mod tests {
     fn a_missing_worker_report_makes_the_run_incomplete() {
         let reports: BTreeMap<u32, WorkerReport> = [(0, worker(0, [10, 5], [Some(20), Some(9)]))].into_iter().collect();
         let ids = vec!["w0".to_string(), "w1".to_string()];
-        let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), observed(15));
+        let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), &[], observed(15));
         assert!(!summary.complete);
         assert_eq!(summary.events_lost, Some(14));
         assert_eq!((summary.workers[1].events, summary.workers[1].symbols), (0, None));
@@ -237,8 +363,86 @@ mod tests {
             WorkerProgress { processed: 15, outputs: 0, rejected: 0 },
             WorkerProgress { processed: 10, outputs: 0, rejected: 0 },
         ];
-        let summary = summarize(2, &ids, &reports, &progress, Some(&router([20, 9])), observed(15));
+        let summary = summarize(2, &ids, &reports, &progress, Some(&router([20, 9])), &[], observed(15));
         assert_eq!((summary.events_processed, summary.events_lost, summary.workers[1].events), (25, Some(4), 10));
+    }
+
+    #[test]
+    fn more_processed_than_sent_is_an_error_never_hidden() {
+        // Stream 0: 20 sent, 22 processed; stream 1: 9 sent, 8 processed.
+        let reports: BTreeMap<u32, WorkerReport> =
+            [(0, worker(0, [12, 4], [Some(20), Some(9)])), (1, worker(1, [10, 4], [Some(20), Some(9)]))]
+                .into_iter()
+                .collect();
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), &[], observed(30));
+        assert!(!summary.complete);
+        assert_eq!(
+            summary.errors,
+            [
+                "stream 0: 22 ticks processed but its injector sent 20",
+                "30 ticks processed in all but the injectors sent 29"
+            ]
+        );
+        assert_eq!((summary.events_sent, summary.events_processed), (Some(29), 30), "neither raised nor clamped");
+        assert_eq!((summary.streams[0].lost, summary.streams[1].lost), (None, Some(1)));
+        assert_eq!(summary.events_lost, Some(1));
+        assert_eq!(summary.events_lost, Some(summary.lost_by_cause.values().sum()));
+        // A worker without a report whose progress is more than what is unaccounted for.
+        let reports: BTreeMap<u32, WorkerReport> = [(0, worker(0, [10, 5], [Some(20), Some(9)]))].into_iter().collect();
+        let progress = [
+            WorkerProgress { processed: 15, outputs: 0, rejected: 0 },
+            WorkerProgress { processed: 20, outputs: 0, rejected: 0 },
+        ];
+        let summary = summarize(2, &ids, &reports, &progress, Some(&router([20, 9])), &[], observed(15));
+        assert_eq!(summary.errors, ["35 ticks processed in all but the injectors sent 29"]);
+        assert_eq!((summary.events_processed, summary.events_lost), (35, Some(0)));
+        assert!(summary.lost_by_cause.is_empty() && !summary.complete);
+    }
+
+    #[test]
+    fn a_dead_worker_counts_as_its_checkpoint() {
+        let failed = |recovered| WorkerFailed {
+            worker: "w1".into(),
+            index: 1,
+            reason: "unreachable".into(),
+            detected_ns: 0,
+            recovered,
+            checkpoint: 2,
+            // At the checkpoint: 6 ticks of stream 0 and 3 of stream 1 processed, 9 outputs.
+            processed: [(0, 6), (1, 3)].into(),
+            outputs: 9,
+            replayed: 5,
+            moved: vec![("A".into(), 0, 0), ("B".into(), 1, 0)],
+            state_lost: vec![],
+        };
+        // w0 took the rest, replayed ticks included: 14 of stream 0, 6 of stream 1.
+        let reports: BTreeMap<u32, WorkerReport> = [(0, worker(0, [14, 6], [Some(20), Some(9)]))].into_iter().collect();
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        let mut router = router([20, 9]);
+        router.failed = vec![1];
+        // w1 had gone further than its checkpoint: its progress is not counted.
+        let progress = [
+            WorkerProgress { processed: 0, outputs: 0, rejected: 0 },
+            WorkerProgress { processed: 12, outputs: 0, rejected: 0 },
+        ];
+        let summary = summarize(2, &ids, &reports, &progress, Some(&router), &[failed(true)], observed(28));
+        assert!(summary.complete, "{summary:?}");
+        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(29), 29, Some(0)));
+        assert_eq!((summary.streams[0].processed, summary.streams[1].processed), (20, 9));
+        assert_eq!(summary.outputs_lost, 0, "w0's 21 and w1's 9 at its checkpoint, 30 kept");
+        let workers: Vec<(u64, Option<u64>, bool)> =
+            summary.workers.iter().map(|w| (w.events, w.symbols, w.failed)).collect();
+        assert_eq!(workers, [(20, Some(3), false), (9, None, true)]);
+        // Not restored: its progress is a lower bound, and the run failed.
+        let summary = summarize(2, &ids, &reports, &progress, Some(&router), &[failed(false)], observed(28));
+        assert!(!summary.complete);
+        assert_eq!(
+            summary.failure.as_deref(),
+            Some("worker w1 died; its state could not be restored: 2 symbols started afresh")
+        );
+        assert_eq!((summary.events_processed, summary.workers[1].events), (32, 12));
+        assert_eq!(summary.errors, ["32 ticks processed in all but the injectors sent 29"]);
     }
 
     #[test]
@@ -249,7 +453,7 @@ mod tests {
             WorkerProgress { processed: 175, outputs: 0, rejected: 0 },
             WorkerProgress { processed: 165, outputs: 0, rejected: 0 },
         ];
-        let summary = summarize(2, &ids, &BTreeMap::new(), &progress, None, observed(15));
+        let summary = summarize(2, &ids, &BTreeMap::new(), &progress, None, &[], observed(15));
         assert!(!summary.complete);
         assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (None, 340, None));
         assert_eq!(
@@ -270,7 +474,7 @@ mod tests {
         // lost at least.
         let reports: BTreeMap<u32, WorkerReport> =
             [(0, worker(0, [10, 5], [None, None])), (1, worker(1, [10, 4], [None, None]))].into_iter().collect();
-        let summary = summarize(2, &ids, &reports, &progress, Some(&router([25, 9])), observed(15));
+        let summary = summarize(2, &ids, &reports, &progress, Some(&router([25, 9])), &[], observed(15));
         assert!(!summary.complete);
         assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (None, 29, None));
         assert_eq!(

@@ -7,10 +7,12 @@
 use crate::accounting::{summarize, Observed};
 use crate::config::CsvMode;
 use crate::csv::OutputsCsv;
+use crate::failovers::{FailoverWatch, Replay};
 use crate::intervals::IntervalRecorder;
 use crate::latency::HopHistograms;
 use crate::rules::RuleTable;
 use cep_core::control::Ready;
+use cep_core::failover::WorkerFailed;
 use cep_core::frame::OutputBatch;
 use cep_core::report::{ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use cep_core::rescale::{RescaleStarted, Rescaled};
@@ -76,6 +78,9 @@ pub struct Collector<W: Write> {
     reports: BTreeMap<u32, WorkerReport>,
     router: Option<RouterReport>,
     rescales: crate::rescales::RescaleWatch,
+    failovers: FailoverWatch,
+    /// Why the run ended by a failure ([`Self::fail`]).
+    failure: Option<String>,
     last_report_ns: u64,
     last_frame_ns: u64,
     rejections: Rejections,
@@ -97,6 +102,8 @@ impl<W: Write> Collector<W> {
             reports: BTreeMap::new(),
             router: None,
             rescales: crate::rescales::RescaleWatch::default(),
+            failovers: FailoverWatch::default(),
+            failure: None,
             last_report_ns: now,
             last_frame_ns: now,
             rejections: Rejections::new("collector"),
@@ -105,23 +112,36 @@ impl<W: Write> Collector<W> {
     }
 
     /// Whether every worker and the router have reported: the collector has everything. The
-    /// router's report lists every worker of the run, those that joined or left included.
+    /// router's report lists every worker of the run, those that joined or left included;
+    /// workers that died send no report and are not waited for.
     pub fn has_everything(&self) -> bool {
         self.router.is_some() && self.every_worker_reported()
+    }
+
+    /// Whether the router's end-of-run report arrived (the router may go after it).
+    pub fn router_reported(&self) -> bool {
+        self.router.is_some()
     }
 
     fn every_worker_reported(&self) -> bool {
         // Once the router has reported, its list of members is the authority (a stray frame
         // naming a higher index does not make the collector wait for it).
         // An empty id there is a worker the router never reached: it never ran, nothing to wait for.
+        let awaited = |index: u32| !self.reports.contains_key(&index) && !self.failovers.is_dead(index);
         match &self.router {
-            Some(router) => router
-                .workers
-                .iter()
-                .enumerate()
-                .all(|(index, id)| id.is_empty() || self.reports.contains_key(&(index as u32))),
-            None => (0..self.shape.workers.len() as u32).all(|index| self.reports.contains_key(&index)),
+            Some(router) => {
+                router.workers.iter().enumerate().all(|(index, id)| {
+                    id.is_empty() || router.failed.contains(&(index as u32)) || !awaited(index as u32)
+                })
+            }
+            None => (0..self.shape.workers.len() as u32).all(|index| !awaited(index)),
         }
+    }
+
+    /// The run ends by a failure (`cause`, e.g. the router lost): the summary says so and is
+    /// not complete. The first cause stays.
+    pub fn fail(&mut self, cause: String) {
+        self.failure.get_or_insert(cause);
     }
 
     /// Makes room for stream `stream` (an injector may join the running cluster); false, and
@@ -251,6 +271,21 @@ impl<W: Write> Collector<W> {
                     self.rescales.finished(record, now, self.shape.start_ns);
                 }
             }
+            FrameKind::WorkerFailed => {
+                if let Some(mut record) =
+                    self.rejections.decode::<WorkerFailed>(&frame).filter(|r| self.admit_worker(r.index))
+                {
+                    // No entry read off the wire sizes a table beyond any run's.
+                    record.moved.retain(|&(_, stream, owner)| self.admit_stream(stream) && self.admit_worker(owner));
+                    let (index, id) = (record.index, record.worker.clone());
+                    if self.failovers.failed(record, &self.last_ticks) {
+                        self.shape.workers[index as usize] = id;
+                    } else {
+                        let detail = format_args!("a second failover record for worker {index}");
+                        self.rejections.reject("repeated_failover", Some(frame.sender()), &detail);
+                    }
+                }
+            }
             FrameKind::ClockReport => {
                 if let Some(report) = self.rejections.decode::<ClockReport>(&frame) {
                     let offset = ClockOffset {
@@ -316,24 +351,45 @@ impl<W: Write> Collector<W> {
         self.sinks.intervals.advance(t_collector, &self.hops.end_to_end)?;
         let warmup_end_ns = self.shape.start_ns + self.shape.warmup_ns;
         let mut measured = 0;
-        let mut group: Option<(u32, u64, bool)> = None;
+        // The outputs of one tick (same stream and seq, consecutive in a batch) are told
+        // apart once: (stream, seq, duplicate, replayed).
+        let mut group: Option<(u32, u64, bool, bool)> = None;
         for output in batch.records {
             if !self.admit_stream(output.injector) {
                 continue;
             }
             let Some(slot) = self.rule_slot(batch.sender, output.rule) else { continue };
-            let duplicate = match group {
-                Some((injector, seq, duplicate)) if (injector, seq) == (output.injector, output.seq) => duplicate,
+            let (duplicate, replayed) = match group {
+                Some((injector, seq, duplicate, replayed)) if (injector, seq) == (output.injector, output.seq) => {
+                    (duplicate, replayed)
+                }
                 _ => {
-                    let duplicate = !self.arrived(batch.sender, output.injector, batch.symbol(output), output.seq);
-                    group = Some((output.injector, output.seq, duplicate));
-                    if self.rescales.watching() {
+                    let symbol = batch.symbol(output);
+                    // Only a run that had a failover pays for a second look.
+                    let replay = if self.failovers.is_empty() {
+                        Replay::NotConcerned
+                    } else {
+                        self.failovers.arrived(batch.sender, output.injector, symbol, output.seq)
+                    };
+                    let arrived = self.arrived(batch.sender, output.injector, symbol, output.seq);
+                    let (duplicate, replayed) = match replay {
+                        Replay::NotConcerned => (!arrived, false),
+                        Replay::First => (false, false),
+                        Replay::Again => (false, true),
+                    };
+                    group = Some((output.injector, output.seq, duplicate, replayed));
+                    if self.rescales.watching() && !replayed {
                         let latency_ns = t_collector.saturating_sub(output.stamps.t_inject);
-                        self.rescales.output(batch.sender, batch.symbol(output), latency_ns, t_collector);
+                        self.rescales.output(batch.sender, symbol, latency_ns, t_collector);
                     }
-                    duplicate
+                    (duplicate, replayed)
                 }
             };
+            if replayed {
+                // Already kept from the dead worker or the survivor's replay: not again.
+                self.observed.replayed_outputs += 1;
+                continue;
+            }
             if duplicate {
                 self.observed.output_duplicates += 1;
             }
@@ -407,6 +463,9 @@ impl<W: Write> Collector<W> {
             latency: self.hops.summary(),
             clock_offsets: self.observed.clock_offsets.clone(),
             rescales: self.rescales.summaries(),
+            failovers: self.failovers.summaries(self.shape.start_ns),
+            replayed_outputs: self.observed.replayed_outputs,
+            failure: self.failure.clone(),
         };
         summarize(
             self.shape.streams,
@@ -414,6 +473,7 @@ impl<W: Write> Collector<W> {
             &self.reports,
             &self.progress,
             self.router.as_ref(),
+            self.failovers.records(),
             observed,
         )
     }
@@ -457,6 +517,11 @@ impl LastTicks {
                 true
             }
         }
+    }
+
+    /// The last tick of `symbol` whose outputs arrived; `None` if none did.
+    pub fn last(&self, symbol: &[u8]) -> Option<u64> {
+        self.last.get(symbol).copied()
     }
 
     /// Symbols with an entry.
@@ -542,6 +607,7 @@ mod tests {
             routed: received,
             rejected: Default::default(),
             workers: vec!["w0".into()],
+            failed: vec![],
         }
         .encode(0)
     }
@@ -683,6 +749,182 @@ mod tests {
         assert!(summary.complete && !summary.running, "{summary:?}");
         assert_eq!(summary.latency_us.end_to_end.count, 3);
         assert_eq!(summary.outputs.get("volatility"), Some(&2));
+    }
+
+    /// Two workers (w0 dies, w1 takes its symbol A over), one stream, one rule (perc).
+    fn two_workers(csv_mode: CsvMode) -> Collector<Vec<u8>> {
+        let shape = RunShape { workers: vec!["w0".into(), "w1".into()], streams: 1, start_ns: 1_000, warmup_ns: 0 };
+        let sinks = Sinks {
+            csv: OutputsCsv::new(Vec::new()).unwrap(),
+            intervals: IntervalRecorder::new(Vec::new(), Vec::new(), 1_000, Duration::from_secs(1)).unwrap(),
+        };
+        let mut collector = Collector::new(shape, csv_mode, 1 << 20, sinks, 1_000);
+        let queries = vec![RuleInfo { name: "perc".into(), alert: true }];
+        for worker in [0, 1] {
+            collector.handle(&RulesInstalled { epoch: 0, queries: queries.clone() }.encode(worker), 1_100).unwrap();
+        }
+        collector
+    }
+
+    /// The router's record that w0 died: A moved to w1, restored from checkpoint 1 (4 ticks
+    /// processed and 4 outputs sent by then), or (`recovered` false) started afresh there.
+    fn w0_failed(recovered: bool) -> Vec<u8> {
+        WorkerFailed {
+            worker: "w0".into(),
+            index: 0,
+            reason: "tcp://127.0.0.1:6000 has been unreachable for 1.0s: it is taken for dead".into(),
+            detected_ns: 2_001_000,
+            recovered,
+            checkpoint: 1,
+            processed: [(0, 4)].into(),
+            outputs: 4,
+            replayed: if recovered { 2 } else { 0 },
+            moved: vec![("A".into(), 0, 1)],
+            state_lost: if recovered { vec![] } else { vec!["A".into()] },
+        }
+        .encode(0)
+    }
+
+    fn report_of(index: u32, processed: u64, outputs: u64, sent: u64) -> Vec<u8> {
+        WorkerReport {
+            id: format!("w{index}"),
+            index,
+            processed,
+            symbols: 1,
+            outputs,
+            streams: vec![StreamAtWorker { stream: 0, sent: Some(sent), routed: Some(processed), processed }],
+            duplicates: 0,
+            out_of_order: 0,
+            late: 0,
+            late_dropped: 0,
+            rejected: Default::default(),
+        }
+        .encode(index)
+    }
+
+    fn router_report_failed(received: u64, failed: Vec<u32>) -> Vec<u8> {
+        RouterReport {
+            received: BTreeMap::from([(0, received)]),
+            rules: vec![],
+            routed: received,
+            rejected: Default::default(),
+            workers: vec!["w0".into(), "w1".into()],
+            failed,
+        }
+        .encode(0)
+    }
+
+    /// Feeds `frames` (worker, seq) of symbol A, or the failover record (`None`), all at the
+    /// same instant, and returns what the collector kept.
+    fn feed(frames: &[Option<(u32, u64)>]) -> Finished<Vec<u8>> {
+        let mut collector = two_workers(CsvMode::All);
+        for frame in frames {
+            let bytes = match frame {
+                Some((worker, seq)) => outputs_of(*worker, b"A", *seq, &[0]),
+                None => w0_failed(true),
+            };
+            collector.handle(&bytes, 3_000).unwrap();
+        }
+        collector.finish(|_| {}).unwrap()
+    }
+
+    #[test]
+    fn outputs_replayed_after_a_failover_are_kept_once() {
+        let undisturbed = feed(&(1..=8).map(|seq| Some((0, seq))).collect::<Vec<_>>());
+        assert_eq!((undisturbed.rows, undisturbed.summary.replayed_outputs), (8, 0));
+        let rows = |finished: &Finished<Vec<u8>>| String::from_utf8(finished.csv.clone()).unwrap();
+
+        // w0's outputs of ticks 1..5 arrived, then it died; w1 replays from tick 3 on.
+        let mut frames: Vec<Option<(u32, u64)>> = (1..=5).map(|seq| Some((0, seq))).collect();
+        frames.push(None);
+        frames.extend((3..=8).map(|seq| Some((1, seq))));
+        let replayed = feed(&frames);
+        assert_eq!(rows(&replayed), rows(&undisturbed));
+        let summary = &replayed.summary;
+        assert_eq!((summary.replayed_outputs, summary.duplicates), (3, 0), "ticks 3, 4 and 5 again");
+        assert_eq!(summary.outputs.get("perc"), Some(&8));
+        assert_eq!(summary.latency_us.end_to_end.count, 8, "replayed outputs are not measured");
+        assert_eq!(summary.latency_us.worker_to_collector.count, 8);
+        assert_eq!(summary.failovers.len(), 1);
+        let failover = &summary.failovers[0];
+        assert_eq!((failover.worker.as_str(), failover.symbols, failover.replayed), ("w0", 1, 2));
+        assert_eq!(failover.at_s, 0.002);
+
+        // w0's outputs of ticks 4 and 5 arrive late, after w1's replay of them.
+        let mut frames: Vec<Option<(u32, u64)>> = (1..=3).map(|seq| Some((0, seq))).collect();
+        frames.push(None);
+        frames.extend((3..=8).map(|seq| Some((1, seq))));
+        frames.extend([Some((0, 4)), Some((0, 5))]);
+        let late = feed(&frames);
+        assert_eq!(rows(&late), rows(&undisturbed));
+        assert_eq!((late.summary.replayed_outputs, late.summary.duplicates), (3, 0), "3 from w1, 4 and 5 from w0");
+        assert_eq!(late.summary.outputs.get("perc"), Some(&8));
+    }
+
+    #[test]
+    fn a_recovered_failover_balances_without_the_dead_workers_report() {
+        let mut collector = two_workers(CsvMode::None);
+        // w0: checkpoint after tick 4, then ticks 5 and 6 processed and their outputs sent.
+        collector.handle(&WorkerProgress { processed: 6, outputs: 6, rejected: 0 }.encode(0), 2_000).unwrap();
+        for seq in 1..=6 {
+            collector.handle(&outputs_of(0, b"A", seq, &[0]), 2_500).unwrap();
+        }
+        collector.handle(&w0_failed(true), 2_600).unwrap();
+        // w1 replays ticks 5 and 6, then takes 7..10: 6 ticks, 6 outputs.
+        for seq in 5..=10 {
+            collector.handle(&outputs_of(1, b"A", seq, &[0]), 2_700).unwrap();
+        }
+        collector.handle(&report_of(1, 6, 6, 10), 2_800).unwrap();
+        assert!(!collector.has_everything());
+        collector.handle(&router_report_failed(10, vec![0]), 2_900).unwrap();
+        assert!(collector.has_everything(), "the dead worker's report is not awaited");
+        let summary = collector.finish(|_| {}).unwrap().summary;
+        assert!(summary.complete, "{summary:?}");
+        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(10), 10, Some(0)));
+        assert!(summary.lost_by_cause.is_empty() && summary.errors.is_empty() && summary.failure.is_none());
+        assert_eq!((summary.replayed_outputs, summary.outputs_lost, summary.outputs["perc"]), (2, 0, 10));
+        let workers: Vec<(&str, u64, bool)> =
+            summary.workers.iter().map(|w| (w.id.as_str(), w.events, w.failed)).collect();
+        assert_eq!(workers, [("w0", 4, true), ("w1", 6, false)]);
+        assert_eq!(summary.duration_s, (2_800 - 1_000) as f64 / 1e9, "ends with the last report");
+    }
+
+    #[test]
+    fn an_unrecovered_failover_is_a_failure() {
+        let mut collector = two_workers(CsvMode::None);
+        collector.handle(&WorkerProgress { processed: 6, outputs: 6, rejected: 0 }.encode(0), 2_000).unwrap();
+        collector.handle(&w0_failed(false), 2_600).unwrap();
+        collector.handle(&report_of(1, 4, 4, 10), 2_800).unwrap();
+        collector.handle(&router_report_failed(10, vec![0]), 2_900).unwrap();
+        assert!(collector.has_everything());
+        let summary = collector.finish(|_| {}).unwrap().summary;
+        assert!(!summary.complete, "{summary:?}");
+        assert_eq!(
+            summary.failure.as_deref(),
+            Some("worker w0 died; its state could not be restored: 1 symbols started afresh")
+        );
+        // Its last progress counts for what it processed: 6 + 4 of 10.
+        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(10), 10, Some(0)));
+        assert_eq!(summary.events_lost, Some(summary.lost_by_cause.values().sum()));
+        assert_eq!((summary.workers[0].events, summary.workers[0].failed), (6, true));
+        assert!(!summary.failovers[0].recovered && summary.failovers[0].state_lost == ["A"]);
+    }
+
+    #[test]
+    fn a_failure_makes_the_summary_incomplete_and_says_why() {
+        let mut collector = collector(CsvMode::None);
+        collector.handle(&rules(), 1_500).unwrap();
+        collector.handle(&outputs(1, &[0]), 2_500).unwrap();
+        collector.handle(&report(2, 1), 2_800).unwrap();
+        let cause = "tcp://127.0.0.1:5556 has been unreachable for 1.0s: it is taken for dead";
+        collector.fail(cause.to_string());
+        collector.fail("a later cause".to_string());
+        assert_eq!(collector.snapshot(3_000).failure.as_deref(), Some(cause));
+        let summary = collector.finish(|_| {}).unwrap().summary;
+        assert!(!summary.complete && !summary.running);
+        assert_eq!(summary.failure.as_deref(), Some(cause));
+        let json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(json["failure"], cause);
     }
 
     #[test]

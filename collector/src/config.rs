@@ -1,7 +1,7 @@
 //! The collector's flags.
 
 use cep_core::duration::parse_duration;
-use cep_telemetry::args::{at_least_one, Flags};
+use cep_telemetry::args::{at_least_one, failure_timeout, Flags};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -58,6 +58,10 @@ pub struct CollectorConfig {
     /// `"running": true`, `"complete": false`; the final one replaces it); 0 turns it off.
     #[arg(long, env = "CEP_SUMMARY_EVERY", default_value = "10s", value_parser = parse_duration)]
     pub summary_every: Duration,
+    /// The router unreachable for longer than this is taken for dead: the collector writes
+    /// what it has (`complete: false`, with the cause in `failure`) and exits with an error.
+    #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
+    pub failure_timeout: Duration,
 }
 
 impl Default for CollectorConfig {
@@ -74,6 +78,7 @@ impl Default for CollectorConfig {
             progress: false,
             max_frame_bytes: cep_core::wire::DEFAULT_MAX_FRAME_BYTES,
             summary_every: Duration::from_secs(10),
+            failure_timeout: cep_transport::liveness::DEFAULT_FAILURE_TIMEOUT,
         }
     }
 }
@@ -87,6 +92,7 @@ impl CollectorConfig {
         if self.idle_timeout.is_zero() {
             return Err("--idle-timeout must be longer than 0".into());
         }
+        failure_timeout(self.failure_timeout)?;
         at_least_one("max-frame-bytes", self.max_frame_bytes)
     }
 
@@ -104,6 +110,7 @@ impl CollectorConfig {
             .switch("progress", self.progress)
             .value("max-frame-bytes", self.max_frame_bytes)
             .duration("summary-every", self.summary_every)
+            .duration("failure-timeout", self.failure_timeout)
             .into_args()
     }
 }
@@ -134,6 +141,7 @@ mod tests {
                 progress: true,
                 max_frame_bytes: 1 << 10,
                 summary_every: if csv == CsvMode::All { Duration::ZERO } else { Duration::from_millis(250) },
+                failure_timeout: Duration::from_millis(1500),
             };
             assert_eq!(parse_flags::<CollectorConfig>(&config.to_args()).unwrap(), config);
         }
@@ -147,5 +155,7 @@ mod tests {
         assert!(error(CollectorConfig { out: PathBuf::new(), ..CollectorConfig::default() }).starts_with("--out"));
         let frames = CollectorConfig { max_frame_bytes: 0, ..CollectorConfig::default() };
         assert!(error(frames).starts_with("--max-frame-bytes"));
+        let failure = CollectorConfig { failure_timeout: Duration::ZERO, ..CollectorConfig::default() };
+        assert!(error(failure).starts_with("--failure-timeout must be at least"));
     }
 }

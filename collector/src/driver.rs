@@ -10,17 +10,20 @@ use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
 use cep_core::results::Summary;
 use cep_transport::clock::ClockServer;
-use cep_transport::control::{end_of_run, register, EndOfRun, RegistrationError};
+use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError};
 use cep_transport::driving::{receive_loop, Flow, Received};
 use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, SocketOptions, TransportError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 /// How long a stopping collector still takes the reports of the processes stopping with it.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// How often the receive loop asks whether the router is still there.
+const ROUTER_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// Errors that stop the collector.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +40,10 @@ pub enum CollectorError {
     /// No address to advertise to the router.
     #[error("cannot find the address to advertise: {0}")]
     Advertise(String),
+    /// The router has been unreachable for longer than the failure time-out; the results
+    /// were written all the same (`complete: false`, the cause in `failure`).
+    #[error("the run failed: {0} (partial results written)")]
+    RouterLost(String),
     /// A results file could not be written.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -85,6 +92,10 @@ pub fn run_in(
     };
     info!(endpoint, router = config.router, "collector registering");
     let ready = register(context, &config.router, &registration, config.start_timeout, &shutdown)?;
+    // From now on the router is watched: if it dies, the collector says so and ends.
+    let router_link = ControlLink::connect(context, &config.router, Some(config.failure_timeout))?;
+    let mut router_checked = Instant::now();
+    let mut router_lost: Option<String> = None;
     let shape = RunShape::of(&ready);
     info!(workers = ?shape.workers, streams = shape.streams, "run started");
     let intervals = IntervalRecorder::create(&config.out, ready.start_ns, Duration::from_secs(1))
@@ -105,6 +116,21 @@ pub fn run_in(
         }
         if collector.has_everything() {
             return Ok(Flow::Stop);
+        }
+        // A router that has reported, or is stopping with us, may go: only a router still due
+        // to report is watched.
+        if router_checked.elapsed() >= ROUTER_CHECK_EVERY
+            && !collector.router_reported()
+            && !shutdown.load(Ordering::Relaxed)
+        {
+            router_checked = Instant::now();
+            if let Err(lost) = router_link.check_alive() {
+                let cause = format!("the router at {lost}");
+                error!("{cause}: writing partial results");
+                collector.fail(cause.clone());
+                router_lost = Some(cause);
+                return Ok(Flow::Stop);
+            }
         }
         // A look at the running cluster: the figures so far, replaced by the final ones.
         if !config.summary_every.is_zero() && last_summary.elapsed() >= config.summary_every {
@@ -149,8 +175,9 @@ pub fn run_in(
         Ok::<_, CollectorError>(Flow::Continue)
     })?;
     drop(clock);
+    drop(router_link);
     // Everyone keeps their sockets open until the collector has everything: say so now.
-    if !shutdown.load(Ordering::Relaxed) {
+    if !shutdown.load(Ordering::Relaxed) && router_lost.is_none() {
         if let Err(error) =
             end_of_run(context, &config.router, EndOfRun::RunFinished, Duration::from_secs(5), &shutdown)
         {
@@ -174,7 +201,10 @@ pub fn run_in(
         complete = summary.complete,
         "collector done"
     );
-    Ok(summary)
+    match router_lost {
+        Some(cause) => Err(CollectorError::RouterLost(cause)),
+        None => Ok(summary),
+    }
 }
 
 /// Writes `summary.json` and `report.txt`.

@@ -9,6 +9,8 @@
 //! - [`intervals`]: latency per second, as CSV and as an HdrHistogram interval log.
 //! - [`metrics`]: what the collector exposes to Prometheus.
 //! - [`rescales`]: the summary's record of workers joining and leaving, and what the moves cost.
+//! - [`failovers`]: the summary's record of workers that died, and outputs exactly once across
+//!   their symbols' replay.
 //! - [`accounting`]: turns the reports and counts into `summary.json`.
 //! - [`collector`]: the core, a state machine from received frames to rows and accounting.
 //! - [`driver`]: sockets, clock, the run loop and the results folder.
@@ -18,6 +20,7 @@ pub mod collector;
 pub mod config;
 pub mod csv;
 pub mod driver;
+pub mod failovers;
 pub mod intervals;
 pub mod latency;
 pub mod metrics;

@@ -9,6 +9,7 @@
 //! record's symbol is always resolved against the frame it came from.
 
 use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
+use crate::failover::{Checkpoint, Restore, Snapshot, WorkerFailed};
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use crate::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
@@ -84,6 +85,10 @@ bodies! {
     StreamsOpened => StreamsOpened,
     Welcome => Welcome,
     Reached => Reached,
+    Checkpoint => Checkpoint,
+    Snapshot => Snapshot,
+    Restore => Restore,
+    WorkerFailed => WorkerFailed,
 }
 
 /// Asks for the collector's time (no body: nil).
@@ -319,12 +324,13 @@ mod tests {
             routed: 5,
             rejected: BTreeMap::new(),
             workers: vec!["w".into()],
+            failed: vec![1],
         };
         #[rustfmt::skip]
         let expected = [
-            0x95, 0x81, 0x00, 0x05, // [received {0: 5},
+            0x96, 0x81, 0x00, 0x05, // [received {0: 5},
             0x91, 0x94, 0x00, 0xa1, b'o', 0x91, 0xa1, b'q', 0x80, // rules [[epoch, origin, queries, at {}]],
-            0x05, 0x80, 0x91, 0xa1, b'w', // routed, rejected {}, workers]
+            0x05, 0x80, 0x91, 0xa1, b'w', 0x91, 0x01, // routed, rejected {}, workers, failed]
         ];
         golden(report, 0, &expected);
     }
@@ -453,6 +459,36 @@ mod tests {
         golden(StreamsOpened { first: 1, count: 2 }, 0, &[0x92, 0x01, 0x02]);
         golden(Welcome { index: 3 }, 0, &[0x91, 0x03]);
         golden(Reached { index: 3 }, 3, &[0x91, 0x03]);
+        golden(Checkpoint { id: 7 }, 0, &[0x91, 0x07]);
+        let moved = crate::rescale::MovedSymbol { symbol: "A".into(), stream: 1, next_seq: 9 };
+        let snapshot = Snapshot {
+            id: 7,
+            from: 1,
+            symbols: vec![moved.clone()],
+            engine: vec![5],
+            processed: [(1, 9)].into(),
+            outputs: 2,
+        };
+        let expected = [0x96, 0x07, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0xc4, 0x01, 0x05, 0x81, 0x01, 0x09, 0x02];
+        golden(snapshot, 1, &expected);
+        let restore = Restore { from: 1, symbols: vec![moved], engine: vec![5] };
+        golden(restore, 0, &[0x93, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0xc4, 0x01, 0x05]);
+        let failed = WorkerFailed {
+            worker: "w".into(),
+            index: 1,
+            reason: "r".into(),
+            detected_ns: 2,
+            recovered: true,
+            checkpoint: 3,
+            processed: [(0, 4)].into(),
+            outputs: 5,
+            replayed: 6,
+            moved: vec![("A".into(), 0, 2)],
+            state_lost: vec![],
+        };
+        let mut expected = vec![0x9b, 0xa1, b'w', 0x01, 0xa1, b'r', 0x02, 0xc3, 0x03, 0x81, 0x00, 0x04, 0x05, 0x06];
+        expected.extend([0x91, 0x93, 0xa1, b'A', 0x00, 0x02, 0x90]);
+        golden(failed, 0, &expected);
     }
 
     #[test]

@@ -132,6 +132,24 @@ pub enum Event {
         /// `exported` or `imported`.
         direction: &'static str,
     },
+    /// A worker died and its symbols went to the others.
+    WorkerFailed {
+        /// The dead worker.
+        worker: String,
+        /// Why it was taken for dead.
+        reason: String,
+        /// Symbols it owned.
+        symbols: u64,
+        /// Whether they were restored from its checkpoint and its ticks replayed.
+        recovered: bool,
+        /// Ticks replayed.
+        replayed: u64,
+    },
+    /// Something went wrong with checkpoints (the run goes on, with less protection).
+    CheckpointTrouble {
+        /// What.
+        reason: String,
+    },
 }
 
 impl Event {
@@ -157,6 +175,20 @@ impl Event {
             ),
             Event::RescaleAbandoned { worker, reason } => tracing::warn!(worker, "rescale given up: {reason}"),
             Event::StateMoved { symbols, bytes, direction } => tracing::info!(symbols, bytes, "state {direction}"),
+            Event::WorkerFailed { worker, reason, symbols, recovered: true, replayed } => tracing::error!(
+                worker,
+                symbols,
+                replayed,
+                "worker {worker} failed ({reason}): its symbols were restored from its last checkpoint on the \
+                 other workers and its ticks since replayed"
+            ),
+            Event::WorkerFailed { worker, reason, symbols, recovered: false, .. } => tracing::error!(
+                worker,
+                symbols,
+                "worker {worker} failed ({reason}): its symbols go on at the other workers from empty state \
+                 (no current checkpoint)"
+            ),
+            Event::CheckpointTrouble { reason } => tracing::warn!("checkpoint: {reason}"),
         }
     }
 }

@@ -126,6 +126,8 @@ pub struct RouterReport {
     pub rejected: CauseCounts,
     /// Worker ids in ring order (ordered by id; a worker's index is its place here).
     pub workers: Vec<String>,
+    /// Indexes of the workers that died (they send no report; see `WorkerFailed`).
+    pub failed: Vec<u32>,
 }
 
 /// Counts rejected frames and ticks by cause and logs them with their sender: the first few

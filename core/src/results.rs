@@ -108,6 +108,12 @@ pub struct WorkerSummary {
     pub events: u64,
     /// Symbols the worker owns, from its report; `None` if it never reported.
     pub symbols: Option<u64>,
+    /// True for a worker that died during the run (it sent no report; see `failovers`): its
+    /// `events` are what it had processed at the checkpoint its symbols were restored from
+    /// (the ticks after it were replayed to the survivors, who count them), or, if nothing
+    /// could be restored, at least what its last progress said.
+    #[serde(default)]
+    pub failed: bool,
 }
 
 /// One injector stream's accounting.
@@ -119,9 +125,13 @@ pub struct StreamSummary {
     pub sent: Option<u64>,
     /// From the router's report; `None` if it never arrived.
     pub received_by_router: Option<u64>,
-    /// Processed by the workers that reported.
+    /// Processed by the workers that reported, and by each dead worker up to the checkpoint
+    /// its symbols were restored from.
     pub processed: u64,
-    /// `sent - processed`; `None` while `sent` is unknown.
+    /// `sent - processed`; `None` while `sent` is unknown, and when `processed` is more than
+    /// `sent` (an error, in `errors`). Ticks processed by a worker whose report never came
+    /// (only its total progress is known) are not in `processed` here, so this is then an
+    /// upper bound.
     pub lost: Option<u64>,
 }
 
@@ -143,8 +153,16 @@ pub struct Summary {
     /// The sum of every stream's end-of-stream count; `None` if any stream's is unknown.
     pub events_sent: Option<u64>,
     /// Exact in a complete run; otherwise at least this many (reports and last progress).
+    /// The streams' `processed`, plus what workers processed that no stream is known for
+    /// (the last progress of a worker whose report never came). Never raised to match
+    /// `events_sent`: more processed than sent is an error (in `errors`).
     pub events_processed: u64,
-    /// `events_sent - events_processed`; `None` while `events_sent` is unknown.
+    /// Always the sum of `lost_by_cause`; `None` while `events_sent` is unknown. Per stream,
+    /// `sent - processed` split by cause (a stream that processed more than it sent is an
+    /// error and adds nothing); then the ticks processed by workers whose report never came
+    /// (known only in total) are taken off `not_processed_by_worker`, then
+    /// `unknown_router_report_missing`, then `not_received_by_router`. When nothing is in
+    /// `errors`, this is exactly `events_sent - events_processed`.
     pub events_lost: Option<u64>,
     /// Ticks a worker had already processed and outputs the collector had already received:
     /// skipped, and counted here.
@@ -161,7 +179,8 @@ pub struct Summary {
     pub workers: Vec<WorkerSummary>,
     /// Lost events by cause: `not_received_by_router`, `not_processed_by_worker`,
     /// `unknown_router_report_missing`, and `stream_never_ended`, a lower bound: ticks of a
-    /// stream without its end marker that the router received and no worker processed.
+    /// stream without its end marker that the router received and no worker processed (only
+    /// while `events_lost` is unknown). Causes with nothing lost are left out.
     pub lost_by_cause: BTreeMap<String, u64>,
     /// Rejected frames and ticks by place (`router`, `worker:<id>`, `collector`) and cause.
     pub rejected: BTreeMap<String, BTreeMap<String, u64>>,
@@ -174,8 +193,10 @@ pub struct Summary {
     pub late_dropped: u64,
     /// Each injector stream's accounting.
     pub streams: Vec<StreamSummary>,
-    /// True when every stream, worker and the router reported their end; false when the
-    /// collector stopped on its idle timeout or a shutdown signal.
+    /// True when every stream, worker and the router reported their end (a dead worker whose
+    /// symbols were restored and replayed needs no report), the counts balance (`errors` is
+    /// empty) and no `failure` ended the run; false when the collector stopped on its idle
+    /// timeout or a shutdown signal, lost the router, or a dead worker's state was lost.
     pub complete: bool,
     /// True in a snapshot the collector writes while the run goes (`--summary-every`): the
     /// figures so far, `complete` false; false in the summary written at the end.
@@ -196,6 +217,45 @@ pub struct Summary {
     /// Each time a worker joined or left the running cluster, and what moving its symbols cost.
     #[serde(default)]
     pub rescales: Vec<RescaleSummary>,
+    /// Each worker that died during the run, and how its symbols were recovered.
+    #[serde(default)]
+    pub failovers: Vec<FailoverSummary>,
+    /// Outputs that arrived twice across a failover (from a dead worker and from the survivor
+    /// that replayed its ticks, in either order): the second is dropped, counted here only
+    /// (not in `outputs`, `duplicates`, outputs.csv or the latency figures).
+    #[serde(default)]
+    pub replayed_outputs: u64,
+    /// Counts that contradict each other (e.g. `stream 0: 120 ticks processed but its
+    /// injector sent 100`), one line each; any makes the run incomplete.
+    #[serde(default)]
+    pub errors: Vec<String>,
+    /// Why the run ended by a failure (the router lost, or a dead worker whose state could
+    /// not be restored); `null` when none did.
+    #[serde(default)]
+    pub failure: Option<String>,
+}
+
+/// A worker died and its symbols moved to the survivors.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FailoverSummary {
+    /// The dead worker's id.
+    pub worker: String,
+    /// When the router noticed, seconds after the run's start.
+    pub at_s: f64,
+    /// Whether its symbols were restored from a checkpoint and their ticks since replayed
+    /// (outputs stay exactly once); if not, `state_lost` names those that started afresh.
+    pub recovered: bool,
+    /// The checkpoint restored (0: the start of the run).
+    pub checkpoint: u64,
+    /// Symbols moved to the survivors.
+    pub symbols: u64,
+    /// Ticks replayed to the survivors (those routed to it since the checkpoint).
+    pub replayed: u64,
+    /// Symbols whose state could not be restored: their outputs after it come from empty
+    /// windows.
+    pub state_lost: Vec<String>,
+    /// Why the router took it for dead.
+    pub reason: String,
 }
 
 /// One live rescale: a worker joined or left, and its symbols moved with their state.
@@ -241,7 +301,9 @@ const LEGEND: &str = "\
 # OUTPUTS: what the rules emitted, duplicates included. A tick gives one output per query that
 #   fires on it (none, one or several), so outputs and events differ. Total = Measured +
 #   DuringWarmup + ClosedByEndOfInput (tumbling windows still open when the input ended: no
-#   tick caused them, so no latency); Lost = outputs the workers sent that never arrived.
+#   tick caused them, so no latency); Lost = outputs the workers sent that never arrived;
+#   Replayed = outputs received twice across a failover (a dead worker's, then its survivor's
+#   replay, or the other way round): dropped, not in Total.
 # LateEvents: ticks behind their symbol's latest event time, processed at that time;
 #   LateDropped: later than the allowed lateness, dropped by the engine (counted processed).
 # Latency sections count OUTPUTS, not events: Operations = the outputs measured (ticks intended
@@ -250,6 +312,8 @@ const LEGEND: &str = "\
 #   ROUTER_TO_WORKER, ENGINE and WORKER_TO_COLLECTOR split that path hop by hop.
 # CLOCK: each node's measured offset to the collector's clock, which every stamp is in.
 # WORKER: the ticks each worker processed (Events) and the symbols it owns (Symbols).
+# FAILOVER: each worker that died: when (s after the start), whether its symbols were restored
+#   from a checkpoint and replayed, how many moved, ticks replayed, symbols whose state was lost.
 ";
 
 /// Added when the run did not complete: which figures are bounds and which are unknown.
@@ -283,6 +347,14 @@ impl Summary {
         if !self.complete {
             out.push_str(PARTIAL);
         }
+        // One line each, whatever the text holds: tools read only the `[SECTION]` lines.
+        let one_line = |text: &str| text.replace(['\n', '\r'], " ");
+        if let Some(failure) = &self.failure {
+            let _ = writeln!(out, "# FAILURE: {}", one_line(failure));
+        }
+        for error in &self.errors {
+            let _ = writeln!(out, "# ERROR: {}", one_line(error));
+        }
         let mut line = |section: &str, metric: &str, value: String| {
             let _ = writeln!(out, "[{section}], {metric}, {value}");
         };
@@ -309,6 +381,7 @@ impl Summary {
         line("OUTPUTS", "DuringWarmup", self.warmup_outputs.to_string());
         line("OUTPUTS", "ClosedByEndOfInput", self.final_outputs.to_string());
         line("OUTPUTS", "Lost", self.outputs_lost.to_string());
+        line("OUTPUTS", "Replayed", self.replayed_outputs.to_string());
         // Many-query rule sets (the Oracle 400) list their counts in summary.json only.
         if self.outputs.len() <= 16 {
             for (rule, count) in &self.outputs {
@@ -350,6 +423,18 @@ impl Summary {
         for worker in &self.workers {
             line(&format!("WORKER {}", worker.id), "Events", worker.events.to_string());
             line(&format!("WORKER {}", worker.id), "Symbols", known(worker.symbols));
+            if worker.failed {
+                line(&format!("WORKER {}", worker.id), "Failed", "true".into());
+            }
+        }
+        for failover in &self.failovers {
+            let section = format!("FAILOVER {}", failover.worker);
+            line(&section, "AtS", format!("{:.3}", failover.at_s));
+            line(&section, "Recovered", failover.recovered.to_string());
+            line(&section, "Checkpoint", failover.checkpoint.to_string());
+            line(&section, "Symbols", failover.symbols.to_string());
+            line(&section, "Replayed", failover.replayed.to_string());
+            line(&section, "StateLost", failover.state_lost.len().to_string());
         }
         out
     }
@@ -372,7 +457,12 @@ mod tests {
                 end_to_end: LatencySummary { count: 2_200_000, p99: 850.0, ..LatencySummary::default() },
                 ..HopLatencies::default()
             },
-            workers: vec![WorkerSummary { id: "worker-0".into(), events: 2_200_000, symbols: Some(1470) }],
+            workers: vec![WorkerSummary {
+                id: "worker-0".into(),
+                events: 2_200_000,
+                symbols: Some(1470),
+                failed: false,
+            }],
             complete: true,
             ..Summary::default()
         }
@@ -413,7 +503,7 @@ mod tests {
             events_sent: None,
             events_lost: None,
             complete: false,
-            workers: vec![WorkerSummary { id: "worker-1".into(), events: 170_000, symbols: None }],
+            workers: vec![WorkerSummary { id: "worker-1".into(), events: 170_000, symbols: None, failed: false }],
             ..summary()
         };
         let report = partial.ycsb_report();
@@ -433,5 +523,51 @@ mod tests {
         assert!(
             json["events_sent"].is_null() && json["events_lost"].is_null() && json["workers"][0]["symbols"].is_null()
         );
+    }
+
+    #[test]
+    fn a_failed_run_says_why_and_what_failed_over() {
+        let failed = Summary {
+            complete: false,
+            failure: Some("worker w1 died; its state could not be restored:\n3 symbols started afresh".into()),
+            errors: vec!["stream 0: 120 ticks processed but its injector sent 100".into()],
+            replayed_outputs: 7,
+            workers: vec![WorkerSummary { id: "w1".into(), events: 10, symbols: None, failed: true }],
+            failovers: vec![FailoverSummary {
+                worker: "w1".into(),
+                at_s: 1.5,
+                recovered: false,
+                checkpoint: 2,
+                symbols: 3,
+                replayed: 0,
+                state_lost: vec!["A".into(), "B".into(), "C".into()],
+                reason: "unreachable".into(),
+            }],
+            ..summary()
+        };
+        let report = failed.ycsb_report();
+        for line in report.lines() {
+            assert!(line.starts_with("# ") || line.starts_with("#   ") || line.split(", ").count() == 3, "{line}");
+        }
+        for expected in [
+            "# FAILURE: worker w1 died; its state could not be restored: 3 symbols started afresh\n",
+            "# ERROR: stream 0: 120 ticks processed but its injector sent 100\n",
+            "[OUTPUTS], Replayed, 7\n",
+            "[WORKER w1], Failed, true\n",
+            "[FAILOVER w1], Recovered, false\n",
+            "[FAILOVER w1], StateLost, 3\n",
+        ] {
+            assert!(report.contains(expected), "{expected} in {report}");
+        }
+        let json = serde_json::to_value(&failed).unwrap();
+        assert_eq!(serde_json::from_value::<Summary>(json).unwrap(), failed);
+        // No failure: `failure` is null, not left out; a summary from before these fields reads.
+        let mut json = serde_json::to_value(summary()).unwrap();
+        assert!(json["failure"].is_null() && json.get("failure").is_some());
+        for field in ["failovers", "replayed_outputs", "errors", "failure"] {
+            json.as_object_mut().unwrap().remove(field);
+        }
+        json["workers"][0].as_object_mut().unwrap().remove("failed");
+        assert_eq!(serde_json::from_value::<Summary>(json).unwrap(), summary());
     }
 }

@@ -11,7 +11,7 @@ use crate::msgpack::{self, DecodeError, Reader};
 use crate::tick::{OutputRecord, Stamps, TickRecord};
 
 /// The protocol version this build speaks. A frame of any other version is rejected.
-pub const PROTOCOL_VERSION: u8 = 4;
+pub const PROTOCOL_VERSION: u8 = 5;
 
 /// Most events in one batch, on every hop, unless configured otherwise. Batches fill only
 /// while input is waiting (smart batching), so this bounds size, not latency.
@@ -94,6 +94,15 @@ pub enum FrameKind {
     Welcome = 32,
     /// A joining worker got Welcome (the router can reach it): worker -> router (control).
     Reached = 33,
+    /// "Snapshot your state here": router -> every worker, in its data stream (failover,
+    /// [`crate::failover`]).
+    Checkpoint = 34,
+    /// A worker's state at a checkpoint: worker -> router (control).
+    Snapshot = 35,
+    /// A dead worker's symbols restored: router -> a survivor, in its data stream.
+    Restore = 36,
+    /// A worker died and its symbols moved: router -> collector.
+    WorkerFailed = 37,
 }
 
 impl FrameKind {
@@ -134,6 +143,10 @@ impl FrameKind {
             StreamsOpened,
             Welcome,
             Reached,
+            Checkpoint,
+            Snapshot,
+            Restore,
+            WorkerFailed,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)
@@ -545,7 +558,7 @@ mod tests {
     #[test]
     fn tick_frame_golden_bytes() {
         let expected: Vec<u8> = vec![
-            0x95, 0x04, 0x01, 0x07, // [version 4, kind Ticks, sender 7,
+            0x95, 0x05, 0x01, 0x07, // [version 5, kind Ticks, sender 7,
             0xcf, 0, 0, 0, 0, 0, 0, 0x07, 0xd0, // t_sent 2000 (fixed u64),
             0xdd, 0, 0, 0, 1, // one tick (fixed array32)
             0x97, 0xa5, b'S', b'0', b'0', b'0', b'1', // [symbol,
@@ -563,7 +576,7 @@ mod tests {
         writer.push(1, b"S1", 2.0, -0.5, 3, 300, 7, 8);
         #[rustfmt::skip]
         let expected: Vec<u8> = vec![
-            0x97, 0x04, 0x03, 0x02, // [version 4, kind Outputs, sender 2,
+            0x97, 0x05, 0x03, 0x02, // [version 5, kind Outputs, sender 2,
             0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0a, // t_router_out 10 (fixed u64),
             0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0b, // t_worker_in 11,
             0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0c, // t_engine_out 12,

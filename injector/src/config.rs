@@ -2,7 +2,7 @@
 
 use crate::pacing::Speed;
 use cep_core::duration::parse_duration;
-use cep_telemetry::args::{at_least_one, high_water_mark, Flags};
+use cep_telemetry::args::{at_least_one, failure_timeout, high_water_mark, Flags};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -73,6 +73,10 @@ pub struct InjectorConfig {
     /// Batches queued per connection before sending blocks.
     #[arg(long, env = "CEP_HWM", default_value_t = 1000)]
     pub hwm: i32,
+    /// How long the router may be unreachable before this injector takes it for dead and
+    /// stops (exit status non-zero, naming it).
+    #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
+    pub failure_timeout: Duration,
 }
 
 impl Default for InjectorConfig {
@@ -95,6 +99,7 @@ impl Default for InjectorConfig {
             start_timeout: Duration::from_secs(60),
             end_timeout: Duration::from_secs(60),
             hwm: 1000,
+            failure_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -126,6 +131,7 @@ impl InjectorConfig {
         }
         at_least_one("batch", self.batch)?;
         high_water_mark(self.hwm)?;
+        failure_timeout(self.failure_timeout)?;
         if self.count == Some(0) {
             return Err("--count must be at least 1".into());
         }
@@ -162,6 +168,7 @@ impl InjectorConfig {
             .value("batch", self.batch)
             .duration("start-timeout", self.start_timeout)
             .duration("end-timeout", self.end_timeout)
+            .duration("failure-timeout", self.failure_timeout)
             .value("hwm", self.hwm)
             .into_args()
     }
@@ -209,6 +216,7 @@ mod tests {
             start_timeout: Duration::from_secs(5),
             end_timeout: Duration::from_secs(6),
             hwm: 0,
+            failure_timeout: Duration::from_millis(1500),
         };
         assert_eq!(parse_flags::<InjectorConfig>(&generated.to_args()).unwrap(), generated);
         for speed in [Speed::Max, Speed::Times(0.5), Speed::Times(60.0)] {

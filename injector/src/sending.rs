@@ -110,12 +110,18 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
     info!(first_stream = ready.assigned, "run started");
     // Intended send times are in the collector's clock, like every other stamp.
     if let Some(estimate) = synchronise(context, &ready.collector_clock, &shutdown)? {
-        let collector = Push::connect(context, &ready.collector, &SocketOptions::default())?;
+        // Closed at once: not watched (see `cep_transport::liveness`).
+        let once = SocketOptions { failure_timeout: None, ..SocketOptions::default() };
+        let collector = Push::connect(context, &ready.collector, &once)?;
         let report = ClockReport { node: format!("injector-{}", ready.assigned), estimate };
         collector.send(&report.encode(ready.assigned), &shutdown)?;
     }
 
-    let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
+    let options = SocketOptions {
+        high_water_mark: config.hwm,
+        failure_timeout: Some(config.failure_timeout),
+        ..SocketOptions::default()
+    };
     // A replay given --speed is not paced by --rate: its target rate is not a rate (0).
     let metrics = crate::metrics::InjectorMetrics::register(if config.speed.is_some() { 0.0 } else { config.rate });
     let mut threads = Vec::new();
@@ -203,6 +209,9 @@ struct Plan {
     metrics: Arc<crate::metrics::StreamMetrics>,
 }
 
+/// How often a stream asks whether the router is alive while it is not blocked.
+const LIVENESS_EVERY_NS: u64 = 100_000_000;
+
 fn send_stream(
     plan: Plan,
     mut source: StreamSource,
@@ -220,6 +229,8 @@ fn send_stream(
     let mut previous_due = plan.start_ns;
     Schedule::wait_until(plan.start_ns, stop);
     let mut exhausted = false;
+    // A dead router is noticed by a blocked send, and between batches at this interval.
+    let mut next_look = now_ns() + LIVENESS_EVERY_NS;
     Schedule::tighten_timer_slack();
     while !exhausted && sent < plan.limit && !stop.requested() {
         let now = now_ns();
@@ -271,6 +282,10 @@ fn send_stream(
             push.send(batch.seal(now_ns()), shutdown)?;
             batch.clear();
             plan.metrics.sent(sent);
+        }
+        if now >= next_look {
+            push.check_alive()?;
+            next_look = now + LIVENESS_EVERY_NS;
         }
         if let Some(recorder) = recorder.filter(|_| rows.len() > 1 << 16) {
             recorder.lock().expect("no sender panicked").write_all(rows.as_bytes()).map_err(record_err)?;

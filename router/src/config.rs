@@ -1,6 +1,6 @@
 //! The router's flags.
 
-use cep_telemetry::args::{at_least_one, high_water_mark, Flags};
+use cep_telemetry::args::{at_least_one, failure_timeout, high_water_mark, Flags};
 use clap::Args;
 use std::time::Duration;
 
@@ -9,6 +9,10 @@ use std::time::Duration;
 pub const DEFAULT_MOVE_SLICE: usize = 16;
 /// Ticks held for moving symbols, by default, before the router stops reading input.
 pub const DEFAULT_MAX_HELD: usize = 100_000;
+
+/// Replay-log bytes (all workers) the router keeps by default: at 1 M ev/s about two
+/// seconds of ticks, twice the default checkpoint interval.
+pub const DEFAULT_MAX_REPLAY: usize = 256 << 20;
 
 /// Router settings; every flag can also be set from the environment. `Default` is the flags'
 /// defaults.
@@ -72,6 +76,20 @@ pub struct RouterConfig {
     /// owners from empty windows, named in the log and in the summary's `rescales`.
     #[arg(long, env = "CEP_MOVE_TIMEOUT", default_value = "10s", value_parser = cep_core::duration::parse_duration)]
     pub move_timeout: Duration,
+    /// How often each worker's state is checkpointed (0: never; a dead worker's symbols then
+    /// go on from empty state). A dead worker's symbols are restored from its last checkpoint
+    /// and its ticks since then replayed.
+    #[arg(long, env = "CEP_CHECKPOINT_EVERY", default_value = "1s", value_parser = cep_core::duration::parse_duration)]
+    pub checkpoint_every: Duration,
+    /// Bytes of ticks kept for replay (all workers together, since their last checkpoints)
+    /// beyond which the router reads no input until a checkpoint completes (the injectors
+    /// then wait: nothing is dropped).
+    #[arg(long, env = "CEP_MAX_REPLAY", default_value_t = DEFAULT_MAX_REPLAY)]
+    pub max_replay: usize,
+    /// How long a worker or the collector may be unreachable before the router takes it for
+    /// dead (a worker then fails over; without a collector the run ends).
+    #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = cep_core::duration::parse_duration)]
+    pub failure_timeout: Duration,
     /// Write the endpoints actually bound (`data=...`, `control=...`) to this file once
     /// listening, so that `*` ports can be used and found (the launcher does).
     #[arg(long, env = "CEP_ANNOUNCE")]
@@ -97,6 +115,9 @@ impl Default for RouterConfig {
             move_slice: DEFAULT_MOVE_SLICE,
             max_held: DEFAULT_MAX_HELD,
             move_timeout: Duration::from_secs(10),
+            checkpoint_every: Duration::from_secs(1),
+            max_replay: DEFAULT_MAX_REPLAY,
+            failure_timeout: Duration::from_secs(2),
             announce: None,
         }
     }
@@ -114,6 +135,8 @@ impl RouterConfig {
         if self.move_timeout.is_zero() {
             return Err("--move-timeout must be longer than 0: every move would be given up at once".into());
         }
+        at_least_one("max-replay", self.max_replay)?;
+        failure_timeout(self.failure_timeout)?;
         high_water_mark(self.hwm)
     }
 
@@ -136,6 +159,9 @@ impl RouterConfig {
             .value("move-slice", self.move_slice)
             .value("max-held", self.max_held)
             .duration("move-timeout", self.move_timeout)
+            .duration("checkpoint-every", self.checkpoint_every)
+            .value("max-replay", self.max_replay)
+            .duration("failure-timeout", self.failure_timeout)
             .some_path("announce", self.announce.as_deref())
             .into_args()
     }
@@ -171,6 +197,9 @@ mod tests {
             move_slice: 7,
             max_held: 99,
             move_timeout: Duration::from_millis(1500),
+            checkpoint_every: Duration::from_millis(250),
+            max_replay: 1 << 20,
+            failure_timeout: Duration::from_millis(700),
             announce: Some("/tmp/router.endpoints".into()),
         };
         assert_eq!(parse_flags::<RouterConfig>(&config.to_args()).unwrap(), config);

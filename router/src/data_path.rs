@@ -10,7 +10,9 @@
 //! part by part. While a part's state moves, the ticks of its symbols are held, and they leave
 //! for the new owner right behind the state.
 
+use crate::failover::ReplayLog;
 use cep_core::control::RulesText;
+use cep_core::failover::{Checkpoint, Restore, Snapshot};
 use cep_core::frame::{Body, TickBatch};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::partition::Partitioner;
@@ -57,6 +59,9 @@ pub struct DataPath {
     /// Per ended stream, what its injector said it sent (for workers that join later).
     end_sent: Vec<u64>,
     rejections: Rejections,
+    /// Per worker, the batches routed to it since its last checkpoint (when checkpoints are on).
+    logs: Vec<ReplayLog>,
+    logging: bool,
 }
 
 /// Where a symbol's ticks go, and where they come from.
@@ -99,7 +104,104 @@ impl DataPath {
             ended: vec![false; stream_count],
             end_sent: vec![0; stream_count],
             rejections: Rejections::new("router"),
+            logs: (0..workers.len()).map(|_| ReplayLog::default()).collect(),
+            logging: false,
         }
+    }
+
+    /// Keeps every batch routed to a worker until its next checkpoint (failover replays them).
+    pub fn keep_replay_logs(&mut self) {
+        self.logging = true;
+    }
+
+    /// Bytes held in the replay logs.
+    pub fn replay_bytes(&self) -> usize {
+        self.logs.iter().map(ReplayLog::bytes).sum()
+    }
+
+    /// Whether any stream has ended (a dead worker can then no longer be replayed: the
+    /// survivors may have closed the stream).
+    pub fn any_ended(&self) -> bool {
+        self.ended.iter().any(|ended| *ended)
+    }
+
+    /// Sends checkpoint `id`'s barrier to `worker`, behind everything routed to it.
+    pub fn barrier(&mut self, worker: usize, id: u64, out: &mut impl Outbox) {
+        self.flush(worker, out);
+        self.logs[worker].barrier(id);
+        out.send(Peer::Worker(worker as u32), &Checkpoint { id }.encode(ROUTER_SENDER));
+    }
+
+    /// `worker`'s checkpoint `id` completed: its log before the barrier is released.
+    pub fn release_log(&mut self, worker: usize, id: u64) -> usize {
+        self.logs[worker].release_until(id)
+    }
+
+    /// Empties `worker`'s log (it can no longer be replayed exactly).
+    pub fn drop_log(&mut self, worker: usize) -> usize {
+        self.logs[worker].clear()
+    }
+
+    /// Gives the symbols of dead `worker` to their owners on the (already updated) ring; it
+    /// takes nothing more. Returns each moved symbol: (symbol, stream, new owner), in order.
+    pub fn reassign(&mut self, worker: usize) -> Vec<(String, u32, u32)> {
+        self.batches[worker].clear();
+        self.retired[worker] = true;
+        let mut moved = Vec::new();
+        for (symbol, route) in self.owners.iter_mut().filter(|(_, route)| route.worker == worker) {
+            // UTF-8 was checked when the frame was decoded.
+            let name = std::str::from_utf8(symbol).unwrap_or_default();
+            route.worker = self.ring_members[self.partitioner.owner(name)];
+            moved.push((name.to_string(), route.stream, route.worker as u32));
+        }
+        moved.sort();
+        moved
+    }
+
+    /// Ticks in `worker`'s replay log.
+    pub fn logged_ticks(&self, worker: usize) -> u64 {
+        self.logs[worker].ticks()
+    }
+
+    /// Restores the symbols of dead `worker` (already [`Self::reassign`]ed) at their new
+    /// owners: each first gets the snapshot of the symbols it takes (none: the worker had no
+    /// checkpoint yet, its log holds everything), then their logged ticks, in order, behind
+    /// what it was already sent. Returns the ticks replayed.
+    pub fn replay(&mut self, worker: usize, snapshot: Option<&Snapshot>, out: &mut impl Outbox) -> u64 {
+        let log = std::mem::take(&mut self.logs[worker]);
+        self.flush_all(out);
+        if let Some(snapshot) = snapshot {
+            let mut per_owner: BTreeMap<usize, Vec<cep_core::rescale::MovedSymbol>> = BTreeMap::new();
+            for moved in &snapshot.symbols {
+                if let Some(route) = self.owners.get(moved.symbol.as_bytes()) {
+                    per_owner.entry(route.worker).or_default().push(moved.clone());
+                }
+            }
+            for (to, symbols) in per_owner {
+                let restore = Restore { from: worker as u32, symbols, engine: snapshot.engine.clone() };
+                out.send(Peer::Worker(to as u32), &restore.encode(ROUTER_SENDER));
+            }
+        }
+        let mut replayed = 0;
+        let mut decoded = std::mem::take(&mut self.decoded);
+        for frame in log.batches() {
+            // The router wrote these frames itself.
+            let Ok(frame) = cep_core::frame::Frame::read(frame, usize::MAX) else { continue };
+            let Ok(batch) = frame.ticks(&mut decoded) else { continue };
+            for tick in batch.records {
+                let Some(to) = self.owners.get(batch.symbol(tick)).map(|route| route.worker) else { continue };
+                self.routed[tick.injector as usize][to] += 1;
+                replayed += 1;
+                let writer = &mut self.batches[to];
+                writer.push_encoded(batch.encoded(tick), tick.t_router_in);
+                if writer.len() >= self.batch_limit {
+                    self.flush(to, out);
+                }
+            }
+        }
+        self.decoded = decoded;
+        self.flush_all(out);
+        replayed
     }
 
     /// Whether every stream has ended (and its end markers went out).
@@ -142,6 +244,7 @@ impl DataPath {
     pub fn add_worker(&mut self, out: &mut impl Outbox) -> usize {
         self.batches.push(TickBatchWriter::new(ROUTER_SENDER));
         self.retired.push(false);
+        self.logs.push(ReplayLog::default());
         for routed in &mut self.routed {
             routed.push(0);
         }
@@ -209,8 +312,13 @@ impl DataPath {
         self.flush(to, out);
         let mut total = 0;
         for mut batch in held.batches {
-            total += batch.len() as u64;
-            out.send(Peer::Worker(to as u32), batch.seal(out.now()));
+            let ticks = batch.len();
+            total += ticks as u64;
+            let frame = batch.seal(out.now());
+            if self.logging {
+                self.logs[to].batch(frame, ticks);
+            }
+            out.send(Peer::Worker(to as u32), frame);
         }
         for (stream, count) in held.per_stream {
             self.routed[stream as usize][to] += count;
@@ -415,7 +523,12 @@ impl DataPath {
         if batch.is_empty() {
             return;
         }
-        out.send(Peer::Worker(worker as u32), batch.seal(out.now()));
+        let ticks = batch.len();
+        let frame = batch.seal(out.now());
+        if self.logging {
+            self.logs[worker].batch(frame, ticks);
+        }
+        out.send(Peer::Worker(worker as u32), frame);
         batch.clear();
     }
 

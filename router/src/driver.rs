@@ -51,6 +51,9 @@ pub enum RouterError {
         /// Who was still missing.
         missing: String,
     },
+    /// Every worker died.
+    #[error("{0}")]
+    NoWorkerLeft(String),
     /// Asked to stop before the run started.
     #[error("shut down before the cluster was complete ({0})")]
     ShutdownBeforeStart(String),
@@ -66,7 +69,11 @@ pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterRepo
 pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterReport, RouterError> {
     config.validate().map_err(RouterError::Config)?;
     let source = cep_query::RulesSource::load(config.rules.as_deref()).map_err(RouterError::Rules)?;
-    let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
+    let options = SocketOptions {
+        high_water_mark: config.hwm,
+        failure_timeout: Some(config.failure_timeout),
+        ..SocketOptions::default()
+    };
     let control = ControlServer::bind(context, &config.control)?;
     let input = Pull::bind(context, &config.listen, &options)?;
     if let Some(path) = &config.announce {
@@ -94,6 +101,8 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         slice_symbols: config.move_slice,
         max_held_ticks: config.max_held,
         move_timeout_ns: u64::try_from(config.move_timeout.as_nanos()).unwrap_or(u64::MAX),
+        checkpoint_every_ns: u64::try_from(config.checkpoint_every.as_nanos()).unwrap_or(u64::MAX),
+        max_replay_bytes: config.max_replay,
     };
     let mut router = Router::new(settings, Deployments::start(&source).map_err(RouterError::Rules)?);
     gather(&mut router, &control, &config, &shutdown, &metrics)?;
@@ -139,13 +148,15 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
                 router.tick(monotonic_ns(), &mut out);
             }
             if last_control.elapsed() > Duration::from_millis(100) {
+                out.check_peers();
                 router.publish(&metrics);
                 last_control = Instant::now();
             }
         }
+        fail_over(&mut router, &mut out)?;
         out.check()?;
         let done = router.all_ended() || shutdown.load(Ordering::Relaxed);
-        Ok::<_, TransportError>(if done { Flow::Stop } else { Flow::Continue })
+        Ok::<_, RouterError>(if done { Flow::Stop } else { Flow::Continue })
     })?;
     // What is batched must reach the workers (a failure here fails the run); the report is
     // then only the collector's to miss.
@@ -165,6 +176,10 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
             router.control(client, &body, monotonic_ns(), &mut out);
         }
+        // A worker that dies now: the collector must not wait for its report.
+        out.check_peers();
+        fail_over(&mut router, &mut out)?;
+        out.check()?;
     }
     if !router.collector_finished() && !shutdown.load(Ordering::Relaxed) {
         warn!(waited = ?config.end_timeout, "the collector never said it had everything; ending anyway");
@@ -186,6 +201,23 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     let rejected: u64 = report.rejected.values().sum();
     info!(routed = report.routed, rejected, "router done");
     Ok(report)
+}
+
+/// Fails over every worker found dead (failing one over sends to the others, which may be
+/// found dead in turn); an error when none is left.
+fn fail_over(router: &mut Router, out: &mut SocketOutbox<'_>) -> Result<(), RouterError> {
+    loop {
+        let lost = out.take_lost();
+        if lost.is_empty() {
+            return Ok(());
+        }
+        for (worker, reason) in lost {
+            if let Err(error) = router.worker_lost(worker, &reason, out) {
+                router.finish(out);
+                return Err(RouterError::NoWorkerLeft(error));
+            }
+        }
+    }
 }
 
 /// Serves registrations (and deployments) until the cluster is complete.

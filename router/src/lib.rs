@@ -18,6 +18,7 @@ pub mod control;
 pub mod data_path;
 pub mod deploying;
 pub mod driver;
+pub mod failover;
 pub mod metrics;
 pub mod rendezvous;
 pub mod rescaling;

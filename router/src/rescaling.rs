@@ -54,6 +54,8 @@ pub enum MemberState {
     Leaving,
     /// Gone: it owns nothing and takes nothing.
     Left,
+    /// Died: its symbols went to the others.
+    Failed,
 }
 
 impl MemberState {
@@ -63,6 +65,7 @@ impl MemberState {
             MemberState::Joining => "joining",
             MemberState::Leaving => "leaving",
             MemberState::Left => "left",
+            MemberState::Failed => "failed",
         }
     }
 }
@@ -81,6 +84,13 @@ struct Member {
     unreached_since: Option<u64>,
     /// Dropped because it never answered its Welcome.
     never_reached: bool,
+}
+
+impl Member {
+    /// Whether it left or died.
+    fn gone(&self) -> bool {
+        matches!(self.state, MemberState::Left | MemberState::Failed)
+    }
 }
 
 /// One (old owner, new owner) pair of a slice.
@@ -182,7 +192,7 @@ impl Rescaling {
     /// (the caller adds it to the data path and sends it Welcome); once it has answered
     /// ([`Self::reached`]) its share moves to it, after the rescales before it.
     pub fn join(&mut self, id: &str, now: u64) -> Result<usize, String> {
-        if self.members.iter().any(|m| m.id == id && m.state != MemberState::Left) {
+        if self.members.iter().any(|m| m.id == id && !m.gone()) {
             return Err(format!("worker id `{id}` is already a member of the running cluster"));
         }
         if self.members.len() >= MAX_MEMBERS {
@@ -237,9 +247,8 @@ impl Rescaling {
     /// Asks `id` to leave: its symbols move to the others, then it retires. Refused for an
     /// unknown worker, one already leaving or gone, or the last one that would remain.
     pub fn leave(&mut self, id: &str) -> Result<usize, String> {
-        let Some(index) = self.members.iter().position(|m| m.id == id && m.state != MemberState::Left) else {
-            let known: Vec<&str> =
-                self.members.iter().filter(|m| m.state != MemberState::Left).map(|m| m.id.as_str()).collect();
+        let Some(index) = self.members.iter().position(|m| m.id == id && !m.gone()) else {
+            let known: Vec<&str> = self.members.iter().filter(|m| !m.gone()).map(|m| m.id.as_str()).collect();
             return Err(format!("no worker `{id}` in the cluster (members: {})", known.join(", ")));
         };
         match self.members[index].state {
@@ -391,6 +400,14 @@ impl Rescaling {
         if now < deadline {
             return;
         }
+        let waited = std::time::Duration::from_nanos(self.move_timeout_ns);
+        self.give_up(&format!("within {waited:?}"), path, out);
+    }
+
+    /// Gives up the slice in flight (`why` its state did not come) and the rest of the
+    /// rescale: the slice's symbols go on at their new owners from empty windows.
+    fn give_up(&mut self, why: &str, path: &mut DataPath, out: &mut impl Outbox) {
+        let Some(rescale) = self.current.as_mut() else { return };
         let mut lost = Vec::new();
         let mut silent = Vec::new();
         for (part, Part { from, to, symbols }) in std::mem::take(&mut rescale.parts) {
@@ -405,11 +422,10 @@ impl Rescaling {
         out.event(Event::RescaleAbandoned {
             worker: self.members[rescale.worker].id.clone(),
             reason: format!(
-                "{} did not hand off the state of {} symbols within {:?} ({}); their windows are lost and they \
+                "{} did not hand off the state of {} symbols {why} ({}); their windows are lost and they \
                  go on empty at their new owners; {left} symbols not yet moved stay where they are",
                 silent.join(", "),
                 lost.len(),
-                std::time::Duration::from_nanos(self.move_timeout_ns),
                 lost.join(" ")
             ),
         });
@@ -465,11 +481,65 @@ impl Rescaling {
         });
     }
 
+    /// Worker `worker` died (`why`): a rescale in progress is given up, its queued rescales
+    /// dropped, and it leaves the ring. Returns false if it was not a live member (then
+    /// nothing changes), or an error if no worker would be left on the ring.
+    pub fn fail(
+        &mut self,
+        worker: usize,
+        why: &str,
+        path: &mut DataPath,
+        out: &mut impl Outbox,
+    ) -> Result<bool, String> {
+        let Some(member) = self.members.get(worker).filter(|m| !m.gone() && !m.never_reached) else {
+            return Ok(false);
+        };
+        let survivors = self.members.iter().enumerate().filter(|(i, m)| *i != worker && m.on_ring && !m.gone()).count();
+        if survivors == 0 && member.on_ring {
+            return Err(format!("worker {} died and no worker is left to take its symbols", member.id));
+        }
+        let mut queue = std::mem::take(&mut self.queue);
+        queue.retain(|(_, queued)| *queued != worker);
+        if self.current.is_some() {
+            self.give_up(why, path, out);
+        }
+        // A give-up may put a leaving worker back on the ring; a dead one is off it for good.
+        let member = &mut self.members[worker];
+        member.state = MemberState::Failed;
+        member.unreached_since = None;
+        member.on_ring = false;
+        self.retired += 1;
+        path.set_ring(&self.ring(), self.vnodes);
+        self.queue = queue;
+        Ok(true)
+    }
+
+    /// The active workers on the ring (those a checkpoint covers), by index.
+    pub fn active(&self) -> std::collections::BTreeSet<usize> {
+        self.members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.on_ring && m.state == MemberState::Active)
+            .map(|(index, _)| index)
+            .collect()
+    }
+
+    /// The workers that died, by index.
+    pub fn failed(&self) -> Vec<u32> {
+        (0..self.members.len() as u32).filter(|i| self.members[*i as usize].state == MemberState::Failed).collect()
+    }
+
+    /// A member's id.
+    pub fn id(&self, worker: usize) -> &str {
+        &self.members[worker].id
+    }
+
     /// The membership for the metrics.
     pub fn membership(&self, path: &DataPath) -> crate::metrics::Membership {
         let routed = self.routed_per_member(path);
-        let states = [MemberState::Active, MemberState::Joining, MemberState::Leaving, MemberState::Left]
-            .map(|state| (state.name(), self.members.iter().filter(|m| m.state == state).count() as u64));
+        let states =
+            [MemberState::Active, MemberState::Joining, MemberState::Leaving, MemberState::Left, MemberState::Failed]
+                .map(|state| (state.name(), self.members.iter().filter(|m| m.state == state).count() as u64));
         crate::metrics::Membership {
             routed: self.members.iter().map(|m| m.id.clone()).zip(routed).collect(),
             states: states.to_vec(),

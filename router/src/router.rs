@@ -8,10 +8,12 @@
 use crate::control::{ClientId, Control};
 use crate::data_path::{DataPath, ROUTER_SENDER};
 use crate::deploying::Deployments;
+use crate::failover::Checkpoints;
 use crate::rendezvous::{Rendezvous, WorkerCount};
 use crate::rescaling::Rescaling;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register, Role, WorkerInfo, MAX_CONTROL_FRAME_BYTES};
+use cep_core::failover::{Snapshot, WorkerFailed};
 use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{ClockReport, RouterReport};
@@ -71,6 +73,11 @@ pub struct RouterSettings {
     pub max_held_ticks: usize,
     /// How long (ns) a slice's state may take before the router gives it up.
     pub move_timeout_ns: u64,
+    /// Checkpoint interval (ns); 0: no checkpoints, and a dead worker's state is lost.
+    pub checkpoint_every_ns: u64,
+    /// Bytes of replay logs beyond which the router reads no input until a checkpoint
+    /// completes.
+    pub max_replay_bytes: usize,
 }
 
 /// Where the started run's data goes: the driver connects to these before
@@ -96,6 +103,7 @@ pub struct Router {
     /// Injectors that joined the running cluster: (client, first stream, streams).
     late_injectors: Vec<(ClientId, u32, u32)>,
     workers: Vec<WorkerInfo>,
+    checkpoints: Checkpoints,
 }
 
 impl Router {
@@ -111,6 +119,7 @@ impl Router {
             joiner_ready: None,
             late_injectors: Vec::new(),
             workers: Vec::new(),
+            checkpoints: Checkpoints::new(0, 0, 0),
         }
     }
 
@@ -121,7 +130,11 @@ impl Router {
             let kind = Frame::read(body, MAX_CONTROL_FRAME_BYTES).map(|frame| frame.kind());
             if matches!(
                 kind,
-                Ok(FrameKind::StatusRequest | FrameKind::Leave | FrameKind::SymbolState | FrameKind::Reached)
+                Ok(FrameKind::StatusRequest
+                    | FrameKind::Leave
+                    | FrameKind::SymbolState
+                    | FrameKind::Reached
+                    | FrameKind::Snapshot)
             ) {
                 let reason = format!("the run has not started: waiting for {}", self.waiting_for());
                 return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
@@ -154,6 +167,17 @@ impl Router {
                 Ok(_) => Err("a Reached frame must come from the worker it names".into()),
                 Err(error) => Err(format!("bad reached frame: {error}")),
             },
+            FrameKind::Snapshot => {
+                frame.body::<Snapshot>().map_err(|error| format!("bad snapshot frame: {error}")).and_then(|snapshot| {
+                    let (worker, id) = (snapshot.from as usize, snapshot.id);
+                    if frame.sender() != snapshot.from {
+                        return Err("a snapshot must come from the worker it names".into());
+                    }
+                    self.checkpoints.snapshot(worker, snapshot)?;
+                    path.release_log(worker, id);
+                    Ok(StateTaken.encode(ROUTER_SENDER))
+                })
+            }
             FrameKind::StatusRequest => {
                 let status = rescaling.status(Some(path), now, self.settings.streams);
                 Ok(status.encode(ROUTER_SENDER))
@@ -171,6 +195,11 @@ impl Router {
             FrameKind::Deploy if rescaling.busy() => {
                 Err("a worker is joining or leaving; deploy again once the rescale has finished".into())
             }
+            FrameKind::Deploy => {
+                // The replay logs do not record a rule switch: every checkpoint is stale.
+                self.checkpoints.invalidate();
+                return self.control.serve(client, body, now, Some(path), out);
+            }
             _ => return self.control.serve(client, body, now, Some(path), out),
         };
         let answer = answer.unwrap_or_else(|reason| {
@@ -179,6 +208,15 @@ impl Router {
         });
         out.send(Peer::Client(client), &answer);
         self.count_retirements();
+        self.note_rescaling();
+    }
+
+    /// State moving between workers is not in the replay logs: once a rescale starts, no
+    /// checkpoint is current until the next one after it.
+    fn note_rescaling(&mut self) {
+        if self.rescaling.as_ref().is_some_and(Rescaling::busy) {
+            self.checkpoints.invalidate();
+        }
     }
 
     /// Workers that retired will not ask for the end of the run.
@@ -205,6 +243,7 @@ impl Router {
         out.send(Peer::Worker(index as u32), &Welcome { index: index as u32 }.encode(ROUTER_SENDER));
         let added = path.add_worker(out);
         debug_assert_eq!(added, index);
+        self.checkpoints.add_worker();
         self.control.node_joined();
         let mut ready = self.joiner_ready.clone().expect("running");
         ready.assigned = index as u32;
@@ -271,14 +310,108 @@ impl Router {
     pub fn tick(&mut self, now: u64, out: &mut impl Outbox) {
         if let (Some(path), Some(rescaling)) = (self.path.as_mut(), self.rescaling.as_mut()) {
             rescaling.tick(now, path, out);
+            if rescaling.busy() {
+                // State moving between workers is not in the replay logs.
+                self.checkpoints.invalidate();
+            } else {
+                self.checkpoint(now, out);
+            }
         }
         self.count_retirements();
+    }
+
+    /// Starts a checkpoint round when one is due (or the replay logs are full), and gives up
+    /// one whose snapshots are overdue.
+    fn checkpoint(&mut self, now: u64, out: &mut impl Outbox) {
+        let (Some(path), Some(rescaling)) = (self.path.as_mut(), self.rescaling.as_ref()) else { return };
+        if let Some((id, silent)) = self.checkpoints.overdue(now) {
+            let full = path.replay_bytes() >= self.settings.max_replay_bytes;
+            let names: Vec<&str> = silent.iter().map(|worker| rescaling.id(*worker)).collect();
+            out.event(Event::CheckpointTrouble {
+                reason: format!(
+                    "checkpoint {id} given up: no snapshot from {}{}",
+                    names.join(", "),
+                    if full { "; their replay logs are full and dropped: they cannot fail over exactly until the next checkpoint" } else { "" }
+                ),
+            });
+            if full {
+                for worker in silent {
+                    path.drop_log(worker);
+                    self.checkpoints.forget(worker);
+                }
+            }
+        }
+        let full = path.replay_bytes() >= self.settings.max_replay_bytes;
+        let due = self.checkpoints.due(now) || (full && self.checkpoints.enabled() && !self.checkpoints.in_flight());
+        if !due || path.input_ended() {
+            return;
+        }
+        let workers = rescaling.active();
+        let id = self.checkpoints.start_round(workers.clone(), now);
+        for worker in workers {
+            path.barrier(worker, id, out);
+        }
+    }
+
+    /// Worker `worker` is dead (`reason`): its symbols go to the others, restored from its
+    /// last checkpoint and replayed when that is current, from empty state otherwise; the
+    /// collector is told first. An error when no worker is left to take them.
+    pub fn worker_lost(&mut self, worker: u32, reason: &str, out: &mut impl Outbox) -> Result<(), String> {
+        let (Some(path), Some(rescaling)) = (self.path.as_mut(), self.rescaling.as_mut()) else { return Ok(()) };
+        let worker = worker as usize;
+        let why = format!("because worker {} died ({reason})", self.workers.get(worker).map_or("?", |w| &w.id));
+        // Its state is known only if no stream ended (survivors may have closed it) and no
+        // rescale or rule switch since its snapshot.
+        let restore = if path.any_ended() || rescaling.busy() { None } else { self.checkpoints.restorable(worker) };
+        let restore = restore.map(|snapshot| snapshot.cloned());
+        if !rescaling.fail(worker, &why, path, out)? {
+            return Ok(());
+        }
+        self.checkpoints.forget(worker);
+        let moved = path.reassign(worker);
+        let snapshot = restore.as_ref().and_then(Option::as_ref);
+        let record = WorkerFailed {
+            worker: rescaling.id(worker).to_string(),
+            index: worker as u32,
+            reason: reason.to_string(),
+            detected_ns: out.now(),
+            recovered: restore.is_some(),
+            checkpoint: snapshot.map_or(0, |s| s.id),
+            processed: snapshot.map(|s| s.processed.clone()).unwrap_or_default(),
+            outputs: snapshot.map_or(0, |s| s.outputs),
+            replayed: if restore.is_some() { path.logged_ticks(worker) } else { 0 },
+            state_lost: if restore.is_some() { Vec::new() } else { moved.iter().map(|(s, _, _)| s.clone()).collect() },
+            moved,
+        };
+        // Before any replayed output can exist.
+        out.send(Peer::Collector, &record.encode(ROUTER_SENDER));
+        let replayed = match &restore {
+            Some(snapshot) => path.replay(worker, snapshot.as_ref(), out),
+            None => {
+                path.drop_log(worker);
+                0
+            }
+        };
+        out.event(Event::WorkerFailed {
+            worker: record.worker,
+            reason: reason.to_string(),
+            symbols: record.moved.len() as u64,
+            recovered: record.recovered,
+            replayed,
+        });
+        rescaling.step(path, out);
+        self.count_retirements();
+        self.note_rescaling();
+        Ok(())
     }
 
     /// Whether the router may read more input: false while too many ticks are held for
     /// moving symbols (the injectors then wait: lossless back-pressure).
     pub fn accepting_input(&self) -> bool {
-        self.path.as_ref().is_none_or(|path| path.held_ticks() < self.settings.max_held_ticks)
+        self.path.as_ref().is_none_or(|path| {
+            path.held_ticks() < self.settings.max_held_ticks
+                && (!self.checkpoints.enabled() || path.replay_bytes() < self.settings.max_replay_bytes)
+        })
     }
 
     /// Whether a worker is joining or leaving (the driver then serves control requests
@@ -325,13 +458,19 @@ impl Router {
             self.settings.move_timeout_ns,
         ));
         self.joiner_ready = start.answers.first().map(|(_, ready)| ready.clone());
-        self.path = Some(DataPath::new(
+        let mut path = DataPath::new(
             &ids,
             self.settings.vnodes,
             self.settings.streams,
             self.settings.batch,
             self.settings.max_frame_bytes,
-        ));
+        );
+        self.checkpoints =
+            Checkpoints::new(ids.len(), self.settings.checkpoint_every_ns, self.settings.move_timeout_ns);
+        if self.checkpoints.enabled() {
+            path.keep_replay_logs();
+        }
+        self.path = Some(path);
         self.answers = start.answers;
         Start { workers: start.workers, collector: start.collector }
     }
@@ -400,6 +539,7 @@ impl Router {
             routed: path.map_or(0, DataPath::routed_total),
             rejected: path.map(|p| p.rejections().counts().clone()).unwrap_or_default(),
             workers: self.rescaling.as_ref().map(Rescaling::reported_ids).unwrap_or_default(),
+            failed: self.rescaling.as_ref().map(Rescaling::failed).unwrap_or_default(),
         }
     }
 
@@ -458,6 +598,8 @@ mod tests {
             slice_symbols: 2,
             max_held_ticks: 1000,
             move_timeout_ns: 1_000,
+            checkpoint_every_ns: 0,
+            max_replay_bytes: 1 << 30,
         };
         let source = cep_query::RulesSource::reference();
         let mut router = Router::new(settings, Deployments::start(&source).unwrap());

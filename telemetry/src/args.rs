@@ -168,6 +168,15 @@ pub fn high_water_mark(hwm: i32) -> Result<(), String> {
     Ok(())
 }
 
+/// A role configuration's check of `--failure-timeout`: long enough that a peer that is
+/// merely busy is never taken for dead.
+pub fn failure_timeout(timeout: std::time::Duration) -> Result<(), String> {
+    if timeout < std::time::Duration::from_millis(10) {
+        return Err(format!("--failure-timeout must be at least 10ms, got {timeout:?}"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use cep_collector::intervals::IntervalRecorder;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register, Role};
 use cep_core::frame::{AwaitEnd, Body, Frame, RunFinished};
-use cep_core::outbox::{Event, Peer, Recorded};
+use cep_core::outbox::{Event, Outbox, Peer, Recorded};
 use cep_core::report::{EndOfStream, RouterReport, WorkerReport};
 use cep_core::results::Summary;
 use cep_core::wire::{FrameKind, TickBatchWriter};
@@ -25,6 +25,8 @@ const EPOCH_NS: u64 = 1_700_000_000_000_000_000;
 const START_DELAY_NS: u64 = 1_000_000;
 /// How often the collector checks its idle time-out.
 const TIMER_NS: u64 = 100_000_000;
+/// How often the router's timer runs (moves given up, checkpoints due).
+const ROUTER_TIMER_NS: u64 = 10_000_000;
 /// How often a worker reports its progress, as its driver does.
 const PROGRESS_NS: u64 = 500_000_000;
 /// How long a frame held back for a reorder waits for a frame to overtake it.
@@ -118,6 +120,8 @@ enum Scheduled {
     },
     Timer(Member),
     InjectorStep(u32),
+    /// The router notices that this worker died.
+    Detect(usize),
     /// A frame held back for a reorder is sent anyway if no frame overtook it by now.
     Release {
         from: Member,
@@ -209,6 +213,8 @@ impl LocalCluster {
             slice_symbols: spec.move_slice,
             max_held_ticks: usize::MAX,
             move_timeout_ns: spec.move_timeout_ns,
+            checkpoint_every_ns: spec.checkpoint_every_ns,
+            max_replay_bytes: usize::MAX,
         };
         let router = Router::new(settings, Deployments::start(&source).expect("the spec's rules check"));
         let sources = model(spec.seed, spec.symbols, spec.streams as usize, None);
@@ -254,9 +260,14 @@ impl LocalCluster {
         self.now
     }
 
-    /// Kills `member` now: it handles nothing more, and what is sent to it is lost.
+    /// Kills `member` now: it handles nothing more, and what is sent to it is lost. A dead
+    /// worker is noticed by the router after the spec's failure time-out, as its heartbeats
+    /// would.
     pub fn kill(&mut self, member: Member) {
         self.dead.insert(member);
+        if let Member::Worker(index) = member {
+            self.schedule(self.now + self.spec.failure_timeout_ns, Scheduled::Detect(index));
+        }
     }
 
     /// Pauses `member` for `pause` of virtual time: what arrives meanwhile waits, in order.
@@ -335,6 +346,20 @@ impl LocalCluster {
             Scheduled::Deliver { from, to, payload } => self.deliver(from, to, payload),
             Scheduled::Timer(member) => self.timer(member),
             Scheduled::InjectorStep(stream) => self.injector_step(stream),
+            Scheduled::Detect(index) => {
+                // Also once every stream ended: the collector must not wait for its report.
+                let mut out = self.outbox();
+                let lost = self.router.worker_lost(index as u32, "killed by the test", &mut out);
+                if let Err(reason) = lost {
+                    // As the router's driver does: it reports and ends.
+                    out.event(Event::Refused { who: "the run".into(), reason });
+                    if self.router_report.is_none() {
+                        self.router_report = Some(self.router.finish(&mut out));
+                    }
+                }
+                self.route_from(Member::Router, out);
+                self.maybe_finish_router();
+            }
             Scheduled::Release { from, to, control } => {
                 let link = self.links.get_mut(&(from, to, control)).expect("a held frame's link exists");
                 if let Some(payload) = link.held.take() {
@@ -589,7 +614,7 @@ impl LocalCluster {
         // driver reports a measured one (the router's first frame to the collector).
         self.router.announce(Some(OffsetEstimate { offset_ns: 0, uncertainty_ns: 0 }), &mut out);
         self.route_from(Member::Router, out);
-        self.schedule(self.now + TIMER_NS, Scheduled::Timer(Member::Router));
+        self.schedule(self.now + ROUTER_TIMER_NS, Scheduled::Timer(Member::Router));
     }
 
     fn worker_answer(&mut self, index: usize, answer: &[u8]) {
@@ -658,7 +683,7 @@ impl LocalCluster {
                 self.route_from(member, out);
                 self.maybe_finish_router();
                 if self.router_report.is_none() {
-                    self.schedule(self.now + TIMER_NS, Scheduled::Timer(member));
+                    self.schedule(self.now + ROUTER_TIMER_NS, Scheduled::Timer(member));
                 }
             }
             Member::Collector => {

@@ -144,6 +144,10 @@ pub struct ClusterSpec {
     pub move_slice: usize,
     /// How long the router waits for a slice's state before it gives the move up.
     pub move_timeout_ns: u64,
+    /// Checkpoint interval (virtual ns; 0: none).
+    pub checkpoint_every_ns: u64,
+    /// How long after a worker dies the router notices (virtual ns), as heartbeats would.
+    pub failure_timeout_ns: u64,
 }
 
 impl Default for ClusterSpec {
@@ -162,6 +166,8 @@ impl Default for ClusterSpec {
             idle_timeout_ns: 30_000_000_000,
             move_slice: 8,
             move_timeout_ns: 1_000_000_000,
+            checkpoint_every_ns: 20_000_000,
+            failure_timeout_ns: 50_000_000,
         }
     }
 }

@@ -63,21 +63,40 @@ impl ControlServer {
 /// reading its input (the router may be blocked sending to it), and the answers are read when
 /// the worker looks. Answers come back in the order of the requests.
 pub struct ControlLink {
+    watch: Option<crate::liveness::PeerWatch>,
     socket: zmq::Socket,
+    endpoint: String,
     /// The kind byte of each request not answered yet, oldest first.
     pending: std::cell::RefCell<std::collections::VecDeque<u8>>,
 }
 
 impl ControlLink {
-    /// Connects to the router's control endpoint.
-    pub fn connect(context: &Context, endpoint: &str) -> Result<ControlLink, TransportError> {
+    /// Connects to the router's control endpoint; with a `failure_timeout`, the router is
+    /// watched ([`ControlLink::check_alive`]).
+    pub fn connect(
+        context: &Context,
+        endpoint: &str,
+        failure_timeout: Option<Duration>,
+    ) -> Result<ControlLink, TransportError> {
         let socket = context.socket(zmq::DEALER).map_err(socket_err("create DEALER socket"))?;
         socket.set_linger(1000).map_err(socket_err("set linger"))?;
         socket.set_maxmsgsize(MAX_CONTROL_FRAME_BYTES as i64).map_err(socket_err("set maximum message size"))?;
+        let watch = failure_timeout
+            .map(|timeout| crate::liveness::PeerWatch::attach(context, &socket, endpoint, timeout))
+            .transpose()?;
         socket
             .connect(endpoint)
             .map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
-        Ok(ControlLink { socket, pending: Default::default() })
+        Ok(ControlLink { socket, endpoint: endpoint.to_string(), watch, pending: Default::default() })
+    }
+
+    /// Fails with [`TransportError::PeerLost`] once the router has been unreachable for
+    /// longer than the failure time-out.
+    pub fn check_alive(&self) -> Result<(), TransportError> {
+        match self.watch.as_ref().and_then(crate::liveness::PeerWatch::lost) {
+            Some(down_for) => Err(TransportError::PeerLost { peer: self.endpoint.clone(), down_for }),
+            None => Ok(()),
+        }
     }
 
     /// Sends one request (as a REQ envelope, so the router serves it like any other); blocks
@@ -87,6 +106,7 @@ impl ControlLink {
             match self.socket.send_multipart([&[][..], body], zmq::DONTWAIT) {
                 Ok(()) => break,
                 Err(zmq::Error::EAGAIN) if !stop.load(Ordering::Relaxed) => {
+                    self.check_alive()?;
                     std::thread::sleep(Duration::from_millis(1))
                 }
                 Err(source) => return Err(TransportError::Socket { what: "send control request", source }),
@@ -167,7 +187,7 @@ mod tests {
     fn a_request_larger_than_any_control_frame_never_reaches_the_server() {
         let context = Context::new();
         let server = ControlServer::bind(&context, "tcp://127.0.0.1:*").unwrap();
-        let link = ControlLink::connect(&context, server.endpoint()).unwrap();
+        let link = ControlLink::connect(&context, server.endpoint(), None).unwrap();
         let never = AtomicBool::new(false);
         link.send(&vec![0u8; MAX_CONTROL_FRAME_BYTES + 1], &never).unwrap();
         link.send(b"small", &never).unwrap();

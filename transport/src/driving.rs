@@ -73,6 +73,10 @@ pub struct SocketOutbox<'s> {
     connector: Option<(&'s crate::Context, crate::SocketOptions)>,
     shutdown: &'s AtomicBool,
     failed: Option<TransportError>,
+    /// Workers found dead (by index, with the reason), not yet taken by the driver; nothing
+    /// more is sent to them.
+    lost: Vec<(u32, String)>,
+    dead: Vec<bool>,
 }
 
 impl<'s> SocketOutbox<'s> {
@@ -83,7 +87,18 @@ impl<'s> SocketOutbox<'s> {
         control: Option<&'s ControlServer>,
         shutdown: &'s AtomicBool,
     ) -> Self {
-        SocketOutbox { workers, collector, control, router: None, connector: None, shutdown, failed: None }
+        let dead = vec![false; workers.len()];
+        SocketOutbox {
+            workers,
+            collector,
+            control,
+            router: None,
+            connector: None,
+            shutdown,
+            failed: None,
+            lost: Vec::new(),
+            dead,
+        }
     }
 
     /// Sends [`Peer::Router`] frames as requests on `link`, without waiting for the answers
@@ -102,6 +117,32 @@ impl<'s> SocketOutbox<'s> {
     /// The workers' sockets, by index.
     pub fn workers(&self) -> &[Push] {
         &self.workers
+    }
+
+    /// Asks whether each worker and the collector are alive ([`Push::check_alive`]): a dead
+    /// worker is set aside for [`Self::take_lost`]; a dead collector fails the next check.
+    pub fn check_peers(&mut self) {
+        for index in 0..self.workers.len() {
+            if !self.dead[index] {
+                if let Err(error) = self.workers[index].check_alive() {
+                    self.worker_lost(index, error);
+                }
+            }
+        }
+        if let Some(Err(error)) = self.collector.map(Push::check_alive) {
+            self.failed.get_or_insert(error);
+        }
+    }
+
+    fn worker_lost(&mut self, index: usize, error: TransportError) {
+        self.dead[index] = true;
+        self.workers[index].shorten_linger(std::time::Duration::ZERO);
+        self.lost.push((index as u32, error.to_string()));
+    }
+
+    /// The workers found dead since the last call: (index, why).
+    pub fn take_lost(&mut self) -> Vec<(u32, String)> {
+        std::mem::take(&mut self.lost)
     }
 
     /// The first send that failed since the last check, if one did.
@@ -139,8 +180,18 @@ impl Outbox for SocketOutbox<'_> {
             return;
         }
         let push = push.unwrap_or_else(|| panic!("a core sent to {to:?}, which has no socket here"));
-        if let Err(error) = push.send(frame, self.shutdown) {
-            self.failed = Some(error);
+        let worker = match to {
+            Peer::Worker(index) => Some(index as usize),
+            _ => None,
+        };
+        if worker.is_some_and(|index| self.dead[index]) {
+            return;
+        }
+        match (push.send(frame, self.shutdown), worker) {
+            (Ok(()), _) => {}
+            // A dead worker fails over; the run goes on.
+            (Err(error @ TransportError::PeerLost { .. }), Some(index)) => self.worker_lost(index, error),
+            (Err(error), _) => self.failed = Some(error),
         }
     }
 
@@ -152,7 +203,10 @@ impl Outbox for SocketOutbox<'_> {
         let (context, options) = self.connector.as_ref().expect("a core connected a worker without a connector");
         assert_eq!(index as usize, self.workers.len(), "workers join with the next index");
         match Push::connect(context, endpoint, options) {
-            Ok(push) => self.workers.push(push),
+            Ok(push) => {
+                self.workers.push(push);
+                self.dead.push(false);
+            }
             Err(error) => {
                 if self.failed.is_none() {
                     self.failed = Some(error);

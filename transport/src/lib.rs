@@ -11,6 +11,7 @@
 pub mod clock;
 pub mod control;
 pub mod driving;
+pub mod liveness;
 pub mod socket;
 
 pub use socket::{advertise_host, advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};

@@ -54,6 +54,14 @@ pub enum TransportError {
         /// Why the answer was rejected.
         reason: String,
     },
+    /// The peer has been unreachable for longer than the failure time-out: it is dead.
+    #[error("{peer} has been unreachable for {down_for:.1?}: it is taken for dead")]
+    PeerLost {
+        /// The endpoint of the peer.
+        peer: String,
+        /// How long it had been unreachable.
+        down_for: Duration,
+    },
     /// The peer did not answer in time.
     #[error("no answer from {peer} within {timeout:?}")]
     Timeout {
@@ -76,11 +84,18 @@ pub struct SocketOptions {
     pub high_water_mark: i32,
     /// How long a closing socket may keep trying to deliver what it still holds.
     pub linger: Duration,
+    /// How long a connected peer may be unreachable before it is taken for dead
+    /// ([`crate::liveness`]); `None`: never (a send then waits for it as long as it takes).
+    pub failure_timeout: Option<Duration>,
 }
 
 impl Default for SocketOptions {
     fn default() -> Self {
-        SocketOptions { high_water_mark: 1000, linger: Duration::from_secs(10) }
+        SocketOptions {
+            high_water_mark: 1000,
+            linger: Duration::from_secs(10),
+            failure_timeout: Some(crate::liveness::DEFAULT_FAILURE_TIMEOUT),
+        }
     }
 }
 
@@ -148,6 +163,7 @@ impl Pull {
 
 /// The sending end towards one peer (one thread owns it).
 pub struct Push {
+    watch: Option<crate::liveness::PeerWatch>,
     socket: zmq::Socket,
     peer: String,
 }
@@ -160,10 +176,14 @@ impl Push {
         apply(&socket, options)?;
         // A finite send time-out lets a blocked send notice a shutdown request.
         socket.set_sndtimeo(100).map_err(socket_err("set send time-out"))?;
+        let watch = options
+            .failure_timeout
+            .map(|timeout| crate::liveness::PeerWatch::attach(context, &socket, endpoint, timeout))
+            .transpose()?;
         socket
             .connect(endpoint)
             .map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
-        Ok(Push { socket, peer: endpoint.to_string() })
+        Ok(Push { socket, peer: endpoint.to_string(), watch })
     }
 
     /// Binds a PUSH socket (used by tests and benchmarks that play a fixed peer).
@@ -172,7 +192,21 @@ impl Push {
         apply(&socket, options)?;
         socket.set_sndtimeo(100).map_err(socket_err("set send time-out"))?;
         socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })?;
-        Ok(Push { socket, peer: endpoint.to_string() })
+        Ok(Push { socket, peer: endpoint.to_string(), watch: None })
+    }
+
+    /// The peer's endpoint.
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    /// Fails with [`TransportError::PeerLost`] once the peer has been unreachable for longer
+    /// than the failure time-out (the driver asks between frames; a blocked send asks too).
+    pub fn check_alive(&self) -> Result<(), TransportError> {
+        match self.watch.as_ref().and_then(crate::liveness::PeerWatch::lost) {
+            Some(down_for) => Err(TransportError::PeerLost { peer: self.peer.clone(), down_for }),
+            None => Ok(()),
+        }
     }
 
     /// Limits how long closing may wait to deliver what is still queued: on an interrupted
@@ -182,7 +216,7 @@ impl Push {
     }
 
     /// Sends one message, blocking while the peer's queue is full (lossless back-pressure).
-    /// Gives up only when `shutdown` is raised.
+    /// Gives up when `shutdown` is raised or the peer is dead ([`Push::check_alive`]).
     pub fn send(&self, bytes: &[u8], shutdown: &AtomicBool) -> Result<(), TransportError> {
         loop {
             match self.socket.send(bytes, 0) {
@@ -193,6 +227,10 @@ impl Push {
                         // do not let closing wait for it.
                         let _ = self.socket.set_linger(0);
                         return Err(TransportError::ShutdownWhileSending { peer: self.peer.clone() });
+                    }
+                    if let Err(lost) = self.check_alive() {
+                        let _ = self.socket.set_linger(0);
+                        return Err(lost);
                     }
                 }
                 Err(source) => return Err(TransportError::Socket { what: "send", source }),

@@ -1,7 +1,7 @@
 //! The worker's flags.
 
 use cep_core::duration::parse_duration;
-use cep_telemetry::args::{at_least_one, high_water_mark, Flags};
+use cep_telemetry::args::{at_least_one, failure_timeout, high_water_mark, Flags};
 use clap::Args;
 use std::time::Duration;
 
@@ -37,6 +37,10 @@ pub struct WorkerConfig {
     /// After its report: how long to keep the sockets open waiting for the end of the run.
     #[arg(long, env = "CEP_END_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub end_timeout: Duration,
+    /// How long the router or the collector may be unreachable before this worker takes it
+    /// for dead and stops (exit status non-zero, naming it).
+    #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
+    pub failure_timeout: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -51,6 +55,7 @@ impl Default for WorkerConfig {
             hwm: 1000,
             start_timeout: Duration::from_secs(60),
             end_timeout: Duration::from_secs(60),
+            failure_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -63,6 +68,7 @@ impl WorkerConfig {
         }
         at_least_one("batch", self.batch)?;
         at_least_one("max-frame-bytes", self.max_frame_bytes)?;
+        failure_timeout(self.failure_timeout)?;
         high_water_mark(self.hwm)
     }
 
@@ -78,6 +84,7 @@ impl WorkerConfig {
             .value("hwm", self.hwm)
             .duration("start-timeout", self.start_timeout)
             .duration("end-timeout", self.end_timeout)
+            .duration("failure-timeout", self.failure_timeout)
             .into_args()
     }
 
@@ -115,6 +122,7 @@ mod tests {
             hwm: 0,
             start_timeout: Duration::from_millis(300),
             end_timeout: Duration::from_secs(2),
+            failure_timeout: Duration::from_millis(900),
         };
         assert_eq!(parse_flags::<WorkerConfig>(&config.to_args()).unwrap(), config);
     }

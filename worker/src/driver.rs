@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 
 /// How often the worker reports its progress to the collector (and publishes its metrics).
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// How often the worker asks whether the router and the collector are alive.
+const LIVENESS_EVERY: Duration = Duration::from_millis(100);
 use tracing::info;
 
 /// Errors that stop a worker.
@@ -70,7 +73,11 @@ fn read_answers(link: &ControlLink, id: &str, stop: &AtomicBool) -> Result<bool,
         };
         let refused = || frame.body::<Refused>().map(|refused| refused.reason).unwrap_or_default();
         match (FrameKind::from_byte(asked), frame.kind()) {
-            (Some(FrameKind::SymbolState | FrameKind::Reached), FrameKind::StateTaken) => {}
+            (Some(FrameKind::SymbolState | FrameKind::Reached | FrameKind::Snapshot), FrameKind::StateTaken) => {}
+            (Some(FrameKind::Snapshot), FrameKind::Refused) => {
+                // A checkpoint the router dropped (a rescale began): the next one counts.
+                tracing::debug!(id, "the router did not take this worker's snapshot: {}", refused());
+            }
             (Some(FrameKind::Reached), FrameKind::Refused) => {
                 tracing::warn!(id, "the router did not take this worker's answer to its Welcome: {}", refused());
             }
@@ -119,7 +126,11 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
 pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerReport, WorkerError> {
     config.validate().map_err(WorkerError::Config)?;
     let id = config.worker_id();
-    let options = SocketOptions { high_water_mark: config.hwm, ..SocketOptions::default() };
+    let options = SocketOptions {
+        high_water_mark: config.hwm,
+        failure_timeout: Some(config.failure_timeout),
+        ..SocketOptions::default()
+    };
     let input = Pull::bind(context, &config.listen, &options)?;
     let host = advertise_host(&config.advertise, &config.router).map_err(WorkerError::Advertise)?;
     let endpoint = advertised_endpoint(input.endpoint(), &host);
@@ -141,7 +152,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     // Sockets give up on `stop`, not on the signal: a worker asked to stop first leaves the
     // cluster (its symbols move to the others), which takes sending.
     let stop = AtomicBool::new(false);
-    let link = ControlLink::connect(context, &config.router)?;
+    let link = ControlLink::connect(context, &config.router, options.failure_timeout)?;
     let mut out = SocketOutbox::new(Vec::new(), Some(&collector), None, &stop).with_router(&link);
     let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, &mut out)
         .map_err(WorkerError::Rules)?;
@@ -153,9 +164,16 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     let mut leaving = Leaving::No;
     let mut unreached = false;
     let started = Instant::now();
+    let mut last_look = Instant::now();
     receive_loop(&input, Duration::from_millis(50), |received| {
         if let Received::Frame { bytes, .. } = received {
             worker.handle(bytes, now_ns(), &mut out);
+        }
+        // A dead router or collector: nothing this worker does can reach the results.
+        if last_look.elapsed() >= LIVENESS_EVERY {
+            link.check_alive()?;
+            collector.check_alive()?;
+            last_look = Instant::now();
         }
         if last_progress.elapsed() >= PROGRESS_EVERY {
             worker.progress(&mut out);

@@ -4,6 +4,7 @@
 //! driver ([`crate::driver`]) does both, and unit tests drive it frame by frame.
 
 use cep_core::control::{Ready, RulesText};
+use cep_core::failover::{Checkpoint, Restore, Snapshot};
 use cep_core::frame::{Body, TickBatch};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{
@@ -172,6 +173,16 @@ impl Worker {
                     self.open_streams(opened, frame.sender());
                 }
             }
+            FrameKind::Checkpoint => {
+                if let Some(checkpoint) = self.rejections.decode::<Checkpoint>(&frame) {
+                    self.take_checkpoint(checkpoint.id, out);
+                }
+            }
+            FrameKind::Restore => {
+                if let Some(restore) = self.rejections.decode::<Restore>(&frame) {
+                    self.restore(&restore, frame.sender(), out);
+                }
+            }
             FrameKind::Retire => {
                 if let Some(retire) = self.rejections.decode::<Retire>(&frame) {
                     self.retired = Some(retire.routed);
@@ -290,6 +301,66 @@ impl Worker {
             symbols: state.symbols.len() as u64,
             bytes: state.engine.len() as u64,
             direction: "imported",
+        });
+    }
+
+    /// A checkpoint barrier: the state of every symbol (engine and order checks) and the
+    /// counts so far go to the router, which keeps them in case this worker dies.
+    fn take_checkpoint(&mut self, id: u64, out: &mut impl Outbox) {
+        let names: Vec<Vec<u8>> = self.engine.symbol_names().map(|name| name.as_bytes().to_vec()).collect();
+        let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+        let engine = self.engine.export_symbols(&names);
+        let symbols = names
+            .iter()
+            .filter_map(|name| {
+                let id = self.engine.symbol_id(name)?;
+                let track = self.symbols.get(id as usize)?;
+                Some(MovedSymbol {
+                    symbol: String::from_utf8_lossy(name).into_owned(),
+                    stream: track.stream,
+                    next_seq: track.next_seq,
+                })
+            })
+            .collect();
+        let processed =
+            self.streams.iter().enumerate().map(|(stream, state)| (stream as u32, state.processed)).collect();
+        let snapshot =
+            Snapshot { id, from: self.index, symbols, engine, processed, outputs: self.engine.outputs_total() };
+        out.send(Peer::Router, &snapshot.encode(self.index));
+    }
+
+    /// A dead worker's symbols, restored here from its snapshot: the engine takes the whole
+    /// snapshot and keeps the symbols given to this worker; their order checks go on from
+    /// the snapshot's. Their ticks since the snapshot follow.
+    fn restore(&mut self, restore: &Restore, sender: u32, out: &mut impl Outbox) {
+        let imported = match self.engine.import_symbols(&restore.engine) {
+            Ok(imported) => imported,
+            Err(error) => return self.rejections.reject("bad_state", Some(sender), &error),
+        };
+        let keep: BTreeMap<&str, &MovedSymbol> = restore.symbols.iter().map(|m| (m.symbol.as_str(), m)).collect();
+        let mut kept = Vec::new();
+        let mut others = Vec::new();
+        for id in imported {
+            let name = self.engine.symbol_name(id);
+            match keep.get(name) {
+                Some(moved) => kept.push((id, (*moved).clone())),
+                None => others.push(name.as_bytes().to_vec()),
+            }
+        }
+        let others: Vec<&[u8]> = others.iter().map(Vec::as_slice).collect();
+        self.engine.remove_symbols(&others);
+        if kept.len() != keep.len() {
+            let detail =
+                format_args!("{} of {} restored symbols are not in the snapshot", keep.len() - kept.len(), keep.len());
+            self.rejections.reject("bad_state", Some(sender), &detail);
+        }
+        for (id, moved) in &kept {
+            *self.track(*id, moved.stream) = SymbolTrack { next_seq: moved.next_seq, stream: moved.stream };
+        }
+        out.event(Event::StateMoved {
+            symbols: kept.len() as u64,
+            bytes: restore.engine.len() as u64,
+            direction: "restored",
         });
     }
 

@@ -1,0 +1,177 @@
+//! The summary's `failovers`, and outputs exactly once across them. When a worker dies, the
+//! router restores its symbols at the survivors from its last checkpoint and replays the ticks
+//! routed to it since: the outputs of those ticks may then arrive twice, once from the dead
+//! worker (sent before it died, possibly arriving late) and once from the survivor's replay,
+//! in either order. The router's [`WorkerFailed`] record comes before any replayed output can
+//! exist; from it on, each moved symbol has one last tick whose outputs arrived (from the dead
+//! worker or its new owner, whichever came first), and an output of the symbol from either at
+//! or below it is a replay: dropped, and counted.
+
+use crate::collector::LastTicks;
+use cep_core::failover::WorkerFailed;
+use cep_core::results::FailoverSummary;
+use rustc_hash::FxHashMap;
+
+/// A moved symbol whose outputs may come twice.
+#[derive(Debug)]
+struct Recovering {
+    /// Its owner now (the survivor that replays its ticks).
+    owner: u32,
+    /// The dead workers that owned it before (their late outputs are checked too).
+    dead: Vec<u32>,
+    /// The last tick whose outputs arrived from any of them; `None`: none yet.
+    last: Option<u64>,
+}
+
+/// The failovers seen so far, and the symbols they moved.
+#[derive(Debug, Default)]
+pub struct FailoverWatch {
+    /// The router's records, in the order they came (one per dead worker).
+    records: Vec<WorkerFailed>,
+    /// Per stream, per moved symbol: who may send its outputs and the last that arrived.
+    /// Memory grows with the moved symbols, never with events.
+    moved: FxHashMap<u32, FxHashMap<Box<[u8]>, Recovering>>,
+}
+
+/// What the outputs of one tick are, across a failover.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replay {
+    /// Not a moved symbol's output from its dead owner or new owner: the usual check applies.
+    NotConcerned,
+    /// Their first arrival: kept.
+    First,
+    /// They had already arrived (from the dead worker or from the replay): dropped.
+    Again,
+}
+
+impl FailoverWatch {
+    /// Whether no worker has failed: outputs need no look here.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Whether worker `index` died (a record named it).
+    pub fn is_dead(&self, index: u32) -> bool {
+        self.records.iter().any(|record| record.index == index)
+    }
+
+    /// The router's records, in the order they came.
+    pub fn records(&self) -> &[WorkerFailed] {
+        &self.records
+    }
+
+    /// The router's record that worker `record.index` died; `last_ticks` are the collector's
+    /// tables of the last tick whose outputs arrived, per sender and stream. False (and
+    /// nothing changes) for a second record of the same worker.
+    pub fn failed(&mut self, record: WorkerFailed, last_ticks: &[Vec<LastTicks>]) -> bool {
+        if self.is_dead(record.index) {
+            return false;
+        }
+        let dead = record.index;
+        for (symbol, stream, owner) in &record.moved {
+            let arrived = last_ticks.get(dead as usize).and_then(|streams| streams.get(*stream as usize));
+            let last = arrived.and_then(|ticks| ticks.last(symbol.as_bytes()));
+            let symbols = self.moved.entry(*stream).or_default();
+            match symbols.get_mut(symbol.as_bytes()) {
+                // It had moved here from an earlier dead worker: keep their last too.
+                Some(recovering) => {
+                    recovering.owner = *owner;
+                    recovering.dead.push(dead);
+                    recovering.last = recovering.last.max(last);
+                }
+                None => {
+                    let recovering = Recovering { owner: *owner, dead: vec![dead], last };
+                    symbols.insert(symbol.as_bytes().into(), recovering);
+                }
+            }
+        }
+        self.records.push(record);
+        true
+    }
+
+    /// The outputs of tick `seq` of `symbol` on `stream` arrived from `sender`.
+    #[cold]
+    pub fn arrived(&mut self, sender: u32, stream: u32, symbol: &[u8], seq: u64) -> Replay {
+        let Some(recovering) = self.moved.get_mut(&stream).and_then(|symbols| symbols.get_mut(symbol)) else {
+            return Replay::NotConcerned;
+        };
+        if sender != recovering.owner && !recovering.dead.contains(&sender) {
+            return Replay::NotConcerned;
+        }
+        match recovering.last {
+            Some(last) if seq <= last => Replay::Again,
+            _ => {
+                recovering.last = Some(seq);
+                Replay::First
+            }
+        }
+    }
+
+    /// The summary's `failovers`, in order; `start_ns` is the run's start.
+    pub fn summaries(&self, start_ns: u64) -> Vec<FailoverSummary> {
+        self.records
+            .iter()
+            .map(|record| FailoverSummary {
+                worker: record.worker.clone(),
+                at_s: record.detected_ns.saturating_sub(start_ns) as f64 / 1e9,
+                recovered: record.recovered,
+                checkpoint: record.checkpoint,
+                symbols: record.moved.len() as u64,
+                replayed: record.replayed,
+                state_lost: record.state_lost.clone(),
+                reason: record.reason.clone(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(index: u32, moved: &[(&str, u32)]) -> WorkerFailed {
+        WorkerFailed {
+            worker: format!("w{index}"),
+            index,
+            reason: "unreachable".into(),
+            detected_ns: 3_000_000_000,
+            recovered: true,
+            checkpoint: 1,
+            processed: [(0, 4)].into(),
+            outputs: 4,
+            replayed: 2,
+            moved: moved.iter().map(|(symbol, to)| (symbol.to_string(), 0, *to)).collect(),
+            state_lost: vec![],
+        }
+    }
+
+    #[test]
+    fn a_moved_symbol_is_checked_from_its_dead_owner_and_its_new_one_only() {
+        let mut arrived = LastTicks::default();
+        arrived.arrived(b"A", 5);
+        let last_ticks = vec![vec![arrived]];
+        let mut watch = FailoverWatch::default();
+        assert!(watch.is_empty());
+        assert!(watch.failed(record(0, &[("A", 1), ("B", 2)]), &last_ticks));
+        assert!(!watch.failed(record(0, &[]), &last_ticks), "one record per worker");
+        assert!(!watch.is_empty() && watch.is_dead(0) && !watch.is_dead(1));
+        // A: outputs up to 5 had arrived from w0.
+        assert_eq!(watch.arrived(1, 0, b"A", 5), Replay::Again);
+        assert_eq!(watch.arrived(1, 0, b"A", 6), Replay::First);
+        assert_eq!(watch.arrived(0, 0, b"A", 6), Replay::Again, "w0's late output");
+        assert_eq!(watch.arrived(2, 0, b"A", 3), Replay::NotConcerned, "another worker's");
+        assert_eq!(watch.arrived(1, 0, b"C", 3), Replay::NotConcerned, "a symbol that did not move");
+        assert_eq!(watch.arrived(1, 1, b"A", 3), Replay::NotConcerned, "another stream");
+        // B: none had arrived, whoever sends first wins.
+        assert_eq!(watch.arrived(0, 0, b"B", 0), Replay::First);
+        assert_eq!(watch.arrived(2, 0, b"B", 0), Replay::Again);
+        // w1 dies in turn: A moves on with what arrived from w0 and w1.
+        assert!(watch.failed(record(1, &[("A", 2)]), &[]));
+        assert_eq!(watch.arrived(2, 0, b"A", 6), Replay::Again);
+        assert_eq!(watch.arrived(0, 0, b"A", 7), Replay::First);
+        assert_eq!(watch.arrived(1, 0, b"A", 7), Replay::Again);
+        let summaries = watch.summaries(1_000_000_000);
+        assert_eq!((summaries[0].at_s, summaries[0].symbols, summaries[1].symbols), (2.0, 2, 1));
+    }
+}

@@ -1,0 +1,83 @@
+//! Failover: the frames that checkpoint each worker's state and move a dead worker's symbols
+//! to the survivors, restored and replayed.
+//!
+//! Every `--checkpoint-every` the router puts a [`Checkpoint`] barrier in each worker's data
+//! stream, behind every tick it routed to it before. A worker that reaches the barrier exports
+//! the state of all its symbols and sends it back as a [`Snapshot`] (control); the router keeps
+//! the latest snapshot of each worker, and keeps every batch it routed to a worker since that
+//! worker's last snapshot (its replay log). When a worker dies, its symbols go to the
+//! survivors by the ring: each gets a [`Restore`] (the dead worker's snapshot, with the
+//! symbols it keeps) in its data stream, then the logged ticks of those symbols, then their
+//! new ticks. The collector is told in a [`WorkerFailed`] record, which names what moved.
+
+use crate::rescale::MovedSymbol;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// "Snapshot your state here": router -> worker, in its data stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The checkpoint's number (increasing over the run).
+    pub id: u64,
+}
+
+/// A worker's state at a [`Checkpoint`] barrier: worker -> router (control, answered with
+/// `StateTaken`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The [`Checkpoint::id`] this answers.
+    pub id: u64,
+    /// The worker's index.
+    pub from: u32,
+    /// The worker's own per-symbol state (order check and stream), one entry per symbol.
+    pub symbols: Vec<MovedSymbol>,
+    /// The engine's export of every symbol (the hand-off format).
+    #[serde(with = "serde_bytes")]
+    pub engine: Vec<u8>,
+    /// Ticks processed so far, per stream.
+    pub processed: BTreeMap<u32, u64>,
+    /// Outputs produced so far.
+    pub outputs: u64,
+}
+
+/// A dead worker's symbols restored here: router -> survivor, in its data stream, ahead of
+/// their replayed ticks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restore {
+    /// The dead worker's index.
+    pub from: u32,
+    /// The symbols this worker takes, with their order checks (a subset of the snapshot's).
+    pub symbols: Vec<MovedSymbol>,
+    /// The dead worker's whole snapshot (the engine's export): the receiver imports it and
+    /// keeps only `symbols`.
+    #[serde(with = "serde_bytes")]
+    pub engine: Vec<u8>,
+}
+
+/// A worker died and its symbols moved: router -> collector.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerFailed {
+    /// The dead worker's id.
+    pub worker: String,
+    /// Its index.
+    pub index: u32,
+    /// Why the router took it for dead.
+    pub reason: String,
+    /// When the router noticed (wall clock, ns).
+    pub detected_ns: u64,
+    /// Whether its symbols were restored from a checkpoint and replayed (outputs stay
+    /// exactly once); if not, `state_lost` names the symbols that start afresh.
+    pub recovered: bool,
+    /// The checkpoint restored (0: the start of the run).
+    pub checkpoint: u64,
+    /// What it had processed at that checkpoint, per stream (counted as processed).
+    pub processed: BTreeMap<u32, u64>,
+    /// Outputs it had produced at that checkpoint.
+    pub outputs: u64,
+    /// Ticks replayed to the survivors.
+    pub replayed: u64,
+    /// Each symbol that moved: (symbol, stream, new owner's index).
+    pub moved: Vec<(String, u32, u32)>,
+    /// Symbols whose state could not be restored.
+    pub state_lost: Vec<String>,
+}

@@ -1,0 +1,190 @@
+//! Noticing a dead peer. ZeroMQ reconnects in the background and never says a peer is gone,
+//! so a process blocked sending to a killed peer would wait for ever. A socket monitor
+//! reports when the connection to the peer drops and when it comes back; a peer unreachable
+//! for longer than half the failure time-out is dead (a killed process's kernel closes its
+//! connections at once; the reconnections then fail).
+//!
+//! ZeroMQ's own heartbeats (PING/PONG) are not used: a receiver that applies back-pressure
+//! stops reading its connection, PINGs go unanswered, and the connection is closed with the
+//! frames in flight: a loss. TCP keepalive is used instead (answered by the peer's kernel,
+//! whatever its application does), so a host that vanishes without closing its connections is
+//! noticed once its connection has been idle for a second and two probes went unanswered.
+//!
+//! Watch only sockets that live as long as the run: closing a monitored socket while the
+//! process goes on can stall ZeroMQ's I/O thread (libzmq 4.3; seen as another socket of the
+//! process that never connected), so a short-lived socket is made with no failure time-out.
+
+use crate::socket::{socket_err, TransportError};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a peer may be unreachable before it counts as dead, by default.
+pub const DEFAULT_FAILURE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// TCP keepalive on `socket`: probes after a second idle, every quarter of the failure
+/// time-out (at least a second: the kernel counts in seconds), two unanswered ones close it.
+fn keepalive(socket: &zmq::Socket, timeout: Duration) -> Result<(), TransportError> {
+    let interval = (timeout.as_secs() / 4).max(1) as i32;
+    socket.set_tcp_keepalive(1).map_err(socket_err("set TCP keepalive"))?;
+    socket.set_tcp_keepalive_idle(1).map_err(socket_err("set TCP keepalive idle time"))?;
+    socket.set_tcp_keepalive_intvl(interval).map_err(socket_err("set TCP keepalive interval"))?;
+    socket.set_tcp_keepalive_cnt(2).map_err(socket_err("set TCP keepalive probes"))?;
+    Ok(())
+}
+
+/// A peer never connected is taken for dead after this many times as long as one that was.
+const NEVER_REACHED_FACTOR: u32 = 10;
+
+/// Whether the connection to the peer is up, from the monitor's events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// Not yet connected since this instant (the socket was created).
+    Never(Instant),
+    Up,
+    /// Down since this instant.
+    Down(Instant),
+}
+
+/// Watches the one peer a connecting socket talks to.
+pub struct PeerWatch {
+    /// `None` for in-process peers (`inproc://`): threads of this process, which cannot die
+    /// alone.
+    monitor: Option<zmq::Socket>,
+    link: Cell<Link>,
+    /// Half the failure time-out.
+    unreachable_after: Duration,
+}
+
+impl PeerWatch {
+    /// Starts watching `socket`, which connects (or is about to connect) to `endpoint`; call
+    /// it before `connect`, so the first connection's events are seen.
+    pub fn attach(
+        context: &zmq::Context,
+        socket: &zmq::Socket,
+        endpoint: &str,
+        timeout: Duration,
+    ) -> Result<PeerWatch, TransportError> {
+        let link = Cell::new(Link::Never(Instant::now()));
+        let unreachable_after = timeout / 2;
+        if endpoint.starts_with("inproc://") {
+            return Ok(PeerWatch { monitor: None, link, unreachable_after });
+        }
+        keepalive(socket, timeout)?;
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let name = format!("inproc://cep-monitor-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let events = zmq::SocketEvent::CONNECTED as i32 | zmq::SocketEvent::DISCONNECTED as i32;
+        socket.monitor(&name, events).map_err(socket_err("monitor a connection"))?;
+        let monitor = context.socket(zmq::PAIR).map_err(socket_err("create monitor socket"))?;
+        monitor.connect(&name).map_err(socket_err("connect monitor socket"))?;
+        Ok(PeerWatch { monitor: Some(monitor), link, unreachable_after })
+    }
+
+    /// How long the peer has been unreachable, once that is longer than the failure time-out
+    /// allows (`None`: alive, or not yet known dead).
+    pub fn lost(&self) -> Option<Duration> {
+        let monitor = self.monitor.as_ref()?;
+        // Each event is two frames: (event u16 LE, value u32 LE), then the endpoint.
+        while let Ok(parts) = monitor.recv_multipart(zmq::DONTWAIT) {
+            let Some(event) = parts.first().and_then(|head| head.get(..2)) else { continue };
+            let event = zmq::SocketEvent::from_raw(u16::from_le_bytes([event[0], event[1]]));
+            tracing::trace!(?event, "connection event");
+            match event {
+                zmq::SocketEvent::CONNECTED => {
+                    if let Link::Never(since) = self.link.get() {
+                        tracing::debug!(after = ?since.elapsed(), "first connection");
+                    }
+                    self.link.set(Link::Up)
+                }
+                zmq::SocketEvent::DISCONNECTED if self.link.get() == Link::Up => {
+                    self.link.set(Link::Down(Instant::now()))
+                }
+                _ => {}
+            }
+        }
+        match self.link.get() {
+            Link::Down(since) if since.elapsed() > self.unreachable_after => Some(since.elapsed()),
+            // A peer never reached gets longer: connecting takes resolving and a handshake.
+            Link::Never(since) if since.elapsed() > self.unreachable_after * NEVER_REACHED_FACTOR => {
+                Some(since.elapsed())
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::socket::{Pull, Push, SocketOptions, TransportError};
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_send_to_a_peer_that_died_fails_naming_it_instead_of_waiting_for_ever() {
+        let options = SocketOptions {
+            high_water_mark: 4,
+            failure_timeout: Some(Duration::from_millis(400)),
+            ..SocketOptions::default()
+        };
+        let peer_context = zmq::Context::new();
+        let pull = Pull::bind(&peer_context, "tcp://127.0.0.1:*", &options).unwrap();
+        let context = zmq::Context::new();
+        let push = Push::connect(&context, pull.endpoint(), &options).unwrap();
+        let never = AtomicBool::new(false);
+        push.send(b"hello", &never).unwrap();
+        let mut message = zmq::Message::new();
+        assert!(pull.recv(&mut message, Duration::from_secs(5)).unwrap(), "connected");
+        assert!(push.check_alive().is_ok());
+        // The peer dies: its connection closes; the queue fills; the send gives up.
+        drop(pull);
+        drop(peer_context);
+        let died = Instant::now();
+        let error = loop {
+            if let Err(error) = push.send(&[0; 1024], &never) {
+                break error;
+            }
+            assert!(died.elapsed() < Duration::from_secs(10), "never noticed");
+        };
+        assert!(matches!(error, TransportError::PeerLost { .. }), "{error}");
+        assert!(error.to_string().contains("taken for dead"), "{error}");
+        assert!(push.check_alive().is_err());
+    }
+
+    #[test]
+    fn a_busy_peer_is_alive() {
+        let options = SocketOptions {
+            high_water_mark: 2,
+            failure_timeout: Some(Duration::from_millis(400)),
+            ..SocketOptions::default()
+        };
+        let context = zmq::Context::new();
+        let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options).unwrap();
+        let push = Push::connect(&context, pull.endpoint(), &options).unwrap();
+        let stop = AtomicBool::new(false);
+        push.send(b"x", &stop).unwrap();
+        // Nobody reads: the queue is full, but the connection stands.
+        let since = Instant::now();
+        while since.elapsed() < Duration::from_millis(1200) {
+            assert!(push.check_alive().is_ok());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[cfg(test)]
+mod link_tests {
+    use crate::control::{ControlLink, ControlServer};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_control_link_to_a_live_router_stays_alive() {
+        let context = zmq::Context::new();
+        let server = ControlServer::bind(&context, "tcp://127.0.0.1:*").unwrap();
+        let link = ControlLink::connect(&context, server.endpoint(), Some(Duration::from_millis(400))).unwrap();
+        let since = Instant::now();
+        while since.elapsed() < Duration::from_millis(1200) {
+            assert!(link.check_alive().is_ok(), "{:?}", link.check_alive());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
