@@ -1,0 +1,159 @@
+//! Failures on real processes: a worker killed with SIGKILL at 200k ticks/s, at several
+//! points of the run; the router fails it over (its symbols restored from its last
+//! checkpoint on the survivors, its ticks since replayed) and the outputs are the standalone
+//! engine's over the recorded input, row for row, with sent = processed.
+
+mod common;
+
+use common::{cep, Running};
+
+use cep_core::results::Summary;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The rows of a CSV file, their first six columns, sorted.
+fn sorted_rows(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut rows: Vec<String> =
+        text.lines().skip(1).map(|line| line.split(',').take(6).collect::<Vec<_>>().join(",")).collect();
+    rows.sort();
+    rows
+}
+
+/// The pid of the worker process `id` of a `cep run` (its children are `cep worker ... --id=ID`).
+fn worker_pid(id: &str) -> Option<i32> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if args.iter().any(|a| a == "worker") && args.iter().any(|a| a == &format!("--id={id}")) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// A run of `count` ticks at 200k/s over three workers; `victim` is killed once `after` has
+/// passed since its process appeared.
+fn kill_one_worker(count: u64, victim: &str, after: Duration) -> (Summary, std::path::PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cluster = Running(
+        cep()
+            .args(["run", "--workers", "3", "--rate", "200000", "--count", &count.to_string()])
+            .args(["--csv", "all", "--record-input", "--quiet"])
+            .arg("--out")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        if let Some(pid) = worker_pid(victim) {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "{victim} never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(after);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let finished = cluster.0.wait().unwrap();
+    assert!(finished.success(), "cep run failed: {finished}");
+    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    (summary, out, dir)
+}
+
+#[test]
+fn a_worker_killed_under_load_fails_over_with_the_standalone_outputs() {
+    // Early (before or at the first checkpoints), and later, between two checkpoints.
+    for (victim, after) in [("worker-1", Duration::from_millis(700)), ("worker-2", Duration::from_millis(3_300))] {
+        let count: u64 = 1_200_000;
+        let (summary, out, _dir) = kill_one_worker(count, victim, after);
+        assert!(summary.complete, "{victim}: {summary:#?}");
+        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(count), count, Some(0)));
+        assert_eq!((summary.duplicates, summary.out_of_order, summary.outputs_lost), (0, 0, 0));
+        assert!(summary.errors.is_empty() && summary.failure.is_none(), "{:?} {:?}", summary.errors, summary.failure);
+        assert_eq!(summary.failovers.len(), 1, "{:?}", summary.failovers);
+        let failover = &summary.failovers[0];
+        assert_eq!(failover.worker, victim);
+        assert!(failover.recovered && failover.state_lost.is_empty() && failover.symbols > 0, "{failover:?}");
+        assert!(failover.reason.contains("taken for dead"), "{}", failover.reason);
+        assert!(summary.workers.iter().any(|w| w.id == victim && w.failed));
+
+        let standalone = out.join("standalone.csv");
+        let engine =
+            cep().args(["engine", "--input"]).arg(out.join("input.csv")).arg("--output").arg(&standalone).output();
+        let engine = engine.unwrap();
+        assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
+        let (expected, got) = (sorted_rows(&standalone), sorted_rows(&out.join("outputs.csv")));
+        assert_eq!(got.len(), expected.len(), "{victim}: rows");
+        assert!(got == expected, "{victim}: the cluster's outputs differ from the standalone engine's");
+    }
+}
+
+/// The endpoints a router wrote to its announce file.
+fn announced(file: &Path) -> (String, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            let field = |key: &str| text.lines().find_map(|line| line.strip_prefix(key)).map(str::to_string);
+            if let (Some(data), Some(control)) = (field("data="), field("control=")) {
+                return (data, control);
+            }
+        }
+        assert!(Instant::now() < deadline, "the router never announced its endpoints");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_killed_router_ends_every_other_role_with_the_cause_in_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let announce = dir.path().join("router.endpoints");
+    let out = dir.path().join("run");
+    let mut router = Running(
+        cep()
+            .args(["router", "--workers", "2", "--listen", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*"])
+            .arg("--announce")
+            .arg(&announce)
+            .spawn()
+            .unwrap(),
+    );
+    let (data, control) = announced(&announce);
+    let mut others = vec![(
+        "collector",
+        Running(cep().args(["collector", "--router", &control, "--out"]).arg(&out).spawn().unwrap()),
+    )];
+    for id in ["w0", "w1"] {
+        let worker = cep().args(["worker", "--router", &control, "--id", id, "--listen", "tcp://127.0.0.1:*"]).spawn();
+        others.push(("worker", Running(worker.unwrap())));
+    }
+    // Runs until stopped: the router's death is what ends it.
+    let injector = cep().args(["injector", "--router", &control, "--router-data", &data, "--rate", "200000"]).spawn();
+    others.push(("injector", Running(injector.unwrap())));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::exists(out.join("summary.json")).unwrap() {
+        // The rolling summary appears once the run goes.
+        assert!(Instant::now() < deadline, "the run never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    router.0.kill().unwrap();
+    let killed = Instant::now();
+    for (role, process) in &mut others {
+        // Noticed within the failure time-out (2 s); a generous bound for a loaded machine.
+        let status = loop {
+            if let Some(status) = process.0.try_wait().unwrap() {
+                break status;
+            }
+            assert!(killed.elapsed() < Duration::from_secs(30), "the {role} did not stop after the router died");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(!status.success(), "the {role} exited 0 after the router died");
+    }
+    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert!(!summary.complete && !summary.running);
+    let failure = summary.failure.expect("the cause is in the summary");
+    assert!(failure.contains(&control) && failure.contains("taken for dead"), "{failure}");
+    assert!(summary.events_processed > 0);
+}
