@@ -12,7 +12,7 @@ use crate::intervals::IntervalRecorder;
 use crate::latency::HopHistograms;
 use crate::rules::RuleTable;
 use cep_core::control::Ready;
-use cep_core::failover::WorkerFailed;
+use cep_core::failover::{CheckpointMark, OutputsConfirmed, WorkerFailed};
 use cep_core::frame::OutputBatch;
 use cep_core::report::{ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use cep_core::rescale::{RescaleStarted, Rescaled};
@@ -84,6 +84,8 @@ pub struct Collector<W: Write> {
     last_report_ns: u64,
     last_frame_ns: u64,
     rejections: Rejections,
+    /// Checkpoints whose outputs all arrived, for the router (the driver sends them).
+    confirmations: Vec<OutputsConfirmed>,
 }
 
 impl<W: Write> Collector<W> {
@@ -107,6 +109,7 @@ impl<W: Write> Collector<W> {
             last_report_ns: now,
             last_frame_ns: now,
             rejections: Rejections::new("collector"),
+            confirmations: Vec::new(),
             shape,
         }
     }
@@ -116,6 +119,12 @@ impl<W: Write> Collector<W> {
     /// workers that died send no report and are not waited for.
     pub fn has_everything(&self) -> bool {
         self.router.is_some() && self.every_worker_reported()
+    }
+
+    /// The checkpoints confirmed since the last call: every output of that worker before its
+    /// barrier arrived, so the router may restore it from that checkpoint.
+    pub fn take_confirmations(&mut self) -> Vec<OutputsConfirmed> {
+        std::mem::take(&mut self.confirmations)
     }
 
     /// Whether the router's end-of-run report arrived (the router may go after it).
@@ -269,6 +278,14 @@ impl<W: Write> Collector<W> {
             FrameKind::Rescaled => {
                 if let Some(record) = self.rejections.decode::<Rescaled>(&frame) {
                     self.rescales.finished(record, now, self.shape.start_ns);
+                }
+            }
+            FrameKind::CheckpointMark => {
+                // Every output of that worker before its checkpoint barrier is here.
+                if let Some(mark) = self.rejections.decode::<CheckpointMark>(&frame) {
+                    if self.admit_worker(frame.sender()) {
+                        self.confirmations.push(OutputsConfirmed { worker: frame.sender(), id: mark.id });
+                    }
                 }
             }
             FrameKind::WorkerFailed => {

@@ -114,6 +114,12 @@ pub fn run_in(
             collector.handle(bytes, now_ns()).map_err(write_err(&csv_path))?;
             last_frame = Instant::now();
         }
+        // Checkpoints whose outputs are all here: the router may restore from them.
+        for confirmed in collector.take_confirmations() {
+            use cep_core::frame::Body;
+            router_link.send(&confirmed.encode(0), &shutdown)?;
+        }
+        while router_link.try_recv()?.is_some() {}
         if collector.has_everything() {
             return Ok(Flow::Stop);
         }

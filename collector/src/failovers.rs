@@ -69,7 +69,9 @@ impl FailoverWatch {
             return false;
         }
         let dead = record.index;
-        for (symbol, stream, owner) in &record.moved {
+        // Without a restore nothing is replayed: a late output of the dead worker is new.
+        let moved = if record.recovered { record.moved.as_slice() } else { &[] };
+        for (symbol, stream, owner) in moved {
             let arrived = last_ticks.get(dead as usize).and_then(|streams| streams.get(*stream as usize));
             let last = arrived.and_then(|ticks| ticks.last(symbol.as_bytes()));
             let symbols = self.moved.entry(*stream).or_default();
@@ -77,7 +79,9 @@ impl FailoverWatch {
                 // It had moved here from an earlier dead worker: keep their last too.
                 Some(recovering) => {
                     recovering.owner = *owner;
-                    recovering.dead.push(dead);
+                    if !recovering.dead.contains(&dead) {
+                        recovering.dead.push(dead);
+                    }
                     recovering.last = recovering.last.max(last);
                 }
                 None => {

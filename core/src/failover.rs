@@ -9,6 +9,12 @@
 //! survivors by the ring: each gets a [`Restore`] (the dead worker's snapshot, with the
 //! symbols it keeps) in its data stream, then the logged ticks of those symbols, then their
 //! new ticks. The collector is told in a [`WorkerFailed`] record, which names what moved.
+//!
+//! A snapshot counts only once the collector has every output of the ticks before its
+//! barrier: the worker sends a [`CheckpointMark`] behind them in its output stream, and the
+//! collector confirms it to the router ([`OutputsConfirmed`]). Outputs a dead worker had
+//! produced but not delivered are then all produced again by the replay, and those it had
+//! delivered are dropped as replayed: each output exactly once.
 
 use crate::rescale::MovedSymbol;
 use serde::{Deserialize, Serialize};
@@ -38,6 +44,27 @@ pub struct Snapshot {
     pub processed: BTreeMap<u32, u64>,
     /// Outputs produced so far.
     pub outputs: u64,
+    /// Non-zero: the state took this many bytes, more than a control frame carries, and was
+    /// not sent (the worker cannot fail over exactly).
+    pub oversize: u64,
+}
+
+/// Every output of the ticks before checkpoint `id`'s barrier was sent before this: worker ->
+/// collector, in its output stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointMark {
+    /// The checkpoint.
+    pub id: u64,
+}
+
+/// The collector has every output of worker `worker` up to checkpoint `id`'s barrier:
+/// collector -> router (control).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputsConfirmed {
+    /// The worker's index.
+    pub worker: u32,
+    /// The checkpoint.
+    pub id: u64,
 }
 
 /// A dead worker's symbols restored here: router -> survivor, in its data stream, ahead of

@@ -9,7 +9,7 @@
 //! record's symbol is always resolved against the frame it came from.
 
 use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
-use crate::failover::{Checkpoint, Restore, Snapshot, WorkerFailed};
+use crate::failover::{Checkpoint, CheckpointMark, OutputsConfirmed, Restore, Snapshot, WorkerFailed};
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use crate::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
@@ -89,6 +89,8 @@ bodies! {
     Snapshot => Snapshot,
     Restore => Restore,
     WorkerFailed => WorkerFailed,
+    CheckpointMark => CheckpointMark,
+    OutputsConfirmed => OutputsConfirmed,
 }
 
 /// Asks for the collector's time (no body: nil).
@@ -468,8 +470,10 @@ mod tests {
             engine: vec![5],
             processed: [(1, 9)].into(),
             outputs: 2,
+            oversize: 0,
         };
-        let expected = [0x96, 0x07, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0xc4, 0x01, 0x05, 0x81, 0x01, 0x09, 0x02];
+        let expected =
+            [0x97, 0x07, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0xc4, 0x01, 0x05, 0x81, 0x01, 0x09, 0x02, 0x00];
         golden(snapshot, 1, &expected);
         let restore = Restore { from: 1, symbols: vec![moved], engine: vec![5] };
         golden(restore, 0, &[0x93, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0xc4, 0x01, 0x05]);
@@ -489,6 +493,8 @@ mod tests {
         let mut expected = vec![0x9b, 0xa1, b'w', 0x01, 0xa1, b'r', 0x02, 0xc3, 0x03, 0x81, 0x00, 0x04, 0x05, 0x06];
         expected.extend([0x91, 0x93, 0xa1, b'A', 0x00, 0x02, 0x90]);
         golden(failed, 0, &expected);
+        golden(CheckpointMark { id: 7 }, 2, &[0x91, 0x07]);
+        golden(OutputsConfirmed { worker: 2, id: 7 }, 0, &[0x92, 0x02, 0x07]);
     }
 
     #[test]

@@ -103,6 +103,10 @@ pub enum FrameKind {
     Restore = 36,
     /// A worker died and its symbols moved: router -> collector.
     WorkerFailed = 37,
+    /// The outputs before a checkpoint barrier were all sent: worker -> collector.
+    CheckpointMark = 38,
+    /// The collector has them: collector -> router (control).
+    OutputsConfirmed = 39,
 }
 
 impl FrameKind {
@@ -147,6 +151,8 @@ impl FrameKind {
             Snapshot,
             Restore,
             WorkerFailed,
+            CheckpointMark,
+            OutputsConfirmed,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)

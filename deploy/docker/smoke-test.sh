@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # docker-compose smoke test: builds the image, starts the compose file with 2 workers, scales
 # the running cluster to 3 (the new worker joins and takes its share, state and all), then
-# stops one worker (SIGTERM: it drains and exits 0), and checks summary.json (processed ==
+# stops one worker (SIGTERM: it drains and exits 0), kills another (SIGKILL: it fails over),
+# and checks summary.json (processed ==
 # sent, nothing lost, the two rescales) and that outputs.csv equals the standalone engine's
 # outputs over the recorded input, row for row. Tears everything down even when a step fails.
 set -euo pipefail
@@ -14,7 +15,7 @@ files=(-f docker-compose.yml -f deploy/docker/smoke-rescale.yml)
 image=${CEP_IMAGE:-cep:local}
 
 results=$(mktemp -d)
-export COMPOSE_PROJECT_NAME=cep-smoke CEP_RESULTS="$results" CEP_RATE=50000 CEP_DURATION=30s CEP_WARMUP=500ms \
+export COMPOSE_PROJECT_NAME=cep-smoke CEP_RESULTS="$results" CEP_RATE=50000 CEP_DURATION=45s CEP_WARMUP=500ms \
     CEP_CSV=all CEP_SETTLE=2s
 cleanup() {
     status=$?
@@ -44,6 +45,7 @@ active() { grep -c ' active ' <<<"$1" || true; }
 running_with_two() { grep -q "streams ended: 0 of" <<<"$1" && [ "$(active "$1")" = 2 ]; }
 three_settled() { [ "$(active "$1")" = 3 ] && grep -q "moving: nothing" <<<"$1"; }
 one_left() { grep -q " left " <<<"$1" && grep -q "moving: nothing" <<<"$1"; }
+one_failed() { grep -q " failed " <<<"$1" && [ "$(active "$1")" = 1 ]; }
 
 deploy/docker/build-image.sh
 compose "${files[@]}" up -d --scale worker=2
@@ -56,6 +58,13 @@ docker stop "$leaving" >/dev/null   # the compose file's stop_grace_period
 [ "$(docker inspect --format '{{.State.ExitCode}}' "$leaving")" = 0 ] ||
     { echo "compose smoke test failed: the stopped worker did not exit 0" >&2; exit 1; }
 wait_until "the stopped worker to have left" one_left
+# SIGKILL to one of the two left, once a checkpoint has followed the leave (every second):
+# the router notices, and its symbols fail over to the last one, restored and replayed.
+sleep 3
+victim=$(compose "${files[@]}" ps -q worker | xargs docker inspect --format '{{.State.Running}} {{.Id}}' |
+    awk '$1 == "true" { print $2; exit }')
+docker kill "$victim" >/dev/null
+wait_until "the killed worker to have failed over" one_failed
 
 collector=$(compose "${files[@]}" ps -q collector)
 [ "$(docker wait "$collector")" = 0 ] || { echo "compose smoke test failed: the collector exited non-zero" >&2; exit 1; }
@@ -77,6 +86,9 @@ if summary["events_lost"] or summary["duplicates"] or summary["out_of_order"]:
     problems.append(f"lost {summary['events_lost']}, duplicates {summary['duplicates']}, out of order {summary['out_of_order']}")
 if len(workers) != 3 or any(w["events"] == 0 for w in workers):
     problems.append(f"expected 3 workers with events, got {workers}")
+failovers = [(f["recovered"], f["state_lost"]) for f in summary["failovers"]]
+if failovers != [(True, [])] or sum(w["failed"] for w in workers) != 1:
+    problems.append(f"expected one worker failed over from its checkpoint, got {summary['failovers']}")
 kinds = [(r["kind"], r["finished"]) for r in summary["rescales"]]
 if kinds != [("join", True), ("leave", True)] or any(r["symbols"] == 0 for r in summary["rescales"]):
     problems.append(f"expected a join then a leave, got {summary['rescales']}")
@@ -90,7 +102,8 @@ if not standalone or cluster != standalone:
     problems.append(f"outputs.csv ({len(cluster)} rows) differs from the standalone engine's ({len(standalone)} rows)")
 if problems:
     sys.exit("compose smoke test failed: " + "; ".join(problems))
-print(f"compose smoke test passed: {summary['events_processed']} events, 2 -> 3 -> 2 workers live, "
+print(f"compose smoke test passed: {summary['events_processed']} events, 2 -> 3 -> 2 workers live, one killed "
+      f"and failed over ({summary['failovers'][0]['replayed']} ticks replayed), "
       f"{len(cluster)} outputs identical to the standalone engine's, "
       f"end-to-end p99 {summary['latency_us']['end_to_end']['p99']:.0f} us")
 CHECK

@@ -144,8 +144,9 @@ impl DataPath {
 
     /// Gives the symbols of dead `worker` to their owners on the (already updated) ring; it
     /// takes nothing more. Returns each moved symbol: (symbol, stream, new owner), in order.
-    pub fn reassign(&mut self, worker: usize) -> Vec<(String, u32, u32)> {
-        self.batches[worker].clear();
+    pub fn reassign(&mut self, worker: usize, out: &mut impl Outbox) -> Vec<(String, u32, u32)> {
+        // What was batched for it goes to its log (the send itself goes nowhere: it is dead).
+        self.flush(worker, out);
         self.retired[worker] = true;
         let mut moved = Vec::new();
         for (symbol, route) in self.owners.iter_mut().filter(|(_, route)| route.worker == worker) {

@@ -146,6 +146,10 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
                     out.check()?;
                 }
                 router.tick(monotonic_ns(), &mut out);
+                // The worker whose snapshot is awaited may be the one that died.
+                out.check_peers();
+                fail_over(&mut router, &mut out, Report::Send)?;
+                out.check()?;
             }
             if last_control.elapsed() > Duration::from_millis(100) {
                 out.check_peers();
@@ -153,7 +157,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
                 last_control = Instant::now();
             }
         }
-        fail_over(&mut router, &mut out)?;
+        fail_over(&mut router, &mut out, Report::Send)?;
         out.check()?;
         let done = router.all_ended() || shutdown.load(Ordering::Relaxed);
         Ok::<_, RouterError>(if done { Flow::Stop } else { Flow::Continue })
@@ -178,7 +182,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         }
         // A worker that dies now: the collector must not wait for its report.
         out.check_peers();
-        fail_over(&mut router, &mut out)?;
+        fail_over(&mut router, &mut out, Report::Sent)?;
         out.check()?;
     }
     if !router.collector_finished() && !shutdown.load(Ordering::Relaxed) {
@@ -205,7 +209,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
 
 /// Fails over every worker found dead (failing one over sends to the others, which may be
 /// found dead in turn); an error when none is left.
-fn fail_over(router: &mut Router, out: &mut SocketOutbox<'_>) -> Result<(), RouterError> {
+fn fail_over(router: &mut Router, out: &mut SocketOutbox<'_>, report: Report) -> Result<(), RouterError> {
     loop {
         let lost = out.take_lost();
         if lost.is_empty() {
@@ -213,11 +217,22 @@ fn fail_over(router: &mut Router, out: &mut SocketOutbox<'_>) -> Result<(), Rout
         }
         for (worker, reason) in lost {
             if let Err(error) = router.worker_lost(worker, &reason, out) {
-                router.finish(out);
+                if report == Report::Send {
+                    router.finish(out);
+                }
                 return Err(RouterError::NoWorkerLeft(error));
             }
         }
     }
+}
+
+/// Whether the router's report has gone to the collector yet.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Report {
+    /// Not yet: a run that ends now sends it first.
+    Send,
+    /// Already.
+    Sent,
 }
 
 /// Serves registrations (and deployments) until the cluster is complete.

@@ -13,9 +13,17 @@
 //! with a current snapshot, while every stream is still open, fails over exactly: its symbols
 //! go to the survivors with their state and their logged ticks. Otherwise they go on from
 //! empty state, and the symbols whose state is lost are named.
+//!
+//! A snapshot is used only once the collector confirmed it has every output of the ticks
+//! before its barrier ([`cep_core::failover::OutputsConfirmed`]); until then the log is kept
+//! from the previous confirmed one, so a restore never skips an output that was lost with
+//! the dead worker.
 
 use cep_core::failover::Snapshot;
 use std::collections::{BTreeSet, VecDeque};
+
+/// Snapshots of one worker kept while they await the collector's confirmation.
+const MAX_UNCONFIRMED: usize = 8;
 
 /// One worker's replay log: batches routed to it, and the barriers between them.
 #[derive(Default)]
@@ -109,9 +117,11 @@ pub struct Checkpoints {
     next_due: Option<u64>,
     next_id: u64,
     round: Option<Round>,
-    /// Per worker: its latest snapshot, and whether it is current.
+    /// Per worker: its latest confirmed snapshot, and whether it is current.
     latest: Vec<Option<Snapshot>>,
     current: Vec<bool>,
+    /// Per worker: snapshots taken, awaiting the collector's confirmation, oldest first.
+    unconfirmed: Vec<VecDeque<Snapshot>>,
     completed: u64,
 }
 
@@ -126,6 +136,7 @@ impl Checkpoints {
             next_id: 1,
             round: None,
             latest: vec![None; workers],
+            unconfirmed: vec![VecDeque::new(); workers],
             // At the start every worker's (empty) state is known: the log holds all since.
             current: vec![true; workers],
             completed: 0,
@@ -142,12 +153,14 @@ impl Checkpoints {
     pub fn add_worker(&mut self) {
         self.latest.push(None);
         self.current.push(false);
+        self.unconfirmed.push(VecDeque::new());
     }
 
     /// The membership or the rules changed: no snapshot is current until the next round, and
     /// the round in flight (taken before the change) is dropped.
     pub fn invalidate(&mut self) {
         self.current.iter_mut().for_each(|current| *current = false);
+        self.unconfirmed.iter_mut().for_each(VecDeque::clear);
         self.round = None;
     }
 
@@ -159,6 +172,13 @@ impl Checkpoints {
         }
         let due = *self.next_due.get_or_insert(now.saturating_add(self.every_ns));
         now >= due
+    }
+
+    /// The next round starts at the next chance (a failover made every snapshot stale).
+    pub fn due_now(&mut self) {
+        if self.enabled() {
+            self.next_due = Some(0);
+        }
     }
 
     /// Starts round `id` for `workers` at `now`; the caller sends the barriers.
@@ -175,8 +195,9 @@ impl Checkpoints {
         self.round.is_some()
     }
 
-    /// Takes `worker`'s snapshot for the round in flight; refused (with the reason) if it
-    /// answers no barrier that worker is waiting on.
+    /// Takes `worker`'s snapshot for the round in flight (used once the collector confirms
+    /// it); refused (with the reason) if it answers no barrier that worker is waiting on. A
+    /// snapshot too large to be sent leaves that worker without a current one.
     pub fn snapshot(&mut self, worker: usize, snapshot: Snapshot) -> Result<(), String> {
         let Some(round) = self.round.as_mut().filter(|round| round.id == snapshot.id) else {
             return Err(format!("checkpoint {} is not in flight", snapshot.id));
@@ -184,13 +205,32 @@ impl Checkpoints {
         if !round.waiting.remove(&worker) {
             return Err(format!("worker {worker} owes no snapshot for checkpoint {}", snapshot.id));
         }
-        self.latest[worker] = Some(snapshot);
-        self.current[worker] = true;
+        if snapshot.oversize > 0 {
+            self.current[worker] = false;
+            self.unconfirmed[worker].clear();
+        } else {
+            // Confirmations come in order; a few at most are in flight.
+            if self.unconfirmed[worker].len() >= MAX_UNCONFIRMED {
+                self.unconfirmed[worker].pop_front();
+            }
+            self.unconfirmed[worker].push_back(snapshot);
+        }
         if round.waiting.is_empty() {
             self.round = None;
             self.completed += 1;
         }
         Ok(())
+    }
+
+    /// The collector has every output of `worker` up to checkpoint `id`: that snapshot is
+    /// the one to restore from. False if no such snapshot awaits confirmation.
+    pub fn confirmed(&mut self, worker: usize, id: u64) -> bool {
+        let Some(waiting) = self.unconfirmed.get_mut(worker) else { return false };
+        let Some(at) = waiting.iter().position(|snapshot| snapshot.id == id) else { return false };
+        let snapshot = waiting.drain(..=at).next_back().expect("position found");
+        self.latest[worker] = Some(snapshot);
+        self.current[worker] = true;
+        true
     }
 
     /// A worker is gone: no snapshot is awaited from it.

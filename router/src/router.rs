@@ -13,7 +13,7 @@ use crate::rendezvous::{Rendezvous, WorkerCount};
 use crate::rescaling::Rescaling;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register, Role, WorkerInfo, MAX_CONTROL_FRAME_BYTES};
-use cep_core::failover::{Snapshot, WorkerFailed};
+use cep_core::failover::{OutputsConfirmed, Snapshot, WorkerFailed};
 use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{ClockReport, RouterReport};
@@ -134,7 +134,8 @@ impl Router {
                     | FrameKind::Leave
                     | FrameKind::SymbolState
                     | FrameKind::Reached
-                    | FrameKind::Snapshot)
+                    | FrameKind::Snapshot
+                    | FrameKind::OutputsConfirmed)
             ) {
                 let reason = format!("the run has not started: waiting for {}", self.waiting_for());
                 return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
@@ -169,15 +170,34 @@ impl Router {
             },
             FrameKind::Snapshot => {
                 frame.body::<Snapshot>().map_err(|error| format!("bad snapshot frame: {error}")).and_then(|snapshot| {
-                    let (worker, id) = (snapshot.from as usize, snapshot.id);
+                    let (worker, id, oversize) = (snapshot.from as usize, snapshot.id, snapshot.oversize);
                     if frame.sender() != snapshot.from {
                         return Err("a snapshot must come from the worker it names".into());
                     }
                     self.checkpoints.snapshot(worker, snapshot)?;
-                    path.release_log(worker, id);
+                    if oversize > 0 {
+                        // Not restorable: the log is of no use, and must not stall the input.
+                        path.release_log(worker, id);
+                        let reason = format!(
+                            "worker {}'s state takes {oversize} bytes, more than a control frame carries \
+                             ({MAX_CONTROL_FRAME_BYTES}): it cannot fail over exactly",
+                            rescaling.id(worker)
+                        );
+                        out.event(Event::CheckpointTrouble { reason });
+                    }
                     Ok(StateTaken.encode(ROUTER_SENDER))
                 })
             }
+            FrameKind::OutputsConfirmed => frame
+                .body::<OutputsConfirmed>()
+                .map_err(|error| format!("bad confirmation frame: {error}"))
+                .map(|confirmed| {
+                    let worker = confirmed.worker as usize;
+                    if self.checkpoints.confirmed(worker, confirmed.id) {
+                        path.release_log(worker, confirmed.id);
+                    }
+                    StateTaken.encode(ROUTER_SENDER)
+                }),
             FrameKind::StatusRequest => {
                 let status = rescaling.status(Some(path), now, self.settings.streams);
                 Ok(status.encode(ROUTER_SENDER))
@@ -364,11 +384,35 @@ impl Router {
         // rescale or rule switch since its snapshot.
         let restore = if path.any_ended() || rescaling.busy() { None } else { self.checkpoints.restorable(worker) };
         let restore = restore.map(|snapshot| snapshot.cloned());
-        if !rescaling.fail(worker, &why, path, out)? {
+        let failed = match rescaling.fail(worker, &why, path, out) {
+            Ok(failed) => failed,
+            Err(reason) => {
+                // No worker left: the collector is told what was lost, and the run ends.
+                let record = WorkerFailed {
+                    worker: rescaling.id(worker).to_string(),
+                    index: worker as u32,
+                    reason: format!("{reason} ({why})"),
+                    detected_ns: out.now(),
+                    recovered: false,
+                    checkpoint: 0,
+                    processed: Default::default(),
+                    outputs: 0,
+                    replayed: 0,
+                    moved: Vec::new(),
+                    state_lost: Vec::new(),
+                };
+                out.send(Peer::Collector, &record.encode(ROUTER_SENDER));
+                return Err(reason);
+            }
+        };
+        if !failed {
             return Ok(());
         }
-        self.checkpoints.forget(worker);
-        let moved = path.reassign(worker);
+        // The survivors' snapshots do not hold what they take now, nor do their logs: no
+        // snapshot is current until the next round, which starts at once.
+        self.checkpoints.invalidate();
+        self.checkpoints.due_now();
+        let moved = path.reassign(worker, out);
         let snapshot = restore.as_ref().and_then(Option::as_ref);
         let record = WorkerFailed {
             worker: rescaling.id(worker).to_string(),
@@ -409,8 +453,12 @@ impl Router {
     /// moving symbols (the injectors then wait: lossless back-pressure).
     pub fn accepting_input(&self) -> bool {
         self.path.as_ref().is_none_or(|path| {
-            path.held_ticks() < self.settings.max_held_ticks
-                && (!self.checkpoints.enabled() || path.replay_bytes() < self.settings.max_replay_bytes)
+            // Once the input ended no checkpoint comes to release the logs; nothing more
+            // comes in either.
+            let replay_full = self.checkpoints.enabled()
+                && !path.input_ended()
+                && path.replay_bytes() >= self.settings.max_replay_bytes;
+            path.held_ticks() < self.settings.max_held_ticks && !replay_full
         })
     }
 

@@ -255,6 +255,11 @@ impl LocalCluster {
         cluster
     }
 
+    /// What the faults did so far to the frames of one link kind.
+    pub fn link_stats(&self, link: LinkKind) -> LinkStats {
+        self.stats.get(&link).cloned().unwrap_or_default()
+    }
+
     /// The virtual time now, ns since the epoch.
     pub fn now(&self) -> u64 {
         self.now
@@ -530,7 +535,13 @@ impl LocalCluster {
                 if let CollectorState::Running(collector) = &mut self.collector {
                     self.collector_last_frame = self.now;
                     collector.handle(&bytes, self.now).expect("memory takes every row");
-                    if collector.has_everything() {
+                    let confirmations = collector.take_confirmations();
+                    let done = collector.has_everything();
+                    for confirmed in confirmations {
+                        let request = Payload::Request(Member::Collector, confirmed.encode(0));
+                        self.send(Member::Collector, Member::Router, request);
+                    }
+                    if done {
                         self.finish_collector();
                     }
                 }
@@ -658,7 +669,7 @@ impl LocalCluster {
                 self.collector_last_frame = self.now;
                 self.schedule(self.now + TIMER_NS, Scheduled::Timer(Member::Collector));
             }
-            FrameKind::EndAck => {}
+            FrameKind::EndAck | FrameKind::StateTaken => {}
             other => panic!("collector: unexpected answer {other:?}"),
         }
     }

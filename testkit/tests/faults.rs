@@ -261,3 +261,41 @@ fn outputs_that_overtake_their_rules_are_rejected_and_counted() {
     assert_eq!(summary.outputs_lost, unknown, "nothing lost silently");
     assert_eq!(summary.events_lost, Some(0));
 }
+
+#[test]
+fn a_worker_that_dies_during_its_snapshot_fails_over_from_the_one_before() {
+    // The snapshot is taken, but the worker dies before it reaches the router (its control
+    // link drops it): the router restores the previous confirmed checkpoint and replays more.
+    let spec = ClusterSpec { count: 60_000, ..ClusterSpec::default() };
+    let faults = vec![Fault::on(LinkKind::Control, Action::Drop).kind(FrameKind::Snapshot).only(2).nth(1)];
+    let mut cluster = LocalCluster::new(spec, faults);
+    assert!(cluster.run_until(|c| c.link_stats(LinkKind::Control).dropped > 0), "the snapshot was lost");
+    cluster.kill(Member::Worker(2));
+    let outcome = cluster.run();
+    common::assert_whole(&outcome, 60_000);
+    assert_eq!(outcome.output_rows(), reference_rows(&outcome.sent));
+    assert!(outcome.summary.failovers[0].recovered);
+}
+
+#[test]
+fn a_second_worker_that_dies_during_a_failover_says_what_it_lost() {
+    let spec = ClusterSpec { count: 60_000, ..ClusterSpec::default() };
+    let mut cluster = LocalCluster::new(spec, vec![]);
+    assert!(cluster.run_until(|c| c.processed_by(0) >= 3_000));
+    cluster.kill(Member::Worker(0));
+    // worker-1 dies right after the router noticed worker-0's death and restored its symbols
+    // (on worker-1 too), before the next checkpoint could cover them.
+    let noticed = cluster.now() + ClusterSpec::default().failure_timeout_ns + 1_000;
+    assert!(cluster.run_until(|c| c.now() >= noticed));
+    cluster.kill(Member::Worker(1));
+    let outcome = cluster.run();
+    let summary = &outcome.summary;
+    let failovers: Vec<(&str, bool)> = summary.failovers.iter().map(|f| (f.worker.as_str(), f.recovered)).collect();
+    assert_eq!(failovers, [("worker-0", true), ("worker-1", false)]);
+    assert!(!summary.complete && summary.failure.as_deref().is_some_and(|f| f.contains("worker-1")));
+    assert!(summary.failovers[1].state_lost.len() as u64 == summary.failovers[1].symbols);
+    // Never a hang: the run ended, every tick sent is processed or counted as lost.
+    let lost = summary.events_lost.unwrap();
+    assert_eq!(summary.events_processed + lost, 60_000);
+    assert_eq!(lost, summary.lost_by_cause.values().sum::<u64>());
+}

@@ -3,8 +3,9 @@
 //! progress and the final report in an [`Outbox`]. It owns no socket and reads no clock: the
 //! driver ([`crate::driver`]) does both, and unit tests drive it frame by frame.
 
+use cep_core::control::MAX_CONTROL_FRAME_BYTES;
 use cep_core::control::{Ready, RulesText};
-use cep_core::failover::{Checkpoint, Restore, Snapshot};
+use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Snapshot};
 use cep_core::frame::{Body, TickBatch};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{
@@ -173,6 +174,8 @@ impl Worker {
                     self.open_streams(opened, frame.sender());
                 }
             }
+            // Only the router (sender 0) checkpoints and restores.
+            FrameKind::Checkpoint | FrameKind::Restore if frame.sender() != 0 => self.rejections.unexpected(&frame),
             FrameKind::Checkpoint => {
                 if let Some(checkpoint) = self.rejections.decode::<Checkpoint>(&frame) {
                     self.take_checkpoint(checkpoint.id, out);
@@ -324,9 +327,18 @@ impl Worker {
             .collect();
         let processed =
             self.streams.iter().enumerate().map(|(stream, state)| (stream as u32, state.processed)).collect();
-        let snapshot =
-            Snapshot { id, from: self.index, symbols, engine, processed, outputs: self.engine.outputs_total() };
-        out.send(Peer::Router, &snapshot.encode(self.index));
+        let outputs = self.engine.outputs_total();
+        let snapshot = Snapshot { id, from: self.index, symbols, engine, processed, outputs, oversize: 0 };
+        let mut frame = snapshot.encode(self.index);
+        if frame.len() > MAX_CONTROL_FRAME_BYTES {
+            // The router's control socket would cut it off: say so in a frame it takes.
+            let oversize = frame.len() as u64;
+            let empty = Snapshot { symbols: Vec::new(), engine: Vec::new(), oversize, ..snapshot };
+            frame = empty.encode(self.index);
+        }
+        out.send(Peer::Router, &frame);
+        // Behind every output of the ticks before the barrier: the collector confirms it.
+        out.send(Peer::Collector, &CheckpointMark { id }.encode(self.index));
     }
 
     /// A dead worker's symbols, restored here from its snapshot: the engine takes the whole
