@@ -33,14 +33,19 @@ fn worker_pid(id: &str) -> Option<i32> {
     None
 }
 
-/// A run of `count` ticks at 200k/s over three workers; `victim` is killed once `after` has
-/// passed since its process appeared.
-fn kill_one_worker(count: u64, victim: &str, after: Duration) -> (Summary, std::path::PathBuf, tempfile::TempDir) {
+/// A run of `count` ticks at 200k/s over `workers` workers; `victim` is killed once `after`
+/// has passed since its process appeared.
+fn kill_one_worker(
+    count: u64,
+    workers: u32,
+    victim: &str,
+    after: Duration,
+) -> (Summary, std::path::PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let mut cluster = Running(
         cep()
-            .args(["run", "--workers", "3", "--rate", "200000", "--count", &count.to_string()])
+            .args(["run", "--workers", &workers.to_string(), "--rate", "200000", "--count", &count.to_string()])
             .args(["--csv", "all", "--record-input", "--quiet"])
             .arg("--out")
             .arg(&out)
@@ -65,10 +70,15 @@ fn kill_one_worker(count: u64, victim: &str, after: Duration) -> (Summary, std::
 
 #[test]
 fn a_worker_killed_under_load_fails_over_with_the_standalone_outputs() {
-    // Early (before or at the first checkpoints), and later, between two checkpoints.
-    for (victim, after) in [("worker-1", Duration::from_millis(700)), ("worker-2", Duration::from_millis(3_300))] {
-        let count: u64 = 1_200_000;
-        let (summary, out, _dir) = kill_one_worker(count, victim, after);
+    // Early (before or at the first checkpoints); between two checkpoints; and once the
+    // 10-second windows are full (two workers: each snapshot takes many control frames).
+    let cases = [
+        (1_200_000, 3, "worker-1", Duration::from_millis(700)),
+        (1_200_000, 3, "worker-2", Duration::from_millis(3_300)),
+        (2_800_000, 2, "worker-0", Duration::from_millis(11_500)),
+    ];
+    for (count, workers, victim, after) in cases {
+        let (summary, out, _dir) = kill_one_worker(count, workers, victim, after);
         assert!(summary.complete, "{victim}: {summary:#?}");
         assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(count), count, Some(0)));
         assert_eq!((summary.duplicates, summary.out_of_order, summary.outputs_lost), (0, 0, 0));

@@ -35,19 +35,32 @@ pub struct Snapshot {
     pub id: u64,
     /// The worker's index.
     pub from: u32,
-    /// The worker's own per-symbol state (order check and stream), one entry per symbol.
+    /// This frame's place among the snapshot's frames (each holds some of the symbols, so
+    /// that any state fits in control frames), from 0.
+    pub part: u32,
+    /// How many frames the snapshot takes.
+    pub parts: u32,
+    /// The worker's own per-symbol state (order check and stream), one entry per symbol of
+    /// this part.
     pub symbols: Vec<MovedSymbol>,
-    /// The engine's export of every symbol (the hand-off format).
+    /// The engine's export of this part's symbols (the hand-off format).
     #[serde(with = "serde_bytes")]
     pub engine: Vec<u8>,
     /// Ticks processed so far, per stream.
     pub processed: BTreeMap<u32, u64>,
     /// Outputs produced so far.
     pub outputs: u64,
-    /// Non-zero: the state took this many bytes, more than a control frame carries, and was
-    /// not sent (the worker cannot fail over exactly).
+    /// Non-zero: one part took this many bytes, more than a control frame carries, and the
+    /// state was not sent (the worker cannot fail over exactly).
     pub oversize: u64,
 }
+
+/// Symbols per snapshot part: small enough that a part fits a control frame with windows of
+/// many thousands of ticks per symbol.
+pub const SNAPSHOT_PART_SYMBOLS: usize = 64;
+
+/// The most parts a snapshot may take (the router refuses more).
+pub const MAX_SNAPSHOT_PARTS: u32 = 1 << 16;
 
 /// Every output of the ticks before checkpoint `id`'s barrier was sent before this: worker ->
 /// collector, in its output stream.

@@ -145,6 +145,15 @@ pub enum Event {
         /// Ticks replayed.
         replayed: u64,
     },
+    /// A worker took a checkpoint of its state.
+    Checkpointed {
+        /// The checkpoint.
+        id: u64,
+        /// Symbols in it.
+        symbols: u64,
+        /// Bytes of engine state.
+        bytes: u64,
+    },
     /// Something went wrong with checkpoints (the run goes on, with less protection).
     CheckpointTrouble {
         /// What.
@@ -188,6 +197,7 @@ impl Event {
                 "worker {worker} failed ({reason}): its symbols go on at the other workers from empty state \
                  (no current checkpoint)"
             ),
+            Event::Checkpointed { id, symbols, bytes } => tracing::debug!(id, symbols, bytes, "checkpoint taken"),
             Event::CheckpointTrouble { reason } => tracing::warn!("checkpoint: {reason}"),
         }
     }

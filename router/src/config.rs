@@ -10,8 +10,8 @@ pub const DEFAULT_MOVE_SLICE: usize = 16;
 /// Ticks held for moving symbols, by default, before the router stops reading input.
 pub const DEFAULT_MAX_HELD: usize = 100_000;
 
-/// Replay-log bytes (all workers) the router keeps by default: at 1 M ev/s about two
-/// seconds of ticks, twice the default checkpoint interval.
+/// Replay-log bytes (all workers) the router keeps by default: at 1 M ev/s (about 50 bytes a
+/// tick in a batch) some five seconds of ticks, several default checkpoint intervals.
 pub const DEFAULT_MAX_REPLAY: usize = 256 << 20;
 
 /// Router settings; every flag can also be set from the environment. `Default` is the flags'

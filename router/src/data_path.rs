@@ -165,13 +165,13 @@ impl DataPath {
     }
 
     /// Restores the symbols of dead `worker` (already [`Self::reassign`]ed) at their new
-    /// owners: each first gets the snapshot of the symbols it takes (none: the worker had no
-    /// checkpoint yet, its log holds everything), then their logged ticks, in order, behind
-    /// what it was already sent. Returns the ticks replayed.
-    pub fn replay(&mut self, worker: usize, snapshot: Option<&Snapshot>, out: &mut impl Outbox) -> u64 {
+    /// owners: each first gets the snapshot parts of the symbols it takes (none: the worker
+    /// had no checkpoint yet, its log holds everything), then their logged ticks, in order,
+    /// behind what it was already sent. Returns the ticks replayed.
+    pub fn replay(&mut self, worker: usize, snapshot: &[Snapshot], out: &mut impl Outbox) -> u64 {
         let log = std::mem::take(&mut self.logs[worker]);
         self.flush_all(out);
-        if let Some(snapshot) = snapshot {
+        for snapshot in snapshot {
             let mut per_owner: BTreeMap<usize, Vec<cep_core::rescale::MovedSymbol>> = BTreeMap::new();
             for moved in &snapshot.symbols {
                 if let Some(route) = self.owners.get(moved.symbol.as_bytes()) {

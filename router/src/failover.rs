@@ -19,7 +19,8 @@
 //! from the previous confirmed one, so a restore never skips an output that was lost with
 //! the dead worker.
 
-use cep_core::failover::Snapshot;
+use cep_core::failover::{Snapshot, MAX_SNAPSHOT_PARTS};
+use std::collections::BTreeMap;
 use std::collections::{BTreeSet, VecDeque};
 
 /// Snapshots of one worker kept while they await the collector's confirmation.
@@ -102,8 +103,10 @@ impl ReplayLog {
 /// A checkpoint whose barriers went out and whose snapshots are not all in.
 struct Round {
     id: u64,
-    /// Workers (by index) whose snapshot has not come.
+    /// Workers (by index) whose snapshot has not all come.
     waiting: BTreeSet<usize>,
+    /// The parts of each worker's snapshot come so far.
+    parts: BTreeMap<usize, Vec<Snapshot>>,
     /// When the barriers went out (monotonic ns).
     started: u64,
 }
@@ -117,11 +120,11 @@ pub struct Checkpoints {
     next_due: Option<u64>,
     next_id: u64,
     round: Option<Round>,
-    /// Per worker: its latest confirmed snapshot, and whether it is current.
-    latest: Vec<Option<Snapshot>>,
+    /// Per worker: its latest confirmed snapshot (its parts), and whether it is current.
+    latest: Vec<Option<Vec<Snapshot>>>,
     current: Vec<bool>,
     /// Per worker: snapshots taken, awaiting the collector's confirmation, oldest first.
-    unconfirmed: Vec<VecDeque<Snapshot>>,
+    unconfirmed: Vec<VecDeque<Vec<Snapshot>>>,
     completed: u64,
 }
 
@@ -186,7 +189,7 @@ impl Checkpoints {
         let id = self.next_id;
         self.next_id += 1;
         self.next_due = Some(now.saturating_add(self.every_ns));
-        self.round = Some(Round { id, waiting: workers, started: now });
+        self.round = Some(Round { id, waiting: workers, parts: BTreeMap::new(), started: now });
         id
     }
 
@@ -202,10 +205,32 @@ impl Checkpoints {
         let Some(round) = self.round.as_mut().filter(|round| round.id == snapshot.id) else {
             return Err(format!("checkpoint {} is not in flight", snapshot.id));
         };
-        if !round.waiting.remove(&worker) {
+        if !round.waiting.contains(&worker) {
             return Err(format!("worker {worker} owes no snapshot for checkpoint {}", snapshot.id));
         }
-        if snapshot.oversize > 0 {
+        let parts = round.parts.entry(worker).or_default();
+        // Parts come in order on the worker's one control line.
+        if snapshot.part as usize != parts.len()
+            || snapshot.parts == 0
+            || snapshot.parts > MAX_SNAPSHOT_PARTS
+            || parts.first().is_some_and(|first| first.parts != snapshot.parts)
+        {
+            return Err(format!(
+                "part {} of {} of checkpoint {} from worker {worker} does not follow the {} before it",
+                snapshot.part,
+                snapshot.parts,
+                snapshot.id,
+                parts.len()
+            ));
+        }
+        let (oversize, last) = (snapshot.oversize > 0, snapshot.part + 1 == snapshot.parts);
+        parts.push(snapshot);
+        if !last && !oversize {
+            return Ok(());
+        }
+        round.waiting.remove(&worker);
+        let parts = round.parts.remove(&worker).unwrap_or_default();
+        if oversize {
             self.current[worker] = false;
             self.unconfirmed[worker].clear();
         } else {
@@ -213,7 +238,7 @@ impl Checkpoints {
             if self.unconfirmed[worker].len() >= MAX_UNCONFIRMED {
                 self.unconfirmed[worker].pop_front();
             }
-            self.unconfirmed[worker].push_back(snapshot);
+            self.unconfirmed[worker].push_back(parts);
         }
         if round.waiting.is_empty() {
             self.round = None;
@@ -226,7 +251,9 @@ impl Checkpoints {
     /// the one to restore from. False if no such snapshot awaits confirmation.
     pub fn confirmed(&mut self, worker: usize, id: u64) -> bool {
         let Some(waiting) = self.unconfirmed.get_mut(worker) else { return false };
-        let Some(at) = waiting.iter().position(|snapshot| snapshot.id == id) else { return false };
+        let Some(at) = waiting.iter().position(|parts| parts.first().is_some_and(|part| part.id == id)) else {
+            return false;
+        };
         let snapshot = waiting.drain(..=at).next_back().expect("position found");
         self.latest[worker] = Some(snapshot);
         self.current[worker] = true;
@@ -259,9 +286,9 @@ impl Checkpoints {
     /// The snapshot a dead worker's symbols are restored from: `Some(None)` when its state is
     /// known and empty (no checkpoint yet: its log holds everything), `None` when it cannot
     /// be restored exactly.
-    pub fn restorable(&self, worker: usize) -> Option<Option<&Snapshot>> {
+    pub fn restorable(&self, worker: usize) -> Option<Option<&[Snapshot]>> {
         let current = self.enabled() && self.current.get(worker).copied().unwrap_or(false);
-        current.then(|| self.latest[worker].as_ref())
+        current.then(|| self.latest[worker].as_deref())
     }
 
     /// Checkpoints completed so far.

@@ -383,7 +383,7 @@ impl Router {
         // Its state is known only if no stream ended (survivors may have closed it) and no
         // rescale or rule switch since its snapshot.
         let restore = if path.any_ended() || rescaling.busy() { None } else { self.checkpoints.restorable(worker) };
-        let restore = restore.map(|snapshot| snapshot.cloned());
+        let restore = restore.map(|parts| parts.map(<[Snapshot]>::to_vec));
         let failed = match rescaling.fail(worker, &why, path, out) {
             Ok(failed) => failed,
             Err(reason) => {
@@ -413,7 +413,8 @@ impl Router {
         self.checkpoints.invalidate();
         self.checkpoints.due_now();
         let moved = path.reassign(worker, out);
-        let snapshot = restore.as_ref().and_then(Option::as_ref);
+        // Every part carries the counts at the barrier.
+        let snapshot = restore.as_ref().and_then(Option::as_ref).and_then(|parts| parts.first());
         let record = WorkerFailed {
             worker: rescaling.id(worker).to_string(),
             index: worker as u32,
@@ -430,7 +431,7 @@ impl Router {
         // Before any replayed output can exist.
         out.send(Peer::Collector, &record.encode(ROUTER_SENDER));
         let replayed = match &restore {
-            Some(snapshot) => path.replay(worker, snapshot.as_ref(), out),
+            Some(parts) => path.replay(worker, parts.as_deref().unwrap_or_default(), out),
             None => {
                 path.drop_log(worker);
                 0

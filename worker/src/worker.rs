@@ -5,7 +5,7 @@
 
 use cep_core::control::MAX_CONTROL_FRAME_BYTES;
 use cep_core::control::{Ready, RulesText};
-use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Snapshot};
+use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Snapshot, SNAPSHOT_PART_SYMBOLS};
 use cep_core::frame::{Body, TickBatch};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{
@@ -308,35 +308,56 @@ impl Worker {
     }
 
     /// A checkpoint barrier: the state of every symbol (engine and order checks) and the
-    /// counts so far go to the router, which keeps them in case this worker dies.
+    /// counts so far go to the router, which keeps them in case this worker dies; in parts of
+    /// [`SNAPSHOT_PART_SYMBOLS`] symbols, each a control frame.
     fn take_checkpoint(&mut self, id: u64, out: &mut impl Outbox) {
         let names: Vec<Vec<u8>> = self.engine.symbol_names().map(|name| name.as_bytes().to_vec()).collect();
         let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
-        let engine = self.engine.export_symbols(&names);
-        let symbols = names
-            .iter()
-            .filter_map(|name| {
-                let id = self.engine.symbol_id(name)?;
-                let track = self.symbols.get(id as usize)?;
-                Some(MovedSymbol {
-                    symbol: String::from_utf8_lossy(name).into_owned(),
-                    stream: track.stream,
-                    next_seq: track.next_seq,
-                })
-            })
-            .collect();
-        let processed =
+        let processed: BTreeMap<u32, u64> =
             self.streams.iter().enumerate().map(|(stream, state)| (stream as u32, state.processed)).collect();
         let outputs = self.engine.outputs_total();
-        let snapshot = Snapshot { id, from: self.index, symbols, engine, processed, outputs, oversize: 0 };
-        let mut frame = snapshot.encode(self.index);
-        if frame.len() > MAX_CONTROL_FRAME_BYTES {
-            // The router's control socket would cut it off: say so in a frame it takes.
-            let oversize = frame.len() as u64;
-            let empty = Snapshot { symbols: Vec::new(), engine: Vec::new(), oversize, ..snapshot };
-            frame = empty.encode(self.index);
+        let chunks: Vec<&[&[u8]]> = names.chunks(SNAPSHOT_PART_SYMBOLS).collect();
+        let parts = chunks.len().max(1) as u32;
+        let mut frames = Vec::with_capacity(parts as usize);
+        let mut bytes = 0;
+        for part in 0..parts {
+            let chunk = chunks.get(part as usize).copied().unwrap_or_default();
+            let engine = self.engine.export_symbols(chunk);
+            bytes += engine.len() as u64;
+            let symbols = chunk
+                .iter()
+                .filter_map(|name| {
+                    let track = self.symbols.get(self.engine.symbol_id(name)? as usize)?;
+                    let symbol = String::from_utf8_lossy(name).into_owned();
+                    Some(MovedSymbol { symbol, stream: track.stream, next_seq: track.next_seq })
+                })
+                .collect();
+            let snapshot = Snapshot {
+                id,
+                from: self.index,
+                part,
+                parts,
+                symbols,
+                engine,
+                processed: processed.clone(),
+                outputs,
+                oversize: 0,
+            };
+            let frame = snapshot.encode(self.index);
+            if frame.len() > MAX_CONTROL_FRAME_BYTES {
+                // The router's control socket would cut it off: say so in a frame it takes.
+                let oversize = frame.len() as u64;
+                let refusal =
+                    Snapshot { part: 0, parts: 1, symbols: Vec::new(), engine: Vec::new(), oversize, ..snapshot };
+                frames = vec![refusal.encode(self.index)];
+                break;
+            }
+            frames.push(frame);
         }
-        out.send(Peer::Router, &frame);
+        out.event(Event::Checkpointed { id, symbols: names.len() as u64, bytes });
+        for frame in &frames {
+            out.send(Peer::Router, frame);
+        }
         // Behind every output of the ticks before the barrier: the collector confirms it.
         out.send(Peer::Collector, &CheckpointMark { id }.encode(self.index));
     }
