@@ -58,8 +58,9 @@ pub struct CollectorConfig {
     /// `"running": true`, `"complete": false`; the final one replaces it); 0 turns it off.
     #[arg(long, env = "CEP_SUMMARY_EVERY", default_value = "10s", value_parser = parse_duration)]
     pub summary_every: Duration,
-    /// The router unreachable for longer than this is taken for dead: the collector writes
-    /// what it has (`complete: false`, with the cause in `failure`) and exits with an error.
+    /// Failure detection of the router (dead once its connection drops and stays down for an
+    /// eighth of this, or never reached after ten times this): the collector then writes what it has (`complete: false`, with
+    /// the cause in `failure`) and exits with an error.
     #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
     pub failure_timeout: Duration,
 }

@@ -115,11 +115,15 @@ pub fn run_in(
             last_frame = Instant::now();
         }
         // Checkpoints whose outputs are all here: the router may restore from them.
-        for confirmed in collector.take_confirmations() {
+        let confirmations = collector.take_confirmations();
+        for confirmed in &confirmations {
             use cep_core::frame::Body;
             router_link.send(&confirmed.encode(0), &shutdown)?;
         }
-        while router_link.try_recv()?.is_some() {}
+        // The router's answers (nothing to act on) are read so they do not pile up.
+        if !confirmations.is_empty() {
+            while router_link.try_recv()?.is_some() {}
+        }
         if collector.has_everything() {
             return Ok(Flow::Stop);
         }
@@ -131,7 +135,7 @@ pub fn run_in(
         {
             router_checked = Instant::now();
             if let Err(lost) = router_link.check_alive() {
-                let cause = format!("the router at {lost}");
+                let cause = format!("the router is lost: {lost}");
                 error!("{cause}: writing partial results");
                 collector.fail(cause.clone());
                 router_lost = Some(cause);

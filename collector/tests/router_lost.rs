@@ -57,7 +57,7 @@ fn a_lost_router_ends_the_run_with_partial_results_and_an_error() {
     drop(server);
     let error = collector.join().unwrap().unwrap_err();
     assert!(matches!(&error, CollectorError::RouterLost(cause) if cause.contains(&router)), "{error}");
-    let expected = format!("the run failed: the router at {router} has been unreachable for");
+    let expected = format!("the run failed: the router is lost: the connection to {router} dropped");
     assert!(error.to_string().starts_with(&expected) && error.to_string().contains("taken for dead"), "{error}");
     let summary: Summary =
         serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();

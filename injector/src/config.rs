@@ -73,8 +73,10 @@ pub struct InjectorConfig {
     /// Batches queued per connection before sending blocks.
     #[arg(long, env = "CEP_HWM", default_value_t = 1000)]
     pub hwm: i32,
-    /// How long the router may be unreachable before this injector takes it for dead and
-    /// stops (exit status non-zero, naming it).
+    /// Failure detection of the router (this injector then stops, exit status non-zero,
+    /// naming it): dead once its connection drops and stays down for an eighth of this, or
+    /// never reached after ten times this; TCP keepalive probes at a quarter of it (at least
+    /// 1 s).
     #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
     pub failure_timeout: Duration,
 }

@@ -86,8 +86,10 @@ pub struct RouterConfig {
     /// then wait: nothing is dropped).
     #[arg(long, env = "CEP_MAX_REPLAY", default_value_t = DEFAULT_MAX_REPLAY)]
     pub max_replay: usize,
-    /// How long a worker or the collector may be unreachable before the router takes it for
-    /// dead (a worker then fails over; without a collector the run ends).
+    /// Failure detection of the workers and the collector (a dead worker fails over; without
+    /// a collector the run ends): a peer whose connection drops and stays down for an eighth
+    /// of this is dead, one never reached after ten times this; TCP keepalive probes at a
+    /// quarter of it (at least 1 s).
     #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = cep_core::duration::parse_duration)]
     pub failure_timeout: Duration,
     /// Write the endpoints actually bound (`data=...`, `control=...`) to this file once

@@ -125,6 +125,9 @@ pub struct Checkpoints {
     current: Vec<bool>,
     /// Per worker: snapshots taken, awaiting the collector's confirmation, oldest first.
     unconfirmed: Vec<VecDeque<Vec<Snapshot>>>,
+    /// Per worker: the latest checkpoint the collector confirmed before its snapshot was all
+    /// here (the mark takes a short way, the snapshot a long one).
+    confirmed_early: Vec<u64>,
     completed: u64,
 }
 
@@ -140,6 +143,7 @@ impl Checkpoints {
             round: None,
             latest: vec![None; workers],
             unconfirmed: vec![VecDeque::new(); workers],
+            confirmed_early: vec![0; workers],
             // At the start every worker's (empty) state is known: the log holds all since.
             current: vec![true; workers],
             completed: 0,
@@ -157,6 +161,7 @@ impl Checkpoints {
         self.latest.push(None);
         self.current.push(false);
         self.unconfirmed.push(VecDeque::new());
+        self.confirmed_early.push(0);
     }
 
     /// The membership or the rules changed: no snapshot is current until the next round, and
@@ -201,9 +206,13 @@ impl Checkpoints {
     /// Takes `worker`'s snapshot for the round in flight (used once the collector confirms
     /// it); refused (with the reason) if it answers no barrier that worker is waiting on. A
     /// snapshot too large to be sent leaves that worker without a current one.
-    pub fn snapshot(&mut self, worker: usize, snapshot: Snapshot) -> Result<(), String> {
+    /// Returns the checkpoint it makes the one to restore from at once, when the collector
+    /// confirmed it already.
+    pub fn snapshot(&mut self, worker: usize, snapshot: Snapshot) -> Result<Option<u64>, String> {
         let Some(round) = self.round.as_mut().filter(|round| round.id == snapshot.id) else {
-            return Err(format!("checkpoint {} is not in flight", snapshot.id));
+            // A round dropped by a rescale or a deployment: its late parts are of no use.
+            tracing::debug!(worker, id = snapshot.id, "snapshot of a checkpoint no longer in flight");
+            return Ok(None);
         };
         if !round.waiting.contains(&worker) {
             return Err(format!("worker {worker} owes no snapshot for checkpoint {}", snapshot.id));
@@ -223,10 +232,10 @@ impl Checkpoints {
                 parts.len()
             ));
         }
-        let (oversize, last) = (snapshot.oversize > 0, snapshot.part + 1 == snapshot.parts);
+        let (id, oversize, last) = (snapshot.id, snapshot.oversize > 0, snapshot.part + 1 == snapshot.parts);
         parts.push(snapshot);
         if !last && !oversize {
-            return Ok(());
+            return Ok(None);
         }
         round.waiting.remove(&worker);
         let parts = round.parts.remove(&worker).unwrap_or_default();
@@ -244,7 +253,8 @@ impl Checkpoints {
             self.round = None;
             self.completed += 1;
         }
-        Ok(())
+        let early = !oversize && self.confirmed_early[worker] >= id && self.confirmed(worker, id);
+        Ok(early.then_some(id))
     }
 
     /// The collector has every output of `worker` up to checkpoint `id`: that snapshot is
@@ -252,6 +262,11 @@ impl Checkpoints {
     pub fn confirmed(&mut self, worker: usize, id: u64) -> bool {
         let Some(waiting) = self.unconfirmed.get_mut(worker) else { return false };
         let Some(at) = waiting.iter().position(|parts| parts.first().is_some_and(|part| part.id == id)) else {
+            // Its snapshot may still be on its way: taken when it is all here.
+            let in_flight = self.round.as_ref().is_some_and(|round| round.id == id && round.waiting.contains(&worker));
+            if in_flight {
+                self.confirmed_early[worker] = self.confirmed_early[worker].max(id);
+            }
             return false;
         };
         let snapshot = waiting.drain(..=at).next_back().expect("position found");

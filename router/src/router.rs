@@ -174,7 +174,9 @@ impl Router {
                     if frame.sender() != snapshot.from {
                         return Err("a snapshot must come from the worker it names".into());
                     }
-                    self.checkpoints.snapshot(worker, snapshot)?;
+                    if let Some(confirmed) = self.checkpoints.snapshot(worker, snapshot)? {
+                        path.release_log(worker, confirmed);
+                    }
                     if oversize > 0 {
                         // Not restorable: the log is of no use, and must not stall the input.
                         path.release_log(worker, id);
@@ -193,9 +195,16 @@ impl Router {
                 .map_err(|error| format!("bad confirmation frame: {error}"))
                 .map(|confirmed| {
                     let worker = confirmed.worker as usize;
-                    if self.checkpoints.confirmed(worker, confirmed.id) {
-                        path.release_log(worker, confirmed.id);
-                    }
+                    let taken = self.checkpoints.confirmed(worker, confirmed.id);
+                    let released = if taken { path.release_log(worker, confirmed.id) } else { 0 };
+                    tracing::debug!(
+                        worker,
+                        id = confirmed.id,
+                        taken,
+                        released,
+                        left = path.replay_bytes(),
+                        "outputs confirmed"
+                    );
                     StateTaken.encode(ROUTER_SENDER)
                 }),
             FrameKind::StatusRequest => {
@@ -216,9 +225,13 @@ impl Router {
                 Err("a worker is joining or leaving; deploy again once the rescale has finished".into())
             }
             FrameKind::Deploy => {
+                let epoch = self.control.deployments.current().epoch;
+                self.control.serve(client, body, now, Some(path), out);
                 // The replay logs do not record a rule switch: every checkpoint is stale.
-                self.checkpoints.invalidate();
-                return self.control.serve(client, body, now, Some(path), out);
+                if self.control.deployments.current().epoch != epoch {
+                    self.checkpoints.invalidate();
+                }
+                return;
             }
             _ => return self.control.serve(client, body, now, Some(path), out),
         };

@@ -90,7 +90,7 @@ impl ControlLink {
         Ok(ControlLink { socket, endpoint: endpoint.to_string(), watch, pending: Default::default() })
     }
 
-    /// Fails with [`TransportError::PeerLost`] once the router has been unreachable for
+    /// Fails with [`TransportError::PeerLost`] once the router is dead ([`crate::liveness`]).
     /// longer than the failure time-out.
     pub fn check_alive(&self) -> Result<(), TransportError> {
         match self.watch.as_ref().and_then(crate::liveness::PeerWatch::lost) {

@@ -1,8 +1,10 @@
 //! Noticing a dead peer. ZeroMQ reconnects in the background and never says a peer is gone,
 //! so a process blocked sending to a killed peer would wait for ever. A socket monitor
-//! reports when the connection to the peer drops and when it comes back; a peer unreachable
-//! for longer than half the failure time-out is dead (a killed process's kernel closes its
-//! connections at once; the reconnections then fail).
+//! reports when the connection to the peer drops: a peer whose connection stays down for an
+//! eighth of the failure time-out (250 ms by default) is dead (a killed process's kernel
+//! closes its connections at once, and the reconnections fail; a connection that drops loses
+//! the frames in flight, so it is not given long). A peer never reached is dead after ten
+//! failure time-outs (connecting takes resolving and a handshake).
 //!
 //! ZeroMQ's own heartbeats (PING/PONG) are not used: a receiver that applies back-pressure
 //! stops reading its connection, PINGs go unanswered, and the connection is closed with the
@@ -33,7 +35,7 @@ fn keepalive(socket: &zmq::Socket, timeout: Duration) -> Result<(), TransportErr
     Ok(())
 }
 
-/// A peer never connected is taken for dead after this many times as long as one that was.
+/// A peer never connected is taken for dead after this many failure time-outs.
 const NEVER_REACHED_FACTOR: u32 = 10;
 
 /// Whether the connection to the peer is up, from the monitor's events.
@@ -52,8 +54,8 @@ pub struct PeerWatch {
     /// alone.
     monitor: Option<zmq::Socket>,
     link: Cell<Link>,
-    /// Half the failure time-out.
-    unreachable_after: Duration,
+    /// The failure time-out.
+    timeout: Duration,
 }
 
 impl PeerWatch {
@@ -66,9 +68,9 @@ impl PeerWatch {
         timeout: Duration,
     ) -> Result<PeerWatch, TransportError> {
         let link = Cell::new(Link::Never(Instant::now()));
-        let unreachable_after = timeout / 2;
+
         if endpoint.starts_with("inproc://") {
-            return Ok(PeerWatch { monitor: None, link, unreachable_after });
+            return Ok(PeerWatch { monitor: None, link, timeout });
         }
         keepalive(socket, timeout)?;
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -77,7 +79,7 @@ impl PeerWatch {
         socket.monitor(&name, events).map_err(socket_err("monitor a connection"))?;
         let monitor = context.socket(zmq::PAIR).map_err(socket_err("create monitor socket"))?;
         monitor.connect(&name).map_err(socket_err("connect monitor socket"))?;
-        Ok(PeerWatch { monitor: Some(monitor), link, unreachable_after })
+        Ok(PeerWatch { monitor: Some(monitor), link, timeout })
     }
 
     /// How long the peer has been unreachable, once that is longer than the failure time-out
@@ -103,11 +105,10 @@ impl PeerWatch {
             }
         }
         match self.link.get() {
-            Link::Down(since) if since.elapsed() > self.unreachable_after => Some(since.elapsed()),
+            // Not at once: a loaded host has been seen to drop and remake a live connection.
+            Link::Down(since) if since.elapsed() > self.timeout / 8 => Some(since.elapsed()),
             // A peer never reached gets longer: connecting takes resolving and a handshake.
-            Link::Never(since) if since.elapsed() > self.unreachable_after * NEVER_REACHED_FACTOR => {
-                Some(since.elapsed())
-            }
+            Link::Never(since) if since.elapsed() > self.timeout * NEVER_REACHED_FACTOR => Some(since.elapsed()),
             _ => None,
         }
     }

@@ -54,8 +54,9 @@ pub enum TransportError {
         /// Why the answer was rejected.
         reason: String,
     },
-    /// The peer has been unreachable for longer than the failure time-out: it is dead.
-    #[error("{peer} has been unreachable for {down_for:.1?}: it is taken for dead")]
+    /// The connection to the peer dropped and stayed down (or never came up within ten failure
+    /// time-outs): it is dead.
+    #[error("the connection to {peer} dropped {down_for:.1?} ago (or never came up): it is taken for dead")]
     PeerLost {
         /// The endpoint of the peer.
         peer: String,
@@ -84,8 +85,9 @@ pub struct SocketOptions {
     pub high_water_mark: i32,
     /// How long a closing socket may keep trying to deliver what it still holds.
     pub linger: Duration,
-    /// How long a connected peer may be unreachable before it is taken for dead
-    /// ([`crate::liveness`]); `None`: never (a send then waits for it as long as it takes).
+    /// Watches the peer ([`crate::liveness`]): dead once its connection drops, or when it was
+    /// never reached within ten of these; sets TCP keepalive's pace. `None`: never (a send
+    /// then waits for it as long as it takes).
     pub failure_timeout: Option<Duration>,
 }
 
@@ -200,8 +202,8 @@ impl Push {
         &self.peer
     }
 
-    /// Fails with [`TransportError::PeerLost`] once the peer has been unreachable for longer
-    /// than the failure time-out (the driver asks between frames; a blocked send asks too).
+    /// Fails with [`TransportError::PeerLost`] once the peer is dead ([`crate::liveness`]; the
+    /// driver asks between frames, a blocked send asks too).
     pub fn check_alive(&self) -> Result<(), TransportError> {
         match self.watch.as_ref().and_then(crate::liveness::PeerWatch::lost) {
             Some(down_for) => Err(TransportError::PeerLost { peer: self.peer.clone(), down_for }),

@@ -37,8 +37,10 @@ pub struct WorkerConfig {
     /// After its report: how long to keep the sockets open waiting for the end of the run.
     #[arg(long, env = "CEP_END_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub end_timeout: Duration,
-    /// How long the router or the collector may be unreachable before this worker takes it
-    /// for dead and stops (exit status non-zero, naming it).
+    /// Failure detection of the router and the collector (this worker then stops, exit status
+    /// non-zero, naming it): a peer whose connection drops and stays down for an eighth of this
+    /// is dead, one never reached after ten times this; TCP keepalive probes at a quarter of
+    /// it (at least 1 s).
     #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
     pub failure_timeout: Duration,
 }
