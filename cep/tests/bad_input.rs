@@ -10,26 +10,14 @@ use cep_router::RouterConfig;
 use cep_transport::control::{register, EndOfRun};
 use cep_transport::{Context, Message, Pull, Push, SocketOptions};
 use cep_worker::WorkerConfig;
+mod common;
+
+use common::announced;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MAX_FRAME: usize = 64 * 1024;
-
-/// The endpoints a router announced in `file` (it binds kernel-chosen ports first).
-fn announced(file: &std::path::Path) -> (String, String) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(file) {
-            let field = |key: &str| text.lines().find_map(|line| line.strip_prefix(key)).map(str::to_string);
-            if let (Some(data), Some(control)) = (field("data="), field("control=")) {
-                return (data, control);
-            }
-        }
-        assert!(Instant::now() < deadline, "the router never announced its endpoints");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 fn valid_ticks(from: u64, to: u64) -> Vec<u8> {
     let mut batch = TickBatchWriter::new(0);

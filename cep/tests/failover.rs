@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{cep, Running};
+use common::{announced, cep, Running};
 
 use cep_core::results::Summary;
 use std::path::Path;
@@ -98,21 +98,6 @@ fn a_worker_killed_under_load_fails_over_with_the_standalone_outputs() {
         let (expected, got) = (sorted_rows(&standalone), sorted_rows(&out.join("outputs.csv")));
         assert_eq!(got.len(), expected.len(), "{victim}: rows");
         assert!(got == expected, "{victim}: the cluster's outputs differ from the standalone engine's");
-    }
-}
-
-/// The endpoints a router wrote to its announce file.
-fn announced(file: &Path) -> (String, String) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(file) {
-            let field = |key: &str| text.lines().find_map(|line| line.strip_prefix(key)).map(str::to_string);
-            if let (Some(data), Some(control)) = (field("data="), field("control=")) {
-                return (data, control);
-            }
-        }
-        assert!(Instant::now() < deadline, "the router never announced its endpoints");
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

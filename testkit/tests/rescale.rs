@@ -141,4 +141,9 @@ fn a_worker_that_dies_during_a_move_gives_a_clear_error_naming_the_lost_state_ne
         .expect("the router says it gave the move up");
     assert!(reason.starts_with("worker-0 did not hand off the state of"), "{reason}");
     assert!(reason.contains(&rescale.state_lost[0]), "{reason}");
+    // Noticed dead, its own symbols went to the others; with a move in progress its state
+    // could not be restored exactly, and the summary says so.
+    let failover = summary.failovers.iter().find(|f| f.worker == "worker-0").expect("worker-0 failed over");
+    assert!(!failover.recovered && !failover.state_lost.is_empty(), "{failover:?}");
+    assert!(summary.failure.as_deref().is_some_and(|f| f.contains("worker-0")), "{:?}", summary.failure);
 }
