@@ -61,8 +61,9 @@ wait_until "the stopped worker to have left" one_left
 # SIGKILL to one of the two left, once a checkpoint has followed the leave (every second):
 # the router notices, and its symbols fail over to the last one, restored and replayed.
 sleep 3
-victim=$(compose "${files[@]}" ps -q worker | xargs docker inspect --format '{{.State.Running}} {{.Id}}' |
-    awk '$1 == "true" { print $2; exit }')
+# (Each whole list is read before it is picked from: an early exit would fail the pipe.)
+workers_now=$(compose "${files[@]}" ps -q worker | xargs docker inspect --format '{{.State.Running}} {{.Id}}')
+victim=$(awk '$1 == "true" { print $2 }' <<<"$workers_now" | sed -n 1p)
 docker kill "$victim" >/dev/null
 wait_until "the killed worker to have failed over" one_failed
 
