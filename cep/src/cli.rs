@@ -282,10 +282,7 @@ pub fn run_role(role: Role, metrics: &MetricsArgs) -> anyhow::Result<()> {
                 Ok(summary)
             })?;
             if !summary.complete {
-                anyhow::bail!(
-                    "run incomplete (a stream, a worker or the router never sent its end): {}",
-                    summary.counts()
-                );
+                anyhow::bail!("run incomplete ({}): {}", summary.incomplete_because(), summary.counts());
             }
             Ok(())
         }

@@ -279,7 +279,7 @@ pub fn launch(args: LaunchArgs) -> anyhow::Result<()> {
 /// The verdict on a run: every event processed exactly once, every output delivered.
 pub fn check_complete(summary: &Summary) -> anyhow::Result<()> {
     if !summary.complete {
-        bail!("run incomplete: {}", summary.counts());
+        bail!("run incomplete ({}): {}", summary.incomplete_because(), summary.counts());
     }
     if summary.events_lost != Some(0) || summary.outputs_lost > 0 || summary.duplicates > 0 {
         bail!(

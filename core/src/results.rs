@@ -332,6 +332,15 @@ pub fn known(count: Option<u64>) -> String {
 impl Summary {
     /// The event counts in one phrase, e.g. `340532 of 400000 events processed, 59468 lost`, or
     /// for a run whose streams never ended `at least 340532 events processed, sent and lost
+    /// Why the run is not complete, in a few words: the failure that ended it, else the
+    /// first contradiction in its counts, else what never arrived.
+    pub fn incomplete_because(&self) -> String {
+        self.failure
+            .clone()
+            .or_else(|| self.errors.first().cloned())
+            .unwrap_or_else(|| "a stream, a worker or the router never sent its end".to_string())
+    }
+
     /// unknown`.
     pub fn counts(&self) -> String {
         match (self.events_sent, self.events_lost) {

@@ -39,6 +39,9 @@ pub enum InjectorError {
     /// A socket failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The router died.
+    #[error("the router is lost: {0}")]
+    RouterLost(TransportError),
     /// The router refused or did not answer the registration.
     #[error(transparent)]
     Registration(#[from] RegistrationError),
@@ -284,7 +287,7 @@ fn send_stream(
             plan.metrics.sent(sent);
         }
         if now >= next_look {
-            push.check_alive()?;
+            push.check_alive().map_err(InjectorError::RouterLost)?;
             next_look = now + LIVENESS_EVERY_NS;
         }
         if let Some(recorder) = recorder.filter(|_| rows.len() > 1 << 16) {

@@ -94,7 +94,9 @@ impl ControlLink {
     /// longer than the failure time-out.
     pub fn check_alive(&self) -> Result<(), TransportError> {
         match self.watch.as_ref().and_then(crate::liveness::PeerWatch::lost) {
-            Some(down_for) => Err(TransportError::PeerLost { peer: self.endpoint.clone(), down_for }),
+            Some((down_for, reached)) => {
+                Err(TransportError::PeerLost { peer: self.endpoint.clone(), down_for, reached })
+            }
             None => Ok(()),
         }
     }

@@ -82,9 +82,9 @@ impl PeerWatch {
         Ok(PeerWatch { monitor: Some(monitor), link, timeout })
     }
 
-    /// How long the peer has been unreachable, once that is longer than the failure time-out
-    /// allows (`None`: alive, or not yet known dead).
-    pub fn lost(&self) -> Option<Duration> {
+    /// How long the peer has been unreachable and whether it was ever reached, once it is
+    /// dead (`None`: alive, or not yet known dead).
+    pub fn lost(&self) -> Option<(Duration, bool)> {
         let monitor = self.monitor.as_ref()?;
         // Each event is two frames: (event u16 LE, value u32 LE), then the endpoint.
         while let Ok(parts) = monitor.recv_multipart(zmq::DONTWAIT) {
@@ -106,9 +106,11 @@ impl PeerWatch {
         }
         match self.link.get() {
             // Not at once: a loaded host has been seen to drop and remake a live connection.
-            Link::Down(since) if since.elapsed() > self.timeout / 8 => Some(since.elapsed()),
+            Link::Down(since) if since.elapsed() > self.timeout / 8 => Some((since.elapsed(), true)),
             // A peer never reached gets longer: connecting takes resolving and a handshake.
-            Link::Never(since) if since.elapsed() > self.timeout * NEVER_REACHED_FACTOR => Some(since.elapsed()),
+            Link::Never(since) if since.elapsed() > self.timeout * NEVER_REACHED_FACTOR => {
+                Some((since.elapsed(), false))
+            }
             _ => None,
         }
     }

@@ -56,12 +56,14 @@ pub enum TransportError {
     },
     /// The connection to the peer dropped and stayed down (or never came up within ten failure
     /// time-outs): it is dead.
-    #[error("the connection to {peer} dropped {down_for:.1?} ago (or never came up): it is taken for dead")]
+    #[error("{}", lost_line(peer, *down_for, *reached))]
     PeerLost {
         /// The endpoint of the peer.
         peer: String,
         /// How long it had been unreachable.
         down_for: Duration,
+        /// Whether it had ever been reached.
+        reached: bool,
     },
     /// The peer did not answer in time.
     #[error("no answer from {peer} within {timeout:?}")]
@@ -71,6 +73,14 @@ pub enum TransportError {
         /// How long this process waited.
         timeout: Duration,
     },
+}
+
+/// What a dead peer's error says.
+fn lost_line(peer: &str, down_for: Duration, reached: bool) -> String {
+    match reached {
+        true => format!("the connection to {peer} dropped {down_for:.1?} ago: it is taken for dead"),
+        false => format!("{peer} was never reached in {down_for:.1?}: it is taken for dead"),
+    }
 }
 
 /// Maps a ZeroMQ error to what was being done when it happened.
@@ -206,7 +216,7 @@ impl Push {
     /// driver asks between frames, a blocked send asks too).
     pub fn check_alive(&self) -> Result<(), TransportError> {
         match self.watch.as_ref().and_then(crate::liveness::PeerWatch::lost) {
-            Some(down_for) => Err(TransportError::PeerLost { peer: self.peer.clone(), down_for }),
+            Some((down_for, reached)) => Err(TransportError::PeerLost { peer: self.peer.clone(), down_for, reached }),
             None => Ok(()),
         }
     }

@@ -45,6 +45,14 @@ pub enum WorkerError {
     /// The router refused this worker or could not be reached.
     #[error(transparent)]
     Registration(#[from] RegistrationError),
+    /// The router or the collector died.
+    #[error("the {peer} is lost: {source}")]
+    Lost {
+        /// `router` or `collector`.
+        peer: &'static str,
+        /// How it was noticed.
+        source: TransportError,
+    },
     /// It joined a running cluster, but the router never reached its data endpoint.
     #[error(
         "the router accepted this worker but never reached its data endpoint {endpoint} within {waited:?}: \
@@ -171,8 +179,8 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         }
         // A dead router or collector: nothing this worker does can reach the results.
         if last_look.elapsed() >= LIVENESS_EVERY {
-            link.check_alive()?;
-            collector.check_alive()?;
+            link.check_alive().map_err(|source| WorkerError::Lost { peer: "router", source })?;
+            collector.check_alive().map_err(|source| WorkerError::Lost { peer: "collector", source })?;
             last_look = Instant::now();
         }
         if last_progress.elapsed() >= PROGRESS_EVERY {
@@ -208,7 +216,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
             stop.store(true, Ordering::Relaxed);
         }
         let done = worker.done() || stop.load(Ordering::Relaxed);
-        Ok::<_, TransportError>(if done { Flow::Stop } else { Flow::Continue })
+        Ok::<_, WorkerError>(if done { Flow::Stop } else { Flow::Continue })
     })?;
     if unreached {
         return Err(WorkerError::Unreached { endpoint, waited: config.start_timeout });
