@@ -57,8 +57,11 @@ fn a_lost_router_ends_the_run_with_partial_results_and_an_error() {
     drop(server);
     let error = collector.join().unwrap().unwrap_err();
     assert!(matches!(&error, CollectorError::RouterLost(cause) if cause.contains(&router)), "{error}");
-    let expected = format!("the run failed: the router is lost: the connection to {router} dropped");
-    assert!(error.to_string().starts_with(&expected) && error.to_string().contains("taken for dead"), "{error}");
+    // The collector's line to the router may have connected before the router went (its
+    // connection then dropped) or not (never reached): either way it is named, as dead.
+    let message = error.to_string();
+    assert!(message.starts_with("the run failed: the router is lost: "), "{message}");
+    assert!(message.contains(&router) && message.contains("taken for dead"), "{message}");
     let summary: Summary =
         serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
     assert!(!summary.complete && !summary.running, "{summary:?}");
