@@ -128,7 +128,6 @@ pub struct Checkpoints {
     /// Per worker: the latest checkpoint the collector confirmed before its snapshot was all
     /// here (the mark takes a short way, the snapshot a long one).
     confirmed_early: Vec<u64>,
-    completed: u64,
 }
 
 impl Checkpoints {
@@ -146,7 +145,6 @@ impl Checkpoints {
             confirmed_early: vec![0; workers],
             // At the start every worker's (empty) state is known: the log holds all since.
             current: vec![true; workers],
-            completed: 0,
         }
     }
 
@@ -172,14 +170,14 @@ impl Checkpoints {
         self.round = None;
     }
 
-    /// Whether a round is due at `now` (monotonic ns) and none is in flight. Starts the clock
-    /// on the first call.
-    pub fn due(&mut self, now: u64) -> bool {
+    /// Whether a round is due at `now` (monotonic ns): none is in flight, and the interval
+    /// has passed or the replay logs are `full`. Starts the clock on the first call.
+    pub fn due(&mut self, now: u64, full: bool) -> bool {
         if !self.enabled() || self.round.is_some() {
             return false;
         }
         let due = *self.next_due.get_or_insert(now.saturating_add(self.every_ns));
-        now >= due
+        full || now >= due
     }
 
     /// The next round starts at the next chance (a failover made every snapshot stale).
@@ -196,11 +194,6 @@ impl Checkpoints {
         self.next_due = Some(now.saturating_add(self.every_ns));
         self.round = Some(Round { id, waiting: workers, parts: BTreeMap::new(), started: now });
         id
-    }
-
-    /// Whether a round is in flight.
-    pub fn in_flight(&self) -> bool {
-        self.round.is_some()
     }
 
     /// Takes `worker`'s snapshot for the round in flight (used once the collector confirms
@@ -251,7 +244,6 @@ impl Checkpoints {
         }
         if round.waiting.is_empty() {
             self.round = None;
-            self.completed += 1;
         }
         let early = !oversize && self.confirmed_early[worker] >= id && self.confirmed(worker, id);
         Ok(early.then_some(id))
@@ -281,7 +273,6 @@ impl Checkpoints {
             round.waiting.remove(&worker);
             if round.waiting.is_empty() {
                 self.round = None;
-                self.completed += 1;
             }
         }
         self.current[worker] = false;
@@ -304,10 +295,5 @@ impl Checkpoints {
     pub fn restorable(&self, worker: usize) -> Option<Option<&[Snapshot]>> {
         let current = self.enabled() && self.current.get(worker).copied().unwrap_or(false);
         current.then(|| self.latest[worker].as_deref())
-    }
-
-    /// Checkpoints completed so far.
-    pub fn completed(&self) -> u64 {
-        self.completed
     }
 }

@@ -375,8 +375,7 @@ impl Router {
             }
         }
         let full = path.replay_bytes() >= self.settings.max_replay_bytes;
-        let due = self.checkpoints.due(now) || (full && self.checkpoints.enabled() && !self.checkpoints.in_flight());
-        if !due || path.input_ended() {
+        if !self.checkpoints.due(now, full) || path.input_ended() {
             return;
         }
         let workers = rescaling.active();
@@ -397,23 +396,25 @@ impl Router {
         // rescale or rule switch since its snapshot.
         let restore = if path.any_ended() || rescaling.busy() { None } else { self.checkpoints.restorable(worker) };
         let restore = restore.map(|parts| parts.map(<[Snapshot]>::to_vec));
+        // What the collector is told when nothing could be moved or restored.
+        let unrecovered = WorkerFailed {
+            worker: rescaling.id(worker).to_string(),
+            index: worker as u32,
+            reason: reason.to_string(),
+            detected_ns: out.now(),
+            recovered: false,
+            checkpoint: 0,
+            processed: Default::default(),
+            outputs: 0,
+            replayed: 0,
+            moved: Vec::new(),
+            state_lost: Vec::new(),
+        };
         let failed = match rescaling.fail(worker, &why, path, out) {
             Ok(failed) => failed,
             Err(reason) => {
                 // No worker left: the collector is told what was lost, and the run ends.
-                let record = WorkerFailed {
-                    worker: rescaling.id(worker).to_string(),
-                    index: worker as u32,
-                    reason: format!("{reason} ({why})"),
-                    detected_ns: out.now(),
-                    recovered: false,
-                    checkpoint: 0,
-                    processed: Default::default(),
-                    outputs: 0,
-                    replayed: 0,
-                    moved: Vec::new(),
-                    state_lost: Vec::new(),
-                };
+                let record = WorkerFailed { reason: format!("{reason} ({why})"), ..unrecovered };
                 out.send(Peer::Collector, &record.encode(ROUTER_SENDER));
                 return Err(reason);
             }
@@ -429,10 +430,6 @@ impl Router {
         // Every part carries the counts at the barrier.
         let snapshot = restore.as_ref().and_then(Option::as_ref).and_then(|parts| parts.first());
         let record = WorkerFailed {
-            worker: rescaling.id(worker).to_string(),
-            index: worker as u32,
-            reason: reason.to_string(),
-            detected_ns: out.now(),
             recovered: restore.is_some(),
             checkpoint: snapshot.map_or(0, |s| s.id),
             processed: snapshot.map(|s| s.processed.clone()).unwrap_or_default(),
@@ -440,6 +437,7 @@ impl Router {
             replayed: if restore.is_some() { path.logged_ticks(worker) } else { 0 },
             state_lost: if restore.is_some() { Vec::new() } else { moved.iter().map(|(s, _, _)| s.clone()).collect() },
             moved,
+            ..unrecovered
         };
         // Before any replayed output can exist.
         out.send(Peer::Collector, &record.encode(ROUTER_SENDER));

@@ -207,11 +207,6 @@ impl Push {
         Ok(Push { socket, peer: endpoint.to_string(), watch: None })
     }
 
-    /// The peer's endpoint.
-    pub fn peer(&self) -> &str {
-        &self.peer
-    }
-
     /// Fails with [`TransportError::PeerLost`] once the peer is dead ([`crate::liveness`]; the
     /// driver asks between frames, a blocked send asks too).
     pub fn check_alive(&self) -> Result<(), TransportError> {
