@@ -1078,6 +1078,33 @@ mod tests {
     }
 
     #[test]
+    fn a_forged_snapshot_or_confirmation_is_refused_or_changes_nothing() {
+        use cep_core::failover::{OutputsConfirmed, Snapshot};
+        let (mut router, mut out) = running(100);
+        let snapshot = Snapshot {
+            id: 1,
+            from: 1,
+            part: 0,
+            parts: 1,
+            symbols: vec![],
+            engine: vec![],
+            processed: Default::default(),
+            outputs: 0,
+            oversize: 0,
+        };
+        // Sent as worker 0, naming worker 1.
+        router.control(b"x".to_vec(), &snapshot.encode(0), 1, &mut out);
+        let refused: Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
+        assert!(refused.reason.contains("must come from the worker it names"), "{}", refused.reason);
+        // A confirmation of a checkpoint nobody took releases nothing and breaks nothing.
+        router.control(b"c".to_vec(), &OutputsConfirmed { worker: 9, id: 42 }.encode(0), 1, &mut out);
+        assert_eq!(Frame::read(&out.take()[0].1, usize::MAX).unwrap().kind(), FrameKind::StateTaken);
+        router.data(&ticks(&["S1"], 0), 2, &mut out);
+        router.flush(&mut out);
+        assert_eq!(routed(&out.take()).len(), 1, "routing goes on");
+    }
+
+    #[test]
     fn a_joining_workers_endpoint_must_be_one_the_router_can_connect_to() {
         for good in ["tcp://10.0.1.12:5560", "tcp://worker-3.local:5560", "tcp://[::1]:7", "ipc:///tmp/w", "inproc://w"]
         {

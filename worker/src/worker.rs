@@ -673,6 +673,23 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoint_or_restore_not_from_the_router_is_counted_and_changes_nothing() {
+        use cep_core::failover::{Checkpoint, Restore};
+        let (mut worker, mut out) = started(1);
+        worker.handle(&ticks(0, &[("AAA", 10.0, 0, 0)]), 1, &mut out);
+        out.take();
+        // Sender 3 is not the router: no export, no import.
+        worker.handle(&Checkpoint { id: 1 }.encode(3), 2, &mut out);
+        worker.handle(&Restore { from: 2, symbols: vec![], engine: vec![1, 2, 3] }.encode(3), 2, &mut out);
+        assert!(out.take().is_empty(), "nothing sent");
+        assert_eq!(worker.report().rejected.get("unexpected_kind"), Some(&2));
+        // From the router, a checkpoint goes to the router, its mark to the collector.
+        worker.handle(&Checkpoint { id: 1 }.encode(0), 3, &mut out);
+        let to: Vec<Peer> = out.take().into_iter().map(|(to, _)| to).collect();
+        assert_eq!(to, [Peer::Router, Peer::Collector]);
+    }
+
+    #[test]
     fn the_end_of_every_stream_closes_windows_then_reports() {
         let mut out = Recorded::default();
         let rules = RulesText {
