@@ -53,7 +53,9 @@ wait_until "the run to start with 2 workers" running_with_two
 compose "${files[@]}" up -d --scale worker=3 --no-recreate
 wait_until "the third worker to join" three_settled
 # SIGTERM to one worker: it asks to leave, its symbols move to the other two, it exits 0.
-leaving=$(compose "${files[@]}" ps -q worker | head -1)
+# (Lists are read whole before one is picked: `head` exiting early would fail the pipe with
+# SIGPIPE under pipefail, as docker-compose v1 writes its lines one by one.)
+leaving=$(compose "${files[@]}" ps -q worker | sed -n 1p)
 docker stop "$leaving" >/dev/null   # the compose file's stop_grace_period
 [ "$(docker inspect --format '{{.State.ExitCode}}' "$leaving")" = 0 ] ||
     { echo "compose smoke test failed: the stopped worker did not exit 0" >&2; exit 1; }
@@ -61,7 +63,6 @@ wait_until "the stopped worker to have left" one_left
 # SIGKILL to one of the two left, once a checkpoint has followed the leave (every second):
 # the router notices, and its symbols fail over to the last one, restored and replayed.
 sleep 3
-# (Each whole list is read before it is picked from: an early exit would fail the pipe.)
 workers_now=$(compose "${files[@]}" ps -q worker | xargs docker inspect --format '{{.State.Running}} {{.Id}}')
 victim=$(awk '$1 == "true" { print $2 }' <<<"$workers_now" | sed -n 1p)
 docker kill "$victim" >/dev/null
