@@ -81,6 +81,7 @@ fn register_as(
         streams,
         warmup_ns: 0,
         clock_endpoint: String::new(),
+        resuming: 0,
     };
     std::thread::spawn(move || {
         register(&context, &control, &registration, Duration::from_secs(30), &AtomicBool::new(false)).unwrap()
@@ -148,6 +149,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         streams: 0,
         warmup_ns: 0,
         clock_endpoint: String::new(),
+        resuming: 0,
     };
     let refused = register(&context, &control, &late, Duration::from_secs(10), &AtomicBool::new(false)).unwrap_err();
     assert!(

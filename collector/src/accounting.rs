@@ -11,7 +11,7 @@ use cep_core::results::{
 use std::collections::BTreeMap;
 
 /// What the collector itself observed.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Observed {
     /// Outputs received per rule (duplicates included, replayed outputs not).
     pub outputs: OutputCounts,
@@ -37,6 +37,9 @@ pub struct Observed {
     pub failovers: Vec<FailoverSummary>,
     /// Outputs received twice across a failover: dropped (not in `outputs`).
     pub replayed_outputs: u64,
+    /// Frames a sender sent again to a restarted collector that it already had (or sent to
+    /// the collector before it): dropped.
+    pub resent_frames: u64,
     /// Why the run ended by a failure, if it did.
     pub failure: Option<String>,
 }
@@ -74,6 +77,7 @@ pub fn summarize(
         rescales: observed.rescales,
         failovers: observed.failovers,
         replayed_outputs: observed.replayed_outputs,
+        resent_frames: observed.resent_frames,
         failure: observed.failure,
         ..Summary::default()
     };
@@ -320,6 +324,27 @@ mod tests {
         assert_eq!(summary.rejected["router"]["malformed"], 2);
         assert_eq!(summary.outputs_lost, 0);
         assert!(summary.lost_by_cause.is_empty());
+    }
+
+    #[test]
+    fn a_saved_copy_of_the_observed_counts_gives_the_same_summary() {
+        use cep_core::results::{ClockOffset, RescaleSummary};
+        let mut seen = observed(29);
+        seen.output_duplicates = 3;
+        seen.warmup_outputs = 4;
+        seen.final_outputs = 1;
+        seen.rejected = [("malformed".to_string(), 2)].into();
+        seen.latency.end_to_end.p99 = 12.5;
+        seen.clock_offsets = vec![ClockOffset { node: "router".into(), offset_us: -3.25, uncertainty_us: 0.5 }];
+        seen.rescales = vec![RescaleSummary { kind: "join".into(), worker: "w2".into(), ..RescaleSummary::default() }];
+        seen.failovers = vec![FailoverSummary { worker: "w1".into(), ..FailoverSummary::default() }];
+        seen.replayed_outputs = 7;
+        seen.failure = Some("lost".into());
+        let back: Observed = rmp_serde::from_slice(&rmp_serde::to_vec(&seen).unwrap()).unwrap();
+        let reports: BTreeMap<u32, WorkerReport> = [(0, worker(0, [10, 5], [Some(20), Some(9)]))].into();
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        let summarize = |seen| summarize(2, &ids, &reports, &[], Some(&router([20, 9])), &[], seen);
+        assert_eq!(summarize(back), summarize(seen));
     }
 
     #[test]

@@ -8,23 +8,27 @@ use crate::accounting::{summarize, Observed};
 use crate::config::CsvMode;
 use crate::csv::OutputsCsv;
 use crate::failovers::{FailoverWatch, Replay};
-use crate::intervals::IntervalRecorder;
+use crate::intervals::{IntervalRecorder, IntervalState};
 use crate::latency::HopHistograms;
 use crate::rules::RuleTable;
 use cep_core::control::Ready;
+use cep_core::delivery::{Arrival, Positions, Saved};
 use cep_core::failover::{CheckpointMark, OutputsConfirmed, WorkerFailed};
 use cep_core::frame::OutputBatch;
-use cep_core::report::{ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
+use cep_core::report::{
+    CauseCounts, ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport,
+};
 use cep_core::rescale::{RescaleStarted, Rescaled};
 use cep_core::results::{ClockOffset, Summary};
 use cep_core::tick::OutputRecord;
 use cep_core::wire::FrameKind;
 use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 /// The run as the collector learned it from the router's Ready answer.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunShape {
     /// The run's worker ids, by index.
     pub workers: Vec<String>,
@@ -86,6 +90,10 @@ pub struct Collector<W: Write> {
     rejections: Rejections,
     /// Checkpoints whose outputs all arrived, for the router (the driver sends them).
     confirmations: Vec<OutputsConfirmed>,
+    /// This collector's incarnation (1: the run's first; more: restarted, resumed).
+    incarnation: u64,
+    /// Per sender, the last frame taken.
+    positions: Positions,
 }
 
 impl<W: Write> Collector<W> {
@@ -110,6 +118,8 @@ impl<W: Write> Collector<W> {
             last_frame_ns: now,
             rejections: Rejections::new("collector"),
             confirmations: Vec::new(),
+            incarnation: 1,
+            positions: Positions::default(),
             shape,
         }
     }
@@ -202,9 +212,47 @@ impl<W: Write> Collector<W> {
     }
 
     /// Handles one frame received at `now`; fails only if outputs.csv cannot be written.
+    /// Frames of workers and the router come in a Sequenced envelope ([`cep_core::delivery`]):
+    /// each is taken once, in its sender's order, across restarts of the collector.
     pub fn handle(&mut self, bytes: &[u8], now: u64) -> io::Result<()> {
         self.last_frame_ns = now;
         let Some(frame) = self.rejections.accept(bytes, self.max_frame_bytes) else { return Ok(()) };
+        if frame.kind() != FrameKind::Sequenced {
+            return self.handle_frame(frame, now);
+        }
+        let Some(sequenced) =
+            frame.sequenced().map_err(|error| self.rejections.reject(error.cause(), Some(frame.sender()), &error)).ok()
+        else {
+            return Ok(());
+        };
+        match self.positions.arrive(&sequenced, self.incarnation, MAX_WORKERS) {
+            None => {
+                let detail = format_args!("frames of source {} (at most {MAX_WORKERS} workers)", sequenced.source);
+                self.rejections.reject("unknown_worker", Some(sequenced.source), &detail);
+                Ok(())
+            }
+            Some(Arrival::Again | Arrival::Stale) => {
+                self.observed.resent_frames += 1;
+                Ok(())
+            }
+            Some(arrival) => {
+                if let Arrival::AfterGap(lost) = arrival {
+                    let detail = format_args!("{lost} frames before position {} never arrived", sequenced.position);
+                    self.rejections.reject("frames_lost", Some(sequenced.source), &detail);
+                }
+                match self.rejections.accept(sequenced.frame, self.max_frame_bytes) {
+                    Some(inner) if inner.kind() == FrameKind::Sequenced => {
+                        self.rejections.unexpected(&inner);
+                        Ok(())
+                    }
+                    Some(inner) => self.handle_frame(inner, now),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    fn handle_frame(&mut self, frame: cep_core::frame::Frame<'_>, now: u64) -> io::Result<()> {
         match frame.kind() {
             FrameKind::Outputs | FrameKind::FinalOutputs => {
                 let mut decoded = std::mem::take(&mut self.decoded);
@@ -482,6 +530,7 @@ impl<W: Write> Collector<W> {
             rescales: self.rescales.summaries(),
             failovers: self.failovers.summaries(self.shape.start_ns),
             replayed_outputs: self.observed.replayed_outputs,
+            resent_frames: self.observed.resent_frames,
             failure: self.failure.clone(),
         };
         summarize(
@@ -508,13 +557,164 @@ impl<W: Write> Collector<W> {
     }
 }
 
+/// Where the sinks stood when a state was saved: a resumed collector cuts its files back to
+/// these lengths and writes on from there.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SinkMarks {
+    /// Rows in outputs.csv.
+    pub csv_rows: u64,
+    /// Bytes of outputs.csv.
+    pub csv_len: u64,
+    /// The interval recorder's own state.
+    pub intervals: IntervalState,
+    /// Bytes of intervals.csv and latency.hlog.
+    pub intervals_len: (u64, u64),
+}
+
+/// Everything a collector knows, as saved ([`Collector::save`]); the same fields, owned, are
+/// read back as a [`SavedState`].
+#[derive(Serialize)]
+struct SavedRef<'a> {
+    shape: &'a RunShape,
+    hops: &'a HopHistograms,
+    last_ticks: &'a [Vec<LastTicks>],
+    rules: &'a RuleTable,
+    observed: &'a Observed,
+    progress: &'a [WorkerProgress],
+    reports: &'a BTreeMap<u32, WorkerReport>,
+    router: &'a Option<RouterReport>,
+    rescales: &'a crate::rescales::RescaleWatch,
+    failovers: &'a FailoverWatch,
+    failure: &'a Option<String>,
+    last_report_ns: u64,
+    last_frame_ns: u64,
+    rejected: &'a CauseCounts,
+    confirmations: &'a [OutputsConfirmed],
+    positions: &'a Positions,
+    sinks: SinkMarks,
+}
+
+/// A collector's saved state, read back.
+#[derive(Deserialize)]
+pub struct SavedState {
+    shape: RunShape,
+    hops: HopHistograms,
+    last_ticks: Vec<Vec<LastTicks>>,
+    rules: RuleTable,
+    observed: Observed,
+    progress: Vec<WorkerProgress>,
+    reports: BTreeMap<u32, WorkerReport>,
+    router: Option<RouterReport>,
+    rescales: crate::rescales::RescaleWatch,
+    failovers: FailoverWatch,
+    failure: Option<String>,
+    last_report_ns: u64,
+    last_frame_ns: u64,
+    rejected: CauseCounts,
+    confirmations: Vec<OutputsConfirmed>,
+    positions: Positions,
+    /// Where the files stood.
+    pub sinks: SinkMarks,
+}
+
+impl SavedState {
+    /// Reads a saved state.
+    pub fn read(bytes: &[u8]) -> Result<SavedState, String> {
+        rmp_serde::from_slice(bytes).map_err(|error| format!("not a saved collector state of this version: {error}"))
+    }
+
+    /// The start of the run it belongs to (`Ready::start_ns`).
+    pub fn run_start_ns(&self) -> u64 {
+        self.shape.start_ns
+    }
+}
+
+impl<W: Write> Collector<W> {
+    /// Flushes the sinks and returns the whole state, with what it has taken of each sender
+    /// ([`Saved`], for the router once the bytes are stored) and the checkpoints confirmed
+    /// by it. The driver stores the bytes, then tells the router: so every frame the senders
+    /// drop is in a stored state.
+    pub fn save(&mut self) -> io::Result<(Vec<u8>, Saved, Vec<OutputsConfirmed>)> {
+        self.sinks.csv.flush()?;
+        self.sinks.intervals.flush()?;
+        let sinks = SinkMarks {
+            csv_rows: self.sinks.csv.rows(),
+            csv_len: self.sinks.csv.bytes_written(),
+            intervals: self.sinks.intervals.state(),
+            intervals_len: self.sinks.intervals.bytes_written(),
+        };
+        let saved = SavedRef {
+            shape: &self.shape,
+            hops: &self.hops,
+            last_ticks: &self.last_ticks,
+            rules: &self.rules,
+            observed: &self.observed,
+            progress: &self.progress,
+            reports: &self.reports,
+            router: &self.router,
+            rescales: &self.rescales,
+            failovers: &self.failovers,
+            failure: &self.failure,
+            last_report_ns: self.last_report_ns,
+            last_frame_ns: self.last_frame_ns,
+            rejected: self.rejections.counts(),
+            confirmations: &[],
+            positions: &self.positions,
+            sinks,
+        };
+        let bytes = rmp_serde::to_vec(&saved).map_err(io::Error::other)?;
+        Ok((bytes, self.positions.saved(), std::mem::take(&mut self.confirmations)))
+    }
+
+    /// A restarted collector, incarnation `incarnation`, going on from `state` with `sinks`
+    /// reopened where the state left them, in a run of the shape `shape` (the router's answer:
+    /// its current workers).
+    pub fn resume(
+        state: SavedState,
+        incarnation: u64,
+        csv_mode: CsvMode,
+        max_frame_bytes: usize,
+        sinks: Sinks<W>,
+    ) -> Self {
+        Collector {
+            shape: state.shape,
+            csv_mode,
+            max_frame_bytes,
+            hops: state.hops,
+            sinks,
+            decoded: Vec::with_capacity(1024),
+            last_ticks: state.last_ticks,
+            rules: state.rules,
+            observed: state.observed,
+            progress: state.progress,
+            reports: state.reports,
+            router: state.router,
+            rescales: state.rescales,
+            failovers: state.failovers,
+            failure: state.failure,
+            last_report_ns: state.last_report_ns,
+            last_frame_ns: state.last_frame_ns,
+            rejections: Rejections::restore("collector", state.rejected),
+            confirmations: state.confirmations,
+            incarnation,
+            positions: state.positions,
+        }
+    }
+
+    /// What it has taken of each sender, for the router at the start of an incarnation.
+    pub fn positions(&self) -> Saved {
+        self.positions.saved()
+    }
+}
+
 /// The last tick of each symbol whose outputs arrived from one worker on one stream. Outputs
 /// of a symbol from one worker arrive in tick order (one FIFO connection, and a worker
 /// processes a symbol's ticks in order), so a tick at or below its symbol's last is a
 /// duplicate; outputs of one symbol from two workers (a symbol moving during a rescale) may
 /// interleave, so each worker has its own table. One entry, allocated once, per symbol.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct LastTicks {
+    #[serde(with = "crate::histogram_serde::byte_keys")]
     last: FxHashMap<Box<[u8]>, u64>,
 }
 

@@ -2,12 +2,13 @@
 //! ([`crate::collector`]) every frame with its arrival time until every report is in (or the
 //! idle time-out, or a shutdown), then writes the results folder.
 
-use crate::collector::{Collector, RunShape, Sinks};
+use crate::collector::{Collector, RunShape, SavedState, Sinks};
 use crate::config::CollectorConfig;
 use crate::csv::OutputsCsv;
 use crate::intervals::IntervalRecorder;
 use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
+use cep_core::frame::Body;
 use cep_core::results::Summary;
 use cep_transport::clock::ClockServer;
 use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError};
@@ -44,6 +45,14 @@ pub enum CollectorError {
     /// were written all the same (`complete: false`, the cause in `failure`).
     #[error("the run failed: {0} (partial results written)")]
     RouterLost(String),
+    /// The saved state could not be read.
+    #[error("cannot resume from {path}: {reason} (remove it to start a new run)")]
+    State {
+        /// The state file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// A results file could not be written.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -73,10 +82,16 @@ pub fn run_in(
 ) -> Result<Summary, CollectorError> {
     config.validate().map_err(CollectorError::Config)?;
     std::fs::create_dir_all(&config.out).map_err(write_err(&config.out))?;
-    cep_core::results::remove_files(&config.out, cep_core::results::COLLECTOR_END_FILES)
-        .map_err(|(path, source)| CollectorError::Write { path, source })?;
     let csv_path = config.out.join("outputs.csv");
-    let csv = OutputsCsv::create(&csv_path).map_err(write_err(&csv_path))?;
+    let state_path = config.out.join(STATE_FILE);
+    // A state saved by a collector that died: if the router still runs that run, it resumes.
+    let saved = match std::fs::read(&state_path) {
+        Ok(bytes) => Some(
+            SavedState::read(&bytes).map_err(|reason| CollectorError::State { path: state_path.clone(), reason })?,
+        ),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => return Err(CollectorError::State { path: state_path, reason: error.to_string() }),
+    };
     let input = Pull::bind(context, &config.listen, &SocketOptions::default())?;
     let host = advertise_host(&config.advertise, &config.router).map_err(CollectorError::Advertise)?;
     let endpoint = advertised_endpoint(input.endpoint(), &host);
@@ -89,18 +104,54 @@ pub fn run_in(
         streams: 0,
         warmup_ns: 0,
         clock_endpoint: advertised_endpoint(clock.endpoint(), &host),
+        resuming: saved.as_ref().map_or(0, SavedState::run_start_ns),
     };
-    info!(endpoint, router = config.router, "collector registering");
+    info!(endpoint, router = config.router, resuming = saved.is_some(), "collector registering");
     let ready = register(context, &config.router, &registration, config.start_timeout, &shutdown)?;
     // From now on the router is watched: if it dies, the collector says so and ends.
     let router_link = ControlLink::connect(context, &config.router, Some(config.failure_timeout))?;
     let mut router_checked = Instant::now();
     let mut router_lost: Option<String> = None;
-    let shape = RunShape::of(&ready);
-    info!(workers = ?shape.workers, streams = shape.streams, "run started");
-    let intervals = IntervalRecorder::create(&config.out, ready.start_ns, Duration::from_secs(1))
-        .map_err(write_err(&config.out))?;
-    let mut collector = Collector::new(shape, config.csv, config.max_frame_bytes, Sinks { csv, intervals }, now_ns());
+    let mut collector = match saved {
+        // The router took this collector over its lost one: go on from the saved state.
+        Some(state) if ready.collector_incarnation > 1 => {
+            let marks = state.sinks.clone();
+            let sinks = Sinks {
+                csv: OutputsCsv::reopen(&csv_path, marks.csv_rows, marks.csv_len).map_err(write_err(&csv_path))?,
+                intervals: IntervalRecorder::reopen(
+                    &config.out,
+                    marks.intervals,
+                    marks.intervals_len.0,
+                    marks.intervals_len.1,
+                )
+                .map_err(write_err(&config.out))?,
+            };
+            let collector =
+                Collector::resume(state, ready.collector_incarnation, config.csv, config.max_frame_bytes, sinks);
+            info!(
+                incarnation = ready.collector_incarnation,
+                rows = marks.csv_rows,
+                "resumed from the saved state: the senders send again what it had not saved"
+            );
+            router_link.send(&collector.positions().encode(0), &shutdown)?;
+            collector
+        }
+        _ => {
+            if saved.is_some() {
+                warn!(path = %state_path.display(), "the saved state is of an earlier run; this is a new run: starting afresh");
+            }
+            cep_core::results::remove_files(&config.out, cep_core::results::COLLECTOR_END_FILES)
+                .map_err(|(path, source)| CollectorError::Write { path, source })?;
+            remove_state(&state_path)?;
+            let csv = OutputsCsv::create(&csv_path).map_err(write_err(&csv_path))?;
+            let shape = RunShape::of(&ready);
+            info!(workers = ?shape.workers, streams = shape.streams, "run started");
+            let intervals = IntervalRecorder::create(&config.out, ready.start_ns, Duration::from_secs(1))
+                .map_err(write_err(&config.out))?;
+            Collector::new(shape, config.csv, config.max_frame_bytes, Sinks { csv, intervals }, now_ns())
+        }
+    };
+    let mut saving = Saving { path: state_path.clone(), last: Instant::now(), dirty: false };
 
     let metrics = crate::metrics::CollectorMetrics::register();
     let mut last_publish = Instant::now();
@@ -113,18 +164,15 @@ pub fn run_in(
         if let Received::Frame { bytes, .. } = received {
             collector.handle(bytes, now_ns()).map_err(write_err(&csv_path))?;
             last_frame = Instant::now();
+            saving.dirty = true;
         }
-        // Checkpoints whose outputs are all here: the router may restore from them.
-        let confirmations = collector.take_confirmations();
-        for confirmed in &confirmations {
-            use cep_core::frame::Body;
-            router_link.send(&confirmed.encode(0), &shutdown)?;
-        }
-        // The router's answers (nothing to act on) are read so they do not pile up.
-        if !confirmations.is_empty() {
-            while router_link.try_recv()?.is_some() {}
+        // What arrived is saved, then the router is told: senders drop what is saved, and
+        // checkpoints whose outputs are all saved may be restored from.
+        if saving.due() {
+            saving.save(&mut collector, &router_link, &shutdown)?;
         }
         if collector.has_everything() {
+            saving.save(&mut collector, &router_link, &shutdown)?;
             return Ok(Flow::Stop);
         }
         // A router that has reported, or is stopping with us, may go: only a router still due
@@ -202,6 +250,10 @@ pub fn run_in(
         summary.complete = false;
     }
     write_results(&config.out, &summary)?;
+    // The results are written: nothing is left to resume.
+    if router_lost.is_none() && !shutdown.load(Ordering::Relaxed) {
+        remove_state(&state_path)?;
+    }
     metrics.complete(summary.complete);
     info!(
         rows = finished.rows,
@@ -214,6 +266,57 @@ pub fn run_in(
     match router_lost {
         Some(cause) => Err(CollectorError::RouterLost(cause)),
         None => Ok(summary),
+    }
+}
+
+/// The collector's saved state, in the results folder: a collector started again with the same
+/// `--out` while its run goes on resumes from it.
+pub const STATE_FILE: &str = "collector.state";
+
+/// How often the collector saves its state (when frames arrived since the last save).
+const SAVE_EVERY: Duration = Duration::from_millis(500);
+
+fn remove_state(path: &Path) -> Result<(), CollectorError> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(write_err(path)(error)),
+        _ => Ok(()),
+    }
+}
+
+/// Saving the collector's state: every [`SAVE_EVERY`] while frames arrive.
+struct Saving {
+    path: PathBuf,
+    last: Instant,
+    /// Frames arrived since the last save.
+    dirty: bool,
+}
+
+impl Saving {
+    fn due(&self) -> bool {
+        self.dirty && self.last.elapsed() >= SAVE_EVERY
+    }
+
+    /// Stores the state (written whole, then renamed over the last one, so a crash leaves one
+    /// or the other), then tells the router what it holds and which checkpoints it confirms.
+    fn save(
+        &mut self,
+        collector: &mut Collector<std::io::BufWriter<std::fs::File>>,
+        router: &ControlLink,
+        shutdown: &AtomicBool,
+    ) -> Result<(), CollectorError> {
+        let (bytes, saved, confirmations) = collector.save().map_err(write_err(&self.path))?;
+        let temporary = self.path.with_extension("state.tmp");
+        std::fs::write(&temporary, bytes).map_err(write_err(&temporary))?;
+        std::fs::rename(&temporary, &self.path).map_err(write_err(&self.path))?;
+        router.send(&saved.encode(0), shutdown)?;
+        for confirmed in &confirmations {
+            router.send(&confirmed.encode(0), shutdown)?;
+        }
+        // The router's answers (nothing to act on) are read so they do not pile up.
+        while router.try_recv()?.is_some() {}
+        self.last = Instant::now();
+        self.dirty = false;
+        Ok(())
     }
 }
 

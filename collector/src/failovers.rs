@@ -13,7 +13,7 @@ use cep_core::results::FailoverSummary;
 use rustc_hash::FxHashMap;
 
 /// A moved symbol whose outputs may come twice.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Recovering {
     /// Its owner now (the survivor that replays its ticks).
     owner: u32,
@@ -24,12 +24,13 @@ struct Recovering {
 }
 
 /// The failovers seen so far, and the symbols they moved.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct FailoverWatch {
     /// The router's records, in the order they came (one per dead worker).
     records: Vec<WorkerFailed>,
     /// Per stream, per moved symbol: who may send its outputs and the last that arrived.
     /// Memory grows with the moved symbols, never with events.
+    #[serde(with = "crate::histogram_serde::nested_byte_keys")]
     moved: FxHashMap<u32, FxHashMap<Box<[u8]>, Recovering>>,
 }
 
@@ -177,5 +178,37 @@ mod tests {
         assert_eq!(watch.arrived(1, 0, b"A", 7), Replay::Again);
         let summaries = watch.summaries(1_000_000_000);
         assert_eq!((summaries[0].at_s, summaries[0].symbols, summaries[1].symbols), (2.0, 2, 1));
+    }
+
+    #[test]
+    fn a_saved_copy_tells_replays_as_the_original() {
+        let mut arrived = LastTicks::default();
+        arrived.arrived(b"A", 5);
+        let last_ticks = vec![vec![arrived]];
+        let mut watch = FailoverWatch::default();
+        assert!(watch.failed(record(0, &[("A", 1), ("B", 2)]), &last_ticks));
+        assert_eq!(watch.arrived(0, 0, b"B", 0), Replay::First);
+        let mut back: FailoverWatch = rmp_serde::from_slice(&rmp_serde::to_vec(&watch).unwrap()).unwrap();
+        assert_eq!(back.records(), watch.records());
+        assert!(!back.is_empty() && back.is_dead(0) && !back.is_dead(1));
+        assert!(!back.failed(record(0, &[]), &last_ticks), "one record per worker, after a resume too");
+        let mut both = [&mut watch, &mut back];
+        let answers = both.each_mut().map(|watch| {
+            let mut answers = vec![
+                watch.arrived(1, 0, b"A", 5),
+                watch.arrived(1, 0, b"A", 6),
+                watch.arrived(0, 0, b"A", 6),
+                watch.arrived(2, 0, b"B", 0),
+                watch.arrived(2, 0, b"B", 1),
+                watch.arrived(2, 0, b"C", 1),
+                watch.arrived(1, 1, b"A", 9),
+            ];
+            assert!(watch.failed(record(1, &[("A", 2)]), &[]));
+            answers.extend([watch.arrived(2, 0, b"A", 6), watch.arrived(1, 0, b"A", 7)]);
+            answers
+        });
+        assert_eq!(answers[0], answers[1]);
+        assert_eq!(answers[1][..4], [Replay::Again, Replay::First, Replay::Again, Replay::Again]);
+        assert_eq!(back.summaries(1_000_000_000), watch.summaries(1_000_000_000));
     }
 }

@@ -8,6 +8,8 @@
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -16,6 +18,9 @@ use std::time::{Duration, UNIX_EPOCH};
 /// The first line of `intervals.csv`: each interval's start (seconds since the run's start),
 /// its number of outputs, and their end-to-end latency in µs.
 pub const INTERVALS_HEADER: &str = "interval_start_s,count,mean_us,p50_us,p99_us,p999_us,max_us";
+
+const CSV_FILE: &str = "intervals.csv";
+const LOG_FILE: &str = "latency.hlog";
 
 /// Closes one-second intervals of the run's end-to-end histogram into `intervals.csv` and
 /// `latency.hlog` (files, or memory in tests and the harness).
@@ -27,37 +32,130 @@ pub struct IntervalRecorder<W: Write = BufWriter<File>> {
     at_interval_start: Histogram<u64>,
     csv: W,
     log: W,
+    /// Bytes written to `csv` and `log` (see [`IntervalRecorder::bytes_written`]): counted here
+    /// rather than read off the files, so it works for any sink and costs no system call.
+    csv_len: u64,
+    log_len: u64,
     serializer: V2DeflateSerializer,
+}
+
+/// What an [`IntervalRecorder`] needs to go on where it was (the files' contents aside).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IntervalState {
+    /// The run's start (collector time), where the intervals are counted from.
+    pub start_ns: u64,
+    /// An interval's length, ns.
+    pub interval_ns: u64,
+    /// The start of the interval not yet closed.
+    pub current_start_ns: u64,
+    /// The run's end-to-end histogram as it was at `current_start_ns`.
+    #[serde(with = "crate::histogram_serde")]
+    pub at_interval_start: Histogram<u64>,
 }
 
 impl IntervalRecorder {
     /// Intervals of `interval` from `start_ns` (the run's start, collector time).
     pub fn create(out: &Path, start_ns: u64, interval: Duration) -> io::Result<IntervalRecorder> {
-        let csv = BufWriter::new(File::create(out.join("intervals.csv"))?);
-        let log = BufWriter::new(File::create(out.join("latency.hlog"))?);
+        let csv = BufWriter::new(File::create(out.join(CSV_FILE))?);
+        let log = BufWriter::new(File::create(out.join(LOG_FILE))?);
         IntervalRecorder::new(csv, log, start_ns, interval)
     }
+
+    /// Goes on with the `intervals.csv` and `latency.hlog` in `out` from `state`: each file is
+    /// cut to its length when `state` was taken (`csv_len`, `log_len`: [`Self::bytes_written`]
+    /// after a [`Self::flush`]), dropping what was written after, and written on from there. A
+    /// file shorter than that lost what the state counts on: an error.
+    pub fn reopen(out: &Path, state: IntervalState, csv_len: u64, log_len: u64) -> io::Result<IntervalRecorder> {
+        let csv = BufWriter::new(crate::csv::reopen_truncated(&out.join(CSV_FILE), csv_len)?);
+        let log = BufWriter::new(crate::csv::reopen_truncated(&out.join(LOG_FILE), log_len)?);
+        let mut recorder = IntervalRecorder::resume(csv, log, state);
+        (recorder.csv_len, recorder.log_len) = (csv_len, log_len);
+        Ok(recorder)
+    }
+
+    /// Flushes both files and has the system write them to disk, so that what
+    /// [`Self::bytes_written`] says is there survives a crash of the machine.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.flush()?;
+        self.csv.get_ref().sync_data()?;
+        self.log.get_ref().sync_data()
+    }
+}
+
+/// Writes `bytes` to `sink`, counting them in `len`.
+fn put<W: Write>(sink: &mut W, len: &mut u64, bytes: &[u8]) -> io::Result<()> {
+    sink.write_all(bytes)?;
+    *len += bytes.len() as u64;
+    Ok(())
 }
 
 impl<W: Write> IntervalRecorder<W> {
     /// Intervals of `interval` from `start_ns`, written to `csv` and `log`.
     pub fn new(mut csv: W, mut log: W, start_ns: u64, interval: Duration) -> io::Result<IntervalRecorder<W>> {
-        writeln!(csv, "{INTERVALS_HEADER}")?;
+        let (mut csv_len, mut log_len) = (0, 0);
+        put(&mut csv, &mut csv_len, format!("{INTERVALS_HEADER}\n").as_bytes())?;
         let start_s = start_ns as f64 / 1e9;
-        writeln!(log, "#[Histogram log format version 1.3]")?;
-        writeln!(log, "#[End-to-end latency in nanoseconds, from each tick's intended send time]")?;
-        writeln!(log, "#[StartTime: {start_s:.3} (seconds since epoch)]")?;
-        writeln!(log, "#[BaseTime: {start_s:.3} (seconds since epoch)]")?;
-        writeln!(log, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")?;
-        Ok(IntervalRecorder {
+        let header = format!(
+            "#[Histogram log format version 1.3]\n\
+             #[End-to-end latency in nanoseconds, from each tick's intended send time]\n\
+             #[StartTime: {start_s:.3} (seconds since epoch)]\n\
+             #[BaseTime: {start_s:.3} (seconds since epoch)]\n\
+             \"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n"
+        );
+        put(&mut log, &mut log_len, header.as_bytes())?;
+        let state = IntervalState {
             start_ns,
             interval_ns: interval.as_nanos().max(1) as u64,
             current_start_ns: start_ns,
             at_interval_start: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid"),
+        };
+        let mut recorder = IntervalRecorder::resume(csv, log, state);
+        (recorder.csv_len, recorder.log_len) = (csv_len, log_len);
+        Ok(recorder)
+    }
+
+    /// Goes on from `state`, writing to `csv` and `log` after what they hold: no header (they
+    /// have one). [`Self::bytes_written`] counts from here.
+    pub fn resume(csv: W, log: W, state: IntervalState) -> IntervalRecorder<W> {
+        IntervalRecorder {
+            start_ns: state.start_ns,
+            interval_ns: state.interval_ns.max(1),
+            current_start_ns: state.current_start_ns,
+            at_interval_start: state.at_interval_start,
             csv,
             log,
+            csv_len: 0,
+            log_len: 0,
             serializer: V2DeflateSerializer::new(),
-        })
+        }
+    }
+
+    /// What [`Self::resume`] needs to go on from here.
+    pub fn state(&self) -> IntervalState {
+        IntervalState {
+            start_ns: self.start_ns,
+            interval_ns: self.interval_ns,
+            current_start_ns: self.current_start_ns,
+            at_interval_start: self.at_interval_start.clone(),
+        }
+    }
+
+    /// Bytes written to (`intervals.csv`, `latency.hlog`): from the files' start for a recorder
+    /// made by `new`, `create` or `reopen` (after [`Self::flush`], the files' lengths), from
+    /// the resume for one made by [`Self::resume`]. Buffered bytes count: flush first.
+    pub fn bytes_written(&self) -> (u64, u64) {
+        (self.csv_len, self.log_len)
+    }
+
+    /// Flushes both sinks.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.csv.flush()?;
+        self.log.flush()
+    }
+
+    /// The sinks (`intervals.csv`, `latency.hlog`), e.g. to sync the files behind them.
+    pub fn writers(&self) -> (&W, &W) {
+        (&self.csv, &self.log)
     }
 
     /// Call before recording what arrived at `t_collector` into `total` (the run's end-to-end
@@ -81,9 +179,8 @@ impl<W: Write> IntervalRecorder<W> {
         let h = &interval;
         let us = |ns: u64| ns as f64 / 1000.0;
         let offset = Duration::from_nanos(self.current_start_ns.saturating_sub(self.start_ns));
-        writeln!(
-            self.csv,
-            "{:.3},{},{:.2},{:.2},{:.2},{:.2},{:.2}",
+        let row = format!(
+            "{:.3},{},{:.2},{:.2},{:.2},{:.2},{:.2}\n",
             offset.as_secs_f64(),
             h.len(),
             h.mean() / 1000.0,
@@ -91,7 +188,8 @@ impl<W: Write> IntervalRecorder<W> {
             us(h.value_at_quantile(0.99)),
             us(h.value_at_quantile(0.999)),
             us(h.max())
-        )?;
+        );
+        put(&mut self.csv, &mut self.csv_len, row.as_bytes())?;
         // The log writer borrows its sink: one short-lived writer per interval line.
         let mut line = Vec::new();
         let mut writer = IntervalLogWriterBuilder::new()
@@ -102,9 +200,11 @@ impl<W: Write> IntervalRecorder<W> {
             .map_err(|error| io::Error::other(format!("{error:?}")))?;
         let text = String::from_utf8_lossy(&line);
         // Keep only the histogram line (the builder writes its own BaseTime comment first).
+        let mut rows = String::new();
         for row in text.lines().filter(|row| !row.starts_with('#')) {
-            writeln!(self.log, "{row}")?;
+            let _ = writeln!(rows, "{row}");
         }
+        put(&mut self.log, &mut self.log_len, rows.as_bytes())?;
         self.at_interval_start = total.clone();
         Ok(())
     }
@@ -112,8 +212,7 @@ impl<W: Write> IntervalRecorder<W> {
     /// Closes the last interval; `total` is the run's end-to-end histogram.
     pub fn finish(mut self, total: &Histogram<u64>) -> io::Result<(W, W)> {
         self.flush_interval(total)?;
-        self.csv.flush()?;
-        self.log.flush()?;
+        self.flush()?;
         Ok((self.csv, self.log))
     }
 }
@@ -147,5 +246,83 @@ mod tests {
             })
             .collect();
         assert_eq!(histograms, vec![Duration::ZERO, Duration::from_secs(2)]);
+    }
+
+    /// Outputs (latency, arrival) over several intervals, some of them empty.
+    fn arrivals(start: u64) -> Vec<(u64, u64)> {
+        (0..400u64).map(|i| (1_000 + i * i * 37 % 900_000, start + i * 17_000_000 + i % 7 * 1_000)).collect()
+    }
+
+    fn histogram() -> Histogram<u64> {
+        Histogram::new_with_bounds(1, 3_600_000_000_000, 3).unwrap()
+    }
+
+    fn feed<W: Write>(recorder: &mut IntervalRecorder<W>, total: &mut Histogram<u64>, arrivals: &[(u64, u64)]) {
+        for &(latency, arrival) in arrivals {
+            recorder.advance(arrival, total).unwrap();
+            total.record(latency).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_resumed_recorder_writes_what_an_uninterrupted_one_does() {
+        let start = 1_700_000_000_000_000_000;
+        let arrivals = arrivals(start);
+        let (before, after) = arrivals.split_at(150);
+        let mut total = histogram();
+        let mut whole = IntervalRecorder::new(Vec::new(), Vec::new(), start, Duration::from_secs(1)).unwrap();
+        feed(&mut whole, &mut total, &arrivals);
+        let (whole_csv, whole_log) = whole.finish(&total).unwrap();
+        assert!(whole_csv.iter().filter(|&&b| b == b'\n').count() > 4, "several intervals");
+
+        // In memory: saved after `before`, resumed on copies of what the sinks held.
+        let mut total = histogram();
+        let mut first = IntervalRecorder::new(Vec::new(), Vec::new(), start, Duration::from_secs(1)).unwrap();
+        feed(&mut first, &mut total, before);
+        first.flush().unwrap();
+        let (csv, log) = first.writers();
+        assert_eq!(first.bytes_written(), (csv.len() as u64, log.len() as u64));
+        let state: IntervalState = rmp_serde::from_slice(&rmp_serde::to_vec(&first.state()).unwrap()).unwrap();
+        let mut resumed = IntervalRecorder::resume(csv.clone(), log.clone(), state);
+        feed(&mut resumed, &mut total, after);
+        let (csv, log) = resumed.finish(&total).unwrap();
+        assert_eq!(String::from_utf8(csv).unwrap(), String::from_utf8(whole_csv.clone()).unwrap());
+        assert_eq!(log, whole_log);
+
+        // In files: saved after `before`, then more written before the crash; the reopened
+        // recorder drops that tail and goes on from the save.
+        let dir = tempfile::tempdir().unwrap();
+        let mut total = histogram();
+        let mut first = IntervalRecorder::create(dir.path(), start, Duration::from_secs(1)).unwrap();
+        feed(&mut first, &mut total, before);
+        first.sync().unwrap();
+        let (csv_len, log_len) = first.bytes_written();
+        assert_eq!(std::fs::metadata(dir.path().join("intervals.csv")).unwrap().len(), csv_len);
+        assert_eq!(std::fs::metadata(dir.path().join("latency.hlog")).unwrap().len(), log_len);
+        let state = rmp_serde::to_vec(&first.state()).unwrap();
+        let saved_total = total.clone();
+        feed(&mut first, &mut total, &after[..100]);
+        first.flush().unwrap();
+        drop(first);
+        assert!(std::fs::metadata(dir.path().join("intervals.csv")).unwrap().len() > csv_len);
+
+        let mut total = saved_total;
+        let state = rmp_serde::from_slice(&state).unwrap();
+        let mut resumed = IntervalRecorder::reopen(dir.path(), state, csv_len, log_len).unwrap();
+        assert_eq!(resumed.bytes_written(), (csv_len, log_len));
+        feed(&mut resumed, &mut total, after);
+        resumed.finish(&total).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("intervals.csv")).unwrap(), whole_csv);
+        assert_eq!(std::fs::read(dir.path().join("latency.hlog")).unwrap(), whole_log);
+
+        // A file shorter than the state says lost what it counts on.
+        let state = IntervalState {
+            start_ns: start,
+            interval_ns: 1_000_000_000,
+            current_start_ns: start,
+            at_interval_start: histogram(),
+        };
+        let error = IntervalRecorder::reopen(dir.path(), state, 1 << 30, 0).err().unwrap();
+        assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
     }
 }

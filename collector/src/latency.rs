@@ -15,18 +15,25 @@ fn histogram() -> Histogram<u64> {
 /// arrival at the collector), and one per hop on the way, from the stamps each output carries
 /// (injector to router, inside the router, router to worker, inside the worker's engine,
 /// worker to collector).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct HopHistograms {
     /// From the tick's intended send time to the output's arrival at the collector.
+    #[serde(with = "crate::histogram_serde")]
     pub end_to_end: Histogram<u64>,
     /// Intended send time to the router's receipt (includes the injector's own delay).
+    #[serde(with = "crate::histogram_serde")]
     pub injector_to_router: Histogram<u64>,
     /// Inside the router: receipt to departure.
+    #[serde(with = "crate::histogram_serde")]
     pub router: Histogram<u64>,
     /// Router departure to the worker's receipt.
+    #[serde(with = "crate::histogram_serde")]
     pub router_to_worker: Histogram<u64>,
     /// Inside the worker: receipt to the engine's exit.
+    #[serde(with = "crate::histogram_serde")]
     pub engine: Histogram<u64>,
     /// Engine exit to the collector's receipt.
+    #[serde(with = "crate::histogram_serde")]
     pub worker_to_collector: Histogram<u64>,
     /// Consecutive outputs usually share their router hop (one router batch): record a run once.
     router_run: (u64, u64),
@@ -187,5 +194,29 @@ mod tests {
         assert!((summary.router_to_worker.mean - 5.0).abs() < 0.01);
         assert!((summary.engine.p99 - 1.0).abs() < 0.01);
         assert!((summary.worker_to_collector.p9999 - 11.0).abs() < 0.02);
+    }
+
+    #[test]
+    fn a_saved_copy_records_and_summarizes_as_the_original() {
+        let mut hops = HopHistograms::default();
+        let stamps = |i: u64| Stamps {
+            t_inject: 1_000 * i,
+            t_router_in: 1_000 * i + 2_000,
+            t_router_out: 1_000 * i + 2_000 + i % 3 * 500,
+            t_worker_in: 1_000 * i + 9_000,
+            t_engine_out: 1_000 * i + 10_000 + i * 7,
+        };
+        for i in 0..500 {
+            hops.record(&stamps(i), 1_000 * i + 20_000 + i * i);
+        }
+        // Saved mid-run, with a router run still pending.
+        let mut back: HopHistograms = rmp_serde::from_slice(&rmp_serde::to_vec(&hops).unwrap()).unwrap();
+        for i in 500..800 {
+            hops.record(&stamps(i), 1_000 * i + 20_000 + i * i);
+            back.record(&stamps(i), 1_000 * i + 20_000 + i * i);
+        }
+        assert_eq!(back.summary(), hops.summary());
+        assert_eq!(back.end_to_end, hops.end_to_end);
+        assert_eq!((back.router.high(), back.router.sigfig()), (MAX_NS, 3));
     }
 }

@@ -21,6 +21,7 @@ pub mod config;
 pub mod csv;
 pub mod driver;
 pub mod failovers;
+mod histogram_serde;
 pub mod intervals;
 pub mod latency;
 pub mod metrics;

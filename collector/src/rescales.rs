@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 pub const WATCH_AFTER_NS: u64 = 1_000_000_000;
 
 /// Rescales seen so far, and the moved symbols still watched.
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 pub struct RescaleWatch {
     /// By the router's rescale id (0, 1, ...): a record that does not follow in order is
     /// ignored, so a lost or forged frame cannot shift the others.
@@ -22,6 +22,7 @@ pub struct RescaleWatch {
     /// Per rescale, how many symbols it set out to move.
     planned: Vec<u64>,
     /// Per moved symbol still watched: its rescale and its new owner's index.
+    #[serde(with = "crate::histogram_serde::byte_keys")]
     watched: FxHashMap<Box<[u8]>, (usize, u32)>,
     /// When the watch ends (collector clock), once every watched rescale has ended.
     watch_until: Option<u64>,
@@ -152,5 +153,28 @@ mod tests {
         assert!(watch.watching(), "within the grace, still watched");
         watch.output(0, b"OTHER", 1_000, 21 + WATCH_AFTER_NS);
         assert!(!watch.watching());
+    }
+
+    #[test]
+    fn a_saved_copy_watches_and_summarizes_as_the_original() {
+        let mut watch = RescaleWatch::default();
+        watch.started(started(0, "join", "w2", 2, &[("A", 2), ("B", 2), ("\u{e9}", 2)]), 3_000, 1_000);
+        watch.output(0, b"A", 5_000, 3_001);
+        watch.output(2, b"B", 6_000, 3_002);
+        let saved = rmp_serde::to_vec(&watch).unwrap();
+        let back: RescaleWatch = rmp_serde::from_slice(&saved).unwrap();
+        assert_eq!(back.watching(), watch.watching());
+        let mut both = [watch, back];
+        for watch in &mut both {
+            watch.output(0, b"A", 9_000, 3_003);
+            watch.output(2, b"B", 50_000, 3_004);
+            watch.output(2, "\u{e9}".as_bytes(), 8_000, 3_005);
+            watch.finished(record(0, 2_000, 4_000_000, 3), 3_006, 1_000);
+            watch.started(started(1, "leave", "w0", 0, &[("C", 1)]), 4_000, 1_000);
+        }
+        let [watch, back] = both;
+        assert_eq!(back.summaries(), watch.summaries());
+        assert_eq!(back.summaries()[0].max_moved_latency_us, Some(9.0));
+        assert_eq!((back.watching(), back.watched.len()), (watch.watching(), 2));
     }
 }

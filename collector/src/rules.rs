@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 
 /// Every rule announced in the run, by name (a slot each), with its output count, and each
 /// worker's current query indexes into those slots.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct RuleTable {
     names: Vec<String>,
     alert: Vec<bool>,
@@ -107,5 +107,28 @@ mod tests {
         assert_eq!(counts["trend"], 1);
         assert_eq!(counts["count"], 0);
         assert_eq!(table.total(), 3);
+    }
+
+    #[test]
+    fn a_saved_copy_resolves_and_counts_as_the_original() {
+        let mut table = RuleTable::default();
+        table.install(0, &rules(0, &["perc", "trend"]));
+        table.install(2, &rules(1, &["count", "perc"]));
+        table.count(table.slot(2, 1).unwrap());
+        let mut back: RuleTable = rmp_serde::from_slice(&rmp_serde::to_vec(&table).unwrap()).unwrap();
+        for (worker, rule) in [(0, 0), (0, 1), (0, 2), (1, 0), (2, 0), (2, 1), (3, 0)] {
+            assert_eq!(back.slot(worker, rule), table.slot(worker, rule), "worker {worker} rule {rule}");
+        }
+        for slot in 0..3 {
+            assert_eq!((back.name(slot), back.is_alert(slot)), (table.name(slot), table.is_alert(slot)));
+        }
+        assert_eq!((back.counts(), back.total()), (table.counts(), table.total()));
+        // A rule announced after the resume gets the next slot in both.
+        for table in [&mut table, &mut back] {
+            table.install(1, &rules(2, &["new", "perc"]));
+            table.count(table.slot(1, 0).unwrap());
+            table.count(table.slot(1, 1).unwrap());
+        }
+        assert_eq!((back.slot(1, 0), back.counts()), (table.slot(1, 0), table.counts()));
     }
 }

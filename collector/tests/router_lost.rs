@@ -52,6 +52,7 @@ fn a_lost_router_ends_the_run_with_partial_results_and_an_error() {
         rules: RulesText { epoch: 0, origin: "test".into(), text: String::new() },
         allowed_lateness_ns: None,
         joining: false,
+        collector_incarnation: 1,
     };
     server.reply(&client, &ready.encode(0)).unwrap();
     drop(server);

@@ -58,6 +58,9 @@ pub struct Register {
     pub warmup_ns: u64,
     /// The collector's clock socket, where nodes sample its time; empty for other roles.
     pub clock_endpoint: String,
+    /// A restarted collector: the start time (`Ready::start_ns`) of the run whose saved state
+    /// it resumes; the router takes it over its lost collector only for that run. 0 otherwise.
+    pub resuming: u64,
 }
 
 /// A worker as every process learns it.
@@ -96,6 +99,10 @@ pub struct Ready {
     /// True for a worker joining the running cluster: the router sends it Welcome on its data
     /// socket first, which it answers (Reached) to prove the router can reach it.
     pub joining: bool,
+    /// The collector's incarnation: 1 for the one the run started with, one more for each
+    /// restarted collector that took over ([`crate::delivery`]). A collector told more than 1
+    /// resumes from its saved state.
+    pub collector_incarnation: u64,
 }
 
 /// A rules file as it travels: its version in the run, where it came from, its text.

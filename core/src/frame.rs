@@ -9,6 +9,7 @@
 //! record's symbol is always resolved against the frame it came from.
 
 use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
+use crate::delivery::{DeliveryQuery, DeliveryStatus, Saved, Sequenced};
 use crate::failover::{Checkpoint, CheckpointMark, OutputsConfirmed, Restore, Snapshot, WorkerFailed};
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use crate::rescale::{
@@ -91,6 +92,9 @@ bodies! {
     WorkerFailed => WorkerFailed,
     CheckpointMark => CheckpointMark,
     OutputsConfirmed => OutputsConfirmed,
+    Saved => Saved,
+    DeliveryQuery => DeliveryQuery,
+    DeliveryStatus => DeliveryStatus,
 }
 
 /// Asks for the collector's time (no body: nil).
@@ -172,6 +176,12 @@ impl<'a> Frame<'a> {
     /// Decodes the body of a cold frame of `B`'s kind.
     pub fn body<B: Body>(&self) -> Result<B, WireError> {
         B::decode(&self.header, &self.bytes[self.header.body_at()..])
+    }
+
+    /// Reads a Sequenced envelope: the frame inside is checked like any received frame.
+    pub fn sequenced(&self) -> Result<Sequenced<'a>, WireError> {
+        self.header.expect(FrameKind::Sequenced, 6)?;
+        Sequenced::read(self.header.sender, &self.bytes[self.header.body_at()..])
     }
 
     /// Decodes a tick batch whole into `records` (reused; cleared first).
@@ -346,8 +356,9 @@ mod tests {
             streams: 2,
             warmup_ns: 3,
             clock_endpoint: "k".into(),
+            resuming: 0,
         };
-        golden(register, 0, &[0x96, 0x02, 0xa1, b'i', 0xa1, b'e', 0x02, 0x03, 0xa1, b'k']);
+        golden(register, 0, &[0x97, 0x02, 0xa1, b'i', 0xa1, b'e', 0x02, 0x03, 0xa1, b'k', 0x00]);
     }
 
     #[test]
@@ -363,20 +374,21 @@ mod tests {
             rules: RulesText { epoch: 0, origin: "o".into(), text: "t".into() },
             allowed_lateness_ns: Some(5),
             joining: false,
+            collector_incarnation: 1,
         };
         #[rustfmt::skip]
         let expected = [
-            0x9a, 0x01, // [assigned 1,
+            0x9b, 0x01, // [assigned 1,
             0x91, 0x92, 0xa1, b'w', 0xa1, b'e', // [[worker id, endpoint]],
             0xa1, b'c', 0x02, 0x03, 0x04, 0xa1, b'k', // collector, streams, start_ns, warmup_ns, clock,
             0x93, 0x00, 0xa1, b'o', 0xa1, b't', // [epoch, origin, text],
-            0x05, 0xc2, // allowed_lateness_ns, joining]
+            0x05, 0xc2, 0x01, // allowed_lateness_ns, joining, collector_incarnation]
         ];
         golden(ready.clone(), 0, &expected);
         // No allowed lateness: nil.
         let open = Ready { allowed_lateness_ns: None, ..ready };
         let encoded = open.encode(0);
-        assert_eq!(encoded[encoded.len() - 2], 0xc0);
+        assert_eq!(encoded[encoded.len() - 3], 0xc0);
     }
 
     #[test]
@@ -499,6 +511,25 @@ mod tests {
         golden(failed, 0, &expected);
         golden(CheckpointMark { id: 7 }, 2, &[0x91, 0x07]);
         golden(OutputsConfirmed { worker: 2, id: 7 }, 0, &[0x92, 0x02, 0x07]);
+    }
+
+    #[test]
+    fn delivery_frames() {
+        let saved = Saved { positions: vec![(0, 5), (crate::delivery::ROUTER_SOURCE, 2)] };
+        golden(saved, 0, &[0x91, 0x92, 0x92, 0x00, 0x05, 0x92, 0xce, 0xff, 0xff, 0xff, 0xff, 0x02]);
+        golden(DeliveryQuery { worker: 3 }, 3, &[0x91, 0x03]);
+        golden(DeliveryStatus { incarnation: 2, endpoint: "e".into(), saved: 9 }, 0, &[0x93, 0x02, 0xa1, b'e', 0x09]);
+        // The envelope: [version, Sequenced, source, incarnation, position, frame], the two
+        // numbers 9 bytes each, the frame as it is.
+        let inner = CheckpointMark { id: 7 }.encode(2);
+        let mut log = crate::delivery::DeliveryLog::new(2, 1, 1 << 20);
+        let envelope = log.push(&inner).to_vec();
+        let mut expected = vec![0x96, crate::wire::PROTOCOL_VERSION, FrameKind::Sequenced as u8, 0x02];
+        expected.extend([0xcf, 0, 0, 0, 0, 0, 0, 0, 1, 0xcf, 0, 0, 0, 0, 0, 0, 0, 1]);
+        expected.extend(&inner);
+        assert_eq!(envelope, expected);
+        let read = Frame::read(&envelope, 1 << 20).unwrap().sequenced().unwrap();
+        assert_eq!((read.source, read.incarnation, read.position, read.frame), (2, 1, 1, &inner[..]));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! - [`report`]: end-of-run reports that workers and the router send to the collector.
 //! - [`rescale`]: live rescaling: symbols' state moving between workers, membership requests.
 //! - [`failover`]: checkpoints of each worker's state, and a dead worker's symbols restored elsewhere.
+//! - [`delivery`]: frames to the collector held by their sender until the collector saved them.
 //! - [`results`]: the `summary.json` schema that tests, benchmarks and users read.
 //! - [`replay`]: tick files (replay input and recorded input), event time in their own unit.
 //! - [`gbm`]: the seeded, counter-based geometric-Brownian-motion tick model.
@@ -20,6 +21,7 @@
 
 pub mod clock;
 pub mod control;
+pub mod delivery;
 pub mod duration;
 pub mod failover;
 pub mod frame;

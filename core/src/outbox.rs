@@ -31,6 +31,17 @@ pub trait Outbox {
         let _ = (index, endpoint);
     }
 
+    /// A restarted collector, incarnation `incarnation` at `endpoint`, takes over: frames to
+    /// [`Peer::Collector`] go there, those it has not saved first ([`crate::delivery`]).
+    fn collector_moved(&mut self, endpoint: &str, incarnation: u64) {
+        let _ = (endpoint, incarnation);
+    }
+
+    /// The collector saved this sender's frames up to `position`: they need not be kept.
+    fn collector_saved(&mut self, position: u64) {
+        let _ = position;
+    }
+
     /// The time now, in ns since the epoch: read when a frame leaves, for its exit stamp.
     fn now(&self) -> u64;
 

@@ -144,6 +144,12 @@ impl Rejections {
         Rejections { counts: CauseCounts::new(), place }
     }
 
+    /// Rejections resumed from saved [`Self::counts`] (a restarted receiver's): the log keeps
+    /// thinning from where it was.
+    pub fn restore(place: &'static str, counts: CauseCounts) -> Self {
+        Rejections { counts, place }
+    }
+
     /// Counts one rejection; `sender` is the frame's sender id (or `None` if unreadable).
     pub fn reject(&mut self, cause: &str, sender: Option<u32>, detail: &dyn std::fmt::Display) {
         count_cause(&mut self.counts, cause);

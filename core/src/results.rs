@@ -225,6 +225,10 @@ pub struct Summary {
     /// (not in `outputs`, `duplicates`, outputs.csv or the latency figures).
     #[serde(default)]
     pub replayed_outputs: u64,
+    /// Frames that workers and the router sent again to a restarted collector and that it
+    /// already had (saved before it died): dropped, counted here only.
+    #[serde(default)]
+    pub resent_frames: u64,
     /// Counts that contradict each other (e.g. `stream 0: 120 ticks processed but its
     /// injector sent 100`), one line each; any makes the run incomplete.
     #[serde(default)]
@@ -391,6 +395,7 @@ impl Summary {
         line("OUTPUTS", "ClosedByEndOfInput", self.final_outputs.to_string());
         line("OUTPUTS", "Lost", self.outputs_lost.to_string());
         line("OUTPUTS", "Replayed", self.replayed_outputs.to_string());
+        line("FRAMES", "ResentToRestartedCollector", self.resent_frames.to_string());
         // Many-query rule sets (the Oracle 400) list their counts in summary.json only.
         if self.outputs.len() <= 16 {
             for (rule, count) in &self.outputs {
@@ -573,7 +578,7 @@ mod tests {
         // No failure: `failure` is null, not left out; a summary from before these fields reads.
         let mut json = serde_json::to_value(summary()).unwrap();
         assert!(json["failure"].is_null() && json.get("failure").is_some());
-        for field in ["failovers", "replayed_outputs", "errors", "failure"] {
+        for field in ["failovers", "replayed_outputs", "resent_frames", "errors", "failure"] {
             json.as_object_mut().unwrap().remove(field);
         }
         json["workers"][0].as_object_mut().unwrap().remove("failed");

@@ -106,6 +106,7 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
         streams: config.connections as u32,
         warmup_ns: config.warmup.as_nanos() as u64,
         clock_endpoint: String::new(),
+        resuming: 0,
     };
     info!(router = config.router, streams = config.connections, "injector registering");
     let ready = register(context, &config.router, &registration, config.start_timeout, &shutdown)?;

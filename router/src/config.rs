@@ -86,8 +86,13 @@ pub struct RouterConfig {
     /// then wait: nothing is dropped).
     #[arg(long, env = "CEP_MAX_REPLAY", default_value_t = DEFAULT_MAX_REPLAY)]
     pub max_replay: usize,
-    /// Failure detection of the workers and the collector (a dead worker fails over; without
-    /// a collector the run ends): a peer whose connection drops and stays down for an eighth
+    /// How long a lost collector may take to come back (restarted with the same --out, it
+    /// resumes from its saved state): meanwhile the run goes on and every frame for it is
+    /// held; after this the run ends with an error.
+    #[arg(long, env = "CEP_COLLECTOR_RETENTION", default_value = "60s", value_parser = cep_core::duration::parse_duration)]
+    pub collector_retention: Duration,
+    /// Failure detection of the workers and the collector (a dead worker fails over; a dead
+    /// collector has --collector-retention to come back): a peer whose connection drops and stays down for an eighth
     /// of this is dead, one never reached after ten times this; TCP keepalive probes at a
     /// quarter of it (at least 1 s).
     #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = cep_core::duration::parse_duration)]
@@ -119,6 +124,7 @@ impl Default for RouterConfig {
             move_timeout: Duration::from_secs(10),
             checkpoint_every: Duration::from_secs(1),
             max_replay: DEFAULT_MAX_REPLAY,
+            collector_retention: Duration::from_secs(60),
             failure_timeout: Duration::from_secs(2),
             announce: None,
         }
@@ -163,6 +169,7 @@ impl RouterConfig {
             .duration("move-timeout", self.move_timeout)
             .duration("checkpoint-every", self.checkpoint_every)
             .value("max-replay", self.max_replay)
+            .duration("collector-retention", self.collector_retention)
             .duration("failure-timeout", self.failure_timeout)
             .some_path("announce", self.announce.as_deref())
             .into_args()
@@ -201,6 +208,7 @@ mod tests {
             move_timeout: Duration::from_millis(1500),
             checkpoint_every: Duration::from_millis(250),
             max_replay: 1 << 20,
+            collector_retention: Duration::from_secs(7),
             failure_timeout: Duration::from_millis(700),
             announce: Some("/tmp/router.endpoints".into()),
         };

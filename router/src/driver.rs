@@ -7,9 +7,11 @@ use crate::deploying::Deployments;
 use crate::rendezvous::WorkerCount;
 use crate::router::{Router, RouterSettings};
 use cep_core::clock::now_ns;
+use cep_core::delivery::ROUTER_SOURCE;
 use cep_core::report::RouterReport;
 use cep_transport::clock::synchronise;
 use cep_transport::control::ControlServer;
+use cep_transport::delivery::CollectorLink;
 use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
 use cep_transport::{Context, Pull, Push, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,6 +56,14 @@ pub enum RouterError {
     /// Every worker died.
     #[error("{0}")]
     NoWorkerLeft(String),
+    /// The collector died and no restarted one took over within the retention time.
+    #[error("the collector is lost ({cause}) and none took over within {retention:?} (--collector-retention)")]
+    CollectorLost {
+        /// How it was noticed.
+        cause: String,
+        /// How long the router waited for a restarted one.
+        retention: Duration,
+    },
     /// Asked to stop before the run started.
     #[error("shut down before the cluster was complete ({0})")]
     ShutdownBeforeStart(String),
@@ -112,8 +122,9 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     let start = router.start(now_ns() + START_DELAY_NS);
     let workers: Vec<Push> =
         start.workers.iter().map(|w| Push::connect(context, &w.endpoint, &options)).collect::<Result<_, _>>()?;
-    let collector = Push::connect(context, &start.collector, &options)?;
-    let mut out = SocketOutbox::new(workers, Some(&collector), Some(&control), &shutdown).connecting(context, options);
+    let collector = CollectorLink::connect(context, &start.collector, &options, ROUTER_SOURCE, 1, ROUTER_MAX_UNSAVED)?;
+    let mut out = SocketOutbox::new(workers, Some(collector), Some(&control), &shutdown).connecting(context, options);
+    let mut collector_watch = CollectorWatch { retention: config.collector_retention, lost_since: None };
     router.announce(clock, &mut out);
     out.check()?;
     info!(workers = ?router.worker_ids(), collector = start.collector, "cluster complete, run started");
@@ -153,6 +164,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
             }
             if last_control.elapsed() > Duration::from_millis(100) {
                 out.check_peers();
+                collector_watch.check(&mut out)?;
                 router.publish(&metrics);
                 last_control = Instant::now();
             }
@@ -173,15 +185,17 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     }
     // Keep every socket open until the collector has everything (see `control::Ending`).
     let ending_since = Instant::now();
+    // (A lost collector has its retention time to come back, however long the end takes.)
     while !router.collector_finished()
         && !shutdown.load(Ordering::Relaxed)
-        && ending_since.elapsed() < config.end_timeout
+        && (ending_since.elapsed() < config.end_timeout || collector_watch.lost_since.is_some())
     {
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
             router.control(client, &body, monotonic_ns(), &mut out);
         }
         // A worker that dies now: the collector must not wait for its report.
         out.check_peers();
+        collector_watch.check(&mut out)?;
         fail_over(&mut router, &mut out, Report::Sent)?;
         out.check()?;
     }
@@ -198,8 +212,11 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     }
     router.release(&mut out);
     if shutdown.load(Ordering::Relaxed) {
-        for push in out.workers().iter().chain([&collector]) {
+        for push in out.workers() {
             push.shorten_linger(Duration::from_millis(500));
+        }
+        if let Some(collector) = out.collector() {
+            collector.shorten_linger(Duration::from_millis(500));
         }
     }
     let rejected: u64 = report.rejected.values().sum();
@@ -223,6 +240,35 @@ fn fail_over(router: &mut Router, out: &mut SocketOutbox<'_>, report: Report) ->
                 return Err(RouterError::NoWorkerLeft(error));
             }
         }
+    }
+}
+
+/// Bytes of frames for the collector the router holds at most until it saves them: its own
+/// frames are few and small (reports, rescale and failover records), so this is never reached
+/// in practice; it bounds a collector that saves nothing.
+const ROUTER_MAX_UNSAVED: usize = 64 << 20;
+
+/// How long the collector has been lost, against the time a restarted one has to take over.
+struct CollectorWatch {
+    retention: Duration,
+    lost_since: Option<Instant>,
+}
+
+impl CollectorWatch {
+    /// An error once the collector has been lost for longer than the retention time.
+    fn check(&mut self, out: &mut SocketOutbox<'_>) -> Result<(), RouterError> {
+        let Some(cause) = out.collector().and_then(|collector| collector.lost().map(str::to_string)) else {
+            self.lost_since = None;
+            return Ok(());
+        };
+        let since = *self.lost_since.get_or_insert_with(|| {
+            warn!(retention = ?self.retention, "waiting for a restarted collector to take over (the run goes on)");
+            Instant::now()
+        });
+        if since.elapsed() > self.retention {
+            return Err(RouterError::CollectorLost { cause, retention: self.retention });
+        }
+        Ok(())
     }
 }
 

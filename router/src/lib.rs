@@ -10,12 +10,14 @@
 //! - [`deploying`]: the run's rules, checked deployments and their switch points.
 //! - [`data_path`]: routing ticks to their owners, in batches.
 //! - [`rescaling`]: workers joining and leaving the running cluster, their symbols moving with their state.
+//! - [`delivery`]: the collector's incarnations, what it saved, a restarted one taking over.
 //! - [`driver`]: sockets, clock and the run loop around the core.
 //! - [`metrics`]: what the router exposes to Prometheus.
 
 pub mod config;
 pub mod control;
 pub mod data_path;
+pub mod delivery;
 pub mod deploying;
 pub mod driver;
 pub mod failover;

@@ -175,6 +175,7 @@ impl<C: Clone> Rendezvous<C> {
             rules: rules.clone(),
             allowed_lateness_ns,
             joining: false,
+            collector_incarnation: 1,
         };
         let mut answers: Vec<(C, Ready)> = Vec::new();
         for (index, (client, _)) in self.workers.iter().enumerate() {
@@ -206,6 +207,7 @@ mod tests {
             streams,
             warmup_ns: streams as u64,
             clock_endpoint: String::new(),
+            resuming: 0,
         }
     }
 

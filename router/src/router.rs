@@ -7,12 +7,14 @@
 
 use crate::control::{ClientId, Control};
 use crate::data_path::{DataPath, ROUTER_SENDER};
+use crate::delivery::CollectorDelivery;
 use crate::deploying::Deployments;
 use crate::failover::Checkpoints;
 use crate::rendezvous::{Rendezvous, WorkerCount};
 use crate::rescaling::Rescaling;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register, Role, WorkerInfo, MAX_CONTROL_FRAME_BYTES};
+use cep_core::delivery::{DeliveryQuery, Saved};
 use cep_core::failover::{OutputsConfirmed, Snapshot, WorkerFailed};
 use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::outbox::{Event, Outbox, Peer};
@@ -104,6 +106,8 @@ pub struct Router {
     late_injectors: Vec<(ClientId, u32, u32)>,
     workers: Vec<WorkerInfo>,
     checkpoints: Checkpoints,
+    /// The collector serving the run (restarted ones take over).
+    delivery: Option<CollectorDelivery>,
 }
 
 impl Router {
@@ -120,6 +124,7 @@ impl Router {
             late_injectors: Vec::new(),
             workers: Vec::new(),
             checkpoints: Checkpoints::new(0, 0, 0),
+            delivery: None,
         }
     }
 
@@ -135,7 +140,9 @@ impl Router {
                     | FrameKind::SymbolState
                     | FrameKind::Reached
                     | FrameKind::Snapshot
-                    | FrameKind::OutputsConfirmed)
+                    | FrameKind::OutputsConfirmed
+                    | FrameKind::Saved
+                    | FrameKind::DeliveryQuery)
             ) {
                 let reason = format!("the run has not started: waiting for {}", self.waiting_for());
                 return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
@@ -149,6 +156,7 @@ impl Router {
             FrameKind::Register => match frame.body::<Register>() {
                 Ok(register) if register.role == Role::Worker => self.join(register, now, out),
                 Ok(register) if register.role == Role::Injector => self.open_streams(&client, register, out),
+                Ok(register) if register.role == Role::Collector => self.collector_restarted(register, out),
                 _ => return self.control.serve(client, body, now, Some(path), out),
             },
             FrameKind::SymbolState => frame
@@ -207,6 +215,22 @@ impl Router {
                     );
                     StateTaken.encode(ROUTER_SENDER)
                 }),
+            FrameKind::Saved => {
+                frame.body::<Saved>().map_err(|error| format!("bad saved frame: {error}")).map(|saved| {
+                    let delivery = self.delivery.as_mut().expect("running");
+                    if let Some(position) = delivery.saved(&saved, self.workers.len()) {
+                        out.collector_saved(position);
+                    }
+                    StateTaken.encode(ROUTER_SENDER)
+                })
+            }
+            FrameKind::DeliveryQuery => match frame.body::<DeliveryQuery>() {
+                Ok(query) if query.worker == frame.sender() && (query.worker as usize) < self.workers.len() => {
+                    Ok(self.delivery.as_ref().expect("running").status(query.worker).encode(ROUTER_SENDER))
+                }
+                Ok(_) => Err("a delivery query must come from a worker of the run, naming itself".into()),
+                Err(error) => Err(format!("bad delivery query: {error}")),
+            },
             FrameKind::StatusRequest => {
                 let status = rescaling.status(Some(path), now, self.settings.streams);
                 Ok(status.encode(ROUTER_SENDER))
@@ -242,6 +266,30 @@ impl Router {
         out.send(Peer::Client(client), &answer);
         self.count_retirements();
         self.note_rescaling();
+    }
+
+    /// A collector registers while the run goes on: a restarted one resuming this run takes
+    /// over (its answer is the run's Ready, with its incarnation); frames to the collector go
+    /// to it from now on, and workers learn of it when they next ask.
+    fn collector_restarted(&mut self, register: Register, out: &mut impl Outbox) -> Result<Vec<u8>, String> {
+        let delivery = self.delivery.as_mut().expect("running");
+        check_endpoint(&register.endpoint)?;
+        let incarnation = delivery.take_over(&register)?;
+        let ready = self.joiner_ready.as_mut().expect("running");
+        ready.collector.clone_from(&register.endpoint);
+        ready.collector_clock.clone_from(&register.clock_endpoint);
+        ready.collector_incarnation = incarnation;
+        let mut answer = ready.clone();
+        answer.assigned = 0;
+        answer.workers = self.workers.clone();
+        answer.rules = self.control.deployments.current().clone();
+        out.event(Event::Registered {
+            who: format!("collector {} at {} (incarnation {incarnation})", register.id, register.endpoint),
+            waiting_for: "nothing: it resumes from its saved state, and every sender sends it what it had not saved"
+                .into(),
+        });
+        out.collector_moved(&register.endpoint, incarnation);
+        Ok(answer.encode(ROUTER_SENDER))
     }
 
     /// State moving between workers is not in the replay logs: once a rescale starts, no
@@ -518,6 +566,7 @@ impl Router {
             self.settings.move_timeout_ns,
         ));
         self.joiner_ready = start.answers.first().map(|(_, ready)| ready.clone());
+        self.delivery = Some(CollectorDelivery::new(start.collector.clone(), start_ns));
         let mut path = DataPath::new(
             &ids,
             self.settings.vnodes,
@@ -641,6 +690,7 @@ mod tests {
             streams,
             warmup_ns: 0,
             clock_endpoint: String::new(),
+            resuming: 0,
         }
         .encode(0)
     }

@@ -476,6 +476,7 @@ impl LocalCluster {
             streams,
             warmup_ns: 0,
             clock_endpoint: String::new(),
+            resuming: 0,
         };
         self.send(member, Member::Router, Payload::Request(member, registration.encode(0)));
     }

@@ -2,6 +2,7 @@
 //! that sends a core's frames over ZeroMQ.
 
 use crate::control::ControlServer;
+use crate::delivery::CollectorLink;
 use crate::socket::{Message, Pull, Push, TransportError};
 use cep_core::outbox::{Outbox, Peer};
 use std::sync::atomic::AtomicBool;
@@ -67,7 +68,7 @@ pub fn receive_loop<E: From<TransportError>>(
 /// cannot be delivered is logged: its client is gone, the run is not.
 pub struct SocketOutbox<'s> {
     workers: Vec<Push>,
-    collector: Option<&'s Push>,
+    collector: Option<CollectorLink>,
     control: Option<&'s ControlServer>,
     router: Option<&'s crate::control::ControlLink>,
     connector: Option<(&'s crate::Context, crate::SocketOptions)>,
@@ -83,7 +84,7 @@ impl<'s> SocketOutbox<'s> {
     /// An outbox over the given sockets; a frame for a peer without one is a bug in the core.
     pub fn new(
         workers: Vec<Push>,
-        collector: Option<&'s Push>,
+        collector: Option<CollectorLink>,
         control: Option<&'s ControlServer>,
         shutdown: &'s AtomicBool,
     ) -> Self {
@@ -119,8 +120,14 @@ impl<'s> SocketOutbox<'s> {
         &self.workers
     }
 
+    /// The line to the collector.
+    pub fn collector(&mut self) -> Option<&mut CollectorLink> {
+        self.collector.as_mut()
+    }
+
     /// Asks whether each worker and the collector are alive ([`Push::check_alive`]): a dead
-    /// worker is set aside for [`Self::take_lost`]; a dead collector fails the next check.
+    /// worker is set aside for [`Self::take_lost`]; a dead collector's frames are held
+    /// ([`CollectorLink`]).
     pub fn check_peers(&mut self) {
         for index in 0..self.workers.len() {
             if !self.dead[index] {
@@ -129,8 +136,8 @@ impl<'s> SocketOutbox<'s> {
                 }
             }
         }
-        if let Some(Err(error)) = self.collector.map(Push::check_alive) {
-            self.failed.get_or_insert(error);
+        if let Some(collector) = &mut self.collector {
+            collector.check_alive();
         }
     }
 
@@ -158,7 +165,15 @@ impl Outbox for SocketOutbox<'_> {
     fn send(&mut self, to: Peer, frame: &[u8]) {
         let push = match &to {
             Peer::Worker(index) => self.workers.get(*index as usize),
-            Peer::Collector => self.collector,
+            Peer::Collector => {
+                let collector = self.collector.as_mut().expect("a core sent to the collector without a line to it");
+                if self.failed.is_none() {
+                    if let Err(error) = collector.send(frame, self.shutdown) {
+                        self.failed = Some(error);
+                    }
+                }
+                return;
+            }
             Peer::Router => {
                 let link = self.router.expect("a core sent to the router without a link to it");
                 if self.failed.is_none() {
@@ -180,18 +195,30 @@ impl Outbox for SocketOutbox<'_> {
             return;
         }
         let push = push.unwrap_or_else(|| panic!("a core sent to {to:?}, which has no socket here"));
-        let worker = match to {
-            Peer::Worker(index) => Some(index as usize),
-            _ => None,
-        };
-        if worker.is_some_and(|index| self.dead[index]) {
+        let Peer::Worker(index) = to else { unreachable!("only workers are left") };
+        let index = index as usize;
+        if self.dead[index] {
             return;
         }
-        match (push.send(frame, self.shutdown), worker) {
-            (Ok(()), _) => {}
+        match push.send(frame, self.shutdown) {
+            Ok(()) => {}
             // A dead worker fails over; the run goes on.
-            (Err(error @ TransportError::PeerLost { .. }), Some(index)) => self.worker_lost(index, error),
-            (Err(error), _) => self.failed = Some(error),
+            Err(error @ TransportError::PeerLost { .. }) => self.worker_lost(index, error),
+            Err(error) => self.failed = Some(error),
+        }
+    }
+
+    fn collector_moved(&mut self, endpoint: &str, incarnation: u64) {
+        if let Some(collector) = &mut self.collector {
+            if let Err(error) = collector.moved(endpoint, incarnation, self.shutdown) {
+                self.failed.get_or_insert(error);
+            }
+        }
+    }
+
+    fn collector_saved(&mut self, position: u64) {
+        if let Some(collector) = &mut self.collector {
+            collector.saved(position);
         }
     }
 

@@ -10,6 +10,7 @@
 
 pub mod clock;
 pub mod control;
+pub mod delivery;
 pub mod driving;
 pub mod liveness;
 pub mod socket;

@@ -37,13 +37,22 @@ pub struct WorkerConfig {
     /// After its report: how long to keep the sockets open waiting for the end of the run.
     #[arg(long, env = "CEP_END_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub end_timeout: Duration,
-    /// Failure detection of the router and the collector (this worker then stops, exit status
-    /// non-zero, naming it): a peer whose connection drops and stays down for an eighth of this
+    /// Bytes of frames to the collector held until the collector has saved them (a restarted
+    /// collector is sent them again); at this bound the worker stops taking ticks until the
+    /// collector saves (or a lost one is replaced), and the router and injectors wait.
+    #[arg(long, env = "CEP_MAX_UNSAVED", default_value_t = DEFAULT_MAX_UNSAVED)]
+    pub max_unsaved: usize,
+    /// Failure detection of the router (this worker then stops, exit status non-zero, naming
+    /// it) and of the collector (its frames are held until a restarted one takes over): a peer whose connection drops and stays down for an eighth of this
     /// is dead, one never reached after ten times this; TCP keepalive probes at a quarter of
     /// it (at least 1 s).
     #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
     pub failure_timeout: Duration,
 }
+
+/// Default bound of the frames held for the collector: about ten seconds of outputs at full
+/// speed, longer than a restarted collector takes to come back.
+pub const DEFAULT_MAX_UNSAVED: usize = 256 << 20;
 
 impl Default for WorkerConfig {
     fn default() -> WorkerConfig {
@@ -57,6 +66,7 @@ impl Default for WorkerConfig {
             hwm: 1000,
             start_timeout: Duration::from_secs(60),
             end_timeout: Duration::from_secs(60),
+            max_unsaved: DEFAULT_MAX_UNSAVED,
             failure_timeout: Duration::from_secs(2),
         }
     }
@@ -70,6 +80,7 @@ impl WorkerConfig {
         }
         at_least_one("batch", self.batch)?;
         at_least_one("max-frame-bytes", self.max_frame_bytes)?;
+        at_least_one("max-unsaved", self.max_unsaved)?;
         failure_timeout(self.failure_timeout)?;
         high_water_mark(self.hwm)
     }
@@ -86,6 +97,7 @@ impl WorkerConfig {
             .value("hwm", self.hwm)
             .duration("start-timeout", self.start_timeout)
             .duration("end-timeout", self.end_timeout)
+            .value("max-unsaved", self.max_unsaved)
             .duration("failure-timeout", self.failure_timeout)
             .into_args()
     }
@@ -124,6 +136,7 @@ mod tests {
             hwm: 0,
             start_timeout: Duration::from_millis(300),
             end_timeout: Duration::from_secs(2),
+            max_unsaved: 1000,
             failure_timeout: Duration::from_millis(900),
         };
         assert_eq!(parse_flags::<WorkerConfig>(&config.to_args()).unwrap(), config);

@@ -7,15 +7,18 @@ use crate::worker::Worker;
 use cep_core::clock::now_ns;
 use cep_core::control::{Refused, MAX_CONTROL_FRAME_BYTES};
 use cep_core::control::{Register, Role};
+use cep_core::delivery::{DeliveryQuery, DeliveryStatus};
 use cep_core::frame::Body;
 use cep_core::frame::Frame;
+use cep_core::outbox::{Outbox, Peer};
 use cep_core::report::{ClockReport, WorkerReport};
 use cep_core::rescale::{Leave, RescaleAccepted};
 use cep_core::wire::FrameKind;
 use cep_transport::clock::synchronise;
 use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError};
+use cep_transport::delivery::CollectorLink;
 use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
-use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, Push, SocketOptions, TransportError};
+use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +28,9 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 
 /// How often the worker asks whether the router and the collector are alive.
 const LIVENESS_EVERY: Duration = Duration::from_millis(100);
+
+/// How often the worker asks the router what the collector saved (and which collector serves).
+const DELIVERY_EVERY: Duration = Duration::from_millis(200);
 use tracing::info;
 
 /// Errors that stop a worker.
@@ -66,10 +72,16 @@ pub enum WorkerError {
     },
 }
 
-/// What the router answered to this worker's own requests (state hand-offs, leaving), read
-/// between frames: nothing here waits for the router.
-/// True once the router has accepted this worker's leave.
-fn read_answers(link: &ControlLink, id: &str, stop: &AtomicBool) -> Result<bool, TransportError> {
+/// What the router answered to this worker's own requests (state hand-offs, leaving, where
+/// the collector is), read between frames: nothing here waits for the router. True once the
+/// router has accepted this worker's leave.
+fn read_answers(
+    link: &ControlLink,
+    id: &str,
+    stop: &AtomicBool,
+    out: &mut SocketOutbox<'_>,
+    delivery: &mut DeliveryPoll,
+) -> Result<bool, TransportError> {
     let mut accepted = false;
     while let Some((asked, answer)) = link.try_recv()? {
         let frame = match Frame::read(&answer, MAX_CONTROL_FRAME_BYTES) {
@@ -93,6 +105,20 @@ fn read_answers(link: &ControlLink, id: &str, stop: &AtomicBool) -> Result<bool,
                 // The symbols are gone from here already; the router names them as lost.
                 tracing::warn!(id, "the router did not take this worker's hand-off: {}", refused());
             }
+            (Some(FrameKind::DeliveryQuery), FrameKind::DeliveryStatus) => {
+                delivery.asking = false;
+                match frame.body::<DeliveryStatus>() {
+                    Ok(status) => {
+                        out.collector_moved(&status.endpoint, status.incarnation);
+                        out.collector_saved(status.saved);
+                    }
+                    Err(error) => tracing::warn!(id, %error, "bad delivery status from the router"),
+                }
+            }
+            (Some(FrameKind::DeliveryQuery), FrameKind::Refused) => {
+                delivery.asking = false;
+                tracing::warn!(id, "the router did not answer where the collector is: {}", refused());
+            }
             (Some(FrameKind::Leave), FrameKind::RescaleAccepted) => {
                 let symbols = frame.body::<RescaleAccepted>().map_or(0, |accepted| accepted.symbols);
                 info!(id, symbols, "leaving the cluster: its symbols move to the other workers");
@@ -108,6 +134,26 @@ fn read_answers(link: &ControlLink, id: &str, stop: &AtomicBool) -> Result<bool,
     Ok(accepted)
 }
 
+/// This worker's questions to the router about the collector ([`DeliveryQuery`]): one at a
+/// time, every [`DELIVERY_EVERY`].
+struct DeliveryPoll {
+    index: u32,
+    asking: bool,
+    last: Instant,
+}
+
+impl DeliveryPoll {
+    /// Asks again if it is time and no question is pending.
+    fn ask(&mut self, link: &ControlLink, stop: &AtomicBool) -> Result<(), TransportError> {
+        if !self.asking && self.last.elapsed() >= DELIVERY_EVERY {
+            link.send(&DeliveryQuery { worker: self.index }.encode(self.index), stop)?;
+            self.asking = true;
+            self.last = Instant::now();
+        }
+        Ok(())
+    }
+}
+
 /// How long a worker asked to stop waits for the router to accept that it leaves (a router
 /// that is stopping too never answers): then it stops at once.
 const LEAVE_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
@@ -121,6 +167,53 @@ enum Leaving {
     Asked(Instant),
     /// The router accepted at this instant: symbols are moving away.
     Draining(Instant),
+}
+
+/// What [`wait_for_saves`] waits for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Saves {
+    /// The frames held back under the bound.
+    BelowBound,
+    /// Every frame saved (the end of the run).
+    All,
+}
+
+/// Waits, taking no tick, until the collector has saved enough of this worker's frames (asking
+/// the router, and sending everything again to a collector that takes over), while the router
+/// lives and until `stop`. True if the router accepted this worker's leave meanwhile.
+fn wait_for_saves(
+    link: &ControlLink,
+    id: &str,
+    stop: &AtomicBool,
+    out: &mut SocketOutbox<'_>,
+    delivery: &mut DeliveryPoll,
+    until: Saves,
+) -> Result<bool, WorkerError> {
+    let mut accepted = false;
+    let mut waiting_since: Option<Instant> = None;
+    loop {
+        let Some(collector) = out.collector() else { return Ok(accepted) };
+        let done = match until {
+            Saves::BelowBound => !collector.full(),
+            Saves::All => collector.all_saved(),
+        };
+        if done || stop.load(Ordering::Relaxed) {
+            return Ok(accepted);
+        }
+        if waiting_since.is_none() && until == Saves::BelowBound {
+            tracing::warn!(
+                id,
+                "holding as many frames as --max-unsaved allows: waiting for the collector to save them"
+            );
+        }
+        waiting_since.get_or_insert_with(Instant::now);
+        link.check_alive().map_err(|source| WorkerError::Lost { peer: "router", source })?;
+        out.check_peers();
+        delivery.ask(link, stop)?;
+        accepted |= read_answers(link, id, stop, out, delivery)?;
+        out.check()?;
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Runs one worker in its own ZeroMQ context until every stream has ended (or `shutdown`),
@@ -149,19 +242,28 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         streams: 0,
         warmup_ns: 0,
         clock_endpoint: String::new(),
+        resuming: 0,
     };
     info!(id, endpoint, router = config.router, "worker registering");
     let ready = register(context, &config.router, &registration, config.start_timeout, &shutdown)?;
-    let collector = Push::connect(context, &ready.collector, &options)?;
-    if let Some(estimate) = synchronise(context, &ready.collector_clock, &shutdown)? {
-        let report = ClockReport { node: id.clone(), estimate };
-        collector.send(&report.encode(ready.assigned), &shutdown)?;
-    }
     // Sockets give up on `stop`, not on the signal: a worker asked to stop first leaves the
     // cluster (its symbols move to the others), which takes sending.
     let stop = AtomicBool::new(false);
+    let collector = CollectorLink::connect(
+        context,
+        &ready.collector,
+        &options,
+        ready.assigned,
+        ready.collector_incarnation,
+        config.max_unsaved,
+    )?;
     let link = ControlLink::connect(context, &config.router, options.failure_timeout)?;
-    let mut out = SocketOutbox::new(Vec::new(), Some(&collector), None, &stop).with_router(&link);
+    let mut out = SocketOutbox::new(Vec::new(), Some(collector), None, &stop).with_router(&link);
+    if let Some(estimate) = synchronise(context, &ready.collector_clock, &shutdown)? {
+        let report = ClockReport { node: id.clone(), estimate };
+        out.send(Peer::Collector, &report.encode(ready.assigned));
+    }
+    let mut delivery = DeliveryPoll { index: ready.assigned, asking: false, last: Instant::now() };
     let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, &mut out)
         .map_err(WorkerError::Rules)?;
     out.check()?;
@@ -177,20 +279,29 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         if let Received::Frame { bytes, .. } = received {
             worker.handle(bytes, now_ns(), &mut out);
         }
-        // A dead router or collector: nothing this worker does can reach the results.
+        // A dead router: nothing this worker does can reach the results. A dead collector:
+        // its frames are held until a restarted one takes over.
         if last_look.elapsed() >= LIVENESS_EVERY {
             link.check_alive().map_err(|source| WorkerError::Lost { peer: "router", source })?;
-            collector.check_alive().map_err(|source| WorkerError::Lost { peer: "collector", source })?;
+            out.check_peers();
             last_look = Instant::now();
         }
+        delivery.ask(&link, &stop)?;
         if last_progress.elapsed() >= PROGRESS_EVERY {
             worker.progress(&mut out);
             metrics.observe(&worker.snapshot());
             last_progress = Instant::now();
         }
         out.check()?;
-        if read_answers(&link, &id, &stop)? {
+        if read_answers(&link, &id, &stop, &mut out, &mut delivery)? {
             leaving = Leaving::Draining(Instant::now());
+        }
+        // As many unsaved frames as it may hold: no more ticks until the collector saves.
+        if out.collector().is_some_and(|collector| collector.full()) {
+            let accepted = wait_for_saves(&link, &id, &stop, &mut out, &mut delivery, Saves::BelowBound)?;
+            if accepted {
+                leaving = Leaving::Draining(Instant::now());
+            }
         }
         if shutdown.load(Ordering::Relaxed) && !worker.done() {
             match leaving {
@@ -223,9 +334,17 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     }
     let report = worker.finish(&mut out);
     out.check()?;
+    if !stop.load(Ordering::Relaxed) {
+        // Everything goes to the collector before the end: a collector restarted now still
+        // gets it all.
+        wait_for_saves(&link, &id, &stop, &mut out, &mut delivery, Saves::All)?;
+        out.check()?;
+    }
     metrics.observe(&worker.snapshot());
     if stop.load(Ordering::Relaxed) {
-        collector.shorten_linger(Duration::from_millis(500));
+        if let Some(collector) = out.collector() {
+            collector.shorten_linger(Duration::from_millis(500));
+        }
     } else if worker.retired() {
         info!(id, "left the cluster: every symbol moved to the other workers");
     } else if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &shutdown) {

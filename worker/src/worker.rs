@@ -584,6 +584,7 @@ mod tests {
             rules: RulesText { epoch: 0, origin: "test".into(), text: PERC.into() },
             allowed_lateness_ns: None,
             joining: false,
+            collector_incarnation: 1,
         }
     }
 

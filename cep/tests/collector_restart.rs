@@ -1,0 +1,153 @@
+//! A collector killed with SIGKILL under load (200k ticks/s) and started again with the same
+//! `--out` and endpoint: it resumes from its saved state, the workers and the router send it
+//! again every frame it had not saved, and the run completes as if nothing happened: sent =
+//! processed, outputs.csv row for row the standalone engine's over the recorded input. Also
+//! with the collector killed while a dead worker's ticks are being replayed to the survivors.
+
+mod common;
+
+use common::{announced, cep, Running};
+
+use cep_core::results::Summary;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The rows of a CSV file, their first six columns, sorted.
+fn sorted_rows(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut rows: Vec<String> =
+        text.lines().skip(1).map(|line| line.split(',').take(6).collect::<Vec<_>>().join(",")).collect();
+    rows.sort();
+    rows
+}
+
+/// A port nothing listens on now (the collector's endpoint, the same for both of its lives,
+/// as in docker-compose).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn collector(control: &str, port: u16, out: &Path) -> Command {
+    let mut command = cep();
+    command
+        .args(["collector", "--router", control, "--csv", "all", "--advertise", "127.0.0.1"])
+        .args(["--listen", &format!("tcp://127.0.0.1:{port}"), "--clock-listen", "tcp://127.0.0.1:*"])
+        .arg("--out")
+        .arg(out);
+    command
+}
+
+fn wait(process: &mut Running, what: &str, within: Duration) -> std::process::ExitStatus {
+    let since = Instant::now();
+    loop {
+        if let Some(status) = process.0.try_wait().unwrap() {
+            return status;
+        }
+        assert!(since.elapsed() < within, "the {what} did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SIGKILL, and the process reaped.
+fn kill(process: &mut Running) {
+    process.0.kill().unwrap();
+    process.0.wait().unwrap();
+}
+
+#[test]
+fn a_killed_collector_started_again_resumes_and_the_outputs_are_the_standalone_engines() {
+    kill_collector(None);
+}
+
+#[test]
+fn a_collector_killed_during_a_failovers_replay_resumes_with_the_standalone_outputs() {
+    kill_collector(Some("w1"));
+}
+
+/// A run of two workers at 200k ticks/s whose collector is killed mid-run and started again;
+/// with `worker_first`, that worker is killed first and the collector dies while its ticks
+/// are replayed to the other.
+fn kill_collector(worker_first: Option<&str>) {
+    let count: u64 = 1_400_000;
+    let dir = tempfile::tempdir().unwrap();
+    let announce = dir.path().join("router.endpoints");
+    let out = dir.path().join("run");
+    let mut router = Running(
+        cep()
+            .args(["router", "--workers", "2", "--listen", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*"])
+            .arg("--announce")
+            .arg(&announce)
+            .spawn()
+            .unwrap(),
+    );
+    let (data, control) = announced(&announce);
+    let port = free_port();
+    let mut first = Running(collector(&control, port, &out).spawn().unwrap());
+    let mut others = Vec::new();
+    let mut victim = None;
+    for id in ["w0", "w1"] {
+        let worker = cep().args(["worker", "--router", &control, "--id", id, "--listen", "tcp://127.0.0.1:*"]).spawn();
+        let worker = Running(worker.unwrap());
+        if worker_first == Some(id) {
+            victim = Some(worker);
+        } else {
+            others.push(("worker", worker));
+        }
+    }
+    let injector = cep()
+        .args(["injector", "--router", &control, "--router-data", &data, "--rate", "200000"])
+        .args(["--count", &count.to_string(), "--record"])
+        .arg(out.join("input.csv"))
+        .spawn();
+    others.push(("injector", Running(injector.unwrap())));
+
+    // Killed once it has saved its state a few times, mid-run.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::exists(out.join("collector.state")).unwrap() {
+        assert!(Instant::now() < deadline, "the collector never saved its state");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(2_500));
+    if let Some(worker) = &mut victim {
+        // Noticed within 250 ms, then restored and replayed: the collector dies meanwhile.
+        kill(worker);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    kill(&mut first);
+    // Down for longer than the failure time-out's detection (250 ms): the senders notice.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let log = dir.path().join("collector-2.log");
+    let mut second = collector(&control, port, &out);
+    second.env("RUST_LOG", "info").stderr(std::fs::File::create(&log).unwrap());
+    let mut second = Running(second.spawn().unwrap());
+
+    assert!(wait(&mut second, "restarted collector", Duration::from_secs(120)).success(), "the collector failed");
+    for (role, process) in &mut others {
+        assert!(wait(process, role, Duration::from_secs(30)).success(), "the {role} failed");
+    }
+    assert!(wait(&mut router, "router", Duration::from_secs(30)).success(), "the router failed");
+    assert!(!std::fs::exists(out.join("collector.state")).unwrap(), "a finished run leaves no state to resume");
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("resumed from the saved state"), "{log}");
+
+    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert!(summary.complete, "{summary:#?}");
+    assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(count), count, Some(0)));
+    assert_eq!((summary.duplicates, summary.out_of_order, summary.outputs_lost), (0, 0, 0));
+    assert!(summary.errors.is_empty() && summary.failure.is_none(), "{:?} {:?}", summary.errors, summary.failure);
+    assert!(summary.rejected.is_empty(), "{:?}", summary.rejected);
+    if let Some(victim) = worker_first {
+        assert_eq!(summary.failovers.len(), 1, "{:?}", summary.failovers);
+        let failover = &summary.failovers[0];
+        assert!(failover.worker == victim && failover.recovered && failover.state_lost.is_empty(), "{failover:?}");
+    }
+
+    let standalone = out.join("standalone.csv");
+    let engine = cep().args(["engine", "--input"]).arg(out.join("input.csv")).arg("--output").arg(&standalone).output();
+    let engine = engine.unwrap();
+    assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
+    let (expected, got) = (sorted_rows(&standalone), sorted_rows(&out.join("outputs.csv")));
+    assert_eq!(got.len(), expected.len(), "rows");
+    assert!(got == expected, "the cluster's outputs differ from the standalone engine's");
+}

@@ -1,0 +1,110 @@
+//! The router's side of delivery to the collector ([`cep_core::delivery`]): which collector
+//! incarnation serves the run and where, what it saved of each worker's frames (workers ask,
+//! and drop what is saved), and a restarted collector taking over.
+
+use cep_core::control::Register;
+use cep_core::delivery::{DeliveryStatus, Saved, ROUTER_SOURCE};
+
+/// The collector as the router knows it once the run has started.
+#[derive(Debug)]
+pub struct CollectorDelivery {
+    incarnation: u64,
+    endpoint: String,
+    /// Per worker index, the last position of its frames the collector saved.
+    saved: Vec<u64>,
+    /// The run's start (`Ready::start_ns`): a restarted collector must resume this run.
+    run_start_ns: u64,
+}
+
+impl CollectorDelivery {
+    /// The collector the run started with, at `endpoint`.
+    pub fn new(endpoint: String, run_start_ns: u64) -> Self {
+        CollectorDelivery { incarnation: 1, endpoint, saved: Vec::new(), run_start_ns }
+    }
+
+    /// The collector saved its state: takes the positions of the run's `workers` (others are
+    /// ignored, so a forged list grows nothing) and returns the router's own, if named.
+    pub fn saved(&mut self, saved: &Saved, workers: usize) -> Option<u64> {
+        let mut router = None;
+        for &(source, position) in &saved.positions {
+            if source == ROUTER_SOURCE {
+                router = Some(position);
+            } else if (source as usize) < workers {
+                if self.saved.len() <= source as usize {
+                    self.saved.resize(source as usize + 1, 0);
+                }
+                self.saved[source as usize] = position;
+            }
+        }
+        router
+    }
+
+    /// What worker `worker` is told when it asks.
+    pub fn status(&self, worker: u32) -> DeliveryStatus {
+        DeliveryStatus {
+            incarnation: self.incarnation,
+            endpoint: self.endpoint.clone(),
+            saved: self.saved.get(worker as usize).copied().unwrap_or(0),
+        }
+    }
+
+    /// A collector registers while the run goes on: it takes over if it resumes this run's
+    /// saved state. Returns its incarnation.
+    pub fn take_over(&mut self, register: &Register) -> Result<u64, String> {
+        if register.resuming == 0 {
+            return Err("the run has already started; a collector can only join it to resume its saved state \
+                        (start it again with the same --out)"
+                .into());
+        }
+        if register.resuming != self.run_start_ns {
+            return Err(format!(
+                "the collector's saved state is of another run (started at {} ns; this one at {} ns)",
+                register.resuming, self.run_start_ns
+            ));
+        }
+        self.incarnation += 1;
+        self.endpoint.clone_from(&register.endpoint);
+        // What it saved, it says after loading its state; until then nothing counts as saved.
+        self.saved.clear();
+        Ok(self.incarnation)
+    }
+
+    /// The current incarnation and its endpoint.
+    pub fn current(&self) -> (u64, &str) {
+        (self.incarnation, &self.endpoint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_core::control::Role;
+
+    fn register(resuming: u64) -> Register {
+        Register {
+            role: Role::Collector,
+            id: "collector".into(),
+            endpoint: "tcp://c2:1".into(),
+            streams: 0,
+            warmup_ns: 0,
+            clock_endpoint: String::new(),
+            resuming,
+        }
+    }
+
+    #[test]
+    fn a_collector_resuming_this_run_takes_over_and_workers_learn_what_it_saved() {
+        let mut delivery = CollectorDelivery::new("tcp://c1:1".into(), 77);
+        assert_eq!(
+            delivery.saved(&Saved { positions: vec![(0, 4), (1, 9), (7, 100), (ROUTER_SOURCE, 2)] }, 2),
+            Some(2)
+        );
+        assert_eq!(delivery.status(1), DeliveryStatus { incarnation: 1, endpoint: "tcp://c1:1".into(), saved: 9 });
+        // Beyond the run's workers: nothing kept, nothing grows.
+        assert_eq!(delivery.status(7).saved, 0);
+        assert!(delivery.take_over(&register(0)).unwrap_err().contains("already started"));
+        assert!(delivery.take_over(&register(78)).unwrap_err().contains("another run"));
+        assert_eq!(delivery.take_over(&register(77)), Ok(2));
+        assert_eq!(delivery.status(1), DeliveryStatus { incarnation: 2, endpoint: "tcp://c2:1".into(), saved: 0 });
+    }
+}
