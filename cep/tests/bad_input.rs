@@ -3,6 +3,7 @@
 //! plays the injector and the collector itself, so it controls the order of every frame.
 
 use cep_core::control::{Ready, Register, Role};
+use cep_core::delivery::Saved;
 use cep_core::frame::{Body, Frame};
 use cep_core::report::{CauseCounts, EndOfStream, RouterReport, WorkerProgress, WorkerReport};
 use cep_core::wire::{FrameKind, OutputBatchWriter, TickBatchWriter};
@@ -141,7 +142,8 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     let never = AtomicBool::new(false);
 
     // A second collector arriving after the start is refused with the reason, and the run goes
-    // on (a worker or an injector arriving late joins: tests/rescale.rs).
+    // on (a worker or an injector arriving late joins: tests/rescale.rs); so is one claiming to
+    // resume another run (a restarted collector of this run takes over: collector_restart.rs).
     let late = Register {
         role: Role::Collector,
         id: "late".into(),
@@ -153,9 +155,13 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     };
     let refused = register(&context, &control, &late, Duration::from_secs(10), &AtomicBool::new(false)).unwrap_err();
     assert!(
-        refused.to_string().contains("refused this process: the run has already started with 1 workers"),
+        refused.to_string().contains("the run has already started; a collector can only join it to resume"),
         "{refused}"
     );
+    let other_run = Register { resuming: 12_345, ..late };
+    let refused =
+        register(&context, &control, &other_run, Duration::from_secs(10), &AtomicBool::new(false)).unwrap_err();
+    assert!(refused.to_string().contains("saved state is of another run"), "{refused}");
 
     // Straight to the worker: every bad frame plus one bad tick; wait until it has counted them.
     let to_worker = Push::connect(&context, &ready.workers[0].endpoint, &options).unwrap();
@@ -167,6 +173,8 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         to_worker.send(frame, &never).unwrap();
     }
     let mut message = Message::new();
+    // What a collector would save and tell the router: the last position of each sender.
+    let mut saved = Saved::default();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut outputs_received = 0u64;
     loop {
@@ -174,7 +182,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         if !collector.recv(&mut message, Duration::from_millis(100)).unwrap() {
             continue;
         }
-        let frame = Frame::read(&message, usize::MAX).unwrap();
+        let frame = unwrapped(&message, &mut saved);
         if frame.kind() == FrameKind::WorkerProgress {
             let progress: WorkerProgress = frame.body().unwrap();
             if progress.rejected == direct.len() as u64 {
@@ -200,7 +208,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         if !collector.recv(&mut message, Duration::from_millis(100)).unwrap() {
             continue;
         }
-        let frame = Frame::read(&message, usize::MAX).unwrap();
+        let frame = unwrapped(&message, &mut saved);
         match frame.kind() {
             FrameKind::Outputs => outputs_received += frame.outputs(&mut decoded).unwrap().records.len() as u64,
             FrameKind::WorkerReport => worker_report = Some(frame.body().unwrap()),
@@ -233,9 +241,24 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     // The volatility query fires on every valid tick.
     assert!(worker_report.outputs >= 1000);
 
-    // As the collector would: the run is over, everyone may close.
+    // As the collector would: everything is saved (the worker then asks for the end), the run
+    // is over, everyone may close.
+    cep_transport::control::request(&context, &control, &saved.encode(0), Duration::from_secs(10), &never).unwrap();
     cep_transport::control::end_of_run(&context, &control, EndOfRun::RunFinished, Duration::from_secs(10), &never)
         .unwrap();
     assert!(router.join().unwrap().is_ok());
     assert!(worker.join().unwrap().is_ok());
+}
+
+/// A frame as the collector gets it: workers' and the router's come in a Sequenced envelope,
+/// whose position is noted in `saved`.
+fn unwrapped<'m>(message: &'m [u8], saved: &mut Saved) -> Frame<'m> {
+    let frame = Frame::read(message, usize::MAX).unwrap();
+    if frame.kind() != FrameKind::Sequenced {
+        return frame;
+    }
+    let sequenced = frame.sequenced().unwrap();
+    saved.positions.retain(|(source, _)| *source != sequenced.source);
+    saved.positions.push((sequenced.source, sequenced.position));
+    Frame::read(sequenced.frame, usize::MAX).unwrap()
 }
