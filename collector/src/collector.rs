@@ -12,7 +12,7 @@ use crate::intervals::{IntervalRecorder, IntervalState};
 use crate::latency::HopHistograms;
 use crate::rules::RuleTable;
 use cep_core::control::Ready;
-use cep_core::delivery::{Arrival, Positions, Saved};
+use cep_core::delivery::{Arrival, Positions, Saved, ROUTER_SOURCE};
 use cep_core::failover::{CheckpointMark, OutputsConfirmed, WorkerFailed};
 use cep_core::frame::OutputBatch;
 use cep_core::report::{
@@ -243,6 +243,13 @@ impl<W: Write> Collector<W> {
                 match self.rejections.accept(sequenced.frame, self.max_frame_bytes) {
                     Some(inner) if inner.kind() == FrameKind::Sequenced => {
                         self.rejections.unexpected(&inner);
+                        Ok(())
+                    }
+                    // A worker speaks for itself only; the router's frames carry sender 0.
+                    Some(inner) if inner.sender() != sequenced.source && sequenced.source != ROUTER_SOURCE => {
+                        let detail =
+                            format_args!("a frame of sender {} from source {}", inner.sender(), sequenced.source);
+                        self.rejections.reject("sender_mismatch", Some(sequenced.source), &detail);
                         Ok(())
                     }
                     Some(inner) => self.handle_frame(inner, now),
@@ -658,7 +665,7 @@ impl<W: Write> Collector<W> {
             last_report_ns: self.last_report_ns,
             last_frame_ns: self.last_frame_ns,
             rejected: self.rejections.counts(),
-            confirmations: &[],
+            confirmations: &self.confirmations,
             positions: &self.positions,
             sinks,
         };
@@ -667,8 +674,8 @@ impl<W: Write> Collector<W> {
     }
 
     /// A restarted collector, incarnation `incarnation`, going on from `state` with `sinks`
-    /// reopened where the state left them, in a run of the shape `shape` (the router's answer:
-    /// its current workers).
+    /// reopened where the state left them. Checkpoint confirmations the dead one had not sent
+    /// go with the first save.
     pub fn resume(
         state: SavedState,
         incarnation: u64,
@@ -699,11 +706,6 @@ impl<W: Write> Collector<W> {
             incarnation,
             positions: state.positions,
         }
-    }
-
-    /// What it has taken of each sender, for the router at the start of an incarnation.
-    pub fn positions(&self) -> Saved {
-        self.positions.saved()
     }
 }
 

@@ -133,7 +133,6 @@ pub fn run_in(
                 rows = marks.csv_rows,
                 "resumed from the saved state: the senders send again what it had not saved"
             );
-            router_link.send(&collector.positions().encode(0), &shutdown)?;
             collector
         }
         _ => {
@@ -151,7 +150,9 @@ pub fn run_in(
             Collector::new(shape, config.csv, config.max_frame_bytes, Sinks { csv, intervals }, now_ns())
         }
     };
+    // Saved at once: a collector that dies before its first frames can resume too.
     let mut saving = Saving { path: state_path.clone(), last: Instant::now(), dirty: false };
+    saving.save(&mut collector, &router_link, &shutdown)?;
 
     let metrics = crate::metrics::CollectorMetrics::register();
     let mut last_publish = Instant::now();

@@ -225,8 +225,9 @@ pub struct Summary {
     /// (not in `outputs`, `duplicates`, outputs.csv or the latency figures).
     #[serde(default)]
     pub replayed_outputs: u64,
-    /// Frames that workers and the router sent again to a restarted collector and that it
-    /// already had (saved before it died): dropped, counted here only.
+    /// Frames that came twice: sent again to a restarted collector that already had them
+    /// (saved before it died), or sent to the collector before it (queued in a socket that
+    /// reconnected; sent again after). Dropped, counted here only.
     #[serde(default)]
     pub resent_frames: u64,
     /// Counts that contradict each other (e.g. `stream 0: 120 ticks processed but its

@@ -184,7 +184,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         warn!(%error, "router report not delivered");
     }
     // Keep every socket open until the collector has everything (see `control::Ending`).
-    let ending_since = Instant::now();
+    let mut ending_since = Instant::now();
     // (A lost collector has its retention time to come back, however long the end takes.)
     while !router.collector_finished()
         && !shutdown.load(Ordering::Relaxed)
@@ -195,7 +195,12 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         }
         // A worker that dies now: the collector must not wait for its report.
         out.check_peers();
+        let was_lost = collector_watch.lost_since.is_some();
         collector_watch.check(&mut out)?;
+        if was_lost && collector_watch.lost_since.is_none() {
+            // A restarted collector took over: it gets the whole end time-out to finish.
+            ending_since = Instant::now();
+        }
         fail_over(&mut router, &mut out, Report::Sent)?;
         out.check()?;
     }
@@ -243,9 +248,8 @@ fn fail_over(router: &mut Router, out: &mut SocketOutbox<'_>, report: Report) ->
     }
 }
 
-/// Bytes of frames for the collector the router holds at most until it saves them: its own
-/// frames are few and small (reports, rescale and failover records), so this is never reached
-/// in practice; it bounds a collector that saves nothing.
+/// Bytes of frames for the collector the router holds (reported by `full()`, which the router
+/// does not wait on): its own frames are few and small (reports, rescale and failover records).
 const ROUTER_MAX_UNSAVED: usize = 64 << 20;
 
 /// How long the collector has been lost, against the time a restarted one has to take over.

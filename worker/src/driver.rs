@@ -84,6 +84,10 @@ fn read_answers(
 ) -> Result<bool, TransportError> {
     let mut accepted = false;
     while let Some((asked, answer)) = link.try_recv()? {
+        // Whatever the answer, the question is answered: the next one may go.
+        if FrameKind::from_byte(asked) == Some(FrameKind::DeliveryQuery) {
+            delivery.asking = false;
+        }
         let frame = match Frame::read(&answer, MAX_CONTROL_FRAME_BYTES) {
             Ok(frame) => frame,
             Err(error) => {
@@ -105,18 +109,14 @@ fn read_answers(
                 // The symbols are gone from here already; the router names them as lost.
                 tracing::warn!(id, "the router did not take this worker's hand-off: {}", refused());
             }
-            (Some(FrameKind::DeliveryQuery), FrameKind::DeliveryStatus) => {
-                delivery.asking = false;
-                match frame.body::<DeliveryStatus>() {
-                    Ok(status) => {
-                        out.collector_moved(&status.endpoint, status.incarnation);
-                        out.collector_saved(status.saved);
-                    }
-                    Err(error) => tracing::warn!(id, %error, "bad delivery status from the router"),
+            (Some(FrameKind::DeliveryQuery), FrameKind::DeliveryStatus) => match frame.body::<DeliveryStatus>() {
+                Ok(status) => {
+                    out.collector_moved(&status.endpoint, status.incarnation);
+                    out.collector_saved(status.saved);
                 }
-            }
+                Err(error) => tracing::warn!(id, %error, "bad delivery status from the router"),
+            },
             (Some(FrameKind::DeliveryQuery), FrameKind::Refused) => {
-                delivery.asking = false;
                 tracing::warn!(id, "the router did not answer where the collector is: {}", refused());
             }
             (Some(FrameKind::Leave), FrameKind::RescaleAccepted) => {
@@ -180,7 +180,8 @@ enum Saves {
 
 /// Waits, taking no tick, until the collector has saved enough of this worker's frames (asking
 /// the router, and sending everything again to a collector that takes over), while the router
-/// lives and until `stop`. True if the router accepted this worker's leave meanwhile.
+/// lives and until `stop` (below the bound: or `shutdown`; all of them: at most `end_timeout`).
+/// True if the router accepted this worker's leave meanwhile.
 fn wait_for_saves(
     link: &ControlLink,
     id: &str,
@@ -188,6 +189,7 @@ fn wait_for_saves(
     out: &mut SocketOutbox<'_>,
     delivery: &mut DeliveryPoll,
     until: Saves,
+    (shutdown, end_timeout): (&AtomicBool, Duration),
 ) -> Result<bool, WorkerError> {
     let mut accepted = false;
     let mut waiting_since: Option<Instant> = None;
@@ -198,6 +200,14 @@ fn wait_for_saves(
             Saves::All => collector.all_saved(),
         };
         if done || stop.load(Ordering::Relaxed) {
+            return Ok(accepted);
+        }
+        // Asked to stop: the caller leaves the cluster (which takes the ticks' input).
+        if until == Saves::BelowBound && shutdown.load(Ordering::Relaxed) {
+            return Ok(accepted);
+        }
+        if until == Saves::All && waiting_since.is_some_and(|since| since.elapsed() > end_timeout) {
+            tracing::warn!(id, waited = ?end_timeout, "the collector has not saved every frame of this worker: ending anyway");
             return Ok(accepted);
         }
         if waiting_since.is_none() && until == Saves::BelowBound {
@@ -298,7 +308,15 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         }
         // As many unsaved frames as it may hold: no more ticks until the collector saves.
         if out.collector().is_some_and(|collector| collector.full()) {
-            let accepted = wait_for_saves(&link, &id, &stop, &mut out, &mut delivery, Saves::BelowBound)?;
+            let accepted = wait_for_saves(
+                &link,
+                &id,
+                &stop,
+                &mut out,
+                &mut delivery,
+                Saves::BelowBound,
+                (&shutdown, config.end_timeout),
+            )?;
             if accepted {
                 leaving = Leaving::Draining(Instant::now());
             }
@@ -337,7 +355,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     if !stop.load(Ordering::Relaxed) {
         // Everything goes to the collector before the end: a collector restarted now still
         // gets it all.
-        wait_for_saves(&link, &id, &stop, &mut out, &mut delivery, Saves::All)?;
+        wait_for_saves(&link, &id, &stop, &mut out, &mut delivery, Saves::All, (&shutdown, config.end_timeout))?;
         out.check()?;
     }
     metrics.observe(&worker.snapshot());
