@@ -57,18 +57,26 @@ fn kill(process: &mut Running) {
 
 #[test]
 fn a_killed_collector_started_again_resumes_and_the_outputs_are_the_standalone_engines() {
-    kill_collector(None);
+    kill_collector(None, None, Duration::from_millis(1_500));
 }
 
 #[test]
 fn a_collector_killed_during_a_failovers_replay_resumes_with_the_standalone_outputs() {
-    kill_collector(Some("w1"));
+    kill_collector(Some("w1"), None, Duration::from_millis(1_500));
 }
 
-/// A run of two workers at 200k ticks/s whose collector is killed mid-run and started again;
-/// with `worker_first`, that worker is killed first and the collector dies while its ticks
-/// are replayed to the other.
-fn kill_collector(worker_first: Option<&str>) {
+/// Down for longer than the workers may hold its frames (2 MiB here): they stop taking ticks,
+/// the router holds its input but still serves control, and the restarted collector takes
+/// over.
+#[test]
+fn a_collector_down_for_longer_than_the_workers_can_hold_resumes_once_restarted() {
+    kill_collector(None, Some("2097152"), Duration::from_secs(4));
+}
+
+/// A run of two workers at 200k ticks/s whose collector is killed mid-run and started again
+/// after `down`; with `worker_first`, that worker is killed first and the collector dies while
+/// its ticks are replayed to the other; `max_unsaved` is the workers' `--max-unsaved`.
+fn kill_collector(worker_first: Option<&str>, max_unsaved: Option<&str>, down: Duration) {
     let count: u64 = 1_400_000;
     let dir = tempfile::tempdir().unwrap();
     let announce = dir.path().join("router.endpoints");
@@ -87,8 +95,12 @@ fn kill_collector(worker_first: Option<&str>) {
     let mut others = Vec::new();
     let mut victim = None;
     for id in ["w0", "w1"] {
-        let worker = cep().args(["worker", "--router", &control, "--id", id, "--listen", "tcp://127.0.0.1:*"]).spawn();
-        let worker = Running(worker.unwrap());
+        let mut worker = cep();
+        worker.args(["worker", "--router", &control, "--id", id, "--listen", "tcp://127.0.0.1:*"]);
+        if let Some(bytes) = max_unsaved {
+            worker.args(["--max-unsaved", bytes]);
+        }
+        let worker = Running(worker.spawn().unwrap());
         if worker_first == Some(id) {
             victim = Some(worker);
         } else {
@@ -116,7 +128,7 @@ fn kill_collector(worker_first: Option<&str>) {
     }
     kill(&mut first);
     // Down for longer than the failure time-out's detection (250 ms): the senders notice.
-    std::thread::sleep(Duration::from_millis(1_500));
+    std::thread::sleep(down);
     let log = dir.path().join("collector-2.log");
     let mut second = collector(&control, port, &out);
     second.env("RUST_LOG", "info").stderr(std::fs::File::create(&log).unwrap());

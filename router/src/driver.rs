@@ -150,18 +150,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
                 router.control(client, &body, monotonic_ns(), &mut out);
                 out.check()?;
             }
-            // Too many ticks held for moving symbols: read no input until their state arrives.
-            while !router.accepting_input() && !shutdown.load(Ordering::Relaxed) {
-                if let Some((client, body)) = control.recv(Duration::from_millis(10))? {
-                    router.control(client, &body, monotonic_ns(), &mut out);
-                    out.check()?;
-                }
-                router.tick(monotonic_ns(), &mut out);
-                // The worker whose snapshot is awaited may be the one that died.
-                out.check_peers();
-                fail_over(&mut router, &mut out, Report::Send)?;
-                out.check()?;
-            }
+
             if last_control.elapsed() > Duration::from_millis(100) {
                 out.check_peers();
                 collector_watch.check(&mut out)?;
@@ -171,12 +160,18 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         }
         fail_over(&mut router, &mut out, Report::Send)?;
         out.check()?;
+        // Read no input while too many ticks are held for moving symbols (until their state
+        // arrives) or a worker's queue is full (until it takes what waits for it); control
+        // requests are served meanwhile, so a worker waiting for the collector to save, or a
+        // restarted collector, is answered.
+        hold_input(&mut router, &mut out, &control, &shutdown, &mut collector_watch)?;
         let done = router.all_ended() || shutdown.load(Ordering::Relaxed);
         Ok::<_, RouterError>(if done { Flow::Stop } else { Flow::Continue })
     })?;
     // What is batched must reach the workers (a failure here fails the run); the report is
     // then only the collector's to miss.
     router.flush(&mut out);
+    hold_input(&mut router, &mut out, &control, &shutdown, &mut collector_watch)?;
     out.check()?;
     let report = router.finish(&mut out);
     router.publish(&metrics);
@@ -193,6 +188,8 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
             router.control(client, &body, monotonic_ns(), &mut out);
         }
+        // Frames a failover sent a survivor whose queue was full.
+        out.flush_pending();
         // A worker that dies now: the collector must not wait for its report.
         out.check_peers();
         let was_lost = collector_watch.lost_since.is_some();
@@ -227,6 +224,39 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     let rejected: u64 = report.rejected.values().sum();
     info!(routed = report.routed, rejected, "router done");
     Ok(report)
+}
+
+/// While the router reads no input (ticks held for moving symbols, or a worker's full queue):
+/// serves control requests, gives the workers what waits for them, watches the peers.
+fn hold_input(
+    router: &mut Router,
+    out: &mut SocketOutbox<'_>,
+    control: &ControlServer,
+    shutdown: &AtomicBool,
+    collector_watch: &mut CollectorWatch,
+) -> Result<(), RouterError> {
+    let mut last_look = Instant::now();
+    loop {
+        out.flush_pending();
+        out.check()?;
+        if (router.accepting_input() && !out.has_pending()) || shutdown.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        // A short wait: a worker's queue frees up without a word on the control socket.
+        let wait = if out.has_pending() { Duration::from_millis(1) } else { Duration::from_millis(10) };
+        if let Some((client, body)) = control.recv(wait)? {
+            router.control(client, &body, monotonic_ns(), out);
+            out.check()?;
+        }
+        router.tick(monotonic_ns(), out);
+        if last_look.elapsed() > Duration::from_millis(50) {
+            // The worker whose snapshot or queue is awaited may be the one that died.
+            out.check_peers();
+            collector_watch.check(out)?;
+            fail_over(router, out, Report::Send)?;
+            last_look = Instant::now();
+        }
+    }
 }
 
 /// Fails over every worker found dead (failing one over sends to the others, which may be

@@ -5,6 +5,7 @@ use crate::control::ControlServer;
 use crate::delivery::CollectorLink;
 use crate::socket::{Message, Pull, Push, TransportError};
 use cep_core::outbox::{Outbox, Peer};
+use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -62,8 +63,10 @@ pub fn receive_loop<E: From<TransportError>>(
     }
 }
 
-/// Sends a core's frames over the process's sockets: data frames block while the peer's
-/// queue is full (lossless back-pressure) until `shutdown`; the first failure is kept for the
+/// Sends a core's frames over the process's sockets: a frame for a worker whose queue is full
+/// waits in the outbox ([`SocketOutbox::has_pending`]: the driver reads no input meanwhile,
+/// lossless back-pressure, but still serves control); frames for the collector and the router
+/// block while their queue is full, until `shutdown`. The first failure is kept for the
 /// driver ([`SocketOutbox::check`]) and later data sends are skipped. A control answer that
 /// cannot be delivered is logged: its client is gone, the run is not.
 pub struct SocketOutbox<'s> {
@@ -78,6 +81,8 @@ pub struct SocketOutbox<'s> {
     /// more is sent to them.
     lost: Vec<(u32, String)>,
     dead: Vec<bool>,
+    /// Per worker, frames its full queue did not take yet, in order ([`Self::flush_pending`]).
+    pending: Vec<VecDeque<Vec<u8>>>,
 }
 
 impl<'s> SocketOutbox<'s> {
@@ -89,6 +94,7 @@ impl<'s> SocketOutbox<'s> {
         shutdown: &'s AtomicBool,
     ) -> Self {
         let dead = vec![false; workers.len()];
+        let pending = vec![VecDeque::new(); workers.len()];
         SocketOutbox {
             workers,
             collector,
@@ -99,6 +105,7 @@ impl<'s> SocketOutbox<'s> {
             failed: None,
             lost: Vec::new(),
             dead,
+            pending,
         }
     }
 
@@ -141,8 +148,35 @@ impl<'s> SocketOutbox<'s> {
         }
     }
 
+    /// Whether a worker's queue is full with frames still to give it: the driver then reads
+    /// no input (back-pressure) but goes on serving control requests, and flushes.
+    pub fn has_pending(&self) -> bool {
+        self.pending.iter().any(|frames| !frames.is_empty())
+    }
+
+    /// Gives each worker the frames its queue did not take, as far as it takes them now, in
+    /// order. A worker found dead meanwhile is set aside ([`Self::take_lost`]).
+    pub fn flush_pending(&mut self) {
+        for index in 0..self.workers.len() {
+            while let Some(frame) = self.pending[index].front() {
+                match self.workers[index].try_send(frame) {
+                    Ok(true) => {
+                        self.pending[index].pop_front();
+                    }
+                    Ok(false) => break,
+                    Err(error) => {
+                        self.failed.get_or_insert(error);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
     fn worker_lost(&mut self, index: usize, error: TransportError) {
         self.dead[index] = true;
+        // Whatever it did not take is in the router's replay log, as what its queue held.
+        self.pending[index].clear();
         self.workers[index].shorten_linger(std::time::Duration::ZERO);
         self.lost.push((index as u32, error.to_string()));
     }
@@ -200,10 +234,15 @@ impl Outbox for SocketOutbox<'_> {
         if self.dead[index] {
             return;
         }
-        match push.send(frame, self.shutdown) {
-            Ok(()) => {}
-            // A dead worker fails over; the run goes on.
-            Err(error @ TransportError::PeerLost { .. }) => self.worker_lost(index, error),
+        // A full queue does not block the router: the frame waits here, behind any other that
+        // waits, and the driver reads no input until they are all given.
+        if !self.pending[index].is_empty() {
+            self.pending[index].push_back(frame.to_vec());
+            return;
+        }
+        match push.try_send(frame) {
+            Ok(true) => {}
+            Ok(false) => self.pending[index].push_back(frame.to_vec()),
             Err(error) => self.failed = Some(error),
         }
     }
@@ -233,6 +272,7 @@ impl Outbox for SocketOutbox<'_> {
             Ok(push) => {
                 self.workers.push(push);
                 self.dead.push(false);
+                self.pending.push(VecDeque::new());
             }
             Err(error) => {
                 if self.failed.is_none() {

@@ -222,6 +222,15 @@ impl Push {
         let _ = self.socket.set_linger(linger.as_millis().min(i32::MAX as u128) as i32);
     }
 
+    /// Sends one message if the peer's queue has room: false (nothing sent) when it is full.
+    pub fn try_send(&self, bytes: &[u8]) -> Result<bool, TransportError> {
+        match self.socket.send(bytes, zmq::DONTWAIT) {
+            Ok(()) => Ok(true),
+            Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => Ok(false),
+            Err(source) => Err(TransportError::Socket { what: "send", source }),
+        }
+    }
+
     /// Sends one message, blocking while the peer's queue is full (lossless back-pressure).
     /// Gives up when `shutdown` is raised or the peer is dead ([`Push::check_alive`]).
     pub fn send(&self, bytes: &[u8], shutdown: &AtomicBool) -> Result<(), TransportError> {

@@ -140,6 +140,8 @@ struct DeliveryPoll {
     index: u32,
     asking: bool,
     last: Instant,
+    /// Whether reaching `--max-unsaved` was logged already.
+    warned_full: bool,
 }
 
 impl DeliveryPoll {
@@ -211,10 +213,12 @@ fn wait_for_saves(
             return Ok(accepted);
         }
         if waiting_since.is_none() && until == Saves::BelowBound {
-            tracing::warn!(
-                id,
-                "holding as many frames as --max-unsaved allows: waiting for the collector to save them"
-            );
+            // Once in the log; a small bound is reached at every save.
+            if std::mem::replace(&mut delivery.warned_full, true) {
+                tracing::debug!(id, "at --max-unsaved: waiting for the collector to save");
+            } else {
+                tracing::warn!(id, "holding as many frames as --max-unsaved allows: waiting for the collector to save them (said once)");
+            }
         }
         waiting_since.get_or_insert_with(Instant::now);
         link.check_alive().map_err(|source| WorkerError::Lost { peer: "router", source })?;
@@ -273,7 +277,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         let report = ClockReport { node: id.clone(), estimate };
         out.send(Peer::Collector, &report.encode(ready.assigned));
     }
-    let mut delivery = DeliveryPoll { index: ready.assigned, asking: false, last: Instant::now() };
+    let mut delivery = DeliveryPoll { index: ready.assigned, asking: false, last: Instant::now(), warned_full: false };
     let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, &mut out)
         .map_err(WorkerError::Rules)?;
     out.check()?;
