@@ -231,15 +231,12 @@ impl<W: Write> Collector<W> {
                 self.rejections.reject("unknown_worker", Some(sequenced.source), &detail);
                 Ok(())
             }
-            Some(Arrival::Again | Arrival::Stale) => {
+            // (Its sender sends it again, in turn, or already did.)
+            Some(Arrival::Again | Arrival::Stale | Arrival::OutOfTurn) => {
                 self.observed.resent_frames += 1;
                 Ok(())
             }
-            Some(arrival) => {
-                if let Arrival::AfterGap(lost) = arrival {
-                    let detail = format_args!("{lost} frames before position {} never arrived", sequenced.position);
-                    self.rejections.reject("frames_lost", Some(sequenced.source), &detail);
-                }
+            Some(Arrival::Next) => {
                 match self.rejections.accept(sequenced.frame, self.max_frame_bytes) {
                     Some(inner) if inner.kind() == FrameKind::Sequenced => {
                         self.rejections.unexpected(&inner);

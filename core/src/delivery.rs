@@ -9,7 +9,9 @@
 //! says so; restarted, it loads that state and the senders send it everything it had not
 //! saved, again and in order. The collector takes a frame only at the position after the last
 //! it took ([`Positions`]), so a frame it already had is dropped, and a frame sent to an
-//! earlier incarnation (queued in a socket that reconnected) is ignored: it comes again.
+//! earlier incarnation (queued in a socket that reconnected) is ignored: it comes again. A
+//! frame beyond the next (some were lost with a connection that dropped) is dropped too, and
+//! its sender asked to send everything not saved again.
 //!
 //! The envelope is `[version, Sequenced, source, incarnation, position, frame]`: the frame,
 //! itself a MessagePack array, is its last element as it is, so nothing is copied to read it,
@@ -171,8 +173,9 @@ pub enum Arrival {
     Again,
     /// Sent to an earlier incarnation: ignored (its sender sends it again to this one).
     Stale,
-    /// Beyond the next: frames before it were lost on the way (counted); it is taken.
-    AfterGap(u64),
+    /// Beyond the next: frames before it were lost on the way (a connection that dropped).
+    /// Dropped too; its sender is asked to send everything again ([`Saved::resend`]).
+    OutOfTurn,
 }
 
 /// The collector's side: per source, the last position taken.
@@ -182,6 +185,8 @@ pub struct Positions {
     workers: Vec<u64>,
     /// The router's.
     router: u64,
+    /// Sources that sent a frame out of turn since the last [`Self::saved`].
+    missed: Vec<u32>,
 }
 
 impl Positions {
@@ -209,18 +214,20 @@ impl Positions {
             *last = frame.position;
             Arrival::Next
         } else {
-            let lost = frame.position - *last - 1;
-            *last = frame.position;
-            Arrival::AfterGap(lost)
+            if !self.missed.contains(&frame.source) {
+                self.missed.push(frame.source);
+            }
+            Arrival::OutOfTurn
         })
     }
 
-    /// What the collector has taken, per source: what it tells the router once saved.
-    pub fn saved(&self) -> Saved {
+    /// What the collector has taken, per source, and who is asked to send again: what it
+    /// tells the router once saved.
+    pub fn saved(&mut self) -> Saved {
         let mut positions: Vec<(u32, u64)> =
             self.workers.iter().enumerate().map(|(index, &position)| (index as u32, position)).collect();
         positions.push((ROUTER_SOURCE, self.router));
-        Saved { positions }
+        Saved { positions, resend: std::mem::take(&mut self.missed) }
     }
 }
 
@@ -230,6 +237,9 @@ impl Positions {
 pub struct Saved {
     /// (source, last position saved).
     pub positions: Vec<(u32, u64)>,
+    /// Sources whose frames came out of turn (some were lost on the way): they send every
+    /// frame not saved again.
+    pub resend: Vec<u32>,
 }
 
 /// Where the collector is and what it saved of this worker's frames: worker -> router
@@ -249,6 +259,8 @@ pub struct DeliveryStatus {
     pub endpoint: String,
     /// The last position of the worker's frames the collector saved (0: none).
     pub saved: u64,
+    /// The collector missed some of its frames: send every frame not saved again.
+    pub resend: bool,
 }
 
 #[cfg(test)]
@@ -305,9 +317,13 @@ mod tests {
         assert_eq!(positions.arrive(&frame(0, 2, 1), 2, 8), Some(Arrival::Again));
         assert_eq!(positions.arrive(&frame(0, 1, 2), 2, 8), Some(Arrival::Stale));
         assert_eq!(positions.arrive(&frame(0, 2, 2), 2, 8), Some(Arrival::Next));
-        assert_eq!(positions.arrive(&frame(0, 2, 5), 2, 8), Some(Arrival::AfterGap(2)));
+        // A gap: dropped, not taken, and its source is asked to send again once.
+        assert_eq!(positions.arrive(&frame(0, 2, 5), 2, 8), Some(Arrival::OutOfTurn));
+        assert_eq!(positions.arrive(&frame(0, 2, 6), 2, 8), Some(Arrival::OutOfTurn));
         assert_eq!(positions.arrive(&frame(ROUTER_SOURCE, 2, 1), 2, 8), Some(Arrival::Next));
         assert_eq!(positions.arrive(&frame(9, 2, 1), 2, 8), None);
-        assert_eq!(positions.saved().positions, [(0, 5), (ROUTER_SOURCE, 1)]);
+        assert_eq!(positions.saved(), Saved { positions: vec![(0, 2), (ROUTER_SOURCE, 1)], resend: vec![0] });
+        assert_eq!(positions.arrive(&frame(0, 2, 3), 2, 8), Some(Arrival::Next));
+        assert!(positions.saved().resend.is_empty());
     }
 }

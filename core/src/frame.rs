@@ -515,10 +515,11 @@ mod tests {
 
     #[test]
     fn delivery_frames() {
-        let saved = Saved { positions: vec![(0, 5), (crate::delivery::ROUTER_SOURCE, 2)] };
-        golden(saved, 0, &[0x91, 0x92, 0x92, 0x00, 0x05, 0x92, 0xce, 0xff, 0xff, 0xff, 0xff, 0x02]);
+        let saved = Saved { positions: vec![(0, 5), (crate::delivery::ROUTER_SOURCE, 2)], resend: vec![0] };
+        golden(saved, 0, &[0x92, 0x92, 0x92, 0x00, 0x05, 0x92, 0xce, 0xff, 0xff, 0xff, 0xff, 0x02, 0x91, 0x00]);
         golden(DeliveryQuery { worker: 3 }, 3, &[0x91, 0x03]);
-        golden(DeliveryStatus { incarnation: 2, endpoint: "e".into(), saved: 9 }, 0, &[0x93, 0x02, 0xa1, b'e', 0x09]);
+        let status = DeliveryStatus { incarnation: 2, endpoint: "e".into(), saved: 9, resend: true };
+        golden(status, 0, &[0x94, 0x02, 0xa1, b'e', 0x09, 0xc3]);
         // The envelope: [version, Sequenced, source, incarnation, position, frame], the two
         // numbers 9 bytes each, the frame as it is.
         let inner = CheckpointMark { id: 7 }.encode(2);

@@ -37,9 +37,10 @@ pub trait Outbox {
         let _ = (endpoint, incarnation);
     }
 
-    /// The collector saved this sender's frames up to `position`: they need not be kept.
-    fn collector_saved(&mut self, position: u64) {
-        let _ = position;
+    /// The collector saved this sender's frames up to `position`: they need not be kept. With
+    /// `resend`, it missed some after that: every frame kept goes to it again.
+    fn collector_saved(&mut self, position: u64, resend: bool) {
+        let _ = (position, resend);
     }
 
     /// The time now, in ns since the epoch: read when a frame leaves, for its exit stamp.

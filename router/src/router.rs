@@ -218,15 +218,15 @@ impl Router {
             FrameKind::Saved => {
                 frame.body::<Saved>().map_err(|error| format!("bad saved frame: {error}")).map(|saved| {
                     let delivery = self.delivery.as_mut().expect("running");
-                    if let Some(position) = delivery.saved(&saved, self.workers.len()) {
-                        out.collector_saved(position);
+                    if let (Some(position), resend) = delivery.saved(&saved, self.workers.len()) {
+                        out.collector_saved(position, resend);
                     }
                     StateTaken.encode(ROUTER_SENDER)
                 })
             }
             FrameKind::DeliveryQuery => match frame.body::<DeliveryQuery>() {
                 Ok(query) if query.worker == frame.sender() && (query.worker as usize) < self.workers.len() => {
-                    Ok(self.delivery.as_ref().expect("running").status(query.worker).encode(ROUTER_SENDER))
+                    Ok(self.delivery.as_mut().expect("running").status(query.worker).encode(ROUTER_SENDER))
                 }
                 Ok(_) => Err("a delivery query must come from a worker of the run, naming itself".into()),
                 Err(error) => Err(format!("bad delivery query: {error}")),

@@ -133,8 +133,8 @@ impl<'s> SocketOutbox<'s> {
     }
 
     /// Asks whether each worker and the collector are alive ([`Push::check_alive`]): a dead
-    /// worker is set aside for [`Self::take_lost`]; a dead collector's frames are held
-    /// ([`CollectorLink`]).
+    /// worker is set aside for [`Self::take_lost`]; a dead collector's frames are held, and
+    /// sent again once it is reached ([`CollectorLink::poll`]).
     pub fn check_peers(&mut self) {
         for index in 0..self.workers.len() {
             if !self.dead[index] {
@@ -144,7 +144,9 @@ impl<'s> SocketOutbox<'s> {
             }
         }
         if let Some(collector) = &mut self.collector {
-            collector.check_alive();
+            if let Err(error) = collector.poll(self.shutdown) {
+                self.failed.get_or_insert(error);
+            }
         }
     }
 
@@ -249,15 +251,18 @@ impl Outbox for SocketOutbox<'_> {
 
     fn collector_moved(&mut self, endpoint: &str, incarnation: u64) {
         if let Some(collector) = &mut self.collector {
-            if let Err(error) = collector.moved(endpoint, incarnation, self.shutdown) {
+            if let Err(error) = collector.moved(endpoint, incarnation) {
                 self.failed.get_or_insert(error);
             }
         }
     }
 
-    fn collector_saved(&mut self, position: u64) {
+    fn collector_saved(&mut self, position: u64, resend: bool) {
         if let Some(collector) = &mut self.collector {
             collector.saved(position);
+            if resend {
+                collector.resend();
+            }
         }
     }
 

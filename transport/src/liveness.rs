@@ -82,10 +82,30 @@ impl PeerWatch {
         Ok(PeerWatch { monitor: Some(monitor), link, timeout })
     }
 
+    /// Whether the connection is up now (an in-process peer always is).
+    pub fn connected(&self) -> bool {
+        self.read_events();
+        self.monitor.is_none() || self.link.get() == Link::Up
+    }
+
     /// How long the peer has been unreachable and whether it was ever reached, once it is
     /// dead (`None`: alive, or not yet known dead).
     pub fn lost(&self) -> Option<(Duration, bool)> {
-        let monitor = self.monitor.as_ref()?;
+        self.monitor.as_ref()?;
+        self.read_events();
+        match self.link.get() {
+            // Not at once: a loaded host has been seen to drop and remake a live connection.
+            Link::Down(since) if since.elapsed() > self.timeout / 8 => Some((since.elapsed(), true)),
+            // A peer never reached gets longer: connecting takes resolving and a handshake.
+            Link::Never(since) if since.elapsed() > self.timeout * NEVER_REACHED_FACTOR => {
+                Some((since.elapsed(), false))
+            }
+            _ => None,
+        }
+    }
+
+    fn read_events(&self) {
+        let Some(monitor) = self.monitor.as_ref() else { return };
         // Each event is two frames: (event u16 LE, value u32 LE), then the endpoint.
         while let Ok(parts) = monitor.recv_multipart(zmq::DONTWAIT) {
             let Some(event) = parts.first().and_then(|head| head.get(..2)) else { continue };
@@ -103,15 +123,6 @@ impl PeerWatch {
                 }
                 _ => {}
             }
-        }
-        match self.link.get() {
-            // Not at once: a loaded host has been seen to drop and remake a live connection.
-            Link::Down(since) if since.elapsed() > self.timeout / 8 => Some((since.elapsed(), true)),
-            // A peer never reached gets longer: connecting takes resolving and a handshake.
-            Link::Never(since) if since.elapsed() > self.timeout * NEVER_REACHED_FACTOR => {
-                Some((since.elapsed(), false))
-            }
-            _ => None,
         }
     }
 }

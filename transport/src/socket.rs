@@ -216,6 +216,11 @@ impl Push {
         }
     }
 
+    /// Whether the connection to the peer is up now (always, for an unwatched socket).
+    pub fn connected(&self) -> bool {
+        self.watch.as_ref().is_none_or(crate::liveness::PeerWatch::connected)
+    }
+
     /// Limits how long closing may wait to deliver what is still queued: on an interrupted
     /// run the peer may be gone, and a shutdown must not wait the full linger for it.
     pub fn shorten_linger(&self, linger: Duration) {

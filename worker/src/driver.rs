@@ -112,7 +112,7 @@ fn read_answers(
             (Some(FrameKind::DeliveryQuery), FrameKind::DeliveryStatus) => match frame.body::<DeliveryStatus>() {
                 Ok(status) => {
                     out.collector_moved(&status.endpoint, status.incarnation);
-                    out.collector_saved(status.saved);
+                    out.collector_saved(status.saved, status.resend);
                 }
                 Err(error) => tracing::warn!(id, %error, "bad delivery status from the router"),
             },
