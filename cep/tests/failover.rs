@@ -20,10 +20,18 @@ fn sorted_rows(path: &Path) -> Vec<String> {
     rows
 }
 
-/// The pid of the worker process `id` of a `cep run` (its children are `cep worker ... --id=ID`).
-fn worker_pid(id: &str) -> Option<i32> {
+/// The pid of the worker process `id` of the `cep run` whose pid is `parent` (its children
+/// are `cep worker ... --id=ID`; other tests running at the same time have workers of the same
+/// ids).
+fn worker_pid(id: &str, parent: u32) -> Option<i32> {
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        // /proc/PID/stat: "pid (comm) state ppid ...", comm may hold spaces: read after ')'.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid != Some(parent) {
+            continue;
+        }
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
         let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
         if args.iter().any(|a| a == "worker") && args.iter().any(|a| a == &format!("--id={id}")) {
@@ -54,7 +62,7 @@ fn kill_one_worker(
     );
     let deadline = Instant::now() + Duration::from_secs(30);
     let pid = loop {
-        if let Some(pid) = worker_pid(victim) {
+        if let Some(pid) = worker_pid(victim, cluster.0.id()) {
             break pid;
         }
         assert!(Instant::now() < deadline, "{victim} never started");

@@ -190,9 +190,9 @@ pub struct Positions {
 }
 
 impl Positions {
-    /// Decides about `frame` arriving at incarnation `incarnation`; [`Arrival::Next`] and
-    /// [`Arrival::AfterGap`] advance the source. `None`: a worker index beyond `max_workers`
-    /// (refused, no table grows).
+    /// Decides about `frame` arriving at incarnation `incarnation`; only [`Arrival::Next`]
+    /// advances the source. `None`: a worker index beyond `max_workers` (refused, no table
+    /// grows).
     pub fn arrive(&mut self, frame: &Sequenced<'_>, incarnation: u64, max_workers: usize) -> Option<Arrival> {
         let last = if frame.source == ROUTER_SOURCE {
             &mut self.router
