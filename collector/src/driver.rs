@@ -8,6 +8,8 @@ use crate::csv::OutputsCsv;
 use crate::intervals::IntervalRecorder;
 use cep_core::clock::now_ns;
 use cep_core::control::{Register, Role};
+use cep_core::delivery::Saved;
+use cep_core::failover::OutputsConfirmed;
 use cep_core::frame::Body;
 use cep_core::results::Summary;
 use cep_transport::clock::ClockServer;
@@ -151,8 +153,8 @@ pub fn run_in(
         }
     };
     // Saved at once: a collector that dies before its first frames can resume too.
-    let mut saving = Saving { path: state_path.clone(), last: Instant::now(), dirty: false };
-    saving.save(&mut collector, &router_link, &shutdown)?;
+    let mut saving = Saving::start(state_path.clone());
+    saving.save_now(&mut collector, &router_link, &shutdown)?;
 
     let metrics = crate::metrics::CollectorMetrics::register();
     let mut last_publish = Instant::now();
@@ -169,11 +171,12 @@ pub fn run_in(
         }
         // What arrived is saved, then the router is told: senders drop what is saved, and
         // checkpoints whose outputs are all saved may be restored from.
+        saving.tell(&router_link, &shutdown, false)?;
         if saving.due() {
-            saving.save(&mut collector, &router_link, &shutdown)?;
+            saving.save(&mut collector)?;
         }
         if collector.has_everything() {
-            saving.save(&mut collector, &router_link, &shutdown)?;
+            saving.save_now(&mut collector, &router_link, &shutdown)?;
             return Ok(Flow::Stop);
         }
         // A router that has reported, or is stopping with us, may go: only a router still due
@@ -275,7 +278,7 @@ pub fn run_in(
 pub const STATE_FILE: &str = "collector.state";
 
 /// How often the collector saves its state (when frames arrived since the last save).
-const SAVE_EVERY: Duration = Duration::from_millis(500);
+const SAVE_EVERY: Duration = Duration::from_millis(100);
 
 fn remove_state(path: &Path) -> Result<(), CollectorError> {
     match std::fs::remove_file(path) {
@@ -284,40 +287,114 @@ fn remove_state(path: &Path) -> Result<(), CollectorError> {
     }
 }
 
-/// Saving the collector's state: every [`SAVE_EVERY`] while frames arrive.
+/// A save for the saving thread: the state's bytes, and what to tell the router once stored.
+struct SaveJob {
+    bytes: Vec<u8>,
+    saved: Saved,
+    confirmations: Vec<OutputsConfirmed>,
+}
+
+/// What the router is told once a save is stored.
+type Stored = Result<(Saved, Vec<OutputsConfirmed>), CollectorError>;
+
+/// Saving the collector's state every [`SAVE_EVERY`] while frames arrive. The state is taken
+/// on the receive thread (it is small and quick to encode) and stored by a thread of its own,
+/// so a slow disk never holds up the outputs; the router is told once it is stored.
 struct Saving {
     path: PathBuf,
     last: Instant,
     /// Frames arrived since the last save.
     dirty: bool,
+    /// A save handed to the thread and not stored yet.
+    in_flight: bool,
+    jobs: Option<std::sync::mpsc::SyncSender<SaveJob>>,
+    stored: std::sync::mpsc::Receiver<Stored>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Saving {
-    fn due(&self) -> bool {
-        self.dirty && self.last.elapsed() >= SAVE_EVERY
+    /// Starts the saving thread, storing into `path` (written whole, then renamed over the
+    /// last one, so a crash leaves one or the other).
+    fn start(path: PathBuf) -> Saving {
+        let (jobs, incoming) = std::sync::mpsc::sync_channel::<SaveJob>(1);
+        let state = path.clone();
+        let (done, stored) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let temporary = path.with_extension("state.tmp");
+            for job in incoming {
+                let result = std::fs::write(&temporary, &job.bytes)
+                    .map_err(write_err(&temporary))
+                    .and_then(|()| std::fs::rename(&temporary, &path).map_err(write_err(&path)))
+                    .map(|()| (job.saved, job.confirmations));
+                if done.send(result).is_err() {
+                    break;
+                }
+            }
+        });
+        Saving {
+            path: state,
+            last: Instant::now(),
+            dirty: false,
+            in_flight: false,
+            jobs: Some(jobs),
+            stored,
+            thread: Some(thread),
+        }
     }
 
-    /// Stores the state (written whole, then renamed over the last one, so a crash leaves one
-    /// or the other), then tells the router what it holds and which checkpoints it confirms.
-    fn save(
-        &mut self,
-        collector: &mut Collector<std::io::BufWriter<std::fs::File>>,
-        router: &ControlLink,
-        shutdown: &AtomicBool,
-    ) -> Result<(), CollectorError> {
+    fn due(&self) -> bool {
+        self.dirty && !self.in_flight && self.last.elapsed() >= SAVE_EVERY
+    }
+
+    /// Takes the state and hands it to the saving thread (one save at a time).
+    fn save(&mut self, collector: &mut Collector<std::io::BufWriter<std::fs::File>>) -> Result<(), CollectorError> {
         let (bytes, saved, confirmations) = collector.save().map_err(write_err(&self.path))?;
-        let temporary = self.path.with_extension("state.tmp");
-        std::fs::write(&temporary, bytes).map_err(write_err(&temporary))?;
-        std::fs::rename(&temporary, &self.path).map_err(write_err(&self.path))?;
+        let job = SaveJob { bytes, saved, confirmations };
+        self.jobs.as_ref().expect("saving runs").send(job).expect("the saving thread runs while the collector does");
+        self.in_flight = true;
+        self.last = Instant::now();
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Once a save is stored (`wait`: waits for it), tells the router what the state holds and
+    /// which checkpoints it confirms.
+    fn tell(&mut self, router: &ControlLink, shutdown: &AtomicBool, wait: bool) -> Result<(), CollectorError> {
+        if !self.in_flight {
+            return Ok(());
+        }
+        let stored = if wait { self.stored.recv().ok() } else { self.stored.try_recv().ok() };
+        let Some(stored) = stored else { return Ok(()) };
+        self.in_flight = false;
+        let (saved, confirmations) = stored?;
         router.send(&saved.encode(0), shutdown)?;
         for confirmed in &confirmations {
             router.send(&confirmed.encode(0), shutdown)?;
         }
         // The router's answers (nothing to act on) are read so they do not pile up.
         while router.try_recv()?.is_some() {}
-        self.last = Instant::now();
-        self.dirty = false;
         Ok(())
+    }
+
+    /// Saves now, and waits until it is stored and the router told.
+    fn save_now(
+        &mut self,
+        collector: &mut Collector<std::io::BufWriter<std::fs::File>>,
+        router: &ControlLink,
+        shutdown: &AtomicBool,
+    ) -> Result<(), CollectorError> {
+        self.tell(router, shutdown, true)?;
+        self.save(collector)?;
+        self.tell(router, shutdown, true)
+    }
+}
+
+impl Drop for Saving {
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 

@@ -72,14 +72,13 @@ pub struct DeliveryLog {
     held: VecDeque<Vec<u8>>,
     held_bytes: usize,
     max_bytes: usize,
-    /// Buffers of saved frames, reused for the next ones.
+    /// Buffers of saved frames, reused for the next ones: in a steady run no frame allocates.
     spare: Vec<Vec<u8>>,
+    /// Their capacity, bytes (at most `max_bytes`).
+    spare_bytes: usize,
     /// Where the incarnation sits in every envelope of this source (the header's size is fixed).
     incarnation_at: usize,
 }
-
-/// Buffers kept for reuse: enough for a second of batches at full speed, small when idle.
-const SPARE_BUFFERS: usize = 256;
 
 impl DeliveryLog {
     /// The log of `source`, for the collector incarnation `incarnation`; [`Self::full`] once it
@@ -94,6 +93,7 @@ impl DeliveryLog {
             held_bytes: 0,
             max_bytes,
             spare: Vec::new(),
+            spare_bytes: 0,
             incarnation_at,
         }
     }
@@ -101,7 +101,13 @@ impl DeliveryLog {
     /// Puts `frame` in its envelope, keeps it, and returns the envelope to send.
     pub fn push(&mut self, frame: &[u8]) -> &[u8] {
         let position = self.first + self.held.len() as u64;
-        let mut buf = self.spare.pop().unwrap_or_default();
+        let mut buf = match self.spare.pop() {
+            Some(buf) => {
+                self.spare_bytes -= buf.capacity();
+                buf
+            }
+            None => Vec::with_capacity(self.incarnation_at + 18 + frame.len()),
+        };
         buf.clear();
         write_envelope(&mut buf, self.source, self.incarnation, position);
         buf.extend_from_slice(frame);
@@ -116,7 +122,8 @@ impl DeliveryLog {
         while self.first <= position {
             let Some(buf) = self.held.pop_front() else { break };
             self.held_bytes -= buf.len();
-            if self.spare.len() < SPARE_BUFFERS {
+            if self.spare_bytes + buf.capacity() <= self.max_bytes {
+                self.spare_bytes += buf.capacity();
                 self.spare.push(buf);
             }
             self.first += 1;

@@ -30,7 +30,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 const LIVENESS_EVERY: Duration = Duration::from_millis(100);
 
 /// How often the worker asks the router what the collector saved (and which collector serves).
-const DELIVERY_EVERY: Duration = Duration::from_millis(200);
+const DELIVERY_EVERY: Duration = Duration::from_millis(100);
 use tracing::info;
 
 /// Errors that stop a worker.
