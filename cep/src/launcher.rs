@@ -519,6 +519,10 @@ fn spawn(
     Ok(())
 }
 
+/// How many times a run starts its collector again after it died (one that keeps dying is a
+/// fault of its own: the run then fails).
+const COLLECTOR_RESTARTS: u32 = 3;
+
 async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupt = signal(SignalKind::interrupt())?;
@@ -559,8 +563,15 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
+    // A collector that dies is started again with the same flags: it resumes from its saved
+    // state while the others hold what it had not saved.
+    let mut collector_args: Option<Vec<String>> = None;
+    let mut collector_restarts = 0;
     for Process { name, role } in role_configs(args, endpoints, &data, &control)? {
         let role_args = process_args(&name, &role);
+        if name == "collector" {
+            collector_args = Some(role_args.clone());
+        }
         spawn(program, name, role_args, &mut children, &mut pids)?;
     }
     let targets = metrics.map(|plan| tokio::spawn(plan.write_targets(args.out.clone())));
@@ -593,6 +604,16 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                     // The router fails its symbols over to the others; the summary says
                     // whether its state was restored.
                     tracing::warn!("{name} exited with {status}; the router moves its symbols to the other workers");
+                } else if !status.success()
+                    && !interrupted
+                    && kill_deadline.is_none()
+                    && name == "collector"
+                    && collector_restarts < COLLECTOR_RESTARTS
+                {
+                    collector_restarts += 1;
+                    tracing::warn!("the collector exited with {status}; starting it again: it resumes from its saved state");
+                    let role_args = collector_args.clone().expect("the collector was started");
+                    spawn(program, name, role_args, &mut children, &mut pids)?;
                 } else if !status.success() && !interrupted {
                     failures.push(format!("{name} exited with {status}"));
                     // One role failing means the run cannot complete: stop the rest now.

@@ -163,3 +163,56 @@ fn kill_collector(worker_first: Option<&str>, max_unsaved: Option<&str>, down: D
     assert_eq!(got.len(), expected.len(), "rows");
     assert!(got == expected, "the cluster's outputs differ from the standalone engine's");
 }
+
+/// The pid of the child of `parent` that runs role `role` (`cep ROLE ...`).
+fn child_pid(parent: u32, role: &str) -> Option<i32> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if ppid == Some(parent) && args.get(1) == Some(&role.as_bytes()) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// Under `cep run`, a collector that dies is started again by the launcher and resumes.
+#[test]
+fn cep_run_starts_a_killed_collector_again_and_the_run_completes_with_the_standalone_outputs() {
+    let count: u64 = 1_400_000;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut cluster = Running(
+        cep()
+            .args(["run", "--workers", "2", "--rate", "200000", "--count", &count.to_string()])
+            .args(["--csv", "all", "--record-input", "--quiet"])
+            .arg("--out")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::exists(out.join("collector.state")).unwrap() {
+        assert!(Instant::now() < deadline, "the collector never saved its state");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(2_500));
+    let pid = child_pid(cluster.0.id(), "collector").expect("the collector runs");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert!(wait(&mut cluster, "cep run", Duration::from_secs(120)).success(), "cep run failed");
+
+    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert!(summary.complete, "{summary:#?}");
+    assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(count), count, Some(0)));
+    assert_eq!((summary.duplicates, summary.out_of_order, summary.outputs_lost), (0, 0, 0));
+    let standalone = out.join("standalone.csv");
+    let engine = cep().args(["engine", "--input"]).arg(out.join("input.csv")).arg("--output").arg(&standalone).output();
+    assert!(engine.unwrap().status.success());
+    assert!(
+        sorted_rows(&out.join("outputs.csv")) == sorted_rows(&standalone),
+        "outputs differ from the standalone engine's"
+    );
+}
