@@ -552,6 +552,11 @@ impl<W: Write> Collector<W> {
     /// last report, an interrupted one with its last frame. `last_look` sees the final state
     /// (for a last publication of the metrics).
     pub fn finish(mut self, last_look: impl FnOnce(&Self)) -> io::Result<Finished<W>> {
+        // Frames that came out of turn and were never sent again: lost on the way.
+        for (source, last) in self.positions.open_gaps() {
+            let detail = format_args!("frames after position {last} never came again");
+            self.rejections.reject("frames_lost", Some(source), &detail);
+        }
         let end_ns = if self.every_worker_reported() { self.last_report_ns } else { self.last_frame_ns };
         let summary = self.summary_until(end_ns);
         last_look(&self);

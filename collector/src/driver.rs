@@ -236,6 +236,9 @@ pub fn run_in(
         }
         Ok::<_, CollectorError>(Flow::Continue)
     })?;
+    if let Err(error) = saving.finish(&router_link, &shutdown) {
+        warn!(%error, "the last save of the state did not complete");
+    }
     drop(clock);
     drop(router_link);
     // Everyone keeps their sockets open until the collector has everything: say so now.
@@ -350,7 +353,10 @@ impl Saving {
     fn save(&mut self, collector: &mut Collector<std::io::BufWriter<std::fs::File>>) -> Result<(), CollectorError> {
         let (bytes, saved, confirmations) = collector.save().map_err(write_err(&self.path))?;
         let job = SaveJob { bytes, saved, confirmations };
-        self.jobs.as_ref().expect("saving runs").send(job).expect("the saving thread runs while the collector does");
+        let sent = self.jobs.as_ref().is_some_and(|jobs| jobs.send(job).is_ok());
+        if !sent {
+            return Err(self.thread_gone());
+        }
         self.in_flight = true;
         self.last = Instant::now();
         self.dirty = false;
@@ -363,7 +369,8 @@ impl Saving {
         if !self.in_flight {
             return Ok(());
         }
-        let stored = if wait { self.stored.recv().ok() } else { self.stored.try_recv().ok() };
+        let stored =
+            if wait { Some(self.stored.recv().map_err(|_| self.thread_gone())?) } else { self.stored.try_recv().ok() };
         let Some(stored) = stored else { return Ok(()) };
         self.in_flight = false;
         let (saved, confirmations) = stored?;
@@ -385,6 +392,18 @@ impl Saving {
     ) -> Result<(), CollectorError> {
         self.tell(router, shutdown, true)?;
         self.save(collector)?;
+        self.tell(router, shutdown, true)
+    }
+}
+
+impl Saving {
+    fn thread_gone(&self) -> CollectorError {
+        write_err(&self.path)(std::io::Error::other("the thread that stores the state stopped"))
+    }
+
+    /// Waits for the save in flight, tells the router, and stops the thread: call it before
+    /// the results are written (and the state removed).
+    fn finish(mut self, router: &ControlLink, shutdown: &AtomicBool) -> Result<(), CollectorError> {
         self.tell(router, shutdown, true)
     }
 }

@@ -74,11 +74,14 @@ pub struct DeliveryLog {
     max_bytes: usize,
     /// Buffers of saved frames, reused for the next ones: in a steady run no frame allocates.
     spare: Vec<Vec<u8>>,
-    /// Their capacity, bytes (at most `max_bytes`).
+    /// Their capacity, bytes (at most `max_bytes / SPARE_SHARE`).
     spare_bytes: usize,
     /// Where the incarnation sits in every envelope of this source (the header's size is fixed).
     incarnation_at: usize,
 }
+
+/// Spare buffers take at most this share of the log's bound.
+const SPARE_SHARE: usize = 4;
 
 impl DeliveryLog {
     /// The log of `source`, for the collector incarnation `incarnation`; [`Self::full`] once it
@@ -122,7 +125,8 @@ impl DeliveryLog {
         while self.first <= position {
             let Some(buf) = self.held.pop_front() else { break };
             self.held_bytes -= buf.len();
-            if self.spare_bytes + buf.capacity() <= self.max_bytes {
+            // A few for reuse (an outage that filled the log must not keep twice its memory).
+            if self.spare_bytes + buf.capacity() <= self.max_bytes / SPARE_SHARE {
                 self.spare_bytes += buf.capacity();
                 self.spare.push(buf);
             }
@@ -165,6 +169,17 @@ impl DeliveryLog {
         self.held_bytes >= self.max_bytes
     }
 
+    /// Position of the oldest frame held (or of the next one when none is).
+    pub fn first_position(&self) -> u64 {
+        self.first
+    }
+
+    /// The envelope at `position`, if it is held.
+    pub fn get(&self, position: u64) -> Option<&[u8]> {
+        let index = position.checked_sub(self.first)?;
+        self.held.get(usize::try_from(index).ok()?).map(Vec::as_slice)
+    }
+
     /// Position of the last frame pushed (0: none yet).
     pub fn last_position(&self) -> u64 {
         self.first + self.held.len() as u64 - 1
@@ -193,7 +208,11 @@ pub struct Positions {
     /// The router's.
     router: u64,
     /// Sources that sent a frame out of turn since the last [`Self::saved`].
+    #[serde(default)]
     missed: Vec<u32>,
+    /// Sources asked to send again that have not sent the next frame yet: not asked twice.
+    #[serde(default)]
+    asked: Vec<u32>,
 }
 
 impl Positions {
@@ -219,13 +238,27 @@ impl Positions {
             Arrival::Again
         } else if frame.position == *last + 1 {
             *last = frame.position;
+            self.asked.retain(|&source| source != frame.source);
             Arrival::Next
         } else {
-            if !self.missed.contains(&frame.source) {
+            if !self.asked.contains(&frame.source) {
+                self.asked.push(frame.source);
                 self.missed.push(frame.source);
             }
             Arrival::OutOfTurn
         })
+    }
+
+    /// Sources whose frames came out of turn and that never sent the missing ones, with the
+    /// last position taken of each: frames lost (the end of a run reports them).
+    pub fn open_gaps(&self) -> Vec<(u32, u64)> {
+        self.asked
+            .iter()
+            .map(|&source| {
+                let last = if source == ROUTER_SOURCE { self.router } else { self.workers[source as usize] };
+                (source, last)
+            })
+            .collect()
     }
 
     /// What the collector has taken, per source, and who is asked to send again: what it
@@ -330,7 +363,11 @@ mod tests {
         assert_eq!(positions.arrive(&frame(ROUTER_SOURCE, 2, 1), 2, 8), Some(Arrival::Next));
         assert_eq!(positions.arrive(&frame(9, 2, 1), 2, 8), None);
         assert_eq!(positions.saved(), Saved { positions: vec![(0, 2), (ROUTER_SOURCE, 1)], resend: vec![0] });
-        assert_eq!(positions.arrive(&frame(0, 2, 3), 2, 8), Some(Arrival::Next));
+        assert_eq!(positions.open_gaps(), [(0, 2)]);
+        // Not asked again before the resend comes.
+        assert_eq!(positions.arrive(&frame(0, 2, 7), 2, 8), Some(Arrival::OutOfTurn));
         assert!(positions.saved().resend.is_empty());
+        assert_eq!(positions.arrive(&frame(0, 2, 3), 2, 8), Some(Arrival::Next));
+        assert!(positions.open_gaps().is_empty());
     }
 }

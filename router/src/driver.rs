@@ -212,6 +212,17 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
             router.control(client, &body, monotonic_ns(), &mut out);
         }
     }
+    // What failovers during the end left waiting for a worker goes before the nodes are
+    // released (bounded: a worker that takes nothing is dead or stuck).
+    let draining_since = Instant::now();
+    while out.has_pending() && !shutdown.load(Ordering::Relaxed) && draining_since.elapsed() < LATE_ASK_GRACE {
+        out.wait_for_room(Duration::from_millis(10));
+        out.flush_pending();
+        out.check_peers();
+    }
+    if out.has_pending() {
+        warn!("frames for a worker that took none in {LATE_ASK_GRACE:?} were not delivered");
+    }
     router.release(&mut out);
     if shutdown.load(Ordering::Relaxed) {
         for push in out.workers() {
@@ -235,16 +246,28 @@ fn hold_input(
     shutdown: &AtomicBool,
     collector_watch: &mut CollectorWatch,
 ) -> Result<(), RouterError> {
+    if router.accepting_input() && !out.has_pending() {
+        return Ok(());
+    }
     let mut last_look = Instant::now();
     loop {
-        out.flush_pending();
-        out.check()?;
-        if (router.accepting_input() && !out.has_pending()) || shutdown.load(Ordering::Relaxed) {
+        if shutdown.load(Ordering::Relaxed) {
             return Ok(());
         }
-        // A short wait: a worker's queue frees up without a word on the control socket.
-        let wait = if out.has_pending() { Duration::from_millis(1) } else { Duration::from_millis(10) };
-        if let Some((client, body)) = control.recv(wait)? {
+        out.flush_pending();
+        out.check()?;
+        if router.accepting_input() && !out.has_pending() {
+            return Ok(());
+        }
+        // Woken by room in a waiting worker's queue or by a control request.
+        let wait = if out.has_pending() {
+            out.wait_for_room(Duration::from_millis(10));
+            Duration::ZERO
+        } else {
+            Duration::from_millis(10)
+        };
+        for _ in 0..CONTROL_PER_TURN {
+            let Some((client, body)) = control.recv(wait)? else { break };
             router.control(client, &body, monotonic_ns(), out);
             out.check()?;
         }

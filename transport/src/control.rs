@@ -18,6 +18,11 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
+    /// The socket, to wait on it with others.
+    pub(crate) fn raw(&self) -> &zmq::Socket {
+        &self.socket
+    }
+
     /// Binds the ROUTER socket at `endpoint`.
     pub fn bind(context: &Context, endpoint: &str) -> Result<ControlServer, TransportError> {
         let socket = context.socket(zmq::ROUTER).map_err(socket_err("create ROUTER socket"))?;

@@ -1,34 +1,32 @@
 //! The line from a worker or the router to the collector, which outlives the collector: every
 //! frame goes into a [`DeliveryLog`] (held until the collector has saved it) and then to the
 //! socket while the collector is reachable. A dead collector is no error here: frames are
-//! held; the line tries its endpoint again now and then ([`CollectorLink::poll`]), and when
-//! it is reached again, or a restarted collector takes over ([`CollectorLink::moved`]), sends
-//! it everything held, in order.
+//! held; ZeroMQ makes the connection again by itself, and when it is made again, or a
+//! restarted collector takes over ([`CollectorLink::moved`]), the line sends it everything
+//! held, in order ([`CollectorLink::poll`]).
 
 use crate::socket::{Context, Push, SocketOptions, TransportError};
 use cep_core::delivery::DeliveryLog;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
-
-/// How long after losing the collector a line tries its endpoint again (a collector that
-/// lived through a dropped connection is reached again; a restarted one is taken over).
-const RETRY_AFTER: Duration = Duration::from_secs(2);
+use std::time::Duration;
 
 /// A sender's line to the collector.
 pub struct CollectorLink {
     context: Context,
     options: SocketOptions,
     endpoint: String,
-    /// `None` while the collector is lost and not tried again yet.
-    push: Option<Push>,
+    /// One socket per collector endpoint: ZeroMQ makes a dropped connection again by itself.
+    push: Push,
     log: DeliveryLog,
     /// Why the collector was taken for dead, until it is reached again or another takes over.
     lost: Option<String>,
-    /// Held frames go out again, in order, once `push` is connected (a collector that took
-    /// over, a connection made again, or a collector that missed some).
-    resend_due: bool,
-    /// When a lost collector's endpoint is tried again.
-    retry_at: Option<Instant>,
+    /// The next held position to send again, while held frames go out again (after a
+    /// connection was made again, to a collector that took over, or that missed some); new
+    /// frames wait behind them.
+    resend_from: Option<u64>,
+    /// Connections of `push` seen so far: one more means the connection dropped and frames
+    /// in flight on it may be lost.
+    connections: u64,
 }
 
 impl CollectorLink {
@@ -46,21 +44,23 @@ impl CollectorLink {
             context: context.clone(),
             options: options.clone(),
             endpoint: endpoint.to_string(),
-            push: Some(Push::connect(context, endpoint, options)?),
+            push: Push::connect(context, endpoint, options)?,
             log: DeliveryLog::new(source, incarnation, max_held),
             lost: None,
-            resend_due: false,
-            retry_at: None,
+            resend_from: None,
+            connections: 0,
         })
     }
 
-    /// Holds `frame` and sends it if the collector is reachable (otherwise it goes with the
-    /// next resend). Fails only on a socket error or a shutdown; a dead collector is noted
-    /// ([`Self::lost`]).
+    /// Holds `frame` and sends it if the collector is reachable and nothing waits to go out
+    /// again (otherwise it goes with them). Fails only on a socket error or a shutdown; a
+    /// dead collector is noted ([`Self::lost`]).
     pub fn send(&mut self, frame: &[u8], shutdown: &AtomicBool) -> Result<(), TransportError> {
         let envelope = self.log.push(frame);
-        let Some(push) = self.push.as_ref().filter(|_| !self.resend_due) else { return Ok(()) };
-        match push.send(envelope, shutdown) {
+        if self.lost.is_some() || self.resend_from.is_some() {
+            return Ok(());
+        }
+        match self.push.send(envelope, shutdown) {
             Err(error @ TransportError::PeerLost { .. }) => {
                 self.lose(error);
                 Ok(())
@@ -69,45 +69,44 @@ impl CollectorLink {
         }
     }
 
-    /// Call often: notes a dead collector, tries a lost one's endpoint again after
-    /// [`RETRY_AFTER`], and sends every held frame again once a new connection is up.
-    pub fn poll(&mut self, shutdown: &AtomicBool) -> Result<(), TransportError> {
-        if let Some(Err(error)) = self.push.as_ref().map(Push::check_alive) {
+    /// Call often: notes a dead collector; once the connection is made again (ZeroMQ retries
+    /// it by itself) or a resend is due, sends every held frame again, in order, as far as
+    /// the socket takes them without waiting (the rest at the next call).
+    pub fn poll(&mut self) -> Result<(), TransportError> {
+        if let Err(error) = self.push.check_alive() {
             self.lose(error);
         }
-        if self.push.is_none() && self.retry_at.is_some_and(|at| Instant::now() >= at) {
-            self.retry_at = None;
-            self.push = Some(Push::connect(&self.context, &self.endpoint, &self.options)?);
-            self.resend_due = true;
+        let connections = self.push.connections();
+        if connections != self.connections {
+            // A connection made again: what was in flight on the dropped one may be lost.
+            if self.connections > 0 {
+                self.resend_from = Some(self.log.first_position());
+            }
+            self.connections = connections;
         }
-        let Some(push) = self.push.as_ref().filter(|push| self.resend_due && push.connected()) else {
+        let Some(from) = self.resend_from else { return Ok(()) };
+        if !self.push.connected() {
             return Ok(());
-        };
-        let failed = self.log.held().find_map(|envelope| push.send(envelope, shutdown).err());
-        match failed {
-            None => {
-                self.resend_due = false;
-                if self.lost.take().is_some() {
-                    tracing::info!(
-                        collector = self.endpoint,
-                        "the collector is reachable again: sent it what it had not saved"
-                    );
-                }
-                Ok(())
-            }
-            Some(error @ TransportError::PeerLost { .. }) => {
-                self.lose(error);
-                Ok(())
-            }
-            Some(error) => Err(error),
         }
+        let mut position = from.max(self.log.first_position());
+        while let Some(envelope) = self.log.get(position) {
+            if !self.push.try_send(envelope)? {
+                self.resend_from = Some(position);
+                return Ok(());
+            }
+            position += 1;
+        }
+        self.resend_from = None;
+        if self.lost.take().is_some() {
+            tracing::info!(
+                collector = self.endpoint,
+                "the collector is reachable again: sent it what it had not saved"
+            );
+        }
+        Ok(())
     }
 
     fn lose(&mut self, error: TransportError) {
-        if let Some(push) = self.push.take() {
-            // Nothing queued for the dead one is wanted: it is all held and goes out again.
-            push.shorten_linger(Duration::ZERO);
-        }
         if self.lost.is_none() {
             tracing::warn!(
                 collector = self.endpoint,
@@ -115,8 +114,6 @@ impl CollectorLink {
             );
             self.lost = Some(error.to_string());
         }
-        self.resend_due = false;
-        self.retry_at = Some(Instant::now() + RETRY_AFTER);
     }
 
     /// Why the collector was taken for dead, while it is not reached again.
@@ -131,7 +128,7 @@ impl CollectorLink {
 
     /// The collector missed some frames: every held one goes out again (it drops those it has).
     pub fn resend(&mut self) {
-        self.resend_due = true;
+        self.resend_from.get_or_insert(self.log.first_position());
     }
 
     /// Collector incarnation `incarnation` at `endpoint` takes over (nothing changes for one
@@ -140,21 +137,20 @@ impl CollectorLink {
         if incarnation <= self.log.incarnation() {
             return Ok(());
         }
-        if let Some(old) = self.push.take() {
-            old.shorten_linger(Duration::ZERO);
-        }
         tracing::info!(
             collector = endpoint,
             incarnation,
             held = self.log.held_bytes(),
             "a restarted collector took over: sending it what it has not saved"
         );
+        let push = Push::connect(&self.context, endpoint, &self.options)?;
+        // Nothing queued for the one before is wanted: it is all held and goes out again.
+        std::mem::replace(&mut self.push, push).shorten_linger(Duration::ZERO);
         self.endpoint = endpoint.to_string();
         self.lost = None;
-        self.retry_at = None;
+        self.connections = 0;
         self.log.readdress(incarnation);
-        self.push = Some(Push::connect(&self.context, endpoint, &self.options)?);
-        self.resend_due = true;
+        self.resend_from = Some(self.log.first_position());
         Ok(())
     }
 
@@ -170,9 +166,7 @@ impl CollectorLink {
 
     /// Limits how long closing may wait to deliver what is queued (see [`Push::shorten_linger`]).
     pub fn shorten_linger(&self, linger: Duration) {
-        if let Some(push) = &self.push {
-            push.shorten_linger(linger);
-        }
+        self.push.shorten_linger(linger);
     }
 }
 
@@ -180,16 +174,22 @@ impl CollectorLink {
 mod tests {
     use super::*;
     use crate::socket::{Message, Pull};
+    use cep_core::delivery::{Arrival, Positions};
     use cep_core::frame::Frame;
+    use std::time::Instant;
 
-    /// The positions of the sequenced frames waiting at `pull`, until none comes for 300 ms.
-    fn positions(pull: &Pull) -> Vec<u64> {
+    /// The positions a collector takes (each once, in order) of the frames waiting at `pull`,
+    /// until none comes for 300 ms.
+    fn taken(pull: &Pull, positions: &mut Positions) -> Vec<u64> {
         let mut message = Message::new();
-        let mut positions = Vec::new();
+        let mut taken = Vec::new();
         while pull.recv(&mut message, Duration::from_millis(300)).unwrap() {
-            positions.push(Frame::read(&message, usize::MAX).unwrap().sequenced().unwrap().position);
+            let sequenced = Frame::read(&message, usize::MAX).unwrap().sequenced().unwrap();
+            if positions.arrive(&sequenced, 1, 8) == Some(Arrival::Next) {
+                taken.push(sequenced.position);
+            }
         }
-        positions
+        taken
     }
 
     #[test]
@@ -204,7 +204,8 @@ mod tests {
         for _ in 0..3 {
             link.send(&frame, &never).unwrap();
         }
-        assert_eq!(positions(&pull), [1, 2, 3]);
+        let mut positions = Positions::default();
+        assert_eq!(taken(&pull, &mut positions), [1, 2, 3]);
         link.saved(1);
         // The connection drops (the collector's socket goes) and stays down: the line notices.
         drop(pull);
@@ -212,7 +213,7 @@ mod tests {
         while link.lost().is_none() {
             assert!(since.elapsed() < Duration::from_secs(5), "the dropped connection was never noticed");
             link.send(&frame, &never).unwrap();
-            link.poll(&never).unwrap();
+            link.poll().unwrap();
             std::thread::sleep(Duration::from_millis(20));
         }
         let sent = link.log.last_position();
@@ -220,9 +221,10 @@ mod tests {
         let pull = Pull::bind(&context, &endpoint, &options).unwrap();
         while link.lost().is_some() {
             assert!(since.elapsed() < Duration::from_secs(15), "the collector was never reached again");
-            link.poll(&never).unwrap();
+            link.poll().unwrap();
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert_eq!(positions(&pull), (2..=sent).collect::<Vec<_>>());
+        // (Frames queued before the drop may come first, out of turn: dropped, sent again.)
+        assert_eq!(taken(&pull, &mut positions), (4..=sent).collect::<Vec<_>>());
     }
 }

@@ -144,7 +144,7 @@ impl<'s> SocketOutbox<'s> {
             }
         }
         if let Some(collector) = &mut self.collector {
-            if let Err(error) = collector.poll(self.shutdown) {
+            if let Err(error) = collector.poll() {
                 self.failed.get_or_insert(error);
             }
         }
@@ -154,6 +154,21 @@ impl<'s> SocketOutbox<'s> {
     /// no input (back-pressure) but goes on serving control requests, and flushes.
     pub fn has_pending(&self) -> bool {
         self.pending.iter().any(|frames| !frames.is_empty())
+    }
+
+    /// Waits at most `timeout` until a worker with frames waiting has room for one, or a
+    /// control request arrives.
+    pub fn wait_for_room(&self, timeout: Duration) {
+        let mut items: Vec<zmq::PollItem<'_>> = Vec::with_capacity(self.workers.len() + 1);
+        if let Some(control) = self.control {
+            items.push(control.raw().as_poll_item(zmq::POLLIN));
+        }
+        for (index, frames) in self.pending.iter().enumerate() {
+            if !frames.is_empty() && !self.dead[index] {
+                items.push(self.workers[index].raw().as_poll_item(zmq::POLLOUT));
+            }
+        }
+        let _ = zmq::poll(&mut items, timeout.as_millis().min(i64::MAX as u128) as i64);
     }
 
     /// Gives each worker the frames its queue did not take, as far as it takes them now, in

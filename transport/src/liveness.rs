@@ -54,6 +54,8 @@ pub struct PeerWatch {
     /// alone.
     monitor: Option<zmq::Socket>,
     link: Cell<Link>,
+    /// Connections made so far (a dropped connection that ZeroMQ makes again counts again).
+    connections: Cell<u64>,
     /// The failure time-out.
     timeout: Duration,
 }
@@ -70,7 +72,7 @@ impl PeerWatch {
         let link = Cell::new(Link::Never(Instant::now()));
 
         if endpoint.starts_with("inproc://") {
-            return Ok(PeerWatch { monitor: None, link, timeout });
+            return Ok(PeerWatch { monitor: None, link, connections: Cell::new(1), timeout });
         }
         keepalive(socket, timeout)?;
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -79,7 +81,14 @@ impl PeerWatch {
         socket.monitor(&name, events).map_err(socket_err("monitor a connection"))?;
         let monitor = context.socket(zmq::PAIR).map_err(socket_err("create monitor socket"))?;
         monitor.connect(&name).map_err(socket_err("connect monitor socket"))?;
-        Ok(PeerWatch { monitor: Some(monitor), link, timeout })
+        Ok(PeerWatch { monitor: Some(monitor), link, connections: Cell::new(0), timeout })
+    }
+
+    /// Connections made so far: one more each time ZeroMQ makes a dropped connection again
+    /// (frames in flight on the dropped one are lost).
+    pub fn connections(&self) -> u64 {
+        self.read_events();
+        self.connections.get()
     }
 
     /// Whether the connection is up now (an in-process peer always is).
@@ -113,6 +122,7 @@ impl PeerWatch {
             tracing::trace!(?event, "connection event");
             match event {
                 zmq::SocketEvent::CONNECTED => {
+                    self.connections.set(self.connections.get() + 1);
                     if let Link::Never(since) = self.link.get() {
                         tracing::debug!(after = ?since.elapsed(), "first connection");
                     }

@@ -216,6 +216,12 @@ impl Push {
         }
     }
 
+    /// Connections made to the peer so far (see [`crate::liveness::PeerWatch::connections`]);
+    /// an unwatched socket counts one.
+    pub fn connections(&self) -> u64 {
+        self.watch.as_ref().map_or(1, crate::liveness::PeerWatch::connections)
+    }
+
     /// Whether the connection to the peer is up now (always, for an unwatched socket).
     pub fn connected(&self) -> bool {
         self.watch.as_ref().is_none_or(crate::liveness::PeerWatch::connected)
@@ -225,6 +231,11 @@ impl Push {
     /// run the peer may be gone, and a shutdown must not wait the full linger for it.
     pub fn shorten_linger(&self, linger: Duration) {
         let _ = self.socket.set_linger(linger.as_millis().min(i32::MAX as u128) as i32);
+    }
+
+    /// The socket, to wait on it with others.
+    pub(crate) fn raw(&self) -> &zmq::Socket {
+        &self.socket
     }
 
     /// Sends one message if the peer's queue has room: false (nothing sent) when it is full.
