@@ -88,7 +88,7 @@ pub struct RouterConfig {
     pub max_replay: usize,
     /// How long a lost collector may take to come back (restarted with the same --out, it
     /// resumes from its saved state): meanwhile the run goes on and every frame for it is
-    /// held; after this the run ends with an error.
+    /// held; after this the run ends with an error (0: at once).
     #[arg(long, env = "CEP_COLLECTOR_RETENTION", default_value = "60s", value_parser = cep_core::duration::parse_duration)]
     pub collector_retention: Duration,
     /// Failure detection of the workers and the collector (a dead worker fails over; a dead

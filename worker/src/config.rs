@@ -54,6 +54,9 @@ pub struct WorkerConfig {
 /// speed, longer than a restarted collector takes to come back.
 pub const DEFAULT_MAX_UNSAVED: usize = 256 << 20;
 
+/// The smallest bound allowed: below it a run without failures crawls.
+pub const MIN_MAX_UNSAVED: usize = 1 << 20;
+
 impl Default for WorkerConfig {
     fn default() -> WorkerConfig {
         WorkerConfig {
@@ -80,7 +83,12 @@ impl WorkerConfig {
         }
         at_least_one("batch", self.batch)?;
         at_least_one("max-frame-bytes", self.max_frame_bytes)?;
-        at_least_one("max-unsaved", self.max_unsaved)?;
+        if self.max_unsaved < MIN_MAX_UNSAVED {
+            return Err(format!(
+                "--max-unsaved must be at least {MIN_MAX_UNSAVED} bytes (1 MiB): the worker holds its frames until the \
+                 collector saves them, a few times a second, and a smaller bound stalls the run"
+            ));
+        }
         failure_timeout(self.failure_timeout)?;
         high_water_mark(self.hwm)
     }
@@ -136,7 +144,7 @@ mod tests {
             hwm: 0,
             start_timeout: Duration::from_millis(300),
             end_timeout: Duration::from_secs(2),
-            max_unsaved: 1000,
+            max_unsaved: 1 << 20,
             failure_timeout: Duration::from_millis(900),
         };
         assert_eq!(parse_flags::<WorkerConfig>(&config.to_args()).unwrap(), config);
@@ -149,5 +157,7 @@ mod tests {
         assert_eq!(error(WorkerConfig { id: Some(" ".into()), ..WorkerConfig::default() }), "--id must not be empty");
         assert!(error(WorkerConfig { max_frame_bytes: 0, ..WorkerConfig::default() }).starts_with("--max-frame-bytes"));
         assert!(error(WorkerConfig { hwm: -5, ..WorkerConfig::default() }).starts_with("--hwm"));
+        assert!(error(WorkerConfig { max_unsaved: 1000, ..WorkerConfig::default() })
+            .starts_with("--max-unsaved must be at least 1048576"));
     }
 }
