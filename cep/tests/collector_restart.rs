@@ -81,6 +81,8 @@ fn kill_collector(worker_first: Option<&str>, max_unsaved: Option<&str>, down: D
     let dir = tempfile::tempdir().unwrap();
     let announce = dir.path().join("router.endpoints");
     let out = dir.path().join("run");
+    // The injector records its input there, maybe before the collector has made the folder.
+    std::fs::create_dir_all(&out).unwrap();
     let mut router = Running(
         cep()
             .args(["router", "--workers", "2", "--listen", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*"])
