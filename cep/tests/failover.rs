@@ -5,41 +5,10 @@
 
 mod common;
 
-use common::{announced, cep, Running};
+use common::{announced, cep, child_pid, sorted_rows, standalone_rows, Running};
 
 use cep_core::results::Summary;
-use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// The rows of a CSV file, their first six columns, sorted.
-fn sorted_rows(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut rows: Vec<String> =
-        text.lines().skip(1).map(|line| line.split(',').take(6).collect::<Vec<_>>().join(",")).collect();
-    rows.sort();
-    rows
-}
-
-/// The pid of the worker process `id` of the `cep run` whose pid is `parent` (its children
-/// are `cep worker ... --id=ID`; other tests running at the same time have workers of the same
-/// ids).
-fn worker_pid(id: &str, parent: u32) -> Option<i32> {
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        // /proc/PID/stat: "pid (comm) state ppid ...", comm may hold spaces: read after ')'.
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        if ppid != Some(parent) {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-        if args.iter().any(|a| a == "worker") && args.iter().any(|a| a == &format!("--id={id}")) {
-            return Some(pid);
-        }
-    }
-    None
-}
 
 /// A run of `count` ticks at 200k/s over `workers` workers; `victim` is killed once `after`
 /// has passed since its process appeared.
@@ -62,7 +31,9 @@ fn kill_one_worker(
     );
     let deadline = Instant::now() + Duration::from_secs(30);
     let pid = loop {
-        if let Some(pid) = worker_pid(victim, cluster.0.id()) {
+        let is_victim =
+            |args: &[String]| args.iter().any(|a| a == "worker") && args.iter().any(|a| a == &format!("--id={victim}"));
+        if let Some(pid) = child_pid(cluster.0.id(), is_victim) {
             break pid;
         }
         assert!(Instant::now() < deadline, "{victim} never started");
@@ -98,12 +69,7 @@ fn a_worker_killed_under_load_fails_over_with_the_standalone_outputs() {
         assert!(failover.reason.contains("taken for dead"), "{}", failover.reason);
         assert!(summary.workers.iter().any(|w| w.id == victim && w.failed));
 
-        let standalone = out.join("standalone.csv");
-        let engine =
-            cep().args(["engine", "--input"]).arg(out.join("input.csv")).arg("--output").arg(&standalone).output();
-        let engine = engine.unwrap();
-        assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
-        let (expected, got) = (sorted_rows(&standalone), sorted_rows(&out.join("outputs.csv")));
+        let (expected, got) = (standalone_rows(&out), sorted_rows(&out.join("outputs.csv")));
         assert_eq!(got.len(), expected.len(), "{victim}: rows");
         assert!(got == expected, "{victim}: the cluster's outputs differ from the standalone engine's");
     }

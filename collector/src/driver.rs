@@ -143,7 +143,7 @@ pub fn run_in(
             }
             cep_core::results::remove_files(&config.out, cep_core::results::COLLECTOR_END_FILES)
                 .map_err(|(path, source)| CollectorError::Write { path, source })?;
-            remove_state(&state_path)?;
+            remove_state(&config.out)?;
             let csv = OutputsCsv::create(&csv_path).map_err(write_err(&csv_path))?;
             let shape = RunShape::of(&ready);
             info!(workers = ?shape.workers, streams = shape.streams, "run started");
@@ -259,7 +259,7 @@ pub fn run_in(
     write_results(&config.out, &summary)?;
     // The results are written: nothing is left to resume.
     if router_lost.is_none() && !shutdown.load(Ordering::Relaxed) {
-        remove_state(&state_path)?;
+        remove_state(&config.out)?;
     }
     metrics.complete(summary.complete);
     info!(
@@ -283,11 +283,15 @@ pub const STATE_FILE: &str = "collector.state";
 /// How often the collector saves its state (when frames arrived since the last save).
 const SAVE_EVERY: Duration = Duration::from_millis(100);
 
-fn remove_state(path: &Path) -> Result<(), CollectorError> {
-    match std::fs::remove_file(path) {
-        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(write_err(path)(error)),
-        _ => Ok(()),
-    }
+fn remove_state(out: &Path) -> Result<(), CollectorError> {
+    cep_core::results::remove_files(out, &[STATE_FILE]).map_err(|(path, source)| CollectorError::Write { path, source })
+}
+
+/// Writes `bytes` to `path` whole: into `temporary` (in the same folder), then renamed over
+/// it, so that a reader (or a restart after a crash) finds the old file or the new, never half.
+fn write_whole(path: &Path, temporary: &Path, bytes: &[u8]) -> Result<(), CollectorError> {
+    std::fs::write(temporary, bytes).map_err(write_err(temporary))?;
+    std::fs::rename(temporary, path).map_err(write_err(path))
 }
 
 /// A save for the saving thread: the state's bytes, and what to tell the router once stored.
@@ -316,8 +320,7 @@ struct Saving {
 }
 
 impl Saving {
-    /// Starts the saving thread, storing into `path` (written whole, then renamed over the
-    /// last one, so a crash leaves one or the other).
+    /// Starts the saving thread, storing into `path` ([`write_whole`]).
     fn start(path: PathBuf) -> Saving {
         let (jobs, incoming) = std::sync::mpsc::sync_channel::<SaveJob>(1);
         let state = path.clone();
@@ -325,10 +328,7 @@ impl Saving {
         let thread = std::thread::spawn(move || {
             let temporary = path.with_extension("state.tmp");
             for job in incoming {
-                let result = std::fs::write(&temporary, &job.bytes)
-                    .map_err(write_err(&temporary))
-                    .and_then(|()| std::fs::rename(&temporary, &path).map_err(write_err(&path)))
-                    .map(|()| (job.saved, job.confirmations));
+                let result = write_whole(&path, &temporary, &job.bytes).map(|()| (job.saved, job.confirmations));
                 if done.send(result).is_err() {
                     break;
                 }
@@ -394,9 +394,7 @@ impl Saving {
         self.save(collector)?;
         self.tell(router, shutdown, true)
     }
-}
 
-impl Saving {
     fn thread_gone(&self) -> CollectorError {
         write_err(&self.path)(std::io::Error::other("the thread that stores the state stopped"))
     }
@@ -431,6 +429,5 @@ pub fn write_summary(out: &Path, summary: &Summary) -> Result<(), CollectorError
     let json_path = out.join("summary.json");
     let temporary = out.join(".summary.json.tmp");
     let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
-    std::fs::write(&temporary, json + "\n").map_err(write_err(&temporary))?;
-    std::fs::rename(&temporary, &json_path).map_err(write_err(&json_path))
+    write_whole(&json_path, &temporary, (json + "\n").as_bytes())
 }

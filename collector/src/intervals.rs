@@ -72,14 +72,6 @@ impl IntervalRecorder {
         (recorder.csv_len, recorder.log_len) = (csv_len, log_len);
         Ok(recorder)
     }
-
-    /// Flushes both files and has the system write them to disk, so that what
-    /// [`Self::bytes_written`] says is there survives a crash of the machine.
-    pub fn sync(&mut self) -> io::Result<()> {
-        self.flush()?;
-        self.csv.get_ref().sync_data()?;
-        self.log.get_ref().sync_data()
-    }
 }
 
 /// Writes `bytes` to `sink`, counting them in `len`.
@@ -295,7 +287,7 @@ mod tests {
         let mut total = histogram();
         let mut first = IntervalRecorder::create(dir.path(), start, Duration::from_secs(1)).unwrap();
         feed(&mut first, &mut total, before);
-        first.sync().unwrap();
+        first.flush().unwrap();
         let (csv_len, log_len) = first.bytes_written();
         assert_eq!(std::fs::metadata(dir.path().join("intervals.csv")).unwrap().len(), csv_len);
         assert_eq!(std::fs::metadata(dir.path().join("latency.hlog")).unwrap().len(), log_len);

@@ -83,11 +83,6 @@ impl CollectorDelivery {
         self.resend.iter_mut().for_each(|resend| *resend = false);
         Ok(self.incarnation)
     }
-
-    /// The current incarnation and its endpoint.
-    pub fn current(&self) -> (u64, &str) {
-        (self.incarnation, &self.endpoint)
-    }
 }
 
 #[cfg(test)]

@@ -192,10 +192,8 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         out.flush_pending();
         // A worker that dies now: the collector must not wait for its report.
         out.check_peers();
-        let was_lost = collector_watch.lost_since.is_some();
-        collector_watch.check(&mut out)?;
-        if was_lost && collector_watch.lost_since.is_none() {
-            // A restarted collector took over: it gets the whole end time-out to finish.
+        if collector_watch.check(&mut out)? {
+            // A collector back (or a restarted one): it gets the whole end time-out to finish.
             ending_since = Instant::now();
         }
         fail_over(&mut router, &mut out, Report::Sent)?;
@@ -312,11 +310,11 @@ struct CollectorWatch {
 }
 
 impl CollectorWatch {
-    /// An error once the collector has been lost for longer than the retention time.
-    fn check(&mut self, out: &mut SocketOutbox<'_>) -> Result<(), RouterError> {
+    /// An error once the collector has been lost for longer than the retention time; true
+    /// when a lost one is back (reached again, or a restarted one took over).
+    fn check(&mut self, out: &mut SocketOutbox<'_>) -> Result<bool, RouterError> {
         let Some(cause) = out.collector().and_then(|collector| collector.lost().map(str::to_string)) else {
-            self.lost_since = None;
-            return Ok(());
+            return Ok(self.lost_since.take().is_some());
         };
         let since = *self.lost_since.get_or_insert_with(|| {
             warn!(retention = ?self.retention, "waiting for a restarted collector to take over (the run goes on)");
@@ -325,7 +323,7 @@ impl CollectorWatch {
         if since.elapsed() > self.retention {
             return Err(RouterError::CollectorLost { cause, retention: self.retention });
         }
-        Ok(())
+        Ok(false)
     }
 }
 

@@ -51,14 +51,9 @@ pub enum WorkerError {
     /// The router refused this worker or could not be reached.
     #[error(transparent)]
     Registration(#[from] RegistrationError),
-    /// The router or the collector died.
-    #[error("the {peer} is lost: {source}")]
-    Lost {
-        /// `router` or `collector`.
-        peer: &'static str,
-        /// How it was noticed.
-        source: TransportError,
-    },
+    /// The router died (a dead collector is waited for: its frames are held).
+    #[error("the router is lost: {0}")]
+    RouterLost(#[source] TransportError),
     /// It joined a running cluster, but the router never reached its data endpoint.
     #[error(
         "the router accepted this worker but never reached its data endpoint {endpoint} within {waited:?}: \
@@ -221,7 +216,7 @@ fn wait_for_saves(
             }
         }
         waiting_since.get_or_insert_with(Instant::now);
-        link.check_alive().map_err(|source| WorkerError::Lost { peer: "router", source })?;
+        link.check_alive().map_err(WorkerError::RouterLost)?;
         out.check_peers();
         delivery.ask(link, stop)?;
         accepted |= read_answers(link, id, stop, out, delivery)?;
@@ -296,7 +291,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         // A dead router: nothing this worker does can reach the results. A dead collector:
         // its frames are held until a restarted one takes over.
         if last_look.elapsed() >= LIVENESS_EVERY {
-            link.check_alive().map_err(|source| WorkerError::Lost { peer: "router", source })?;
+            link.check_alive().map_err(WorkerError::RouterLost)?;
             out.check_peers();
             last_look = Instant::now();
         }

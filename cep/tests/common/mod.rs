@@ -37,3 +37,43 @@ pub fn announced(file: &std::path::Path) -> (String, String) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// The rows of a CSV file, their first six columns (an output's rule, symbol, price, value,
+/// stream and sequence number), sorted.
+pub fn sorted_rows(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut rows: Vec<String> =
+        text.lines().skip(1).map(|line| line.split(',').take(6).collect::<Vec<_>>().join(",")).collect();
+    rows.sort();
+    rows
+}
+
+/// The standalone engine's outputs over the input a run recorded (`out/input.csv`), as
+/// [`sorted_rows`] (written to `out/standalone.csv`).
+pub fn standalone_rows(out: &std::path::Path) -> Vec<String> {
+    let standalone = out.join("standalone.csv");
+    let engine = cep().args(["engine", "--input"]).arg(out.join("input.csv")).arg("--output").arg(&standalone).output();
+    let engine = engine.unwrap();
+    assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
+    sorted_rows(&standalone)
+}
+
+/// The pid of a child of process `parent` whose arguments `matches` accepts (other tests
+/// running at the same time have processes of the same roles and ids).
+pub fn child_pid(parent: u32, matches: impl Fn(&[String]) -> bool) -> Option<i32> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        // /proc/PID/stat: "pid (comm) state ppid ...", comm may hold spaces: read after ')'.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid != Some(parent) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if matches(&args) {
+            return Some(pid);
+        }
+    }
+    None
+}
