@@ -225,6 +225,16 @@ impl<W: Write> Collector<W> {
         else {
             return Ok(());
         };
+        let inner = cep_core::frame::Frame::read(sequenced.frame, self.max_frame_bytes);
+        // A worker speaks for itself only (the router's frames carry sender 0): a frame that
+        // does not takes no place in the source's stream.
+        if let Ok(inner) = &inner {
+            if inner.sender() != sequenced.source && sequenced.source != ROUTER_SOURCE {
+                let detail = format_args!("a frame of sender {} from source {}", inner.sender(), sequenced.source);
+                self.rejections.reject("sender_mismatch", Some(sequenced.source), &detail);
+                return Ok(());
+            }
+        }
         match self.positions.arrive(&sequenced, self.incarnation, MAX_WORKERS) {
             None => {
                 let detail = format_args!("frames of source {} (at most {MAX_WORKERS} workers)", sequenced.source);
@@ -236,23 +246,17 @@ impl<W: Write> Collector<W> {
                 self.observed.resent_frames += 1;
                 Ok(())
             }
-            Some(Arrival::Next) => {
-                match self.rejections.accept(sequenced.frame, self.max_frame_bytes) {
-                    Some(inner) if inner.kind() == FrameKind::Sequenced => {
-                        self.rejections.unexpected(&inner);
-                        Ok(())
-                    }
-                    // A worker speaks for itself only; the router's frames carry sender 0.
-                    Some(inner) if inner.sender() != sequenced.source && sequenced.source != ROUTER_SOURCE => {
-                        let detail =
-                            format_args!("a frame of sender {} from source {}", inner.sender(), sequenced.source);
-                        self.rejections.reject("sender_mismatch", Some(sequenced.source), &detail);
-                        Ok(())
-                    }
-                    Some(inner) => self.handle_frame(inner, now),
-                    None => Ok(()),
+            Some(Arrival::Next) => match inner {
+                Ok(inner) if inner.kind() == FrameKind::Sequenced => {
+                    self.rejections.unexpected(&inner);
+                    Ok(())
                 }
-            }
+                Ok(inner) => self.handle_frame(inner, now),
+                Err(error) => {
+                    self.rejections.reject(error.cause(), Some(sequenced.source), &error);
+                    Ok(())
+                }
+            },
         }
     }
 
@@ -1155,5 +1159,38 @@ mod tests {
         let summary = collector.finish(|_| {}).unwrap().summary;
         assert!(!summary.complete);
         assert_eq!(summary.events_sent, None, "no report: what was sent is unknown");
+    }
+
+    #[test]
+    fn envelopes_are_taken_once_in_order_and_forged_ones_change_nothing() {
+        use cep_core::delivery::DeliveryLog;
+        let mut collector = collector(CsvMode::All);
+        let mut worker = DeliveryLog::new(0, 1, 1 << 20);
+        collector.handle(worker.push(&rules()), 1_500).unwrap();
+        let first = worker.push(&outputs(1, &[0])).to_vec();
+        collector.handle(&first, 2_000).unwrap();
+        // The same frame again (a resend): dropped.
+        collector.handle(&first, 2_100).unwrap();
+        // A source beyond any cluster's workers, a worker speaking for another, an envelope
+        // in an envelope: refused, counted, no table grows.
+        collector.handle(DeliveryLog::new(5_000, 1, 1 << 20).push(&outputs_of(5_000, b"S1", 2, &[0])), 2_200).unwrap();
+        collector.handle(DeliveryLog::new(1, 1, 1 << 20).push(&outputs(2, &[0])), 2_300).unwrap();
+        let nested = DeliveryLog::new(0, 1, 1 << 20).push(&outputs(2, &[0])).to_vec();
+        collector.handle(worker.push(&nested), 2_400).unwrap();
+        // A frame beyond the next (the one before it lost on the way): dropped, asked again.
+        let lost = worker.push(&outputs(3, &[0])).to_vec();
+        collector.handle(worker.push(&outputs(4, &[0])), 2_500).unwrap();
+        let (_, saved, _) = collector.save().unwrap();
+        assert_eq!(saved.resend, [0]);
+        assert_eq!(saved.positions, [(0, 3), (cep_core::delivery::ROUTER_SOURCE, 0)], "the forged ones took no place");
+        let summary = collector.finish(|_| {}).unwrap().summary;
+        assert_eq!(summary.outputs.get("perc"), Some(&1), "one output, once");
+        assert_eq!(summary.resent_frames, 2);
+        let rejected = &summary.rejected["collector"];
+        assert_eq!(
+            (rejected.get("unknown_worker"), rejected.get("sender_mismatch"), rejected.get("unexpected_kind")),
+            (Some(&1), Some(&1), Some(&1))
+        );
+        assert_eq!(rejected.get("frames_lost"), Some(&1), "a gap never closed: {lost:?}");
     }
 }
