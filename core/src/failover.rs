@@ -25,6 +25,10 @@ use std::collections::BTreeMap;
 pub struct Checkpoint {
     /// The checkpoint's number (increasing over the run).
     pub id: u64,
+    /// The worker's last snapshot the router holds and can build on (0: none): a worker
+    /// whose last snapshot was that one sends only what changed since (incremental); any
+    /// other sends its whole state.
+    pub base: u64,
 }
 
 /// A worker's state at a [`Checkpoint`] barrier: worker -> router (control, answered with
@@ -33,6 +37,9 @@ pub struct Checkpoint {
 pub struct Snapshot {
     /// The [`Checkpoint::id`] this answers.
     pub id: u64,
+    /// 0: the whole state; else the checkpoint this snapshot holds the changes since (the
+    /// barrier's [`Checkpoint::base`]), its engine part in the engine's changes format.
+    pub base: u64,
     /// The worker's index.
     pub from: u32,
     /// This frame's place among the snapshot's frames (each holds some of the symbols, so
@@ -88,8 +95,8 @@ pub struct Restore {
     pub from: u32,
     /// The symbols this worker takes, with their order checks (a subset of the snapshot's).
     pub symbols: Vec<MovedSymbol>,
-    /// The dead worker's whole snapshot (the engine's export): the receiver imports it and
-    /// keeps only `symbols`.
+    /// One part of the dead worker's snapshot (the engine's export, or its changes since the
+    /// snapshot before, which then came first): the receiver restores `symbols` from it.
     #[serde(with = "serde_bytes")]
     pub engine: Vec<u8>,
 }

@@ -28,9 +28,15 @@ pub trait Body: Serialize + DeserializeOwned {
     /// Encodes `[version, KIND, sender, body]`, the body as a MessagePack array.
     fn encode(&self, sender: u32) -> Vec<u8> {
         let mut buf = Vec::with_capacity(128);
-        write_header(&mut buf, 4, Self::KIND, sender);
-        rmp_serde::encode::write(&mut buf, self).expect("serialising a control body into memory cannot fail");
+        self.encode_into(sender, &mut buf);
         buf
+    }
+
+    /// [`Self::encode`] into `buf` (emptied first), reusing its memory.
+    fn encode_into(&self, sender: u32, buf: &mut Vec<u8>) {
+        buf.clear();
+        write_header(buf, 4, Self::KIND, sender);
+        rmp_serde::encode::write(buf, self).expect("serialising a control body into memory cannot fail");
     }
 
     /// Decodes the body of a frame whose header was read with [`crate::wire::read_header`];
@@ -473,10 +479,11 @@ mod tests {
         golden(StreamsOpened { first: 1, count: 2 }, 0, &[0x92, 0x01, 0x02]);
         golden(Welcome { index: 3 }, 0, &[0x91, 0x03]);
         golden(Reached { index: 3 }, 3, &[0x91, 0x03]);
-        golden(Checkpoint { id: 7 }, 0, &[0x91, 0x07]);
+        golden(Checkpoint { id: 7, base: 6 }, 0, &[0x92, 0x07, 0x06]);
         let moved = crate::rescale::MovedSymbol { symbol: "A".into(), stream: 1, next_seq: 9 };
         let snapshot = Snapshot {
             id: 7,
+            base: 6,
             from: 1,
             part: 0,
             parts: 1,
@@ -487,8 +494,8 @@ mod tests {
             oversize: 0,
         };
         let expected = [
-            0x99, 0x07, 0x01, 0x00, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0xc4, 0x01, 0x05, 0x81, 0x01, 0x09, 0x02,
-            0x00,
+            0x9a, 0x07, 0x06, 0x01, 0x00, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0xc4, 0x01, 0x05, 0x81, 0x01, 0x09,
+            0x02, 0x00,
         ];
         golden(snapshot, 1, &expected);
         let restore = Restore { from: 1, symbols: vec![moved], engine: vec![5] };

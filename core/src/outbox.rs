@@ -165,6 +165,8 @@ pub enum Event {
         symbols: u64,
         /// Bytes of engine state.
         bytes: u64,
+        /// Whether it holds only the changes since the worker's snapshot before.
+        incremental: bool,
     },
     /// Something went wrong with checkpoints (the run goes on, with less protection).
     CheckpointTrouble {
@@ -209,7 +211,9 @@ impl Event {
                 "worker {worker} failed ({reason}): its symbols go on at the other workers from empty state \
                  (no current checkpoint)"
             ),
-            Event::Checkpointed { id, symbols, bytes } => tracing::debug!(id, symbols, bytes, "checkpoint taken"),
+            Event::Checkpointed { id, symbols, bytes, incremental } => {
+                tracing::debug!(id, symbols, bytes, incremental, "checkpoint taken")
+            }
             Event::CheckpointTrouble { reason } => tracing::warn!("checkpoint: {reason}"),
         }
     }

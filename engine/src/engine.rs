@@ -11,12 +11,14 @@
 //! later than that. The end of input closes every open tumbling window
 //! ([`Engine::close_windows`], Flink's final watermark).
 //!
-//! Symbols move between engines with their state (live rescaling, checkpoints):
-//! [`Engine::export_symbols`], [`Engine::remove_symbols`], [`Engine::import_symbols`]; the
-//! format is [`crate::handoff`]'s.
+//! Symbols move between engines with their state (live rescaling):
+//! [`Engine::export_symbols`], [`Engine::remove_symbols`], [`Engine::import_symbols`];
+//! checkpoints write the state, or only what changed since the last checkpoint, with
+//! [`Engine::export_checkpoint`] and restore it with [`Engine::restore_symbols`]; the format
+//! is [`crate::handoff`]'s.
 
-use crate::group::{lay_out, read_row, Cells, Compiled, Group, Signature};
-use crate::handoff::{fingerprint, Reader, StateError, Writer};
+use crate::group::{lay_out, read_row, read_row_changes, Cells, Compiled, Group, Signature};
+use crate::handoff::{fingerprint, Kind, Reader, StateError, Writer};
 pub use crate::symbols::SymbolId;
 use crate::symbols::SymbolTable;
 use cep_query::plan::{Query, RuleSet};
@@ -40,6 +42,9 @@ pub struct Engine {
     /// Per symbol id: where its states are and its latest event time ([`VACANT`] for the id
     /// of a removed symbol).
     slots: Vec<Slot>,
+    /// Per symbol id: its ticks at the last checkpoint export that held it ([`UNMARKED`]:
+    /// none did), so the next one writes only what changed since.
+    marks: Vec<u64>,
     aggregates: Vec<f64>,
     /// Ticks later than this (ns) behind their symbol's latest are dropped; `None` keeps all.
     allowed_lateness: Option<u64>,
@@ -49,13 +54,25 @@ pub struct Engine {
     outputs_total: u64,
 }
 
-/// A symbol's place: its group, its row there, and its latest event time.
+/// A symbol's place: its group, its row there, its latest event time, and the ticks it
+/// took into its windows since it came to this engine (the checkpoint changes' measure of
+/// what was appended since).
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     group: u32,
     row: u32,
     latest: u64,
+    ticks: u64,
 }
+
+impl Slot {
+    fn new(group: u32, row: u32, latest: u64) -> Self {
+        Slot { group, row, latest, ticks: 0 }
+    }
+}
+
+/// A symbol's mark when no checkpoint export holds it (its next one writes it whole).
+const UNMARKED: u64 = u64::MAX;
 
 /// The group of a free id's slot (a removed symbol's, not reused yet).
 const VACANT: u32 = u32::MAX;
@@ -85,6 +102,7 @@ impl Engine {
             groups: Vec::new(),
             group_of: FxHashMap::default(),
             slots: Vec::new(),
+            marks: Vec::new(),
             aggregates: Vec::new(),
             allowed_lateness: None,
             processed: 0,
@@ -118,11 +136,15 @@ impl Engine {
         (group, self.groups[group as usize].add(id, cells))
     }
 
-    /// Gives symbol `id` its slot (a new id's, or a reused one's).
+    /// Gives symbol `id` its slot (a new id's, or a reused one's); no checkpoint holds it.
     fn set_slot(&mut self, id: SymbolId, slot: Slot) {
         match self.slots.get_mut(id as usize) {
             Some(vacant) => *vacant = slot,
             None => self.slots.push(slot),
+        }
+        match self.marks.get_mut(id as usize) {
+            Some(mark) => *mark = UNMARKED,
+            None => self.marks.push(UNMARKED),
         }
     }
 
@@ -142,7 +164,7 @@ impl Engine {
         let mut rows: Vec<Vec<Option<Cells>>> =
             old_groups.into_iter().map(|g| g.into_rows().into_iter().map(Some).collect()).collect();
         for id in 0..self.slots.len() {
-            let Slot { group, row, latest } = self.slots[id];
+            let Slot { group, row, latest, ticks } = self.slots[id];
             if self.slots[id].is_vacant() {
                 continue;
             }
@@ -151,8 +173,10 @@ impl Engine {
             let (signature, cells) =
                 lay_out(&self.compiled, &self.symbols.names()[id], self.unindexed, &kept, previous);
             let (group, row) = self.place(id as SymbolId, signature, cells);
-            self.slots[id] = Slot { group, row, latest };
+            self.slots[id] = Slot { group, row, latest, ticks };
         }
+        // The rows' layouts changed: the next checkpoint writes every symbol whole.
+        self.marks.iter_mut().for_each(|mark| *mark = UNMARKED);
     }
 
     /// The queries of the rules in force, in order (a [`QueryId`] indexes them).
@@ -182,7 +206,7 @@ impl Engine {
         let name = &self.symbols.names()[id as usize];
         let (signature, cells) = lay_out(&self.compiled, name, self.unindexed, &[], None);
         let (group, row) = self.place(id, signature, cells);
-        self.set_slot(id, Slot { group, row, latest: 0 });
+        self.set_slot(id, Slot::new(group, row, 0));
         id
     }
 
@@ -233,6 +257,7 @@ impl Engine {
         let (group, row) = (slot.group, slot.row);
         let ts = if ts >= slot.latest {
             slot.latest = ts;
+            slot.ticks += 1;
             ts
         } else {
             match self.late_tick(id, ts) {
@@ -266,6 +291,7 @@ impl Engine {
             None
         } else {
             self.late += 1;
+            self.slots[id as usize].ticks += 1;
             Some(latest)
         }
     }
@@ -319,22 +345,67 @@ impl Engine {
     /// theirs, and their latest event times, so that an engine with the same rules that
     /// imports it ([`Self::import_symbols`]) gives, for their next ticks and at the end of
     /// input, exactly the outputs this one would. Symbols the engine does not own are
-    /// skipped, and a name given twice is written once. Nothing changes here (checkpoints
-    /// export too): to hand the symbols off, [`Self::remove_symbols`] them after.
+    /// skipped, and a name given twice is written once. Nothing changes here: to hand the
+    /// symbols off, [`Self::remove_symbols`] them after.
     pub fn export_symbols(&self, symbols: &[&[u8]]) -> Vec<u8> {
-        let mut seen = FxHashSet::default();
-        let ids: Vec<SymbolId> =
-            symbols.iter().filter_map(|name| self.symbols.get(name)).filter(|&id| seen.insert(id)).collect();
         let mut w = Writer::default();
-        w.header(self.rules_fingerprint());
+        w.header(Kind::Export, self.rules_fingerprint());
+        let ids = self.owned_ids(symbols);
         w.count(ids.len());
         for id in ids {
-            let Slot { group, row, latest } = self.slots[id as usize];
-            w.text(self.symbol_name(id).as_bytes());
-            w.u64(latest);
-            self.groups[group as usize].write_row(&self.compiled, row, &mut w);
+            self.write_symbol(id, None, &mut w);
         }
         w.bytes
+    }
+
+    /// The named symbols' state for a checkpoint: complete (as [`Self::export_symbols`]), or
+    /// with `changes`, only what changed since the last checkpoint export that held each
+    /// symbol ([`crate::handoff`]'s changes: a symbol unchanged since is left out, one no
+    /// such export held is written whole). Either way the symbols are marked: the next
+    /// changes start from here. Restoring the last complete export and every changes export
+    /// after it, in order ([`Self::restore_symbols`]), gives the state now. Written into
+    /// `into` (emptied first), whose memory is reused.
+    pub fn export_checkpoint(&mut self, symbols: &[&[u8]], changes: bool, into: &mut Vec<u8>) {
+        into.clear();
+        let mut w = Writer { bytes: std::mem::take(into) };
+        w.header(if changes { Kind::Changes } else { Kind::Export }, self.rules_fingerprint());
+        let mut ids = self.owned_ids(symbols);
+        if changes {
+            ids.retain(|&id| self.marks[id as usize] != self.slots[id as usize].ticks);
+        }
+        w.count(ids.len());
+        for id in ids {
+            let (slot, mark) = (self.slots[id as usize], self.marks[id as usize]);
+            if !changes {
+                self.write_symbol(id, None, &mut w);
+            } else if mark == UNMARKED {
+                self.write_symbol(id, Some(0), &mut w);
+            } else {
+                w.text(self.symbol_name(id).as_bytes());
+                w.u64(slot.latest);
+                w.u8(1);
+                self.groups[slot.group as usize].write_row_changes(&self.compiled, slot.row, slot.ticks - mark, &mut w);
+            }
+            self.marks[id as usize] = slot.ticks;
+        }
+        *into = w.bytes;
+    }
+
+    /// The ids of the named symbols the engine owns, each once, in the names' order.
+    fn owned_ids(&self, symbols: &[&[u8]]) -> Vec<SymbolId> {
+        let mut seen = FxHashSet::default();
+        symbols.iter().filter_map(|name| self.symbols.get(name)).filter(|&id| seen.insert(id)).collect()
+    }
+
+    /// A symbol as an export holds it: name, latest event time, (in changes, `tag`) row.
+    fn write_symbol(&self, id: SymbolId, tag: Option<u8>, w: &mut Writer) {
+        let Slot { group, row, latest, .. } = self.slots[id as usize];
+        w.text(self.symbol_name(id).as_bytes());
+        w.u64(latest);
+        if let Some(tag) = tag {
+            w.u8(tag);
+        }
+        self.groups[group as usize].write_row(&self.compiled, row, w);
     }
 
     /// Forgets the named symbols and their state (names the engine does not own are
@@ -353,7 +424,7 @@ impl Engine {
             if let Some(moved) = self.groups[group as usize].remove(row) {
                 self.slots[moved as usize].row = row;
             }
-            self.slots[id as usize] = Slot { group: VACANT, row: 0, latest: 0 };
+            self.slots[id as usize] = Slot::new(VACANT, 0, 0);
             self.symbols.remove(id);
         }
     }
@@ -366,35 +437,117 @@ impl Engine {
     /// nothing is installed.
     pub fn import_symbols(&mut self, bytes: &[u8]) -> Result<Vec<SymbolId>, StateError> {
         let mut r = Reader::new(bytes);
-        r.header(self.rules_fingerprint())?;
+        if r.header(self.rules_fingerprint())? != Kind::Export {
+            return Err(StateError::Changes);
+        }
+        let states = self.read_states(r, Kind::Export, |_| true)?;
+        if let Some((name, ..)) = states.iter().find(|(name, ..)| self.symbols.get(name.as_bytes()).is_some()) {
+            return Err(StateError::AlreadyOwned(name.clone()));
+        }
+        Ok(self.install_states(states))
+    }
+
+    /// Restores a checkpoint's symbols, those `keep` names only: from a complete export they
+    /// are installed (as [`Self::import_symbols`] does), from changes
+    /// ([`Self::export_checkpoint`]) their state is brought up to date (a changed symbol must
+    /// be here already, restored from the exports before; one written whole replaces what
+    /// is here). Returns the kept symbols' ids, in the bytes' order. Checked as hostile
+    /// input, all or nothing, as an import is; the symbols not kept are read and checked too.
+    pub fn restore_symbols(&mut self, bytes: &[u8], keep: impl Fn(&str) -> bool) -> Result<Vec<SymbolId>, StateError> {
+        let mut r = Reader::new(bytes);
+        let kind = r.header(self.rules_fingerprint())?;
+        let states = self.read_states(r, kind, keep)?;
+        if kind == Kind::Export {
+            if let Some((name, ..)) = states.iter().find(|(name, ..)| self.symbols.get(name.as_bytes()).is_some()) {
+                return Err(StateError::AlreadyOwned(name.clone()));
+            }
+        }
+        Ok(self.install_states(states))
+    }
+
+    /// Reads every symbol of an export or of changes after the header, checked; returns the
+    /// new states of the symbols `keep` names. Nothing changes here.
+    fn read_states(
+        &self,
+        mut r: Reader<'_>,
+        kind: Kind,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Vec<(String, u64, State)>, StateError> {
         // Each symbol takes at least its name's length, latest time and member count.
         let count = r.count(16)?;
-        let mut symbols = Vec::new();
+        let mut states = Vec::new();
         let mut names = FxHashSet::default();
         for _ in 0..count {
             let name = std::str::from_utf8(r.text()?).map_err(|_| StateError::Name)?;
             let latest = r.u64()?;
-            let (signature, cells) =
-                read_row(&self.compiled, name, self.unindexed, &mut r).map_err(|e| e.in_symbol(name))?;
-            if self.symbols.get(name.as_bytes()).is_some() {
-                return Err(StateError::AlreadyOwned(name.into()));
-            }
+            let changed = match kind {
+                Kind::Export => false,
+                Kind::Changes => match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(StateError::inconsistent("a symbol's changes of unknown kind").in_symbol(name)),
+                },
+            };
             if !names.insert(name) {
                 return Err(StateError::Repeated(name.into()));
             }
-            symbols.push((name, latest, signature, cells));
+            let in_symbol = |e: StateError| e.in_symbol(name);
+            let state = if changed {
+                let changes = read_row_changes(&self.compiled, name, self.unindexed, &mut r).map_err(in_symbol)?;
+                if !keep(name) {
+                    continue;
+                }
+                let id = self.symbols.get(name.as_bytes()).ok_or_else(|| StateError::NotOwned(name.into()))?;
+                let Slot { group, row, .. } = self.slots[id as usize];
+                let group = &self.groups[group as usize];
+                if group.members() != changes.members.as_slice() {
+                    return Err(StateError::Layout(name.into()));
+                }
+                State::Changed(id, group.with_changes(row, changes).map_err(in_symbol)?)
+            } else {
+                let (signature, cells) = read_row(&self.compiled, name, self.unindexed, &mut r).map_err(in_symbol)?;
+                if !keep(name) {
+                    continue;
+                }
+                State::Whole(signature, cells)
+            };
+            states.push((name.to_string(), latest, state));
         }
         r.finish()?;
-        Ok(symbols
-            .into_iter()
-            .map(|(name, latest, signature, cells)| {
-                let id = self.symbols.insert(name.as_bytes());
-                let (group, row) = self.place(id, signature, cells);
-                self.set_slot(id, Slot { group, row, latest });
-                id
-            })
-            .collect())
+        Ok(states)
     }
+
+    /// Installs what [`Self::read_states`] read; returns the symbols' ids.
+    fn install_states(&mut self, states: Vec<(String, u64, State)>) -> Vec<SymbolId> {
+        let mut ids = Vec::with_capacity(states.len());
+        for (name, latest, state) in states {
+            let id = match state {
+                State::Changed(id, cells) => {
+                    let slot = &mut self.slots[id as usize];
+                    slot.latest = latest;
+                    self.groups[slot.group as usize].replace(slot.row, cells);
+                    id
+                }
+                State::Whole(signature, cells) => {
+                    self.remove_symbols(&[name.as_bytes()]);
+                    let id = self.symbols.insert(name.as_bytes());
+                    let (group, row) = self.place(id, signature, cells);
+                    self.set_slot(id, Slot::new(group, row, latest));
+                    id
+                }
+            };
+            ids.push(id);
+        }
+        ids
+    }
+}
+
+/// A symbol's state read off an export or changes.
+enum State {
+    /// Complete: its layout and states.
+    Whole(Signature, Cells),
+    /// The new states of a symbol the engine owns (its layout unchanged).
+    Changed(SymbolId, Cells),
 }
 
 #[cfg(test)]
@@ -406,6 +559,154 @@ mod tests {
             + "@name('range') SELECT symbol, max(price) - min(price) AS value FROM StockTick PARTITION BY symbol RETAIN TUMBLING 5 SECONDS;
                @name('only_s1') SELECT symbol, avg(price) AS value FROM StockTick WHERE symbol = 'S1' PARTITION BY symbol RETAIN 20 EVENTS;";
         cep_query::compile(&text, "test").unwrap()
+    }
+
+    /// The rules of the checkpoint tests: every state kind, and a time window that filters
+    /// events (its changes are written whole).
+    fn checkpoint_rules() -> RuleSet {
+        let text = cep_query::REFERENCE.to_string()
+            + "@name('range') SELECT symbol, max(price) - min(price) AS value FROM StockTick PARTITION BY symbol RETAIN TUMBLING 5 SECONDS;
+               @name('only_s1') SELECT symbol, avg(price) AS value FROM StockTick WHERE symbol = 'S1' PARTITION BY symbol RETAIN 20 EVENTS;
+               @name('high') SELECT symbol, avg(price) AS value FROM StockTick WHERE price > 100 PARTITION BY symbol RETAIN 2 SECONDS;";
+        cep_query::compile(&text, "test").unwrap()
+    }
+
+    fn all_names(engine: &Engine) -> Vec<Vec<u8>> {
+        engine.symbol_names().map(|name| name.as_bytes().to_vec()).collect()
+    }
+
+    fn export_all(engine: &Engine) -> Vec<u8> {
+        let names = all_names(engine);
+        engine.export_symbols(&names.iter().map(Vec::as_slice).collect::<Vec<_>>())
+    }
+
+    /// A checkpoint as a worker takes it: everything, or the symbols changed since.
+    fn checkpoint(engine: &mut Engine, changes: bool) -> Vec<u8> {
+        let names = all_names(engine);
+        let mut bytes = Vec::new();
+        engine.export_checkpoint(&names.iter().map(Vec::as_slice).collect::<Vec<_>>(), changes, &mut bytes);
+        bytes
+    }
+
+    /// A complete checkpoint then changes, taken at many points of a stream with late ticks
+    /// (processed and dropped), symbols coming along the way and windows emptying: restoring
+    /// the chain gives, at every point, exactly the state of the engine that took it, and
+    /// the changes stay far smaller than the state once the windows are full.
+    #[test]
+    fn checkpoint_changes_restore_the_state_exactly() {
+        let mut engine = Engine::new(checkpoint_rules());
+        engine.set_allowed_lateness(Some(400_000_000));
+        let mut chain: Vec<Vec<u8>> = Vec::new();
+        let (mut ts, mut price, mut seed) = (1_000_000_000u64, 100.0f64, 7u64);
+        let mut random = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        let (mut full_bytes, mut last_changes) = (0, 0);
+        for step in 0..60u64 {
+            let symbols = 2 + step.min(20) / 4;
+            for _ in 0..200 {
+                let symbol = format!("S{}", random() % symbols);
+                price = (price * (1.0 + (random() % 200) as f64 / 10_000.0 - 0.01)).max(1.0);
+                // Ticks come 1 ms apart; one in ten is late (some beyond the allowed lateness).
+                ts += 1_000_000;
+                let at = if random() % 10 == 0 { ts - (random() % 800) * 1_000_000 } else { ts };
+                engine.process_symbol(&symbol, price, at, |_, _, _| {});
+            }
+            if step == 30 {
+                // A quiet spell: every time window empties.
+                ts += 20_000_000_000;
+            }
+            // Every fifth checkpoint is complete, as when the changes outgrow the state.
+            let changes = step % 5 != 0;
+            let bytes = checkpoint(&mut engine, changes);
+            match changes {
+                false => {
+                    full_bytes = bytes.len();
+                    chain.clear();
+                }
+                true => last_changes = bytes.len(),
+            }
+            chain.push(bytes);
+            let mut restored = Engine::new(checkpoint_rules());
+            for bytes in &chain {
+                restored.restore_symbols(bytes, |_| true).unwrap();
+            }
+            assert_eq!(export_all(&restored), export_all(&engine), "checkpoint {step}");
+        }
+        assert!(last_changes * 4 < full_bytes, "changes {last_changes} bytes, the state {full_bytes}");
+        // Not a tick since: no symbol to write (the header and a zero count).
+        assert_eq!(checkpoint(&mut engine, true).len(), 4 + 2 + 8 + 4);
+    }
+
+    /// A restored symbol goes on exactly as it would have: the same outputs for the same
+    /// next ticks. Only the symbols kept are restored.
+    #[test]
+    fn a_restored_chain_gives_the_same_outputs_and_keeps_what_it_is_told() {
+        let mut engine = Engine::new(checkpoint_rules());
+        let mut chain = Vec::new();
+        for round in 0..4u64 {
+            for k in 0..300u64 {
+                let symbol = ["S1", "S2", "S3"][(k % 3) as usize];
+                engine.process_symbol(
+                    symbol,
+                    99.0 + ((k * 7 + round) % 5) as f64,
+                    (round * 300 + k) * 10_000_000,
+                    |_, _, _| {},
+                );
+            }
+            chain.push(checkpoint(&mut engine, round > 0));
+        }
+        let mut restored = Engine::new(checkpoint_rules());
+        for bytes in &chain {
+            let ids = restored.restore_symbols(bytes, |name| name != "S2").unwrap();
+            assert!(ids.iter().all(|&id| restored.symbol_name(id) != "S2"));
+        }
+        let mut names: Vec<&str> = restored.symbol_names().collect();
+        names.sort();
+        assert_eq!(names, ["S1", "S3"]);
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        for k in 0..500u64 {
+            let symbol = ["S1", "S3"][(k % 2) as usize];
+            let (price, ts) = (98.0 + (k % 7) as f64, 12_000_000_000 + k * 10_000_000);
+            engine.process_symbol(symbol, price, ts, |q, p, v| before.push((k, q, p.to_bits(), v.to_bits())));
+            restored.process_symbol(symbol, price, ts, |q, p, v| after.push((k, q, p.to_bits(), v.to_bits())));
+        }
+        assert!(!before.is_empty());
+        assert_eq!(before, after);
+    }
+
+    /// Changes that do not fit the state they are applied to are refused, and nothing is
+    /// installed: to a symbol not here, to a window that held fewer events than they keep,
+    /// truncated, or read as a complete export.
+    #[test]
+    fn changes_that_do_not_fit_are_refused() {
+        let mut engine = Engine::new(checkpoint_rules());
+        let tick = |engine: &mut Engine, k: u64| {
+            engine.process_symbol("S1", 100.0 + k as f64, k * 1_000_000, |_, _, _| {});
+        };
+        (0..3).for_each(|k| tick(&mut engine, k));
+        let early = checkpoint(&mut engine, false);
+        (3..10).for_each(|k| tick(&mut engine, k));
+        let _ = checkpoint(&mut engine, true);
+        (10..12).for_each(|k| tick(&mut engine, k));
+        let changes = checkpoint(&mut engine, true);
+
+        let mut fresh = Engine::new(checkpoint_rules());
+        assert_eq!(fresh.restore_symbols(&changes, |_| true), Err(StateError::NotOwned("S1".into())));
+        assert_eq!(fresh.import_symbols(&changes), Err(StateError::Changes));
+        // The window had 3 events; the changes keep 10 of the earlier ones.
+        fresh.import_symbols(&early).unwrap();
+        let before = export_all(&fresh);
+        assert!(matches!(fresh.restore_symbols(&changes, |_| true), Err(StateError::Inconsistent { .. })));
+        assert!(matches!(
+            fresh.restore_symbols(&changes[..changes.len() - 3], |_| true),
+            Err(StateError::Truncated { .. })
+        ));
+        assert_eq!(export_all(&fresh), before, "nothing installed");
+        // Not kept: read and checked, not applied.
+        fresh.restore_symbols(&changes, |_| false).unwrap();
+        assert_eq!(export_all(&fresh), before);
     }
 
     /// Rows, slots and names held, all groups together.

@@ -8,7 +8,7 @@
 use crate::engine::{QueryId, SymbolId};
 use crate::handoff::{Reader, StateError, Writer};
 use crate::program::Single;
-use crate::state::{Layout, SmallState, StateKind, TimeState, WindowState};
+use crate::state::{Layout, SmallState, StateKind, TimeChanges, TimeState, WindowState};
 use cep_query::plan::{Expr, Query, Row, Window};
 
 /// A query with what the per-event loop needs of it.
@@ -248,6 +248,18 @@ impl Group {
 
     /// Writes row `row`'s layout and states (the hand-off format, [`crate::handoff`]).
     pub(crate) fn write_row(&self, compiled: &[Compiled], row: u32, w: &mut Writer) {
+        self.write_members(w);
+        let row = row as usize;
+        for line in &self.lines[row * self.line_width..][..self.line_width] {
+            match &line.0 {
+                LineState::Small(state) => state.write(w),
+                LineState::Time(state) => state.write(w),
+            }
+        }
+        self.write_windows(compiled, row, w);
+    }
+
+    fn write_members(&self, w: &mut Writer) {
         w.count(self.members.len());
         for member in &self.members {
             let (tag, k) = match member.place {
@@ -260,19 +272,63 @@ impl Group {
             w.u8(tag);
             w.u32(k);
         }
-        let row = row as usize;
-        for line in &self.lines[row * self.line_width..][..self.line_width] {
-            match &line.0 {
-                LineState::Small(state) => state.write(w),
-                LineState::Time(state) => state.write(w),
-            }
-        }
+    }
+
+    fn write_windows(&self, compiled: &[Compiled], row: usize, w: &mut Writer) {
         // Windows are numbered in query order.
         for member in &self.members {
             if let Place::Window(k) = member.place {
                 let layout = &compiled[member.query as usize].layout;
                 self.windows[row * self.window_width + k as usize].write(layout, w);
             }
+        }
+    }
+
+    /// Writes row `row` as it changed since `appended` events of its symbol ago (the
+    /// checkpoint changes format, [`crate::handoff`]): its layout, its small histories and
+    /// general windows whole, its time windows as their newest events. A time window whose
+    /// query filters events may have taken fewer of them: it is written whole.
+    pub(crate) fn write_row_changes(&self, compiled: &[Compiled], row: u32, appended: u64, w: &mut Writer) {
+        self.write_members(w);
+        let row = row as usize;
+        for (k, line) in self.lines[row * self.line_width..][..self.line_width].iter().enumerate() {
+            match &line.0 {
+                LineState::Small(state) => state.write(w),
+                LineState::Time(state) => {
+                    let filtered = self.members.iter().zip(&self.steps).any(|(member, step)| {
+                        matches!(member.place, Place::Time(t) if t as usize == k) && step.filtered
+                    });
+                    state.write_changes(if filtered { u64::MAX } else { appended }, w)
+                }
+            }
+        }
+        self.write_windows(compiled, row, w);
+    }
+
+    /// Row `row`'s states with `changes` (read for this group's members) applied.
+    pub(crate) fn with_changes(&self, row: u32, changes: RowChanges) -> Result<Cells, StateError> {
+        let mut cells = Cells { lines: Vec::with_capacity(self.line_width), windows: changes.windows };
+        let old = &self.lines[row as usize * self.line_width..][..self.line_width];
+        for (change, old) in changes.lines.into_iter().zip(old) {
+            cells.lines.push(Line(match (change, &old.0) {
+                (LineChange::Small(state), _) => LineState::Small(state),
+                (LineChange::Time(changes), LineState::Time(old)) => LineState::Time(old.with_changes(&changes)?),
+                (LineChange::Time(_), LineState::Small(_)) => unreachable!("the members were checked"),
+            }));
+        }
+        Ok(cells)
+    }
+
+    /// Replaces row `row`'s states.
+    pub fn replace(&mut self, row: u32, cells: Cells) {
+        debug_assert_eq!((cells.lines.len(), cells.windows.len()), (self.line_width, self.window_width));
+        let row = row as usize;
+        for (slot, line) in self.lines[row * self.line_width..][..self.line_width].iter_mut().zip(cells.lines) {
+            *slot = line;
+        }
+        for (slot, window) in self.windows[row * self.window_width..][..self.window_width].iter_mut().zip(cells.windows)
+        {
+            *slot = window;
         }
     }
 
@@ -457,6 +513,69 @@ pub(crate) fn read_row(
     unindexed: bool,
     r: &mut Reader<'_>,
 ) -> Result<(Signature, Cells), StateError> {
+    let (members, timed) = read_members(compiled, symbol, unindexed, r)?;
+    let mut cells = Cells::default();
+    for time in timed {
+        cells.lines.push(Line(match time {
+            false => LineState::Small(SmallState::read(r)?),
+            true => LineState::Time(TimeState::read(r)?),
+        }));
+    }
+    cells.windows = read_windows(compiled, &members, r)?;
+    Ok((members, cells))
+}
+
+/// A row's changes as [`Group::write_row_changes`] wrote them, read for one symbol.
+pub(crate) struct RowChanges {
+    pub(crate) members: Signature,
+    lines: Vec<LineChange>,
+    windows: Vec<WindowState>,
+}
+
+enum LineChange {
+    Small(SmallState),
+    Time(TimeChanges),
+}
+
+/// Reads what [`Group::write_row_changes`] wrote for symbol `symbol` (the members checked
+/// as [`read_row`] checks them).
+pub(crate) fn read_row_changes(
+    compiled: &[Compiled],
+    symbol: &str,
+    unindexed: bool,
+    r: &mut Reader<'_>,
+) -> Result<RowChanges, StateError> {
+    let (members, timed) = read_members(compiled, symbol, unindexed, r)?;
+    let mut lines = Vec::with_capacity(timed.len());
+    for time in timed {
+        lines.push(match time {
+            false => LineChange::Small(SmallState::read(r)?),
+            true => LineChange::Time(TimeChanges::read(r)?),
+        });
+    }
+    let windows = read_windows(compiled, &members, r)?;
+    Ok(RowChanges { members, lines, windows })
+}
+
+fn read_windows(compiled: &[Compiled], members: &[Member], r: &mut Reader<'_>) -> Result<Vec<WindowState>, StateError> {
+    let mut windows = Vec::new();
+    for member in members {
+        if let Place::Window(_) = member.place {
+            let Compiled { query, layout } = &compiled[member.query as usize];
+            windows.push(WindowState::read(query, layout, r)?);
+        }
+    }
+    Ok(windows)
+}
+
+/// Reads a row's members (see [`read_row`]); returns them and, per line of the row, whether
+/// it is a time window (else a small history).
+fn read_members(
+    compiled: &[Compiled],
+    symbol: &str,
+    unindexed: bool,
+    r: &mut Reader<'_>,
+) -> Result<(Signature, Vec<bool>), StateError> {
     let layout_error = || StateError::Layout(symbol.into());
     let attached = compiled.iter().enumerate().filter(|(_, c)| unindexed || c.admits(symbol));
     if r.count(9)? != attached.clone().count() {
@@ -501,20 +620,7 @@ pub(crate) fn read_row(
             return Err(layout_error());
         }
     }
-    let mut cells = Cells::default();
-    for time in timed {
-        cells.lines.push(Line(match time {
-            false => LineState::Small(SmallState::read(r)?),
-            true => LineState::Time(TimeState::read(r)?),
-        }));
-    }
-    for member in &members {
-        if let Place::Window(_) = member.place {
-            let Compiled { query, layout } = &compiled[member.query as usize];
-            cells.windows.push(WindowState::read(query, layout, r)?);
-        }
-    }
-    Ok((members, cells))
+    Ok((members, timed))
 }
 
 /// State `k` of a previous row, if there is one to take.

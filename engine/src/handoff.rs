@@ -1,7 +1,8 @@
 //! The state hand-off format: the complete state of a set of symbols as bytes, written by
 //! [`Engine::export_symbols`](crate::Engine::export_symbols) and read back, into an engine
 //! running the same rules, by [`Engine::import_symbols`](crate::Engine::import_symbols)
-//! (live rescaling moves symbols between workers; checkpoints reuse the export). An engine
+//! (live rescaling moves symbols between workers; checkpoints reuse the export, and send
+//! changes in between, below). An engine
 //! importing a symbol's state gives, for that symbol's next ticks and at the end of input,
 //! bit for bit the outputs the exporting engine would have given.
 //!
@@ -31,6 +32,26 @@
 //! moments  = n u32 | removed_sq f32 | anchor f64 | sum f64 | sum_sq f64
 //! ```
 //!
+//! Checkpoints send what changed since the worker's previous checkpoint, in the same
+//! primitives ([`Engine::export_checkpoint`](crate::Engine::export_checkpoint),
+//! applied by [`Engine::restore_symbols`](crate::Engine::restore_symbols) on the state the
+//! earlier checkpoints give):
+//!
+//! ```text
+//! changes  = magic "CEPC" | version u16 = 1 | rules fingerprint u64 | count | changed*
+//! changed  = name | latest event time u64 | 0 | member count | member* | line* | window*
+//!                                                 (whole, as in an export: new since)
+//!          | name | latest event time u64 | 1 | member count | member* | line-change*
+//!          | window*                              (the symbol's state changed)
+//! line-change = small | moments | len count | count | (time u64 | price f64)*
+//!                                                 (a time window: its newest events)
+//! ```
+//!
+//! A time window's changes hold its moments, its length and its events since the earlier
+//! state (at most all of them); the window now is the earlier one's newest `len - count`
+//! events followed by those (events leave a window at the front only). Small histories and
+//! general windows are written whole. Symbols whose state did not change are left out.
+//!
 //! The members are the symbol's queries in query order, each with where its state lives in
 //! the row: lines are numbered shared histories first (in order of first reader), then the
 //! members' own lines in query order; windows in query order. The row's shape is part of the
@@ -52,15 +73,33 @@ use cep_query::plan::{Aggregate, Expr, Query, Window};
 /// The four bytes every export starts with.
 pub const MAGIC: [u8; 4] = *b"CEPS";
 
+/// The four bytes checkpoint changes start with.
+pub const CHANGES_MAGIC: [u8; 4] = *b"CEPC";
+
+/// What state bytes hold, by their magic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The complete state of the symbols in it ([`MAGIC`]).
+    Export,
+    /// Checkpoint changes ([`CHANGES_MAGIC`]): applied to the state they were taken after.
+    Changes,
+}
+
 /// The format version this engine writes and reads.
 pub const VERSION: u16 = 1;
 
 /// Why state bytes were refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
-    /// The bytes do not start with [`MAGIC`].
+    /// The bytes do not start with [`MAGIC`] (or [`CHANGES_MAGIC`] where changes are read).
     #[error("not an engine state export (bad magic)")]
     BadMagic,
+    /// Checkpoint changes where a complete export was expected.
+    #[error("checkpoint changes where the complete state was expected")]
+    Changes,
+    /// Changes to a symbol the engine does not own.
+    #[error("changes to symbol {0:?}, which this engine does not own")]
+    NotOwned(String),
     /// The format version is not the one this engine reads.
     #[error("state format version {found} is not supported (this engine reads version {VERSION})")]
     Version {
@@ -171,8 +210,11 @@ impl Writer {
     }
 
     /// The header: magic, version, the rules' fingerprint.
-    pub(crate) fn header(&mut self, fingerprint: u64) {
-        self.bytes.extend_from_slice(&MAGIC);
+    pub(crate) fn header(&mut self, kind: Kind, fingerprint: u64) {
+        self.bytes.extend_from_slice(match kind {
+            Kind::Export => &MAGIC,
+            Kind::Changes => &CHANGES_MAGIC,
+        });
         self.u16(VERSION);
         self.u64(fingerprint);
     }
@@ -279,11 +321,13 @@ impl<'a> Reader<'a> {
         self.take(n)
     }
 
-    /// Checks the header: magic, version, rules fingerprint.
-    pub(crate) fn header(&mut self, fingerprint: u64) -> Result<(), StateError> {
-        if self.take(MAGIC.len()).map_err(|_| StateError::BadMagic)? != MAGIC {
-            return Err(StateError::BadMagic);
-        }
+    /// Checks the header (magic, version, rules fingerprint); returns the kind of state.
+    pub(crate) fn header(&mut self, fingerprint: u64) -> Result<Kind, StateError> {
+        let kind = match self.take(MAGIC.len()).map_err(|_| StateError::BadMagic)? {
+            magic if magic == MAGIC => Kind::Export,
+            magic if magic == CHANGES_MAGIC => Kind::Changes,
+            _ => return Err(StateError::BadMagic),
+        };
         let found = self.u16()?;
         if found != VERSION {
             return Err(StateError::Version { found });
@@ -292,7 +336,7 @@ impl<'a> Reader<'a> {
         if found != fingerprint {
             return Err(StateError::Rules { found, expected: fingerprint });
         }
-        Ok(())
+        Ok(kind)
     }
 
     /// The end: refuses bytes left over.

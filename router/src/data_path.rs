@@ -125,11 +125,12 @@ impl DataPath {
         self.ended.iter().any(|ended| *ended)
     }
 
-    /// Sends checkpoint `id`'s barrier to `worker`, behind everything routed to it.
-    pub fn barrier(&mut self, worker: usize, id: u64, out: &mut impl Outbox) {
+    /// Sends checkpoint `id`'s barrier to `worker`, behind everything routed to it (`base`:
+    /// the snapshot of its the router builds on, [`Checkpoint::base`]).
+    pub fn barrier(&mut self, worker: usize, id: u64, base: u64, out: &mut impl Outbox) {
         self.flush(worker, out);
         self.logs[worker].barrier(id);
-        out.send(Peer::Worker(worker as u32), &Checkpoint { id }.encode(ROUTER_SENDER));
+        out.send(Peer::Worker(worker as u32), &Checkpoint { id, base }.encode(ROUTER_SENDER));
     }
 
     /// `worker`'s checkpoint `id` completed: its log before the barrier is released.

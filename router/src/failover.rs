@@ -2,9 +2,14 @@
 //!
 //! Every `--checkpoint-every` the router sends each active worker a [`Checkpoint`] barrier
 //! behind everything it routed to it; the worker answers with a [`Snapshot`] of all its
-//! symbols. Per worker the router keeps its latest snapshot and its replay log: every batch
-//! routed to it since the barrier of that snapshot. A completed snapshot releases the log up
-//! to its barrier. The logs are bounded in bytes: beyond `--max-replay` the router reads no
+//! symbols. Snapshots are incremental: the barrier names the worker's last snapshot the
+//! router holds (its base), and the worker sends only what changed since (the symbols that
+//! took ticks; of a time window, its new events). Per worker the router keeps a chain, the
+//! last whole snapshot and the changes after it, and asks for a whole one again (base 0)
+//! once the changes take as many bytes as it: a restore reads at most twice the state, and
+//! at full speed a snapshot costs the events of one interval instead of every window. It
+//! keeps its replay log too: every batch routed to it since the barrier of its latest
+//! snapshot. A completed snapshot releases the log up to its barrier. The logs are bounded in bytes: beyond `--max-replay` the router reads no
 //! input (back-pressure on the injectors, never a drop) until a checkpoint completes.
 //!
 //! A worker's snapshot is *current* when it was taken under the membership and rules in
@@ -25,6 +30,14 @@ use std::collections::{BTreeSet, VecDeque};
 
 /// Snapshots of one worker kept while they await the collector's confirmation.
 const MAX_UNCONFIRMED: usize = 8;
+
+/// One snapshot: its parts, in order.
+type Parts = Vec<Snapshot>;
+
+/// Bytes of engine state a snapshot holds.
+fn engine_bytes(parts: &Parts) -> usize {
+    parts.iter().map(|part| part.engine.len()).sum()
+}
 
 /// One worker's replay log: batches routed to it, and the barriers between them.
 #[derive(Default)]
@@ -120,11 +133,13 @@ pub struct Checkpoints {
     next_due: Option<u64>,
     next_id: u64,
     round: Option<Round>,
-    /// Per worker: its latest confirmed snapshot (its parts), and whether it is current.
-    latest: Vec<Option<Vec<Snapshot>>>,
+    /// Per worker: its confirmed chain (a whole snapshot, then the changes after it, oldest
+    /// first; empty: none yet), and whether it is current.
+    latest: Vec<Vec<Parts>>,
     current: Vec<bool>,
-    /// Per worker: snapshots taken, awaiting the collector's confirmation, oldest first.
-    unconfirmed: Vec<VecDeque<Vec<Snapshot>>>,
+    /// Per worker: snapshots taken, awaiting the collector's confirmation, oldest first
+    /// (changes continue the snapshot before them, the first the confirmed chain).
+    unconfirmed: Vec<VecDeque<Parts>>,
     /// Per worker: the latest checkpoint the collector confirmed before its snapshot was all
     /// here (the mark takes a short way, the snapshot a long one).
     confirmed_early: Vec<u64>,
@@ -140,7 +155,7 @@ impl Checkpoints {
             next_due: None,
             next_id: 1,
             round: None,
-            latest: vec![None; workers],
+            latest: vec![Vec::new(); workers],
             unconfirmed: vec![VecDeque::new(); workers],
             confirmed_early: vec![0; workers],
             // At the start every worker's (empty) state is known: the log holds all since.
@@ -156,7 +171,7 @@ impl Checkpoints {
     /// A worker joined (index = the next one): it starts empty, but its state will come from
     /// another worker, which the log does not record.
     pub fn add_worker(&mut self) {
-        self.latest.push(None);
+        self.latest.push(Vec::new());
         self.current.push(false);
         self.unconfirmed.push(VecDeque::new());
         self.confirmed_early.push(0);
@@ -187,6 +202,36 @@ impl Checkpoints {
         }
     }
 
+    /// The snapshot `worker`'s next one may build on, its barrier's base (0: it sends its
+    /// whole state): the last one taken, when it continues a current chain and the changes
+    /// since that chain's whole snapshot take fewer bytes than it.
+    pub fn base(&self, worker: usize) -> u64 {
+        let chain = match self.current[worker] {
+            true => self.latest[worker].as_slice(),
+            false => &[],
+        };
+        let (mut last, mut whole, mut changes) = (0, 0, 0);
+        for parts in chain.iter().chain(&self.unconfirmed[worker]) {
+            let Some(first) = parts.first() else { continue };
+            match first.base {
+                0 => (whole, changes) = (engine_bytes(parts), 0),
+                _ => changes += engine_bytes(parts),
+            }
+            last = first.id;
+        }
+        if changes < whole.max(1) {
+            last
+        } else {
+            0
+        }
+    }
+
+    /// The snapshot a snapshot of `worker`'s taken now would follow (0: none).
+    fn tail(&self, worker: usize) -> u64 {
+        let confirmed = self.latest[worker].last().filter(|_| self.current[worker]);
+        self.unconfirmed[worker].back().or(confirmed).and_then(|parts| parts.first()).map_or(0, |first| first.id)
+    }
+
     /// Starts round `id` for `workers` at `now`; the caller sends the barriers.
     pub fn start_round(&mut self, workers: BTreeSet<usize>, now: u64) -> u64 {
         let id = self.next_id;
@@ -215,7 +260,7 @@ impl Checkpoints {
         if snapshot.part as usize != parts.len()
             || snapshot.parts == 0
             || snapshot.parts > MAX_SNAPSHOT_PARTS
-            || parts.first().is_some_and(|first| first.parts != snapshot.parts)
+            || parts.first().is_some_and(|first| first.parts != snapshot.parts || first.base != snapshot.base)
         {
             return Err(format!(
                 "part {} of {} of checkpoint {} from worker {worker} does not follow the {} before it",
@@ -232,18 +277,35 @@ impl Checkpoints {
         }
         round.waiting.remove(&worker);
         let parts = round.parts.remove(&worker).unwrap_or_default();
-        if oversize {
-            self.current[worker] = false;
-            self.unconfirmed[worker].clear();
-        } else {
-            // Confirmations come in order; a few at most are in flight.
-            if self.unconfirmed[worker].len() >= MAX_UNCONFIRMED {
-                self.unconfirmed[worker].pop_front();
-            }
-            self.unconfirmed[worker].push_back(parts);
-        }
         if round.waiting.is_empty() {
             self.round = None;
+        }
+        let base = parts.first().map_or(0, |first| first.base);
+        let unlinked = base != 0 && base != self.tail(worker);
+        if oversize || unlinked {
+            // Nothing to restore from until a whole snapshot comes (the next barrier asks).
+            self.current[worker] = false;
+            self.unconfirmed[worker].clear();
+            if unlinked {
+                return Err(format!(
+                    "worker {worker}'s checkpoint {id} holds changes since {base}, which the router does not hold"
+                ));
+            }
+        } else {
+            // Confirmations come in order; a few at most are in flight. Changes whose
+            // snapshot before is dropped are of no use either.
+            let waiting = &mut self.unconfirmed[worker];
+            if waiting.len() >= MAX_UNCONFIRMED {
+                waiting.pop_front();
+                while waiting.front().is_some_and(|parts| parts.first().is_some_and(|first| first.base != 0)) {
+                    waiting.pop_front();
+                }
+                if base != 0 && base != self.tail(worker) {
+                    // This one's chain is gone too.
+                    return Ok(None);
+                }
+            }
+            self.unconfirmed[worker].push_back(parts);
         }
         let early = !oversize && self.confirmed_early[worker] >= id && self.confirmed(worker, id);
         Ok(early.then_some(id))
@@ -261,8 +323,12 @@ impl Checkpoints {
             }
             return false;
         };
-        let snapshot = waiting.drain(..=at).next_back().expect("position found");
-        self.latest[worker] = Some(snapshot);
+        for parts in waiting.drain(..=at) {
+            if parts.first().is_some_and(|first| first.base == 0) {
+                self.latest[worker].clear();
+            }
+            self.latest[worker].push(parts);
+        }
         self.current[worker] = true;
         true
     }
@@ -289,11 +355,112 @@ impl Checkpoints {
         Some((round.id, round.waiting.into_iter().collect()))
     }
 
-    /// The snapshot a dead worker's symbols are restored from: `Some(None)` when its state is
-    /// known and empty (no checkpoint yet: its log holds everything), `None` when it cannot
-    /// be restored exactly.
-    pub fn restorable(&self, worker: usize) -> Option<Option<&[Snapshot]>> {
+    /// The snapshot parts a dead worker's symbols are restored from, in order (its whole
+    /// snapshot's, then each of its changes'): `Some(None)` when its state is known and
+    /// empty (no checkpoint yet: its log holds everything), `None` when it cannot be
+    /// restored exactly.
+    pub fn restorable(&self, worker: usize) -> Option<Option<Vec<Snapshot>>> {
         let current = self.enabled() && self.current.get(worker).copied().unwrap_or(false);
-        current.then(|| self.latest[worker].as_deref())
+        let chain = &self.latest[worker];
+        current.then(|| (!chain.is_empty()).then(|| chain.iter().flatten().cloned().collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Worker 0's snapshot for checkpoint `id` over `base`, of `bytes` bytes of state.
+    fn snapshot(id: u64, base: u64, bytes: usize) -> Snapshot {
+        Snapshot {
+            id,
+            base,
+            from: 0,
+            part: 0,
+            parts: 1,
+            symbols: Vec::new(),
+            engine: vec![0; bytes],
+            processed: [(0, id)].into(),
+            outputs: id,
+            oversize: 0,
+        }
+    }
+
+    /// Takes round `id`: its snapshot over the base the barrier named, and the collector's
+    /// confirmation when `confirm`. Returns the base.
+    fn round(checkpoints: &mut Checkpoints, id: u64, bytes: usize, confirm: bool) -> u64 {
+        let base = checkpoints.base(0);
+        assert_eq!(checkpoints.start_round([0].into(), id), id);
+        checkpoints.snapshot(0, snapshot(id, base, bytes)).unwrap();
+        if confirm {
+            assert!(checkpoints.confirmed(0, id));
+        }
+        base
+    }
+
+    /// The ids of the snapshots a restore would read, in order.
+    fn chain(checkpoints: &Checkpoints) -> Vec<u64> {
+        checkpoints.restorable(0).unwrap().unwrap().iter().map(|part| part.id).collect()
+    }
+
+    #[test]
+    fn changes_build_on_the_last_snapshot_until_they_outgrow_the_whole_one() {
+        let mut checkpoints = Checkpoints::new(1, 1, u64::MAX);
+        assert_eq!(checkpoints.restorable(0), Some(None), "nothing yet: the log holds everything");
+        assert_eq!(round(&mut checkpoints, 1, 100, true), 0, "the first is whole");
+        assert_eq!(round(&mut checkpoints, 2, 40, true), 1);
+        assert_eq!(round(&mut checkpoints, 3, 40, true), 2);
+        assert_eq!(chain(&checkpoints), [1, 2, 3]);
+        // 80 bytes of changes on a 100-byte state: one more.
+        assert_eq!(round(&mut checkpoints, 4, 40, true), 3);
+        assert_eq!(chain(&checkpoints), [1, 2, 3, 4]);
+        // 120 bytes of changes: the next is whole, and the chain starts again from it.
+        assert_eq!(round(&mut checkpoints, 5, 90, true), 0);
+        assert_eq!(chain(&checkpoints), [5]);
+        // Unconfirmed snapshots are built on too, and confirmed in order.
+        assert_eq!(round(&mut checkpoints, 6, 10, false), 5);
+        assert_eq!(round(&mut checkpoints, 7, 10, false), 6);
+        assert_eq!(chain(&checkpoints), [5]);
+        assert!(checkpoints.confirmed(0, 7));
+        assert_eq!(chain(&checkpoints), [5, 6, 7]);
+    }
+
+    #[test]
+    fn a_change_of_membership_or_a_lost_link_asks_for_a_whole_snapshot() {
+        let mut checkpoints = Checkpoints::new(1, 1, u64::MAX);
+        round(&mut checkpoints, 1, 100, true);
+        round(&mut checkpoints, 2, 10, true);
+        checkpoints.invalidate();
+        assert_eq!(checkpoints.base(0), 0);
+        assert_eq!(checkpoints.restorable(0), None);
+        // Taken, not yet confirmed: the next builds on it.
+        assert_eq!(round(&mut checkpoints, 3, 100, false), 0);
+        assert_eq!(checkpoints.base(0), 3);
+        assert!(checkpoints.confirmed(0, 3));
+        assert_eq!(chain(&checkpoints), [3]);
+        // Changes over a snapshot the router does not hold are refused, and the next is whole.
+        checkpoints.start_round([0].into(), 4);
+        let error = checkpoints.snapshot(0, snapshot(4, 2, 10)).unwrap_err();
+        assert!(error.contains("does not hold"), "{error}");
+        assert_eq!(checkpoints.base(0), 0);
+        assert_eq!(checkpoints.restorable(0), None);
+    }
+
+    #[test]
+    fn changes_whose_snapshot_before_was_dropped_are_dropped_too() {
+        let mut checkpoints = Checkpoints::new(1, 1, u64::MAX);
+        round(&mut checkpoints, 1, 1000, true);
+        // The collector confirms nothing for a while (it is down): a few are kept.
+        for id in 2..2 + MAX_UNCONFIRMED as u64 {
+            assert_eq!(round(&mut checkpoints, id, 1, false), id - 1);
+        }
+        // One more drops the oldest, and with it every change that built on it.
+        let id = 2 + MAX_UNCONFIRMED as u64;
+        round(&mut checkpoints, id, 1, false);
+        assert!(checkpoints.unconfirmed[0].is_empty());
+        assert!(!checkpoints.confirmed(0, id));
+        assert_eq!(chain(&checkpoints), [1], "the confirmed chain is still good");
+        // The barrier names 1, not the worker's last snapshot: it sends its whole state.
+        assert_eq!(checkpoints.base(0), 1);
     }
 }

@@ -429,7 +429,7 @@ impl Router {
         let workers = rescaling.active();
         let id = self.checkpoints.start_round(workers.clone(), now);
         for worker in workers {
-            path.barrier(worker, id, out);
+            path.barrier(worker, id, self.checkpoints.base(worker), out);
         }
     }
 
@@ -443,7 +443,6 @@ impl Router {
         // Its state is known only if no stream ended (survivors may have closed it) and no
         // rescale or rule switch since its snapshot.
         let restore = if path.any_ended() || rescaling.busy() { None } else { self.checkpoints.restorable(worker) };
-        let restore = restore.map(|parts| parts.map(<[Snapshot]>::to_vec));
         // What the collector is told when nothing could be moved or restored.
         let unrecovered = WorkerFailed {
             worker: rescaling.id(worker).to_string(),
@@ -475,8 +474,8 @@ impl Router {
         self.checkpoints.invalidate();
         self.checkpoints.due_now();
         let moved = path.reassign(worker, out);
-        // Every part carries the counts at the barrier.
-        let snapshot = restore.as_ref().and_then(Option::as_ref).and_then(|parts| parts.first());
+        // Every part carries the counts at its barrier: the last, the newest snapshot's.
+        let snapshot = restore.as_ref().and_then(Option::as_ref).and_then(|parts| parts.last());
         let record = WorkerFailed {
             recovered: restore.is_some(),
             checkpoint: snapshot.map_or(0, |s| s.id),
@@ -1133,6 +1132,7 @@ mod tests {
         let (mut router, mut out) = running(100);
         let snapshot = Snapshot {
             id: 1,
+            base: 0,
             from: 1,
             part: 0,
             parts: 1,

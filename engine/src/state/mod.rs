@@ -25,7 +25,7 @@ mod window;
 
 pub use layout::{Layout, StateKind};
 pub use small::SmallState;
-pub use time::TimeState;
+pub use time::{TimeChanges, TimeState};
 pub use window::WindowState;
 
 use crate::window::Moments;

@@ -25,6 +25,28 @@ pub struct TimeState {
     moments: Moments,
 }
 
+/// What [`TimeState::write_changes`] wrote, read off hostile bytes; applied to the earlier
+/// window by [`TimeState::with_changes`].
+#[derive(Clone, Debug)]
+pub struct TimeChanges {
+    moments: Moments,
+    len: u32,
+    /// The newest (time bits, price) pairs, oldest first.
+    newest: Vec<f64>,
+}
+
+impl TimeChanges {
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Self, StateError> {
+        let moments = Moments::read(r)?;
+        let len = r.counter32()?;
+        let newest = r.count(16)?;
+        if newest > len as usize {
+            return Err(StateError::inconsistent("a time window with more new events than events"));
+        }
+        Ok(TimeChanges { moments, len, newest: r.f64s(2 * newest)? })
+    }
+}
+
 impl TimeState {
     pub(crate) fn new() -> Self {
         TimeState { len: 0, head: 0, ring: Ring::with_capacity(16), moments: Moments::default() }
@@ -45,12 +67,49 @@ impl TimeState {
         let moments = Moments::read(r)?;
         let len = r.count(16)?;
         let values = r.f64s(2 * len)?;
+        // `count` bounded `len` by the bytes: it is below u32::MAX.
+        TimeState::from_parts(moments, len as u32, &values)
+    }
+
+    /// A window of `len` (time bits, price) pairs, checked against its moments.
+    fn from_parts(moments: Moments, len: u32, values: &[f64]) -> Result<TimeState, StateError> {
+        debug_assert_eq!(values.len(), 2 * len as usize);
         let counted = values.iter().skip(1).step_by(2).filter(|price| !price.is_nan()).count();
         if moments.n as usize != counted {
             return Err(StateError::inconsistent("a time window's moments count other values than it holds"));
         }
-        // `count` bounded `len` by the bytes: it is below u32::MAX.
-        Ok(TimeState { ring: Ring::from_values(&values, 16), len: len as u32, head: 0, moments })
+        Ok(TimeState { ring: Ring::from_values(values, 16), len, head: 0, moments })
+    }
+
+    /// Writes what changed since the window held `appended` fewer events at the back (the
+    /// checkpoint changes format, [`crate::handoff`]): its moments, its length and its newest
+    /// events, at most all of them. Together with the window as it was, that is the window
+    /// now: its oldest events are a suffix of the earlier ones (events leave at the front).
+    pub(crate) fn write_changes(&self, appended: u64, w: &mut Writer) {
+        self.moments.write(w);
+        w.count(self.len as usize);
+        let newest = appended.min(self.len as u64) as usize;
+        w.count(newest);
+        for event in self.len as usize - newest..self.len as usize {
+            w.u64(self.ring.get(self.head, 2 * event).to_bits());
+            w.f64(self.price(event));
+        }
+    }
+
+    /// This window with `changes` applied ([`Self::write_changes`] of a later state of it).
+    pub(crate) fn with_changes(&self, changes: &TimeChanges) -> Result<TimeState, StateError> {
+        let newest = changes.newest.len() / 2;
+        let kept = changes.len as usize - newest;
+        if kept > self.len as usize {
+            return Err(StateError::inconsistent("a time window's changes keep more events than it held"));
+        }
+        let mut values = Vec::with_capacity(2 * changes.len as usize);
+        for event in self.len as usize - kept..self.len as usize {
+            values.push(self.ring.get(self.head, 2 * event));
+            values.push(self.price(event));
+        }
+        values.extend_from_slice(&changes.newest);
+        TimeState::from_parts(changes.moments.clone(), changes.len, &values)
     }
 
     #[inline(always)]
