@@ -13,7 +13,7 @@ use crate::latency::HopHistograms;
 use crate::rules::RuleTable;
 use cep_core::control::Ready;
 use cep_core::delivery::{Arrival, Positions, Saved, ROUTER_SOURCE};
-use cep_core::failover::{CheckpointMark, OutputsConfirmed, WorkerFailed};
+use cep_core::failover::{CheckpointMark, OutputsConfirmed, Restored, WorkerFailed};
 use cep_core::frame::OutputBatch;
 use cep_core::report::{
     CauseCounts, ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport,
@@ -341,6 +341,16 @@ impl<W: Write> Collector<W> {
                 if let Some(mark) = self.rejections.decode::<CheckpointMark>(&frame) {
                     if self.admit_worker(frame.sender()) {
                         self.confirmations.push(OutputsConfirmed { worker: frame.sender(), id: mark.id });
+                    }
+                }
+            }
+            FrameKind::Restored => {
+                if let Some(mut restored) = self.rejections.decode::<Restored>(&frame) {
+                    let owner = frame.sender();
+                    // No entry read off the wire sizes a table beyond any run's.
+                    restored.symbols.retain(|&(_, stream)| self.admit_stream(stream));
+                    if self.admit_worker(owner) && self.admit_worker(restored.from) {
+                        self.failovers.restored(owner, &restored, &self.last_ticks);
                     }
                 }
             }
@@ -1051,6 +1061,25 @@ mod tests {
             collector.handle(&bytes, 3_000).unwrap();
         }
         collector.finish(|_| {}).unwrap()
+    }
+
+    #[test]
+    fn a_survivors_restore_mark_tells_replays_apart_before_the_routers_record() {
+        // A restarted collector may get w1's frames (its mark, then its replay) before the
+        // router's record: the replayed outputs are dropped all the same.
+        let mut collector = two_workers(CsvMode::All);
+        for seq in 1..=5 {
+            collector.handle(&outputs_of(0, b"A", seq, &[0]), 3_000).unwrap();
+        }
+        collector.handle(&Restored { from: 0, symbols: vec![("A".into(), 0)] }.encode(1), 3_000).unwrap();
+        for seq in 3..=8 {
+            collector.handle(&outputs_of(1, b"A", seq, &[0]), 3_000).unwrap();
+        }
+        collector.handle(&w0_failed(true), 3_000).unwrap();
+        let finished = collector.finish(|_| {}).unwrap();
+        let summary = &finished.summary;
+        assert_eq!((finished.rows, summary.replayed_outputs, summary.duplicates), (8, 3, 0), "ticks 3, 4 and 5 again");
+        assert_eq!(summary.failovers.len(), 1);
     }
 
     #[test]

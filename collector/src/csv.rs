@@ -48,9 +48,7 @@ impl OutputsCsv {
     /// the state was saved ([`Self::rows`] and [`Self::bytes_written`] after a
     /// [`Self::flush`]): what follows is cut off, and rows are written on from there.
     pub fn reopen(path: &Path, rows: u64, len: u64) -> io::Result<OutputsCsv> {
-        let mut csv = OutputsCsv::resume(BufWriter::with_capacity(1 << 20, reopen_truncated(path, len)?), rows);
-        csv.len = len;
-        Ok(csv)
+        Ok(OutputsCsv::resume(BufWriter::with_capacity(1 << 20, reopen_truncated(path, len)?), rows, len))
     }
 }
 
@@ -68,15 +66,13 @@ impl<W: Write> OutputsCsv<W> {
         let mut len = 0;
         put(&mut out, &mut len, OUTPUTS_HEADER.as_bytes())?;
         put(&mut out, &mut len, b"\n")?;
-        let mut csv = OutputsCsv::resume(out, 0);
-        csv.len = len;
-        Ok(csv)
+        Ok(OutputsCsv::resume(out, 0, len))
     }
 
-    /// Rows written to `out` after what it holds (`rows` rows, the header before them): no
-    /// header. [`Self::bytes_written`] counts from here.
-    pub fn resume(out: W, rows: u64) -> OutputsCsv<W> {
-        OutputsCsv { out, ints: itoa::Buffer::new(), floats: ryu::Buffer::new(), rows, len: 0 }
+    /// Rows written to `out` after what it holds (`rows` rows, the header before them, `len`
+    /// bytes in all): no header.
+    pub fn resume(out: W, rows: u64, len: u64) -> OutputsCsv<W> {
+        OutputsCsv { out, ints: itoa::Buffer::new(), floats: ryu::Buffer::new(), rows, len }
     }
 
     /// Rows written so far, the header not counted (those of the run before a resume included).
@@ -213,7 +209,7 @@ mod tests {
         // In memory: the same from a copy of what the sink held.
         let mut first = OutputsCsv::new(Vec::new()).unwrap();
         write_rows(&mut first, 0..120);
-        let mut resumed = OutputsCsv::resume(first.writer().clone(), first.rows());
+        let mut resumed = OutputsCsv::resume(first.writer().clone(), first.rows(), first.bytes_written());
         write_rows(&mut resumed, 120..300);
         assert_eq!(resumed.finish().unwrap(), (whole, 300));
 

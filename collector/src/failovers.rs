@@ -2,13 +2,16 @@
 //! router restores its symbols at the survivors from its last checkpoint and replays the ticks
 //! routed to it since: the outputs of those ticks may then arrive twice, once from the dead
 //! worker (sent before it died, possibly arriving late) and once from the survivor's replay,
-//! in either order. The router's [`WorkerFailed`] record comes before any replayed output can
-//! exist; from it on, each moved symbol has one last tick whose outputs arrived (from the dead
-//! worker or its new owner, whichever came first), and an output of the symbol from either at
-//! or below it is a replay: dropped, and counted.
+//! in either order. The router's [`WorkerFailed`] record is sent before any replayed output
+//! can exist, and each survivor puts a [`Restored`] mark in its own stream ahead of its
+//! replayed outputs (the record comes on another line, so it may come after them: a
+//! restarted collector gets every sender's frames again at once). From whichever comes
+//! first, each moved symbol has one last tick whose outputs arrived (from the dead worker or
+//! its new owner, whichever came first), and an output of the symbol from either at or below
+//! it is a replay: dropped, and counted.
 
 use crate::collector::LastTicks;
-use cep_core::failover::WorkerFailed;
+use cep_core::failover::{Restored, WorkerFailed};
 use cep_core::results::FailoverSummary;
 use rustc_hash::FxHashMap;
 
@@ -49,7 +52,7 @@ impl FailoverWatch {
     /// Whether no worker has failed: outputs need no look here.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.records.is_empty() && self.moved.is_empty()
     }
 
     /// Whether worker `index` died (a record named it).
@@ -69,30 +72,45 @@ impl FailoverWatch {
         if self.is_dead(record.index) {
             return false;
         }
-        let dead = record.index;
         // Without a restore nothing is replayed: a late output of the dead worker is new.
-        let moved = if record.recovered { record.moved.as_slice() } else { &[] };
-        for (symbol, stream, owner) in moved {
-            let arrived = last_ticks.get(dead as usize).and_then(|streams| streams.get(*stream as usize));
-            let last = arrived.and_then(|ticks| ticks.last(symbol.as_bytes()));
-            let symbols = self.moved.entry(*stream).or_default();
-            match symbols.get_mut(symbol.as_bytes()) {
-                // It had moved here from an earlier dead worker: keep their last too.
-                Some(recovering) => {
-                    recovering.owner = *owner;
-                    if !recovering.dead.contains(&dead) {
-                        recovering.dead.push(dead);
-                    }
-                    recovering.last = recovering.last.max(last);
-                }
-                None => {
-                    let recovering = Recovering { owner: *owner, dead: vec![dead], last };
-                    symbols.insert(symbol.as_bytes().into(), recovering);
-                }
+        if record.recovered {
+            for (symbol, stream, owner) in &record.moved {
+                self.moved_symbol(record.index, symbol.as_bytes(), *stream, *owner, last_ticks);
             }
         }
         self.records.push(record);
         true
+    }
+
+    /// Survivor `owner`'s mark that it restored `restored.symbols` of dead worker
+    /// `restored.from`: its outputs of them that follow may be replays (whether the router's
+    /// record came yet or not).
+    pub fn restored(&mut self, owner: u32, restored: &Restored, last_ticks: &[Vec<LastTicks>]) {
+        for (symbol, stream) in &restored.symbols {
+            self.moved_symbol(restored.from, symbol.as_bytes(), *stream, owner, last_ticks);
+        }
+    }
+
+    /// `symbol` of `stream` moved from dead worker `dead` to `owner`.
+    fn moved_symbol(&mut self, dead: u32, symbol: &[u8], stream: u32, owner: u32, last_ticks: &[Vec<LastTicks>]) {
+        let arrived = last_ticks.get(dead as usize).and_then(|streams| streams.get(stream as usize));
+        let last = arrived.and_then(|ticks| ticks.last(symbol));
+        let symbols = self.moved.entry(stream).or_default();
+        match symbols.get_mut(symbol) {
+            // It had moved here from an earlier dead worker (or the other of the record and
+            // the mark told it first): keep their last too.
+            Some(recovering) => {
+                recovering.owner = owner;
+                if !recovering.dead.contains(&dead) {
+                    recovering.dead.push(dead);
+                }
+                recovering.last = recovering.last.max(last);
+            }
+            None => {
+                let recovering = Recovering { owner, dead: vec![dead], last };
+                symbols.insert(symbol.into(), recovering);
+            }
+        }
     }
 
     /// The outputs of tick `seq` of `symbol` on `stream` arrived from `sender`.

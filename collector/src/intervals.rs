@@ -68,9 +68,7 @@ impl IntervalRecorder {
     pub fn reopen(out: &Path, state: IntervalState, csv_len: u64, log_len: u64) -> io::Result<IntervalRecorder> {
         let csv = BufWriter::new(crate::csv::reopen_truncated(&out.join(CSV_FILE), csv_len)?);
         let log = BufWriter::new(crate::csv::reopen_truncated(&out.join(LOG_FILE), log_len)?);
-        let mut recorder = IntervalRecorder::resume(csv, log, state);
-        (recorder.csv_len, recorder.log_len) = (csv_len, log_len);
-        Ok(recorder)
+        Ok(IntervalRecorder::resume(csv, log, state, (csv_len, log_len)))
     }
 }
 
@@ -101,14 +99,12 @@ impl<W: Write> IntervalRecorder<W> {
             current_start_ns: start_ns,
             at_interval_start: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid"),
         };
-        let mut recorder = IntervalRecorder::resume(csv, log, state);
-        (recorder.csv_len, recorder.log_len) = (csv_len, log_len);
-        Ok(recorder)
+        Ok(IntervalRecorder::resume(csv, log, state, (csv_len, log_len)))
     }
 
-    /// Goes on from `state`, writing to `csv` and `log` after what they hold: no header (they
-    /// have one). [`Self::bytes_written`] counts from here.
-    pub fn resume(csv: W, log: W, state: IntervalState) -> IntervalRecorder<W> {
+    /// Goes on from `state`, writing to `csv` and `log` after what they hold (`written`: their
+    /// lengths, as [`Self::bytes_written`] said): no header (they have one).
+    pub fn resume(csv: W, log: W, state: IntervalState, written: (u64, u64)) -> IntervalRecorder<W> {
         IntervalRecorder {
             start_ns: state.start_ns,
             interval_ns: state.interval_ns.max(1),
@@ -116,8 +112,8 @@ impl<W: Write> IntervalRecorder<W> {
             at_interval_start: state.at_interval_start,
             csv,
             log,
-            csv_len: 0,
-            log_len: 0,
+            csv_len: written.0,
+            log_len: written.1,
             serializer: V2DeflateSerializer::new(),
         }
     }
@@ -275,7 +271,8 @@ mod tests {
         let (csv, log) = first.writers();
         assert_eq!(first.bytes_written(), (csv.len() as u64, log.len() as u64));
         let state: IntervalState = rmp_serde::from_slice(&rmp_serde::to_vec(&first.state()).unwrap()).unwrap();
-        let mut resumed = IntervalRecorder::resume(csv.clone(), log.clone(), state);
+        let written = (csv.len() as u64, log.len() as u64);
+        let mut resumed = IntervalRecorder::resume(csv.clone(), log.clone(), state, written);
         feed(&mut resumed, &mut total, after);
         let (csv, log) = resumed.finish(&total).unwrap();
         assert_eq!(String::from_utf8(csv).unwrap(), String::from_utf8(whole_csv.clone()).unwrap());

@@ -101,6 +101,19 @@ pub struct Restore {
     pub engine: Vec<u8>,
 }
 
+/// A survivor restored these symbols of dead worker `from` (a [`Restore`]): worker ->
+/// collector, in its output stream, ahead of any output of their replayed ticks. The router's
+/// [`WorkerFailed`] says the same on another line, which may come later (a restarted
+/// collector gets every sender's frames again at once): from this mark on, the collector
+/// tells replayed outputs apart without it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restored {
+    /// The dead worker's index.
+    pub from: u32,
+    /// The symbols restored here: (symbol, stream).
+    pub symbols: Vec<(String, u32)>,
+}
+
 /// A worker died and its symbols moved: router -> collector.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerFailed {

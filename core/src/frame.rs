@@ -10,7 +10,7 @@
 
 use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
 use crate::delivery::{DeliveryQuery, DeliveryStatus, Saved, Sequenced};
-use crate::failover::{Checkpoint, CheckpointMark, OutputsConfirmed, Restore, Snapshot, WorkerFailed};
+use crate::failover::{Checkpoint, CheckpointMark, OutputsConfirmed, Restore, Restored, Snapshot, WorkerFailed};
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use crate::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
@@ -101,6 +101,7 @@ bodies! {
     Saved => Saved,
     DeliveryQuery => DeliveryQuery,
     DeliveryStatus => DeliveryStatus,
+    Restored => Restored,
 }
 
 /// Asks for the collector's time (no body: nil).
@@ -517,6 +518,7 @@ mod tests {
         expected.extend([0x91, 0x93, 0xa1, b'A', 0x00, 0x02, 0x90]);
         golden(failed, 0, &expected);
         golden(CheckpointMark { id: 7 }, 2, &[0x91, 0x07]);
+        golden(Restored { from: 1, symbols: vec![("A".into(), 2)] }, 2, &[0x92, 0x01, 0x91, 0x92, 0xa1, b'A', 0x02]);
         golden(OutputsConfirmed { worker: 2, id: 7 }, 0, &[0x92, 0x02, 0x07]);
     }
 

@@ -116,6 +116,9 @@ pub enum FrameKind {
     DeliveryQuery = 42,
     /// The answer: router -> worker (control).
     DeliveryStatus = 43,
+    /// A survivor restored a dead worker's symbols: worker -> collector, ahead of the
+    /// outputs of their replayed ticks ([`crate::failover`]).
+    Restored = 44,
 }
 
 impl FrameKind {
@@ -166,6 +169,7 @@ impl FrameKind {
             Saved,
             DeliveryQuery,
             DeliveryStatus,
+            Restored,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)

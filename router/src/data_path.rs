@@ -165,13 +165,31 @@ impl DataPath {
         self.logs[worker].ticks()
     }
 
-    /// Restores the symbols of dead `worker` (already [`Self::reassign`]ed) at their new
-    /// owners: each first gets the snapshot parts of the symbols it takes (none: the worker
-    /// had no checkpoint yet, its log holds everything), then their logged ticks, in order,
-    /// behind what it was already sent. Returns the ticks replayed.
-    pub fn replay(&mut self, worker: usize, snapshot: &[Snapshot], out: &mut impl Outbox) -> u64 {
+    /// Restores the symbols of dead `worker` (already [`Self::reassign`]ed: `moved`) at their
+    /// new owners: each first gets the snapshot parts of the symbols it takes (the worker had
+    /// no checkpoint yet: a Restore without state, its log holds everything), then their
+    /// logged ticks, in order, behind what it was already sent. Returns the ticks replayed.
+    pub fn replay(
+        &mut self,
+        worker: usize,
+        snapshot: &[Snapshot],
+        moved: &[(String, u32, u32)],
+        out: &mut impl Outbox,
+    ) -> u64 {
         let log = std::mem::take(&mut self.logs[worker]);
         self.flush_all(out);
+        if snapshot.is_empty() {
+            // Each new owner still marks them for the collector, ahead of their replay.
+            let mut per_owner: BTreeMap<u32, Vec<cep_core::rescale::MovedSymbol>> = BTreeMap::new();
+            for (symbol, stream, owner) in moved {
+                let symbol = cep_core::rescale::MovedSymbol { symbol: symbol.clone(), stream: *stream, next_seq: 0 };
+                per_owner.entry(*owner).or_default().push(symbol);
+            }
+            for (to, symbols) in per_owner {
+                let restore = Restore { from: worker as u32, symbols, engine: Vec::new() };
+                out.send(Peer::Worker(to), &restore.encode(ROUTER_SENDER));
+            }
+        }
         for snapshot in snapshot {
             let mut per_owner: BTreeMap<usize, Vec<cep_core::rescale::MovedSymbol>> = BTreeMap::new();
             for moved in &snapshot.symbols {

@@ -489,7 +489,7 @@ impl Router {
         // Before any replayed output can exist.
         out.send(Peer::Collector, &record.encode(ROUTER_SENDER));
         let replayed = match &restore {
-            Some(parts) => path.replay(worker, parts.as_deref().unwrap_or_default(), out),
+            Some(parts) => path.replay(worker, parts.as_deref().unwrap_or_default(), &record.moved, out),
             None => {
                 path.drop_log(worker);
                 0

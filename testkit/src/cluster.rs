@@ -1,11 +1,12 @@
 //! The simulation: members, links, faults and the virtual clock.
 
 use crate::spec::{Action, ClusterSpec, Fault, LinkKind, Member};
-use cep_collector::collector::{Collector, RunShape, Sinks};
+use cep_collector::collector::{Collector, RunShape, SavedState, Sinks};
 use cep_collector::csv::OutputsCsv;
 use cep_collector::intervals::IntervalRecorder;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register, Role};
+use cep_core::delivery::{DeliveryLog, Saved, ROUTER_SOURCE};
 use cep_core::frame::{AwaitEnd, Body, Frame, RunFinished};
 use cep_core::outbox::{Event, Outbox, Peer, Recorded};
 use cep_core::report::{EndOfStream, RouterReport, WorkerReport};
@@ -16,14 +17,18 @@ use cep_router::deploying::Deployments;
 use cep_router::rendezvous::WorkerCount;
 use cep_router::router::{Router, RouterSettings};
 use cep_worker::Worker;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::rc::Rc;
 use std::time::Duration;
 
 /// Virtual time starts here (ns since the epoch, a realistic wall clock).
 const EPOCH_NS: u64 = 1_700_000_000_000_000_000;
 /// How far ahead of the Ready answers the run starts, as the router's driver does.
 const START_DELAY_NS: u64 = 1_000_000;
-/// How often the collector checks its idle time-out.
+/// How often the collector checks its idle time-out (and saves its state, with
+/// [`ClusterSpec::sequenced`], as its driver does).
 const TIMER_NS: u64 = 100_000_000;
 /// How often the router's timer runs (moves given up, checkpoints due).
 const ROUTER_TIMER_NS: u64 = 10_000_000;
@@ -141,8 +146,46 @@ enum WorkerState {
 
 enum CollectorState {
     Registering,
-    Running(Box<Collector<Vec<u8>>>),
+    Running(Box<Collector<SharedFile>>),
     Done,
+}
+
+/// A file the collector writes: what was written stays when the collector is killed, as on
+/// disk.
+#[derive(Clone, Default)]
+struct SharedFile(Rc<RefCell<Vec<u8>>>);
+
+impl Write for SharedFile {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl SharedFile {
+    /// Cuts the file back to `len` bytes, as a resumed collector does.
+    fn truncate(&self, len: u64) {
+        let mut bytes = self.0.borrow_mut();
+        assert!(len <= bytes.len() as u64, "a saved length beyond what was written");
+        bytes.truncate(len as usize);
+    }
+
+    fn contents(&self) -> Vec<u8> {
+        self.0.borrow().clone()
+    }
+}
+
+/// What the collector leaves on disk: its three files and its last saved state.
+#[derive(Default)]
+struct CollectorDisk {
+    csv: SharedFile,
+    intervals: SharedFile,
+    log: SharedFile,
+    state: Option<Vec<u8>>,
 }
 
 struct Stream {
@@ -183,6 +226,11 @@ pub struct LocalCluster {
     collector: CollectorState,
     /// When the collector last received a frame (its idle time-out).
     collector_last_frame: u64,
+    collector_disk: CollectorDisk,
+    /// With [`ClusterSpec::sequenced`]: the frames each sender sent the collector and it has
+    /// not saved, and the collector they are addressed to.
+    delivery: BTreeMap<Member, DeliveryLog>,
+    collector_incarnation: u64,
     streams: Vec<Stream>,
     names: Vec<String>,
     injector_started: bool,
@@ -235,6 +283,9 @@ impl LocalCluster {
             worker_reports: Vec::new(),
             collector: CollectorState::Registering,
             collector_last_frame: EPOCH_NS,
+            collector_disk: CollectorDisk::default(),
+            delivery: BTreeMap::new(),
+            collector_incarnation: 1,
             streams: sources.streams.into_iter().map(|source| Stream { source, sent: 0, ended: false }).collect(),
             names: sources.names.to_vec(),
             injector_started: false,
@@ -270,9 +321,22 @@ impl LocalCluster {
     /// would.
     pub fn kill(&mut self, member: Member) {
         self.dead.insert(member);
+        // What it held for the collector dies with it.
+        self.delivery.remove(&member);
         if let Member::Worker(index) = member {
             self.schedule(self.now + self.spec.failure_timeout_ns, Scheduled::Detect(index));
         }
+    }
+
+    /// Starts the killed collector again, with what it left on disk: it registers to resume
+    /// (needs [`ClusterSpec::sequenced`] and a state it saved).
+    pub fn restart_collector(&mut self) {
+        assert!(self.spec.sequenced, "a collector resumes only from frames kept by their senders");
+        let state = self.collector_disk.state.as_ref().expect("the collector saved its state");
+        let resuming = SavedState::read(state).expect("the saved state reads back").run_start_ns();
+        self.dead.remove(&Member::Collector);
+        self.collector = CollectorState::Registering;
+        self.register_as(Member::Collector, Role::Collector, 0, resuming);
     }
 
     /// Pauses `member` for `pause` of virtual time: what arrives meanwhile waits, in order.
@@ -466,6 +530,10 @@ impl LocalCluster {
     }
 
     fn register(&mut self, member: Member, role: Role, streams: u32) {
+        self.register_as(member, role, streams, 0);
+    }
+
+    fn register_as(&mut self, member: Member, role: Role, streams: u32, resuming: u64) {
         let registration = Register {
             role,
             id: match member {
@@ -476,7 +544,7 @@ impl LocalCluster {
             streams,
             warmup_ns: 0,
             clock_endpoint: String::new(),
-            resuming: 0,
+            resuming,
         };
         self.send(member, Member::Router, Payload::Request(member, registration.encode(0)));
     }
@@ -536,7 +604,8 @@ impl LocalCluster {
                 if let CollectorState::Running(collector) = &mut self.collector {
                     self.collector_last_frame = self.now;
                     collector.handle(&bytes, self.now).expect("memory takes every row");
-                    let confirmations = collector.take_confirmations();
+                    // With delivery, checkpoints are confirmed once saved (the timer saves).
+                    let confirmations = if self.spec.sequenced { Vec::new() } else { collector.take_confirmations() };
                     let done = collector.has_everything();
                     for confirmed in confirmations {
                         let request = Payload::Request(Member::Collector, confirmed.encode(0));
@@ -592,12 +661,66 @@ impl LocalCluster {
         for (peer, frame) in out.take() {
             match peer {
                 Peer::Worker(index) => self.send(from, Member::Worker(self.ring[index as usize]), Payload::Data(frame)),
-                Peer::Collector => self.send(from, Member::Collector, Payload::Data(frame)),
+                Peer::Collector => {
+                    let frame = if self.spec.sequenced { self.sequence(from, &frame) } else { frame };
+                    self.send(from, Member::Collector, Payload::Data(frame))
+                }
                 Peer::Router => self.send(from, Member::Router, Payload::Request(from, frame)),
                 Peer::Client(client) => {
                     let to = self.member_of_client(&client);
                     self.send(from, to, Payload::Answer(frame));
                 }
+            }
+        }
+    }
+
+    /// Puts a frame to the collector in its envelope and keeps it until the collector saved
+    /// it, as the senders' transport does ([`cep_core::delivery`]).
+    fn sequence(&mut self, from: Member, frame: &[u8]) -> Vec<u8> {
+        let source = self.source_of(from);
+        let incarnation = self.collector_incarnation;
+        let log = self.delivery.entry(from).or_insert_with(|| DeliveryLog::new(source, incarnation, usize::MAX));
+        log.push(frame).to_vec()
+    }
+
+    /// The source a sender's envelopes name: a worker's index in the run, or the router's.
+    fn source_of(&self, member: Member) -> u32 {
+        match member {
+            Member::Router => ROUTER_SOURCE,
+            Member::Worker(index) => self.ring.iter().position(|&m| m == index).expect("a worker of the ring") as u32,
+            other => panic!("{other:?} sends the collector nothing"),
+        }
+    }
+
+    /// Sends every frame `from` holds to the collector again, in order.
+    fn resend(&mut self, from: Member) {
+        let held: Vec<Vec<u8>> = self.delivery[&from].held().map(<[u8]>::to_vec).collect();
+        for envelope in held {
+            self.send(from, Member::Collector, Payload::Data(envelope));
+        }
+    }
+
+    /// The collector saves its state, as its driver does every 100 ms: the bytes go to disk,
+    /// then the router learns what it saved and which checkpoints that confirms, and the
+    /// senders drop what is saved (as the transport does when the router passes it on) and
+    /// send again what came out of turn.
+    fn save_collector(&mut self) {
+        let CollectorState::Running(collector) = &mut self.collector else { return };
+        let (bytes, saved, confirmations) = collector.save().expect("memory takes every row");
+        self.collector_disk.state = Some(bytes);
+        let member = Member::Collector;
+        self.send(member, Member::Router, Payload::Request(member, saved.encode(0)));
+        for confirmed in confirmations {
+            self.send(member, Member::Router, Payload::Request(member, confirmed.encode(0)));
+        }
+        let Saved { positions, resend } = saved;
+        let members: Vec<(Member, u32)> = self.delivery.keys().map(|&m| (m, self.source_of(m))).collect();
+        for (member, source) in members {
+            if let Some(&(_, position)) = positions.iter().find(|(s, _)| *s == source) {
+                self.delivery.get_mut(&member).expect("listed").saved(position);
+            }
+            if resend.contains(&source) {
+                self.resend(member);
             }
         }
     }
@@ -660,15 +783,58 @@ impl LocalCluster {
         match frame.kind() {
             FrameKind::Ready => {
                 let ready: Ready = frame.body().expect("a Ready frame");
-                let sinks = Sinks {
-                    csv: OutputsCsv::new(Vec::new()).expect("memory"),
-                    intervals: IntervalRecorder::new(Vec::new(), Vec::new(), ready.start_ns, Duration::from_secs(1))
-                        .expect("memory"),
+                let disk = &self.collector_disk;
+                let collector = match &disk.state {
+                    // Taken over: the files are cut back to the saved state, which goes on.
+                    Some(state) if ready.collector_incarnation > 1 => {
+                        let state = SavedState::read(state).expect("the saved state reads back");
+                        let marks = state.sinks.clone();
+                        disk.csv.truncate(marks.csv_len);
+                        disk.intervals.truncate(marks.intervals_len.0);
+                        disk.log.truncate(marks.intervals_len.1);
+                        let sinks = Sinks {
+                            csv: OutputsCsv::resume(disk.csv.clone(), marks.csv_rows, marks.csv_len),
+                            intervals: IntervalRecorder::resume(
+                                disk.intervals.clone(),
+                                disk.log.clone(),
+                                marks.intervals,
+                                marks.intervals_len,
+                            ),
+                        };
+                        Collector::resume(state, ready.collector_incarnation, self.spec.csv, usize::MAX, sinks)
+                    }
+                    _ => {
+                        let start = ready.start_ns;
+                        let sinks = Sinks {
+                            csv: OutputsCsv::new(disk.csv.clone()).expect("memory"),
+                            intervals: IntervalRecorder::new(
+                                disk.intervals.clone(),
+                                disk.log.clone(),
+                                start,
+                                Duration::from_secs(1),
+                            )
+                            .expect("memory"),
+                        };
+                        Collector::new(RunShape::of(&ready), self.spec.csv, usize::MAX, sinks, self.now)
+                    }
                 };
-                let collector = Collector::new(RunShape::of(&ready), self.spec.csv, usize::MAX, sinks, self.now);
                 self.collector = CollectorState::Running(Box::new(collector));
                 self.collector_last_frame = self.now;
                 self.schedule(self.now + TIMER_NS, Scheduled::Timer(Member::Collector));
+                if self.spec.sequenced {
+                    // Saved once at the start; a new incarnation gets every frame not saved.
+                    self.save_collector();
+                    if ready.collector_incarnation != self.collector_incarnation {
+                        self.collector_incarnation = ready.collector_incarnation;
+                        // Each sender learns of it on its own: the workers' frames may come
+                        // first (they do here), ahead of the router's failover records.
+                        let members: Vec<Member> = self.delivery.keys().rev().copied().collect();
+                        for member in members {
+                            self.delivery.get_mut(&member).expect("listed").readdress(ready.collector_incarnation);
+                            self.resend(member);
+                        }
+                    }
+                }
             }
             FrameKind::EndAck | FrameKind::StateTaken => {}
             other => panic!("collector: unexpected answer {other:?}"),
@@ -703,6 +869,9 @@ impl LocalCluster {
                     if self.now.saturating_sub(self.collector_last_frame) > self.spec.idle_timeout_ns {
                         self.finish_collector();
                     } else {
+                        if self.spec.sequenced {
+                            self.save_collector();
+                        }
                         self.schedule(self.now + TIMER_NS, Scheduled::Timer(member));
                     }
                 }
@@ -734,7 +903,7 @@ impl LocalCluster {
         let finished = collector.finish(|_| {}).expect("memory takes every row");
         self.outcome = Some(Outcome {
             summary: finished.summary,
-            outputs_csv: String::from_utf8(finished.csv).expect("outputs.csv is UTF-8"),
+            outputs_csv: String::from_utf8(finished.csv.contents()).expect("outputs.csv is UTF-8"),
             sent: std::mem::take(&mut self.sent),
             links: self.stats.clone(),
             worker_reports: self.worker_reports.clone(),

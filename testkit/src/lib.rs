@@ -7,7 +7,9 @@
 //! The harness is the drivers' twin: where a driver owns sockets and the wall clock, the
 //! harness owns [`Link`]s and the virtual time, and feeds the same cores the same frames.
 //! Every link is first in, first out, as a ZeroMQ connection is, unless a fault says
-//! otherwise.
+//! otherwise. With [`ClusterSpec::sequenced`], frames to the collector travel as the
+//! transport sends them (in envelopes, kept by their senders until the collector saved them),
+//! and a killed collector can be started again ([`LocalCluster::restart_collector`]).
 //!
 //! - [`spec`]: the cluster to build and the faults to inject.
 //! - [`cluster`]: the simulation.

@@ -148,6 +148,11 @@ pub struct ClusterSpec {
     pub checkpoint_every_ns: u64,
     /// How long after a worker dies the router notices (virtual ns), as heartbeats would.
     pub failure_timeout_ns: u64,
+    /// Frames to the collector go in Sequenced envelopes, kept by their senders until the
+    /// collector saved them (it saves every 100 ms), as the transport sends them: a killed
+    /// collector can be started again and resume ([`crate::LocalCluster::restart_collector`]).
+    /// Off, the collector takes the frames bare, so faults on its links show as losses.
+    pub sequenced: bool,
 }
 
 impl Default for ClusterSpec {
@@ -168,6 +173,7 @@ impl Default for ClusterSpec {
             move_timeout_ns: 1_000_000_000,
             checkpoint_every_ns: 20_000_000,
             failure_timeout_ns: 50_000_000,
+            sequenced: false,
         }
     }
 }

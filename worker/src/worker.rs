@@ -5,7 +5,7 @@
 
 use cep_core::control::MAX_CONTROL_FRAME_BYTES;
 use cep_core::control::{Ready, RulesText};
-use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Snapshot, SNAPSHOT_PART_SYMBOLS};
+use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, SNAPSHOT_PART_SYMBOLS};
 use cep_core::frame::{Body, TickBatch};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{
@@ -386,12 +386,16 @@ impl Worker {
     /// snapshot follow.
     fn restore(&mut self, restore: &Restore, sender: u32, out: &mut impl Outbox) {
         let keep: BTreeSet<&str> = restore.symbols.iter().map(|m| m.symbol.as_str()).collect();
-        if let Err(error) = self.engine.restore_symbols(&restore.engine, |name| keep.contains(name)) {
-            return self.rejections.reject("bad_state", Some(sender), &error);
+        // No state: the dead worker had no checkpoint yet, and its symbols start empty here.
+        let state = !restore.engine.is_empty();
+        if state {
+            if let Err(error) = self.engine.restore_symbols(&restore.engine, |name| keep.contains(name)) {
+                return self.rejections.reject("bad_state", Some(sender), &error);
+            }
         }
         // Symbols unchanged since an earlier part are not in this one's engine state.
         let mut missing = 0;
-        for moved in &restore.symbols {
+        for moved in restore.symbols.iter().filter(|_| state) {
             match self.engine.symbol_id(moved.symbol.as_bytes()) {
                 Some(id) => {
                     *self.track(id, moved.stream) = SymbolTrack { next_seq: moved.next_seq, stream: moved.stream }
@@ -403,6 +407,9 @@ impl Worker {
             let detail = format_args!("{missing} of {} restored symbols are not in the snapshot", keep.len());
             self.rejections.reject("bad_state", Some(sender), &detail);
         }
+        // Ahead of the outputs of their replayed ticks, which follow the restore.
+        let symbols = restore.symbols.iter().map(|moved| (moved.symbol.clone(), moved.stream)).collect();
+        out.send(Peer::Collector, &Restored { from: restore.from, symbols }.encode(self.index));
         out.event(Event::StateMoved {
             symbols: (restore.symbols.len() - missing) as u64,
             bytes: restore.engine.len() as u64,

@@ -34,3 +34,35 @@ pub fn assert_whole(outcome: &Outcome, count: u64) {
     assert_eq!(summary.events_lost, Some(0), "{:?}", summary.lost_by_cause);
     assert_eq!((summary.duplicates, summary.out_of_order, summary.outputs_lost), (0, 0, 0));
 }
+
+/// `rows` are `expected` (both sorted); if not, says how many rows differ and shows a few,
+/// not every row.
+pub fn assert_same_rows(rows: Vec<String>, expected: Vec<String>, context: &str) {
+    if rows == expected {
+        return;
+    }
+    // Both sorted: the rows one has more of than the other, by a merge.
+    let (mut extra, mut missing) = (Vec::new(), Vec::new());
+    let (mut a, mut b) = (rows.iter().peekable(), expected.iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x == y => {
+                a.next();
+                b.next();
+            }
+            (Some(x), Some(y)) if x < y => extra.push(a.next().expect("peeked")),
+            (Some(_), Some(_)) | (None, Some(_)) => missing.push(b.next().expect("peeked")),
+            (Some(_), None) => extra.push(a.next().expect("peeked")),
+            (None, None) => break,
+        }
+    }
+    panic!(
+        "{context}: {} rows, {} expected; {} extra (first: {:?}), {} missing (first: {:?})",
+        rows.len(),
+        expected.len(),
+        extra.len(),
+        &extra[..extra.len().min(5)],
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+}
