@@ -24,11 +24,14 @@
 //! assert!(lost > 0);
 //! assert_eq!(outcome.summary.lost_by_cause["not_processed_by_worker"], lost);
 //!
-//! // Kill worker 0 once it has processed 1,000 ticks: the run ends incomplete, losses counted.
+//! // Kill worker 0 once it has processed 1,000 ticks: its symbols fail over, restored from
+//! // its last checkpoint, and the run completes with nothing lost.
 //! let mut cluster = LocalCluster::new(ClusterSpec::default(), vec![]);
 //! assert!(cluster.run_until(|c| c.processed_by(0) >= 1_000));
 //! cluster.kill(Member::Worker(0));
-//! assert!(!cluster.run().summary.complete);
+//! let summary = cluster.run().summary;
+//! assert!(summary.complete && summary.failovers[0].recovered);
+//! assert_eq!(summary.events_lost, Some(0));
 //! ```
 
 pub mod cluster;
