@@ -349,7 +349,10 @@ impl<W: Write> Collector<W> {
                     let owner = frame.sender();
                     // No entry read off the wire sizes a table beyond any run's.
                     restored.symbols.retain(|&(_, stream)| self.admit_stream(stream));
-                    if self.admit_worker(owner) && self.admit_worker(restored.from) {
+                    if restored.from == owner {
+                        let detail = format_args!("worker {owner} names itself as the dead worker it restored");
+                        self.rejections.reject("restored_from_itself", Some(owner), &detail);
+                    } else if self.admit_worker(owner) && self.admit_worker(restored.from) {
                         self.failovers.restored(owner, &restored, &self.last_ticks);
                     }
                 }

@@ -93,7 +93,8 @@ pub struct OutputsConfirmed {
 pub struct Restore {
     /// The dead worker's index.
     pub from: u32,
-    /// The symbols this worker takes, with their order checks (a subset of the snapshot's).
+    /// The symbols this worker takes, with their order checks (a subset of the part's; all
+    /// it takes, when `engine` is empty).
     pub symbols: Vec<MovedSymbol>,
     /// One part of the dead worker's snapshot (the engine's export, or its changes since the
     /// snapshot before, which then came first): the receiver restores `symbols` from it.
@@ -101,7 +102,8 @@ pub struct Restore {
     pub engine: Vec<u8>,
 }
 
-/// A survivor restored these symbols of dead worker `from` (a [`Restore`]): worker ->
+/// A survivor took these symbols of dead worker `from` over (the [`Restore`] without state
+/// that ends a failover's restores): worker ->
 /// collector, in its output stream, ahead of any output of their replayed ticks. The router's
 /// [`WorkerFailed`] says the same on another line, which may come later (a restarted
 /// collector gets every sender's frames again at once): from this mark on, the collector
@@ -110,7 +112,7 @@ pub struct Restore {
 pub struct Restored {
     /// The dead worker's index.
     pub from: u32,
-    /// The symbols restored here: (symbol, stream).
+    /// The symbols taken over here: (symbol, stream).
     pub symbols: Vec<(String, u32)>,
 }
 

@@ -436,15 +436,10 @@ impl Engine {
     /// or one this engine already owns are refused with their [`StateError`], and then
     /// nothing is installed.
     pub fn import_symbols(&mut self, bytes: &[u8]) -> Result<Vec<SymbolId>, StateError> {
-        let mut r = Reader::new(bytes);
-        if r.header(self.rules_fingerprint())? != Kind::Export {
+        if Reader::new(bytes).header(self.rules_fingerprint())? != Kind::Export {
             return Err(StateError::Changes);
         }
-        let states = self.read_states(r, Kind::Export, |_| true)?;
-        if let Some((name, ..)) = states.iter().find(|(name, ..)| self.symbols.get(name.as_bytes()).is_some()) {
-            return Err(StateError::AlreadyOwned(name.clone()));
-        }
-        Ok(self.install_states(states))
+        self.restore_symbols(bytes, |_| true)
     }
 
     /// Restores a checkpoint's symbols, those `keep` names only: from a complete export they

@@ -14,6 +14,9 @@ pub const DEFAULT_MAX_HELD: usize = 100_000;
 /// tick in a batch) some five seconds of ticks, several default checkpoint intervals.
 pub const DEFAULT_MAX_REPLAY: usize = 256 << 20;
 
+/// The least `--max-replay`.
+pub const MIN_MAX_REPLAY: usize = 1 << 20;
+
 /// Router settings; every flag can also be set from the environment. `Default` is the flags'
 /// defaults.
 #[derive(Args, Clone, Debug, PartialEq)]
@@ -83,7 +86,7 @@ pub struct RouterConfig {
     pub checkpoint_every: Duration,
     /// Bytes of ticks kept for replay (all workers together, since their last checkpoints)
     /// beyond which the router reads no input until a checkpoint completes (the injectors
-    /// then wait: nothing is dropped).
+    /// then wait: nothing is dropped). At least 1 MiB.
     #[arg(long, env = "CEP_MAX_REPLAY", default_value_t = DEFAULT_MAX_REPLAY)]
     pub max_replay: usize,
     /// How long a lost collector may take to come back (restarted with the same --out, it
@@ -143,7 +146,13 @@ impl RouterConfig {
         if self.move_timeout.is_zero() {
             return Err("--move-timeout must be longer than 0: every move would be given up at once".into());
         }
-        at_least_one("max-replay", self.max_replay)?;
+        if self.max_replay < MIN_MAX_REPLAY {
+            // A few bytes would take input one batch per checkpoint: a run slowed to a crawl.
+            return Err(format!(
+                "--max-replay must be at least {MIN_MAX_REPLAY} bytes (1 MiB): the router keeps every tick since \
+                 the last checkpoint, and at the bound reads no input until the next one"
+            ));
+        }
         failure_timeout(self.failure_timeout)?;
         high_water_mark(self.hwm)
     }
@@ -220,6 +229,8 @@ mod tests {
     #[test]
     fn validate_says_which_flag() {
         let error = |config: RouterConfig| config.validate().unwrap_err();
+        assert!(error(RouterConfig { max_replay: 1_000, ..RouterConfig::default() })
+            .starts_with("--max-replay must be at least 1048576 bytes"));
         assert_eq!(error(RouterConfig { streams: 0, ..RouterConfig::default() }), "--streams must be at least 1");
         assert_eq!(error(RouterConfig { batch: 0, ..RouterConfig::default() }), "--batch must be at least 1");
         assert_eq!(error(RouterConfig { vnodes: 0, ..RouterConfig::default() }), "--vnodes must be at least 1");

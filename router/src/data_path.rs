@@ -17,7 +17,7 @@ use cep_core::frame::{Body, TickBatch};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::partition::Partitioner;
 use cep_core::report::{EndOfStream, Rejections};
-use cep_core::rescale::{Retire, StreamsOpened};
+use cep_core::rescale::{MovedSymbol, Retire, StreamsOpened};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, TickBatchWriter};
 use rustc_hash::FxHashMap;
@@ -166,9 +166,11 @@ impl DataPath {
     }
 
     /// Restores the symbols of dead `worker` (already [`Self::reassign`]ed: `moved`) at their
-    /// new owners: each first gets the snapshot parts of the symbols it takes (the worker had
-    /// no checkpoint yet: a Restore without state, its log holds everything), then their
-    /// logged ticks, in order, behind what it was already sent. Returns the ticks replayed.
+    /// new owners: each first gets the snapshot parts of the symbols it takes (none: the
+    /// worker had no checkpoint yet, its log holds everything), then a Restore without state
+    /// listing every symbol it takes (those first seen since the checkpoint start empty; it
+    /// marks them all for the collector), then their logged ticks, in order, behind what it
+    /// was already sent. Returns the ticks replayed.
     pub fn replay(
         &mut self,
         worker: usize,
@@ -178,30 +180,18 @@ impl DataPath {
     ) -> u64 {
         let log = std::mem::take(&mut self.logs[worker]);
         self.flush_all(out);
-        if snapshot.is_empty() {
-            // Each new owner still marks them for the collector, ahead of their replay.
-            let mut per_owner: BTreeMap<u32, Vec<cep_core::rescale::MovedSymbol>> = BTreeMap::new();
-            for (symbol, stream, owner) in moved {
-                let symbol = cep_core::rescale::MovedSymbol { symbol: symbol.clone(), stream: *stream, next_seq: 0 };
-                per_owner.entry(*owner).or_default().push(symbol);
-            }
-            for (to, symbols) in per_owner {
-                let restore = Restore { from: worker as u32, symbols, engine: Vec::new() };
-                out.send(Peer::Worker(to), &restore.encode(ROUTER_SENDER));
-            }
+        let from = worker as u32;
+        for part in snapshot {
+            let owned = part.symbols.iter().filter_map(|symbol| {
+                let owner = self.owners.get(symbol.symbol.as_bytes())?.worker as u32;
+                Some((owner, symbol.clone()))
+            });
+            send_restores(from, owned, &part.engine, out);
         }
-        for snapshot in snapshot {
-            let mut per_owner: BTreeMap<usize, Vec<cep_core::rescale::MovedSymbol>> = BTreeMap::new();
-            for moved in &snapshot.symbols {
-                if let Some(route) = self.owners.get(moved.symbol.as_bytes()) {
-                    per_owner.entry(route.worker).or_default().push(moved.clone());
-                }
-            }
-            for (to, symbols) in per_owner {
-                let restore = Restore { from: worker as u32, symbols, engine: snapshot.engine.clone() };
-                out.send(Peer::Worker(to as u32), &restore.encode(ROUTER_SENDER));
-            }
-        }
+        let every = moved.iter().map(|(symbol, stream, owner)| {
+            (*owner, MovedSymbol { symbol: symbol.clone(), stream: *stream, next_seq: 0 })
+        });
+        send_restores(from, every, &[], out);
         let mut replayed = 0;
         let mut decoded = std::mem::take(&mut self.decoded);
         for frame in log.batches() {
@@ -559,5 +549,18 @@ impl DataPath {
                 self.flush(worker, out);
             }
         }
+    }
+}
+
+/// Sends each owner a Restore of dead worker `from` with its share of `symbols` ((owner,
+/// symbol) pairs) and `engine` (the part's state; empty: none).
+fn send_restores(from: u32, symbols: impl Iterator<Item = (u32, MovedSymbol)>, engine: &[u8], out: &mut impl Outbox) {
+    let mut per_owner: BTreeMap<u32, Vec<MovedSymbol>> = BTreeMap::new();
+    for (owner, symbol) in symbols {
+        per_owner.entry(owner).or_default().push(symbol);
+    }
+    for (to, symbols) in per_owner {
+        let restore = Restore { from, symbols, engine: engine.to_vec() };
+        out.send(Peer::Worker(to), &restore.encode(ROUTER_SENDER));
     }
 }

@@ -6,7 +6,8 @@
 //! router holds (its base), and the worker sends only what changed since (the symbols that
 //! took ticks; of a time window, its new events). Per worker the router keeps a chain, the
 //! last whole snapshot and the changes after it, and asks for a whole one again (base 0)
-//! once the changes take as many bytes as it: a restore reads at most twice the state, and
+//! once the changes take as many bytes as it (or the chain holds [`MAX_CHAIN`] snapshots): a
+//! restore reads about twice the state at most, and
 //! at full speed a snapshot costs the events of one interval instead of every window. It
 //! keeps its replay log too: every batch routed to it since the barrier of its latest
 //! snapshot. A completed snapshot releases the log up to its barrier. The logs are bounded in bytes: beyond `--max-replay` the router reads no
@@ -31,12 +32,17 @@ use std::collections::{BTreeSet, VecDeque};
 /// Snapshots of one worker kept while they await the collector's confirmation.
 const MAX_UNCONFIRMED: usize = 8;
 
+/// The most snapshots in a chain (a whole one and the changes after it): a restore sends
+/// every part of each.
+const MAX_CHAIN: usize = 16;
+
 /// One snapshot: its parts, in order.
 type Parts = Vec<Snapshot>;
 
-/// Bytes of engine state a snapshot holds.
-fn engine_bytes(parts: &Parts) -> usize {
-    parts.iter().map(|part| part.engine.len()).sum()
+/// About the bytes a snapshot takes: its engine state and its list of symbols.
+fn snapshot_bytes(parts: &Parts) -> usize {
+    let symbols = |part: &Snapshot| part.symbols.iter().map(|moved| moved.symbol.len() + 16).sum::<usize>();
+    parts.iter().map(|part| part.engine.len() + symbols(part)).sum()
 }
 
 /// One worker's replay log: batches routed to it, and the barriers between them.
@@ -203,23 +209,24 @@ impl Checkpoints {
     }
 
     /// The snapshot `worker`'s next one may build on, its barrier's base (0: it sends its
-    /// whole state): the last one taken, when it continues a current chain and the changes
-    /// since that chain's whole snapshot take fewer bytes than it.
+    /// whole state): the last one taken, when it continues a current chain, the changes since
+    /// that chain's whole snapshot take fewer bytes than it, and the chain is not at
+    /// [`MAX_CHAIN`] snapshots.
     pub fn base(&self, worker: usize) -> u64 {
         let chain = match self.current[worker] {
             true => self.latest[worker].as_slice(),
             false => &[],
         };
-        let (mut last, mut whole, mut changes) = (0, 0, 0);
+        let (mut last, mut whole, mut changes, mut length) = (0, 0, 0, 0);
         for parts in chain.iter().chain(&self.unconfirmed[worker]) {
             let Some(first) = parts.first() else { continue };
             match first.base {
-                0 => (whole, changes) = (engine_bytes(parts), 0),
-                _ => changes += engine_bytes(parts),
+                0 => (whole, changes, length) = (snapshot_bytes(parts), 0, 1),
+                _ => (changes, length) = (changes + snapshot_bytes(parts), length + 1),
             }
             last = first.id;
         }
-        if changes < whole.max(1) {
+        if changes < whole.max(1) && length < MAX_CHAIN {
             last
         } else {
             0
@@ -342,6 +349,8 @@ impl Checkpoints {
             }
         }
         self.current[worker] = false;
+        // Its log may be dropped: a later confirmation must not make these current.
+        self.unconfirmed[worker].clear();
     }
 
     /// Gives up a round whose snapshots have not all come within the time-out at `now`:
@@ -423,6 +432,17 @@ mod tests {
         assert_eq!(chain(&checkpoints), [5]);
         assert!(checkpoints.confirmed(0, 7));
         assert_eq!(chain(&checkpoints), [5, 6, 7]);
+    }
+
+    #[test]
+    fn a_chain_of_tiny_changes_ends_at_its_most_snapshots() {
+        let mut checkpoints = Checkpoints::new(1, 1, u64::MAX);
+        round(&mut checkpoints, 1, 1_000_000, true);
+        for id in 2..=MAX_CHAIN as u64 {
+            assert_eq!(round(&mut checkpoints, id, 1, true), id - 1);
+        }
+        assert_eq!(chain(&checkpoints).len(), MAX_CHAIN);
+        assert_eq!(checkpoints.base(0), 0, "a whole one next");
     }
 
     #[test]

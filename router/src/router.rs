@@ -697,6 +697,11 @@ mod tests {
     /// A router with workers `a` and `b`, the collector and one injector stream registered,
     /// started, its Ready answers taken.
     fn running(batch: usize) -> (Router, Recorded) {
+        running_with(batch, 0)
+    }
+
+    /// [`running`], with checkpoints every `checkpoint_every_ns` (0: none).
+    fn running_with(batch: usize, checkpoint_every_ns: u64) -> (Router, Recorded) {
         let settings = RouterSettings {
             workers: WorkerCount::Exactly(2),
             streams: 1,
@@ -707,7 +712,7 @@ mod tests {
             slice_symbols: 2,
             max_held_ticks: 1000,
             move_timeout_ns: 1_000,
-            checkpoint_every_ns: 0,
+            checkpoint_every_ns,
             max_replay_bytes: 1 << 30,
         };
         let source = cep_query::RulesSource::reference();
@@ -1124,6 +1129,65 @@ mod tests {
         let markers: Vec<(Peer, EndOfStream)> =
             out.take().into_iter().map(|(to, f)| (to, read(&f).body().unwrap())).collect();
         assert_eq!(markers, [(Peer::Worker(1), EndOfStream { stream: 0, sent: 8, routed: 8 - routed_to_a })]);
+    }
+
+    /// A dead worker's symbol first routed to it after its checkpoint is in no snapshot part:
+    /// its new owner still gets it listed, in the Restore without state that ends the
+    /// failover (and marks every symbol it takes for the collector), before its replay.
+    #[test]
+    fn every_moved_symbol_is_listed_for_its_new_owner_ahead_of_the_replay() {
+        use cep_core::failover::{OutputsConfirmed, Restore, Snapshot};
+        use cep_core::rescale::MovedSymbol;
+        let (mut router, mut out) = running_with(100, 10);
+        let ring = Partitioner::new(&["a".to_string(), "b".to_string()], 64);
+        let of_a: Vec<String> = (0..64).map(|k| format!("S{k}")).filter(|s| ring.owner(s) == 0).take(2).collect();
+        let (old, new) = (of_a[0].as_str(), of_a[1].as_str());
+        router.data(&ticks(&[old], 0), 5, &mut out);
+        router.tick(100, &mut out);
+        router.tick(200, &mut out);
+        assert!(out.take().iter().any(|(_, f)| Frame::read(f, usize::MAX).unwrap().kind() == FrameKind::Checkpoint));
+        let moved = MovedSymbol { symbol: old.into(), stream: 0, next_seq: 1 };
+        for (worker, symbols) in [(0, vec![moved.clone()]), (1, vec![])] {
+            let snapshot = Snapshot {
+                id: 1,
+                base: 0,
+                from: worker,
+                part: 0,
+                parts: 1,
+                symbols,
+                engine: vec![1, 2, 3],
+                processed: [(0, 1 - u64::from(worker))].into(),
+                outputs: 0,
+                oversize: 0,
+            };
+            let client = if worker == 0 { b"a".to_vec() } else { b"b".to_vec() };
+            router.control(client, &snapshot.encode(worker), 300, &mut out);
+        }
+        router.control(b"c".to_vec(), &OutputsConfirmed { worker: 0, id: 1 }.encode(0), 300, &mut out);
+        router.data(&ticks(&[new], 1), 400, &mut out);
+        router.flush(&mut out);
+        out.take();
+        router.worker_lost(0, "killed", &mut out).unwrap();
+        let sent = out.take();
+        let to_b: Vec<Frame<'_>> = sent
+            .iter()
+            .filter(|(to, _)| *to == Peer::Worker(1))
+            .map(|(_, frame)| Frame::read(frame, usize::MAX).unwrap())
+            .collect();
+        let restores: Vec<Restore> =
+            to_b.iter().filter(|f| f.kind() == FrameKind::Restore).map(|f| f.body().unwrap()).collect();
+        let listed = |restore: &Restore| restore.symbols.iter().map(|m| m.symbol.clone()).collect::<Vec<_>>();
+        assert_eq!(restores.len(), 2, "the part with state, then every symbol without");
+        assert_eq!((listed(&restores[0]), restores[0].engine.as_slice()), (vec![old.to_string()], &[1, 2, 3][..]));
+        let mut every = vec![old.to_string(), new.to_string()];
+        every.sort();
+        assert_eq!((listed(&restores[1]), restores[1].engine.is_empty()), (every, true));
+        // Then the replay: the tick of the new symbol, routed after the checkpoint.
+        let last_restore = to_b.iter().rposition(|f| f.kind() == FrameKind::Restore).unwrap();
+        let data: Vec<(Peer, Vec<u8>)> = sent.iter().filter(|(to, _)| matches!(to, Peer::Worker(_))).cloned().collect();
+        let replayed: Vec<_> = routed(&data).into_iter().filter(|tick| tick.0 == 1).collect();
+        assert_eq!(replayed.iter().map(|t| (t.1.as_str(), t.2)).collect::<Vec<_>>(), [(new, 1)]);
+        assert!(to_b[last_restore + 1..].iter().any(|f| f.kind() == FrameKind::Ticks));
     }
 
     #[test]

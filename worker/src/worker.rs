@@ -382,20 +382,22 @@ impl Worker {
 
     /// A dead worker's symbols, restored here from one part of its snapshot (the parts come
     /// in order, changes after the state they change): the engine restores the symbols given
-    /// to this worker; their order checks go on from the snapshot's. Their ticks since the
-    /// snapshot follow.
+    /// to this worker; their order checks go on from the snapshot's. The last Restore, without
+    /// state, lists every symbol this worker takes (those in no part start empty): they are
+    /// marked for the collector. Their ticks since the snapshot follow.
     fn restore(&mut self, restore: &Restore, sender: u32, out: &mut impl Outbox) {
+        if restore.engine.is_empty() {
+            // Ahead of the outputs of their replayed ticks, which follow.
+            let symbols = restore.symbols.iter().map(|moved| (moved.symbol.clone(), moved.stream)).collect();
+            return out.send(Peer::Collector, &Restored { from: restore.from, symbols }.encode(self.index));
+        }
         let keep: BTreeSet<&str> = restore.symbols.iter().map(|m| m.symbol.as_str()).collect();
-        // No state: the dead worker had no checkpoint yet, and its symbols start empty here.
-        let state = !restore.engine.is_empty();
-        if state {
-            if let Err(error) = self.engine.restore_symbols(&restore.engine, |name| keep.contains(name)) {
-                return self.rejections.reject("bad_state", Some(sender), &error);
-            }
+        if let Err(error) = self.engine.restore_symbols(&restore.engine, |name| keep.contains(name)) {
+            return self.rejections.reject("bad_state", Some(sender), &error);
         }
         // Symbols unchanged since an earlier part are not in this one's engine state.
         let mut missing = 0;
-        for moved in restore.symbols.iter().filter(|_| state) {
+        for moved in &restore.symbols {
             match self.engine.symbol_id(moved.symbol.as_bytes()) {
                 Some(id) => {
                     *self.track(id, moved.stream) = SymbolTrack { next_seq: moved.next_seq, stream: moved.stream }
@@ -407,9 +409,6 @@ impl Worker {
             let detail = format_args!("{missing} of {} restored symbols are not in the snapshot", keep.len());
             self.rejections.reject("bad_state", Some(sender), &detail);
         }
-        // Ahead of the outputs of their replayed ticks, which follow the restore.
-        let symbols = restore.symbols.iter().map(|moved| (moved.symbol.clone(), moved.stream)).collect();
-        out.send(Peer::Collector, &Restored { from: restore.from, symbols }.encode(self.index));
         out.event(Event::StateMoved {
             symbols: (restore.symbols.len() - missing) as u64,
             bytes: restore.engine.len() as u64,
@@ -738,9 +737,6 @@ mod tests {
         writer.seal(1).to_vec()
     }
 
-    /// A barrier naming the worker's last snapshot gets the changes since, any other its
-    /// whole state; a survivor restoring the whole snapshot then the changes, part by part,
-    /// goes on exactly as the worker would have.
     /// A worker running perc and a 10-second volatility window.
     fn with_window() -> Worker {
         let text = format!(
@@ -751,6 +747,9 @@ mod tests {
         Worker::start("w".into(), &ready, 4096, 1 << 20, &mut Recorded::default()).unwrap()
     }
 
+    /// A barrier naming the worker's last snapshot gets the changes since, any other its
+    /// whole state; a survivor restoring the whole snapshot then the changes, part by part,
+    /// goes on exactly as the worker would have.
     #[test]
     fn checkpoints_send_changes_over_the_named_base_and_restore_exactly() {
         let (mut worker, mut out) = (with_window(), Recorded::default());
