@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{announced, cep, child_pid, sorted_rows, standalone_rows, Running};
+use common::{announced, cep, cep_run_recorded, child_pid, sigkill, sorted_rows, standalone_rows, Running};
 
 use cep_core::results::Summary;
 use std::path::Path;
@@ -159,15 +159,7 @@ fn cep_run_starts_a_killed_collector_again_and_the_run_completes_with_the_standa
     let count: u64 = 1_400_000;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let mut cluster = Running(
-        cep()
-            .args(["run", "--workers", "2", "--rate", "200000", "--count", &count.to_string()])
-            .args(["--csv", "all", "--record-input", "--quiet"])
-            .arg("--out")
-            .arg(&out)
-            .spawn()
-            .unwrap(),
-    );
+    let mut cluster = cep_run_recorded(2, count, &out);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !std::fs::exists(out.join("collector.state")).unwrap() {
         assert!(Instant::now() < deadline, "the collector never saved its state");
@@ -176,7 +168,7 @@ fn cep_run_starts_a_killed_collector_again_and_the_run_completes_with_the_standa
     std::thread::sleep(Duration::from_millis(2_500));
     let pid = child_pid(cluster.0.id(), |args| args.get(1).is_some_and(|role| role == "collector"))
         .expect("the collector runs");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    sigkill(pid);
     assert!(wait(&mut cluster, "cep run", Duration::from_secs(120)).success(), "cep run failed");
 
     let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{announced, cep, child_pid, sorted_rows, standalone_rows, Running};
+use common::{announced, cep, cep_run_recorded, child_pid, sigkill, sorted_rows, standalone_rows, Running};
 
 use cep_core::results::Summary;
 use std::time::{Duration, Instant};
@@ -20,15 +20,7 @@ fn kill_one_worker(
 ) -> (Summary, std::path::PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let mut cluster = Running(
-        cep()
-            .args(["run", "--workers", &workers.to_string(), "--rate", "200000", "--count", &count.to_string()])
-            .args(["--csv", "all", "--record-input", "--quiet"])
-            .arg("--out")
-            .arg(&out)
-            .spawn()
-            .unwrap(),
-    );
+    let mut cluster = cep_run_recorded(workers, count, &out);
     let deadline = Instant::now() + Duration::from_secs(30);
     let pid = loop {
         let is_victim =
@@ -40,7 +32,7 @@ fn kill_one_worker(
         std::thread::sleep(Duration::from_millis(20));
     };
     std::thread::sleep(after);
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    sigkill(pid);
     let finished = cluster.0.wait().unwrap();
     assert!(finished.success(), "cep run failed: {finished}");
     let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();

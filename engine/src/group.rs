@@ -248,15 +248,33 @@ impl Group {
 
     /// Writes row `row`'s layout and states (the hand-off format, [`crate::handoff`]).
     pub(crate) fn write_row(&self, compiled: &[Compiled], row: u32, w: &mut Writer) {
+        self.write_row_with(compiled, row, w, |_, state, w| state.write(w));
+    }
+
+    /// A row as the formats write it: its layout, its lines (a time window's by `time`, given
+    /// its line number), its general windows.
+    fn write_row_with(
+        &self,
+        compiled: &[Compiled],
+        row: u32,
+        w: &mut Writer,
+        time: impl Fn(usize, &TimeState, &mut Writer),
+    ) {
         self.write_members(w);
         let row = row as usize;
-        for line in &self.lines[row * self.line_width..][..self.line_width] {
+        for (k, line) in self.lines[row * self.line_width..][..self.line_width].iter().enumerate() {
             match &line.0 {
                 LineState::Small(state) => state.write(w),
-                LineState::Time(state) => state.write(w),
+                LineState::Time(state) => time(k, state, w),
             }
         }
-        self.write_windows(compiled, row, w);
+        // Windows are numbered in query order.
+        for member in &self.members {
+            if let Place::Window(k) = member.place {
+                let layout = &compiled[member.query as usize].layout;
+                self.windows[row * self.window_width + k as usize].write(layout, w);
+            }
+        }
     }
 
     fn write_members(&self, w: &mut Writer) {
@@ -274,35 +292,19 @@ impl Group {
         }
     }
 
-    fn write_windows(&self, compiled: &[Compiled], row: usize, w: &mut Writer) {
-        // Windows are numbered in query order.
-        for member in &self.members {
-            if let Place::Window(k) = member.place {
-                let layout = &compiled[member.query as usize].layout;
-                self.windows[row * self.window_width + k as usize].write(layout, w);
-            }
-        }
-    }
-
     /// Writes row `row` as it changed since `appended` events of its symbol ago (the
     /// checkpoint changes format, [`crate::handoff`]): its layout, its small histories and
     /// general windows whole, its time windows as their newest events. A time window whose
     /// query filters events may have taken fewer of them: it is written whole.
     pub(crate) fn write_row_changes(&self, compiled: &[Compiled], row: u32, appended: u64, w: &mut Writer) {
-        self.write_members(w);
-        let row = row as usize;
-        for (k, line) in self.lines[row * self.line_width..][..self.line_width].iter().enumerate() {
-            match &line.0 {
-                LineState::Small(state) => state.write(w),
-                LineState::Time(state) => {
-                    let filtered = self.members.iter().zip(&self.steps).any(|(member, step)| {
-                        matches!(member.place, Place::Time(t) if t as usize == k) && step.filtered
-                    });
-                    state.write_changes(if filtered { u64::MAX } else { appended }, w)
-                }
-            }
-        }
-        self.write_windows(compiled, row, w);
+        self.write_row_with(compiled, row, w, |k, state, w| {
+            let filtered = self
+                .members
+                .iter()
+                .zip(&self.steps)
+                .any(|(member, step)| matches!(member.place, Place::Time(t) if t as usize == k) && step.filtered);
+            state.write_changes(if filtered { u64::MAX } else { appended }, w)
+        });
     }
 
     /// Row `row`'s states with `changes` (read for this group's members) applied.
@@ -513,16 +515,13 @@ pub(crate) fn read_row(
     unindexed: bool,
     r: &mut Reader<'_>,
 ) -> Result<(Signature, Cells), StateError> {
-    let (members, timed) = read_members(compiled, symbol, unindexed, r)?;
-    let mut cells = Cells::default();
-    for time in timed {
-        cells.lines.push(Line(match time {
+    let (members, lines, windows) = read_row_with(compiled, symbol, unindexed, r, |time, r| {
+        Ok(Line(match time {
             false => LineState::Small(SmallState::read(r)?),
             true => LineState::Time(TimeState::read(r)?),
-        }));
-    }
-    cells.windows = read_windows(compiled, &members, r)?;
-    Ok((members, cells))
+        }))
+    })?;
+    Ok((members, Cells { lines, windows }))
 }
 
 /// A row's changes as [`Group::write_row_changes`] wrote them, read for one symbol.
@@ -545,27 +544,36 @@ pub(crate) fn read_row_changes(
     unindexed: bool,
     r: &mut Reader<'_>,
 ) -> Result<RowChanges, StateError> {
-    let (members, timed) = read_members(compiled, symbol, unindexed, r)?;
-    let mut lines = Vec::with_capacity(timed.len());
-    for time in timed {
-        lines.push(match time {
+    let (members, lines, windows) = read_row_with(compiled, symbol, unindexed, r, |time, r| {
+        Ok(match time {
             false => LineChange::Small(SmallState::read(r)?),
             true => LineChange::Time(TimeChanges::read(r)?),
-        });
-    }
-    let windows = read_windows(compiled, &members, r)?;
+        })
+    })?;
     Ok(RowChanges { members, lines, windows })
 }
 
-fn read_windows(compiled: &[Compiled], members: &[Member], r: &mut Reader<'_>) -> Result<Vec<WindowState>, StateError> {
+/// A row as the formats write it ([`Group::write_row_with`]): its members (checked), each
+/// line read by `line` (told whether it is a time window), its general windows.
+type ReadRow<T> = (Signature, Vec<T>, Vec<WindowState>);
+
+fn read_row_with<T>(
+    compiled: &[Compiled],
+    symbol: &str,
+    unindexed: bool,
+    r: &mut Reader<'_>,
+    line: impl Fn(bool, &mut Reader<'_>) -> Result<T, StateError>,
+) -> Result<ReadRow<T>, StateError> {
+    let (members, timed) = read_members(compiled, symbol, unindexed, r)?;
+    let lines = timed.into_iter().map(|time| line(time, r)).collect::<Result<Vec<_>, _>>()?;
     let mut windows = Vec::new();
-    for member in members {
+    for member in &members {
         if let Place::Window(_) = member.place {
             let Compiled { query, layout } = &compiled[member.query as usize];
             windows.push(WindowState::read(query, layout, r)?);
         }
     }
-    Ok(windows)
+    Ok((members, lines, windows))
 }
 
 /// Reads a row's members (see [`read_row`]); returns them and, per line of the row, whether

@@ -721,18 +721,10 @@ mod tests {
 
     /// Ticks of symbols S0..S99 (a stream's seq from `first`), 1 ms apart, prices wandering.
     fn many_ticks(first: u64, count: u64) -> Vec<u8> {
-        let names: Vec<String> = (first..first + count).map(|seq| format!("S{}", seq % 100)).collect();
-        let ticks: Vec<(&str, f64, u32, u64)> = (first..first + count)
-            .zip(&names)
-            .map(|(seq, name)| (name.as_str(), 100.0 + ((seq * 37) % 11) as f64, 0, seq))
-            .collect();
-        ticks_frame_at(&ticks)
-    }
-
-    fn ticks_frame_at(ticks: &[(&str, f64, u32, u64)]) -> Vec<u8> {
         let mut writer = TickBatchWriter::new(0);
-        for &(symbol, price, stream, seq) in ticks {
-            writer.push(symbol.as_bytes(), price, seq * 1_000_000, seq * 1_000_000, stream, seq, 0);
+        for seq in first..first + count {
+            let (symbol, price) = (format!("S{}", seq % 100), 100.0 + ((seq * 37) % 11) as f64);
+            writer.push(symbol.as_bytes(), price, seq * 1_000_000, seq * 1_000_000, 0, seq, 0);
         }
         writer.seal(1).to_vec()
     }

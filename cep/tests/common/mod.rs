@@ -12,6 +12,25 @@ pub fn cep() -> Command {
     command
 }
 
+/// `cep run` of `workers` workers and `count` ticks at 200k ticks/s, every output and the
+/// input recorded in `out`: the cluster the failure tests kill parts of.
+pub fn cep_run_recorded(workers: u32, count: u64, out: &std::path::Path) -> Running {
+    Running(
+        cep()
+            .args(["run", "--workers", &workers.to_string(), "--rate", "200000", "--count", &count.to_string()])
+            .args(["--csv", "all", "--record-input", "--quiet"])
+            .arg("--out")
+            .arg(out)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// SIGKILL to process `pid`.
+pub fn sigkill(pid: i32) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+}
+
 /// Kills the process if the test fails half-way.
 pub struct Running(pub Child);
 
