@@ -1086,6 +1086,24 @@ mod tests {
     }
 
     #[test]
+    fn a_forged_restore_mark_naming_its_own_sender_is_refused_and_drops_nothing() {
+        let mut collector = two_workers(CsvMode::All);
+        for seq in 1..=3 {
+            collector.handle(&outputs_of(1, b"A", seq, &[0]), 3_000).unwrap();
+        }
+        // w1 claims to have taken A over from itself: its next outputs would look like replays.
+        collector.handle(&Restored { from: 1, symbols: vec![("A".into(), 0)] }.encode(1), 3_000).unwrap();
+        for seq in 2..=5 {
+            collector.handle(&outputs_of(1, b"A", seq, &[0]), 3_000).unwrap();
+        }
+        let finished = collector.finish(|_| {}).unwrap();
+        let summary = &finished.summary;
+        assert_eq!(summary.rejected["collector"]["restored_from_itself"], 1);
+        // 2 and 3 again are duplicates, as without the mark (their rows written, counted): none a replay.
+        assert_eq!((finished.rows, summary.replayed_outputs, summary.duplicates), (7, 0, 2));
+    }
+
+    #[test]
     fn outputs_replayed_after_a_failover_are_kept_once() {
         let undisturbed = feed(&(1..=8).map(|seq| Some((0, seq))).collect::<Vec<_>>());
         assert_eq!((undisturbed.rows, undisturbed.summary.replayed_outputs), (8, 0));
