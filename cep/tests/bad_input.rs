@@ -134,7 +134,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     };
     let context = Context::new();
     let options = SocketOptions::default();
-    let collector = Pull::bind(&context, "tcp://127.0.0.1:*", &options).unwrap();
+    let collector = Pull::bind(&context, "tcp://127.0.0.1:*", &options, &cep_transport::Role::ALL).unwrap();
     let as_collector = register_as(&context, &control, Role::Collector, collector.endpoint(), 0);
     let as_injector = register_as(&context, &control, Role::Injector, "", 1);
     let ready = as_injector.join().unwrap();
@@ -164,7 +164,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     assert!(refused.to_string().contains("saved state is of another run"), "{refused}");
 
     // Straight to the worker: every bad frame plus one bad tick; wait until it has counted them.
-    let to_worker = Push::connect(&context, &ready.workers[0].endpoint, &options).unwrap();
+    let to_worker = Push::connect(&context, &ready.workers[0].endpoint, cep_transport::Server::Router, &options).unwrap();
     let mut direct = bad_frames();
     let mut nan_tick = TickBatchWriter::new(9);
     nan_tick.push(b"S0001", f64::NAN, 1, 1, 0, 99_999, 0);
@@ -192,7 +192,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     }
 
     // Through the router, on the injector's own connection: valid, bad, valid, end.
-    let to_router = Push::connect(&context, &data, &options).unwrap();
+    let to_router = Push::connect(&context, &data, cep_transport::Server::Router, &options).unwrap();
     to_router.send(&valid_ticks(0, 500), &never).unwrap();
     for frame in bad_frames() {
         to_router.send(&frame, &never).unwrap();

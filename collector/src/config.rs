@@ -63,6 +63,9 @@ pub struct CollectorConfig {
     /// the cause in `failure`) and exits with an error.
     #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
     pub failure_timeout: Duration,
+    /// CURVE: this process's key pair and the cluster's public keys (docs/SECURITY.md).
+    #[command(flatten)]
+    pub security: cep_transport::security::SecurityArgs,
 }
 
 impl Default for CollectorConfig {
@@ -80,6 +83,7 @@ impl Default for CollectorConfig {
             max_frame_bytes: cep_core::wire::DEFAULT_MAX_FRAME_BYTES,
             summary_every: Duration::from_secs(10),
             failure_timeout: cep_transport::liveness::DEFAULT_FAILURE_TIMEOUT,
+            security: Default::default(),
         }
     }
 }
@@ -112,6 +116,7 @@ impl CollectorConfig {
             .value("max-frame-bytes", self.max_frame_bytes)
             .duration("summary-every", self.summary_every)
             .duration("failure-timeout", self.failure_timeout)
+            .extend(self.security.to_args())
             .into_args()
     }
 }
@@ -143,6 +148,10 @@ mod tests {
                 max_frame_bytes: 1 << 10,
                 summary_every: if csv == CsvMode::All { Duration::ZERO } else { Duration::from_millis(250) },
                 failure_timeout: Duration::from_millis(1500),
+                security: cep_transport::security::SecurityArgs {
+                    key: Some("/etc/cep/collector.key".into()),
+                    keys: Some("/etc/cep/public".into()),
+                },
             };
             assert_eq!(parse_flags::<CollectorConfig>(&config.to_args()).unwrap(), config);
         }

@@ -15,7 +15,7 @@ use cep_core::results::Summary;
 use cep_transport::clock::ClockServer;
 use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError};
 use cep_transport::driving::{receive_loop, Flow, Received};
-use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, SocketOptions, TransportError};
+use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, Role as KeyRole, SocketOptions, TransportError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -73,7 +73,8 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> CollectorError + '_ 
 /// reported (or the idle time-out or `shutdown`), writes the results folder and returns the
 /// summary.
 pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary, CollectorError> {
-    run_in(&Context::new(), config, shutdown)
+    let context = config.security.context().map_err(|error| CollectorError::Config(error.to_string()))?;
+    run_in(&context, config, shutdown)
 }
 
 /// Runs the collector on `context` (shared by every role of an in-process cluster).
@@ -94,7 +95,9 @@ pub fn run_in(
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
         Err(error) => return Err(CollectorError::State { path: state_path, reason: error.to_string() }),
     };
-    let input = Pull::bind(context, &config.listen, &SocketOptions::default())?;
+    // Workers and the router send outputs and reports; injectors their clock reports.
+    const ADMITS: &[KeyRole] = &[KeyRole::Worker, KeyRole::Router, KeyRole::Injector];
+    let input = Pull::bind(context, &config.listen, &SocketOptions::default(), ADMITS)?;
     let host = advertise_host(&config.advertise, &config.router).map_err(CollectorError::Advertise)?;
     let endpoint = advertised_endpoint(input.endpoint(), &host);
     // The collector's clock is the run's reference: it serves it to every other node.

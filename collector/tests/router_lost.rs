@@ -36,9 +36,9 @@ fn a_lost_router_ends_the_run_with_partial_results_and_an_error() {
         move || run_in(&context, config, Arc::new(AtomicBool::new(false)))
     });
     // Answers the registration with Ready, then goes.
-    let (client, _) = loop {
+    let client = loop {
         if let Some(request) = server.recv(Duration::from_millis(100)).unwrap() {
-            break request;
+            break request.client;
         }
     };
     let ready = Ready {
@@ -53,6 +53,7 @@ fn a_lost_router_ends_the_run_with_partial_results_and_an_error() {
         allowed_lateness_ns: None,
         joining: false,
         collector_incarnation: 1,
+        collector_key: String::new(),
     };
     server.reply(&client, &ready.encode(0)).unwrap();
     drop(server);

@@ -70,6 +70,10 @@ pub struct WorkerInfo {
     pub id: String,
     /// Where its data socket is bound, as the router connects to it.
     pub endpoint: String,
+    /// Its CURVE public key (Z85) as the router authenticated it at registration, which the
+    /// router's connection to `endpoint` requires of the other end; empty when the router runs
+    /// open.
+    pub key: String,
 }
 
 /// The cluster is complete: the run starts.
@@ -103,6 +107,10 @@ pub struct Ready {
     /// restarted collector that took over ([`crate::delivery`]). A collector told more than 1
     /// resumes from its saved state.
     pub collector_incarnation: u64,
+    /// The collector's CURVE public key (Z85) as the router authenticated it: every
+    /// connection to `collector` and `collector_clock` requires it of the other end. Empty
+    /// when the router runs open.
+    pub collector_key: String,
 }
 
 /// A rules file as it travels: its version in the run, where it came from, its text.

@@ -372,7 +372,7 @@ mod tests {
     fn ready() {
         let ready = Ready {
             assigned: 1,
-            workers: vec![WorkerInfo { id: "w".into(), endpoint: "e".into() }],
+            workers: vec![WorkerInfo { id: "w".into(), endpoint: "e".into(), key: "K".into() }],
             collector: "c".into(),
             streams: 2,
             start_ns: 3,
@@ -382,20 +382,22 @@ mod tests {
             allowed_lateness_ns: Some(5),
             joining: false,
             collector_incarnation: 1,
+            collector_key: "C".into(),
         };
         #[rustfmt::skip]
         let expected = [
-            0x9b, 0x01, // [assigned 1,
-            0x91, 0x92, 0xa1, b'w', 0xa1, b'e', // [[worker id, endpoint]],
+            0x9c, 0x01, // [assigned 1,
+            0x91, 0x93, 0xa1, b'w', 0xa1, b'e', 0xa1, b'K', // [[worker id, endpoint, key]],
             0xa1, b'c', 0x02, 0x03, 0x04, 0xa1, b'k', // collector, streams, start_ns, warmup_ns, clock,
             0x93, 0x00, 0xa1, b'o', 0xa1, b't', // [epoch, origin, text],
-            0x05, 0xc2, 0x01, // allowed_lateness_ns, joining, collector_incarnation]
+            0x05, 0xc2, 0x01, // allowed_lateness_ns, joining, collector_incarnation,
+            0xa1, b'C', // collector_key]
         ];
         golden(ready.clone(), 0, &expected);
         // No allowed lateness: nil.
         let open = Ready { allowed_lateness_ns: None, ..ready };
         let encoded = open.encode(0);
-        assert_eq!(encoded[encoded.len() - 3], 0xc0);
+        assert_eq!(encoded[encoded.len() - 5], 0xc0);
     }
 
     #[test]

@@ -26,15 +26,17 @@ pub trait Outbox {
     fn send(&mut self, to: Peer, frame: &[u8]);
 
     /// Connects to a worker that joined the running cluster, as [`Peer::Worker`] `index` (the
-    /// next one): frames sent to it afterwards go there.
-    fn connect_worker(&mut self, index: u32, endpoint: &str) {
-        let _ = (index, endpoint);
+    /// next one), whose CURVE key is `key` (empty when open): frames sent to it afterwards go
+    /// there.
+    fn connect_worker(&mut self, index: u32, endpoint: &str, key: &str) {
+        let _ = (index, endpoint, key);
     }
 
-    /// A restarted collector, incarnation `incarnation` at `endpoint`, takes over: frames to
-    /// [`Peer::Collector`] go there, those it has not saved first ([`crate::delivery`]).
-    fn collector_moved(&mut self, endpoint: &str, incarnation: u64) {
-        let _ = (endpoint, incarnation);
+    /// A restarted collector, incarnation `incarnation` at `endpoint` with CURVE key `key`
+    /// (empty when open), takes over: frames to [`Peer::Collector`] go there, those it has not
+    /// saved first ([`crate::delivery`]).
+    fn collector_moved(&mut self, endpoint: &str, key: &str, incarnation: u64) {
+        let _ = (endpoint, key, incarnation);
     }
 
     /// The collector saved this sender's frames up to `position`: they need not be kept. With
@@ -252,7 +254,7 @@ impl Outbox for Recorded {
         self.events.push(event);
     }
 
-    fn connect_worker(&mut self, index: u32, endpoint: &str) {
+    fn connect_worker(&mut self, index: u32, endpoint: &str, _key: &str) {
         self.connected.push((index, endpoint.to_string()));
     }
 }

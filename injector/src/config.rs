@@ -79,6 +79,9 @@ pub struct InjectorConfig {
     /// 1 s).
     #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
     pub failure_timeout: Duration,
+    /// CURVE: this process's key pair and the cluster's public keys (docs/SECURITY.md).
+    #[command(flatten)]
+    pub security: cep_transport::security::SecurityArgs,
 }
 
 impl Default for InjectorConfig {
@@ -102,6 +105,7 @@ impl Default for InjectorConfig {
             end_timeout: Duration::from_secs(60),
             hwm: 1000,
             failure_timeout: Duration::from_secs(2),
+            security: Default::default(),
         }
     }
 }
@@ -172,6 +176,7 @@ impl InjectorConfig {
             .duration("end-timeout", self.end_timeout)
             .duration("failure-timeout", self.failure_timeout)
             .value("hwm", self.hwm)
+            .extend(self.security.to_args())
             .into_args()
     }
 }
@@ -219,6 +224,10 @@ mod tests {
             end_timeout: Duration::from_secs(6),
             hwm: 0,
             failure_timeout: Duration::from_millis(1500),
+            security: cep_transport::security::SecurityArgs {
+                key: Some("/etc/cep/injector.key".into()),
+                keys: Some("/etc/cep/public".into()),
+            },
         };
         assert_eq!(parse_flags::<InjectorConfig>(&generated.to_args()).unwrap(), generated);
         for speed in [Speed::Max, Speed::Times(0.5), Speed::Times(60.0)] {

@@ -11,7 +11,7 @@ use cep_core::report::{ClockReport, EndOfStream};
 use cep_core::wire::TickBatchWriter;
 use cep_transport::clock::synchronise;
 use cep_transport::control::{end_of_run, register, EndOfRun, RegistrationError};
-use cep_transport::{Context, Push, SocketOptions, TransportError};
+use cep_transport::{Context, Push, Server, SocketOptions, TransportError};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -74,7 +74,8 @@ const SHUTDOWN_LINGER: std::time::Duration = std::time::Duration::from_millis(50
 /// carrying its true count. A graceful stop then waits for the end of the run as a bounded
 /// run does, so the cluster drains and loses nothing; a hard stop does not wait.
 pub fn run(config: InjectorConfig, stop: Stop) -> Result<InjectorReport, InjectorError> {
-    run_in(&Context::new(), config, stop)
+    let context = config.security.context().map_err(|error| InjectorError::Config(error.to_string()))?;
+    run_in(&context, config, stop)
 }
 
 /// Runs the injector on `context` (shared by every role of an in-process cluster).
@@ -113,10 +114,10 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
     cep_telemetry::identity::set_id(&format!("injector-{}", ready.assigned));
     info!(first_stream = ready.assigned, "run started");
     // Intended send times are in the collector's clock, like every other stamp.
-    if let Some(estimate) = synchronise(context, &ready.collector_clock, &shutdown)? {
+    if let Some(estimate) = synchronise(context, &ready.collector_clock, &ready.collector_key, &shutdown)? {
         // Closed at once: not watched (see `cep_transport::liveness`).
         let once = SocketOptions { failure_timeout: None, ..SocketOptions::default() };
-        let collector = Push::connect(context, &ready.collector, &once)?;
+        let collector = Push::connect(context, &ready.collector, Server::Key(&ready.collector_key), &once)?;
         let report = ClockReport { node: format!("injector-{}", ready.assigned), estimate };
         collector.send(&report.encode(ready.assigned), &shutdown)?;
     }
@@ -130,7 +131,7 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
     let metrics = crate::metrics::InjectorMetrics::register(if config.speed.is_some() { 0.0 } else { config.rate });
     let mut threads = Vec::new();
     for (c, (source, share)) in sources.streams.into_iter().zip(sources.shares).enumerate() {
-        let push = Push::connect(context, &config.router_data, &options)?;
+        let push = Push::connect(context, &config.router_data, Server::Router, &options)?;
         let rate = config.rate * share;
         let pace = match (config.speed, sources.first_event_time) {
             (Some(Speed::Max), _) => Pace::Unpaced,

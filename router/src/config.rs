@@ -104,6 +104,9 @@ pub struct RouterConfig {
     /// listening, so that `*` ports can be used and found (the launcher does).
     #[arg(long, env = "CEP_ANNOUNCE")]
     pub announce: Option<std::path::PathBuf>,
+    /// CURVE: this process's key pair and the cluster's public keys (docs/SECURITY.md).
+    #[command(flatten)]
+    pub security: cep_transport::security::SecurityArgs,
 }
 
 impl Default for RouterConfig {
@@ -130,6 +133,7 @@ impl Default for RouterConfig {
             collector_retention: Duration::from_secs(60),
             failure_timeout: Duration::from_secs(2),
             announce: None,
+            security: Default::default(),
         }
     }
 }
@@ -181,6 +185,7 @@ impl RouterConfig {
             .duration("collector-retention", self.collector_retention)
             .duration("failure-timeout", self.failure_timeout)
             .some_path("announce", self.announce.as_deref())
+            .extend(self.security.to_args())
             .into_args()
     }
 }
@@ -220,6 +225,10 @@ mod tests {
             collector_retention: Duration::from_secs(7),
             failure_timeout: Duration::from_millis(700),
             announce: Some("/tmp/router.endpoints".into()),
+            security: cep_transport::security::SecurityArgs {
+                key: Some("/etc/cep/router.key".into()),
+                keys: Some("/etc/cep/public".into()),
+            },
         };
         assert_eq!(parse_flags::<RouterConfig>(&config.to_args()).unwrap(), config);
         let default = RouterConfig::default();

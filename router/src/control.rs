@@ -75,6 +75,7 @@ impl Control {
     pub fn serve(
         &mut self,
         client: ClientId,
+        key: &str,
         body: &[u8],
         now: u64,
         path: Option<&mut DataPath>,
@@ -105,7 +106,7 @@ impl Control {
                 };
                 out.send(Peer::Client(client), &answer);
             }
-            Ok(frame) => self.register(client, frame.body::<Register>(), now, out),
+            Ok(frame) => self.register(client, key, frame.body::<Register>(), now, out),
             Err(error) => {
                 out.event(Event::BadControlFrame { reason: error.to_string() });
                 let reason = format!("bad control frame: {error}");
@@ -150,6 +151,7 @@ impl Control {
     fn register(
         &mut self,
         client: ClientId,
+        key: &str,
         registration: Result<Register, cep_core::wire::WireError>,
         now: u64,
         out: &mut impl Outbox,
@@ -157,7 +159,7 @@ impl Control {
         let verdict = match registration {
             Ok(registration) => {
                 let who = format!("{:?} `{}` at {}", registration.role, registration.id, registration.endpoint);
-                let verdict = self.rendezvous.offer(client.clone(), registration, now);
+                let verdict = self.rendezvous.offer(client.clone(), registration, key, now);
                 out.event(match &verdict {
                     Verdict::Hold => Event::Registered { who, waiting_for: self.rendezvous.waiting_for() },
                     Verdict::Refuse(reason) => Event::Refused { who, reason: reason.clone() },

@@ -13,7 +13,7 @@ use cep_transport::clock::synchronise;
 use cep_transport::control::ControlServer;
 use cep_transport::delivery::CollectorLink;
 use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
-use cep_transport::{Context, Pull, Push, SocketOptions, TransportError};
+use cep_transport::{Context, Pull, Push, Role as KeyRole, Server, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,7 +72,8 @@ pub enum RouterError {
 /// Runs the router in its own ZeroMQ context until every stream has ended (or `shutdown` is
 /// raised) and returns the report it also sent to the collector.
 pub fn run(config: RouterConfig, shutdown: Arc<AtomicBool>) -> Result<RouterReport, RouterError> {
-    run_in(&Context::new(), config, shutdown)
+    let context = config.security.context().map_err(|error| RouterError::Config(error.to_string()))?;
+    run_in(&context, config, shutdown)
 }
 
 /// Runs the router on `context` (shared by every role of an in-process cluster).
@@ -85,7 +86,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         ..SocketOptions::default()
     };
     let control = ControlServer::bind(context, &config.control)?;
-    let input = Pull::bind(context, &config.listen, &options)?;
+    let input = Pull::bind(context, &config.listen, &options, &[KeyRole::Injector])?;
     if let Some(path) = &config.announce {
         announce(path, input.endpoint(), control.endpoint())?;
     }
@@ -118,11 +119,23 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     gather(&mut router, &control, &config, &shutdown, &metrics)?;
 
     // Stamps are taken in the collector's time: measure this host's offset to it first.
-    let clock = synchronise(context, router.collector_clock().unwrap_or_default(), &shutdown)?;
+    let (clock_endpoint, collector_key) = router.collector_clock().unwrap_or_default();
+    let clock = synchronise(context, clock_endpoint, collector_key, &shutdown)?;
     let start = router.start(now_ns() + START_DELAY_NS);
-    let workers: Vec<Push> =
-        start.workers.iter().map(|w| Push::connect(context, &w.endpoint, &options)).collect::<Result<_, _>>()?;
-    let collector = CollectorLink::connect(context, &start.collector, &options, ROUTER_SOURCE, 1, ROUTER_MAX_UNSAVED)?;
+    let workers: Vec<Push> = start
+        .workers
+        .iter()
+        .map(|w| Push::connect(context, &w.endpoint, Server::Key(&w.key), &options))
+        .collect::<Result<_, _>>()?;
+    let collector = CollectorLink::connect(
+        context,
+        &start.collector,
+        &start.collector_key,
+        &options,
+        ROUTER_SOURCE,
+        1,
+        ROUTER_MAX_UNSAVED,
+    )?;
     let mut out = SocketOutbox::new(workers, Some(collector), Some(&control), &shutdown).connecting(context, options);
     let mut collector_watch = CollectorWatch { retention: config.collector_retention, lost_since: None };
     router.announce(clock, &mut out);
@@ -146,8 +159,8 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
             router.tick(monotonic_ns(), &mut out);
             // A bounded number per turn, so a client flooding requests cannot stall routing.
             for _ in 0..CONTROL_PER_TURN {
-                let Some((client, body)) = control.recv(Duration::ZERO)? else { break };
-                router.control(client, &body, monotonic_ns(), &mut out);
+                let Some(request) = control.recv(Duration::ZERO)? else { break };
+                router.control_from(request.client, request.peer.as_ref(), &request.body, monotonic_ns(), &mut out);
                 out.check()?;
             }
 
@@ -173,6 +186,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     router.flush(&mut out);
     hold_input(&mut router, &mut out, &control, &shutdown, &mut collector_watch)?;
     out.check()?;
+    router.refused_connections(&context.refusals());
     let report = router.finish(&mut out);
     router.publish(&metrics);
     if let Err(error) = out.check() {
@@ -185,8 +199,8 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         && !shutdown.load(Ordering::Relaxed)
         && (ending_since.elapsed() < config.end_timeout || collector_watch.lost_since.is_some())
     {
-        if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
-            router.control(client, &body, monotonic_ns(), &mut out);
+        if let Some(request) = control.recv(Duration::from_millis(100))? {
+            router.control_from(request.client, request.peer.as_ref(), &request.body, monotonic_ns(), &mut out);
         }
         // Frames a failover sent a survivor whose queue was full.
         out.flush_pending();
@@ -206,8 +220,8 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     // answer it too, rather than leave it waiting for its end time-out.
     let released_at = Instant::now();
     while !router.every_node_asked() && !shutdown.load(Ordering::Relaxed) && released_at.elapsed() < LATE_ASK_GRACE {
-        if let Some((client, body)) = control.recv(Duration::from_millis(50))? {
-            router.control(client, &body, monotonic_ns(), &mut out);
+        if let Some(request) = control.recv(Duration::from_millis(50))? {
+            router.control_from(request.client, request.peer.as_ref(), &request.body, monotonic_ns(), &mut out);
         }
     }
     // What failovers during the end left waiting for a worker goes before the nodes are
@@ -265,8 +279,8 @@ fn hold_input(
             Duration::from_millis(10)
         };
         for _ in 0..CONTROL_PER_TURN {
-            let Some((client, body)) = control.recv(wait)? else { break };
-            router.control(client, &body, monotonic_ns(), out);
+            let Some(request) = control.recv(wait)? else { break };
+            router.control_from(request.client, request.peer.as_ref(), &request.body, monotonic_ns(), out);
             out.check()?;
         }
         router.tick(monotonic_ns(), out);
@@ -354,8 +368,8 @@ fn gather(
         if !config.start_timeout.is_zero() && listening_since.elapsed() > config.start_timeout {
             return Err(RouterError::Incomplete { waited: config.start_timeout, missing: router.waiting_for() });
         }
-        if let Some((client, body)) = control.recv(Duration::from_millis(100))? {
-            router.control(client, &body, monotonic_ns(), &mut out);
+        if let Some(request) = control.recv(Duration::from_millis(100))? {
+            router.control_from(request.client, request.peer.as_ref(), &request.body, monotonic_ns(), &mut out);
             metrics.registered(router.registered());
         }
         if last_log.elapsed() > Duration::from_secs(5) {

@@ -31,7 +31,8 @@ pub struct Rendezvous<C> {
     last_worker_at: Option<u64>,
     expected_streams: u32,
     workers: Vec<(C, WorkerInfo)>,
-    collector: Option<(C, String, String)>,
+    /// (client, data endpoint, clock endpoint, CURVE key).
+    collector: Option<(C, String, String, String)>,
     injectors: Vec<(C, u32, u64)>,
     started: bool,
 }
@@ -44,6 +45,8 @@ pub struct Start<C> {
     pub workers: Vec<WorkerInfo>,
     /// The collector's data endpoint.
     pub collector: String,
+    /// The collector's CURVE key (empty when open).
+    pub collector_key: String,
 }
 
 impl<C: Clone> Rendezvous<C> {
@@ -65,8 +68,9 @@ impl<C: Clone> Rendezvous<C> {
         self.injectors.iter().map(|(_, streams, _)| streams).sum()
     }
 
-    /// Takes a registration arriving at `now` (ns).
-    pub fn offer(&mut self, client: C, registration: Register, now: u64) -> Verdict {
+    /// Takes a registration arriving at `now` (ns) from the holder of CURVE key `key` (empty
+    /// when open).
+    pub fn offer(&mut self, client: C, registration: Register, key: &str, now: u64) -> Verdict {
         if self.started {
             return Verdict::Refuse(format!(
                 "the run has already started with {} workers; its injector streams were fixed at the start (a worker arriving late joins the running cluster)",
@@ -87,7 +91,8 @@ impl<C: Clone> Rendezvous<C> {
                 if registration.endpoint.is_empty() {
                     return Verdict::Refuse("a worker must advertise its data endpoint".into());
                 }
-                self.workers.push((client, WorkerInfo { id: registration.id, endpoint: registration.endpoint }));
+                let worker = WorkerInfo { id: registration.id, endpoint: registration.endpoint, key: key.into() };
+                self.workers.push((client, worker));
                 self.last_worker_at = Some(now);
             }
             Role::Collector => {
@@ -97,7 +102,7 @@ impl<C: Clone> Rendezvous<C> {
                 if registration.endpoint.is_empty() {
                     return Verdict::Refuse("the collector must advertise its data endpoint".into());
                 }
-                self.collector = Some((client, registration.endpoint, registration.clock_endpoint));
+                self.collector = Some((client, registration.endpoint, registration.clock_endpoint, key.into()));
             }
             Role::Injector => {
                 let streams = registration.streams;
@@ -125,9 +130,9 @@ impl<C: Clone> Rendezvous<C> {
         !self.started && workers_complete && self.collector.is_some() && self.streams() == self.expected_streams
     }
 
-    /// The collector's clock socket, once it has registered (empty if it has none).
-    pub fn collector_clock(&self) -> Option<&str> {
-        self.collector.as_ref().map(|(_, _, clock)| clock.as_str())
+    /// The collector's clock socket (empty if it has none) and CURVE key, once it has registered.
+    pub fn collector_clock(&self) -> Option<(&str, &str)> {
+        self.collector.as_ref().map(|(_, _, clock, key)| (clock.as_str(), key.as_str()))
     }
 
     /// The workers and injectors registered: each asks to be told when the run is over.
@@ -161,7 +166,7 @@ impl<C: Clone> Rendezvous<C> {
         self.started = true;
         self.workers.sort_by(|a, b| a.1.id.cmp(&b.1.id));
         let workers: Vec<WorkerInfo> = self.workers.iter().map(|(_, w)| w.clone()).collect();
-        let (collector_client, collector, collector_clock) =
+        let (collector_client, collector, collector_clock, collector_key) =
             self.collector.clone().expect("complete cluster has a collector");
         let warmup_ns = self.injectors.iter().map(|(_, _, warmup)| *warmup).max().unwrap_or(0);
         let ready = |assigned: u32| Ready {
@@ -176,6 +181,7 @@ impl<C: Clone> Rendezvous<C> {
             allowed_lateness_ns,
             joining: false,
             collector_incarnation: 1,
+            collector_key: collector_key.clone(),
         };
         let mut answers: Vec<(C, Ready)> = Vec::new();
         for (index, (client, _)) in self.workers.iter().enumerate() {
@@ -187,7 +193,7 @@ impl<C: Clone> Rendezvous<C> {
             answers.push((client.clone(), ready(first_stream)));
             first_stream += streams;
         }
-        Start { answers, workers, collector }
+        Start { answers, workers, collector, collector_key }
     }
 }
 
@@ -215,22 +221,22 @@ mod tests {
     fn starts_only_when_complete_and_refuses_late_or_duplicate() {
         let now = 1;
         let mut rendezvous = Rendezvous::new(WorkerCount::Exactly(2), 3);
-        assert_eq!(rendezvous.offer(1, register(Role::Worker, "b", 0), now), Verdict::Hold);
-        assert!(matches!(rendezvous.offer(2, register(Role::Worker, "b", 0), now), Verdict::Refuse(_)));
-        assert_eq!(rendezvous.offer(3, register(Role::Injector, "i", 2), now), Verdict::Hold);
-        assert!(matches!(rendezvous.offer(4, register(Role::Injector, "j", 2), now), Verdict::Refuse(_)));
-        assert_eq!(rendezvous.offer(5, register(Role::Collector, "c", 0), now), Verdict::Hold);
+        assert_eq!(rendezvous.offer(1, register(Role::Worker, "b", 0), "", now), Verdict::Hold);
+        assert!(matches!(rendezvous.offer(2, register(Role::Worker, "b", 0), "", now), Verdict::Refuse(_)));
+        assert_eq!(rendezvous.offer(3, register(Role::Injector, "i", 2), "", now), Verdict::Hold);
+        assert!(matches!(rendezvous.offer(4, register(Role::Injector, "j", 2), "", now), Verdict::Refuse(_)));
+        assert_eq!(rendezvous.offer(5, register(Role::Collector, "c", 0), "", now), Verdict::Hold);
         assert!(!rendezvous.is_complete(now));
-        assert_eq!(rendezvous.offer(6, register(Role::Worker, "a", 0), now), Verdict::Hold);
-        assert!(matches!(rendezvous.offer(9, register(Role::Worker, "c", 0), now), Verdict::Refuse(_)));
-        assert_eq!(rendezvous.offer(7, register(Role::Injector, "k", 1), now), Verdict::Hold);
+        assert_eq!(rendezvous.offer(6, register(Role::Worker, "a", 0), "", now), Verdict::Hold);
+        assert!(matches!(rendezvous.offer(9, register(Role::Worker, "c", 0), "", now), Verdict::Refuse(_)));
+        assert_eq!(rendezvous.offer(7, register(Role::Injector, "k", 1), "", now), Verdict::Hold);
         assert!(rendezvous.is_complete(now));
         let start = rendezvous.start(99, &rules(), None);
         assert_eq!(start.workers.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), vec!["a", "b"]);
         let assigned: Vec<(i32, u32)> = start.answers.iter().map(|(c, r)| (*c, r.assigned)).collect();
         assert_eq!(assigned, vec![(6, 0), (1, 1), (5, 0), (3, 0), (7, 2)]);
         assert!(start.answers.iter().all(|(_, r)| r.start_ns == 99 && r.warmup_ns == 2 && r.streams == 3));
-        match rendezvous.offer(8, register(Role::Worker, "late", 0), now) {
+        match rendezvous.offer(8, register(Role::Worker, "late", 0), "", now) {
             Verdict::Refuse(reason) => assert!(reason.contains("already started"), "{reason}"),
             other => panic!("{other:?}"),
         }
@@ -242,11 +248,11 @@ mod tests {
         let secs = |s: u64| s * 1_000_000_000;
         let settle = Duration::from_secs(3);
         let mut rendezvous = Rendezvous::new(WorkerCount::Settle(settle), 1);
-        rendezvous.offer(1, register(Role::Collector, "c", 0), t0);
-        rendezvous.offer(2, register(Role::Injector, "i", 1), t0);
+        rendezvous.offer(1, register(Role::Collector, "c", 0), "", t0);
+        rendezvous.offer(2, register(Role::Injector, "i", 1), "", t0);
         assert!(!rendezvous.is_complete(t0 + secs(30)), "no worker yet");
         for (i, id) in ["w1", "w2", "w3"].iter().enumerate() {
-            rendezvous.offer(10 + i as i32, register(Role::Worker, id, 0), t0 + secs(i as u64));
+            rendezvous.offer(10 + i as i32, register(Role::Worker, id, 0), "", t0 + secs(i as u64));
         }
         assert!(!rendezvous.is_complete(t0 + secs(4)));
         assert!(rendezvous.is_complete(t0 + secs(5)));

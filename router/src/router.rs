@@ -21,6 +21,8 @@ use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{ClockReport, RouterReport};
 use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, MAX_STREAMS};
 use cep_core::wire::FrameKind;
+use cep_transport::security::{Peer as Authenticated, Role as KeyRole};
+use std::collections::BTreeMap;
 
 /// A joining worker's advertised endpoint must be one the router can connect to
 /// (`tcp://host:port`, `ipc://path`, `inproc://name`): a bad one is refused, not fatal.
@@ -90,6 +92,8 @@ pub struct Start {
     pub workers: Vec<WorkerInfo>,
     /// The collector's data endpoint.
     pub collector: String,
+    /// The collector's CURVE key (empty when open).
+    pub collector_key: String,
 }
 
 /// One run of the router.
@@ -108,6 +112,13 @@ pub struct Router {
     checkpoints: Checkpoints,
     /// The collector serving the run (restarted ones take over).
     delivery: Option<CollectorDelivery>,
+    /// The run's collector's CURVE key (empty when open): one that resumes must hold it.
+    collector_key: String,
+    /// The CURVE key of the request being served (empty when open).
+    caller_key: String,
+    /// Control requests refused for who sent them, and connections the authentication refused,
+    /// by cause: reported with the data path's rejections.
+    denied: BTreeMap<String, u64>,
 }
 
 impl Router {
@@ -125,12 +136,106 @@ impl Router {
             workers: Vec::new(),
             checkpoints: Checkpoints::new(0, 0, 0),
             delivery: None,
+            collector_key: String::new(),
+            caller_key: String::new(),
+            denied: BTreeMap::new(),
+        }
+    }
+
+    /// Handles one control request from `peer`, the sender as the authentication admitted it
+    /// (`None`: an open socket, where anyone may ask anything): a request its key's roles do
+    /// not allow, or that names another process than the one holding the key, is refused
+    /// and counted as `unauthorized_control`.
+    pub fn control_from(
+        &mut self,
+        client: ClientId,
+        peer: Option<&Authenticated>,
+        body: &[u8],
+        now: u64,
+        out: &mut impl Outbox,
+    ) {
+        if let Some(peer) = peer {
+            if let Err(reason) = self.authorize(peer, body) {
+                *self.denied.entry("unauthorized_control".into()).or_insert(0) += 1;
+                out.event(Event::Refused { who: format!("a request from {peer}"), reason: reason.clone() });
+                return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+            }
+        }
+        self.caller_key = peer.map(|peer| peer.key.as_str().to_string()).unwrap_or_default();
+        self.serve_control(client, body, now, out);
+    }
+
+    /// Whether `peer` may send `body`: its roles, and for frames a worker or the collector
+    /// sends about itself, whether it is that worker or that collector. Frames that do not
+    /// decode pass here and are refused where they are read.
+    fn authorize(&self, peer: &Authenticated, body: &[u8]) -> Result<(), String> {
+        let Ok(frame) = Frame::read(body, MAX_CONTROL_FRAME_BYTES) else { return Ok(()) };
+        let kind = frame.kind();
+        let needs = |role: KeyRole| match peer.is(role) {
+            true => Ok(()),
+            false => Err(format!("{peer} may not send {kind:?}: only a {} key may", role.name())),
+        };
+        let worker_key = |index: u32| self.workers.get(index as usize).map(|worker| worker.key.as_str());
+        let is_worker = |index: u32| match worker_key(index) {
+            Some(key) if key == peer.key.as_str() => Ok(()),
+            _ => Err(format!("{peer} is not worker {index}, which this {kind:?} names")),
+        };
+        match kind {
+            FrameKind::Register => {
+                let register = frame.body::<Register>().map_err(|error| format!("bad registration frame: {error}"))?;
+                needs(match register.role {
+                    Role::Worker => KeyRole::Worker,
+                    Role::Collector => KeyRole::Collector,
+                    Role::Injector => KeyRole::Injector,
+                })
+            }
+            FrameKind::Deploy | FrameKind::StatusRequest => needs(KeyRole::Operator),
+            FrameKind::Leave if peer.is(KeyRole::Operator) => Ok(()),
+            FrameKind::Leave => {
+                needs(KeyRole::Worker)?;
+                let leave = frame.body::<Leave>().map_err(|error| format!("bad leave frame: {error}"))?;
+                match self.workers.iter().find(|worker| worker.id == leave.worker) {
+                    Some(worker) if worker.key == peer.key.as_str() => Ok(()),
+                    _ => Err(format!("{peer} may ask only itself to leave, not `{}`", leave.worker)),
+                }
+            }
+            FrameKind::SymbolState
+            | FrameKind::Reached
+            | FrameKind::Snapshot
+            | FrameKind::DeliveryQuery => {
+                needs(KeyRole::Worker)?;
+                is_worker(frame.sender())
+            }
+            FrameKind::OutputsConfirmed | FrameKind::Saved | FrameKind::RunFinished => {
+                needs(KeyRole::Collector)?;
+                match self.collector_key.as_str() {
+                    "" => Ok(()),
+                    key if key == peer.key.as_str() => Ok(()),
+                    _ => Err(format!("{peer} is not the run's collector")),
+                }
+            }
+            FrameKind::AwaitEnd if peer.is(KeyRole::Worker) || peer.is(KeyRole::Injector) => Ok(()),
+            FrameKind::AwaitEnd => needs(KeyRole::Injector),
+            _ => Ok(()),
+        }
+    }
+
+    /// Connections the authentication refused, by the roles of the socket (`ZAP`): counted in
+    /// the report as `unauthenticated_<roles>`.
+    pub fn refused_connections(&mut self, refusals: &BTreeMap<String, u64>) {
+        for (socket, count) in refusals {
+            self.denied.insert(format!("unauthenticated_{}", socket.replace(',', "_")), *count);
         }
     }
 
     /// Handles one control request received at `now` (any phase): a monotonic time in ns,
     /// which only the settle timer of `--workers 0` reads.
     pub fn control(&mut self, client: ClientId, body: &[u8], now: u64, out: &mut impl Outbox) {
+        self.caller_key.clear();
+        self.serve_control(client, body, now, out);
+    }
+
+    fn serve_control(&mut self, client: ClientId, body: &[u8], now: u64, out: &mut impl Outbox) {
         let (Some(path), Some(rescaling)) = (self.path.as_mut(), self.rescaling.as_mut()) else {
             let kind = Frame::read(body, MAX_CONTROL_FRAME_BYTES).map(|frame| frame.kind());
             if matches!(
@@ -147,17 +252,17 @@ impl Router {
                 let reason = format!("the run has not started: waiting for {}", self.waiting_for());
                 return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
             }
-            return self.control.serve(client, body, now, self.path.as_mut(), out);
+            return self.control.serve(client, &self.caller_key, body, now, self.path.as_mut(), out);
         };
         let Ok(frame) = Frame::read(body, MAX_CONTROL_FRAME_BYTES) else {
-            return self.control.serve(client, body, now, Some(path), out);
+            return self.control.serve(client, &self.caller_key, body, now, Some(path), out);
         };
         let answer = match frame.kind() {
             FrameKind::Register => match frame.body::<Register>() {
                 Ok(register) if register.role == Role::Worker => self.join(register, now, out),
                 Ok(register) if register.role == Role::Injector => self.open_streams(&client, register, out),
                 Ok(register) if register.role == Role::Collector => self.collector_restarted(register, out),
-                _ => return self.control.serve(client, body, now, Some(path), out),
+                _ => return self.control.serve(client, &self.caller_key, body, now, Some(path), out),
             },
             FrameKind::SymbolState => frame
                 .body::<SymbolState>()
@@ -250,14 +355,14 @@ impl Router {
             }
             FrameKind::Deploy => {
                 let epoch = self.control.deployments.current().epoch;
-                self.control.serve(client, body, now, Some(path), out);
+                self.control.serve(client, &self.caller_key, body, now, Some(path), out);
                 // The replay logs do not record a rule switch: every checkpoint is stale.
                 if self.control.deployments.current().epoch != epoch {
                     self.checkpoints.invalidate();
                 }
                 return;
             }
-            _ => return self.control.serve(client, body, now, Some(path), out),
+            _ => return self.control.serve(client, &self.caller_key, body, now, Some(path), out),
         };
         let answer = answer.unwrap_or_else(|reason| {
             out.event(Event::Refused { who: format!("a {:?} request", frame.kind()), reason: reason.clone() });
@@ -274,6 +379,9 @@ impl Router {
     fn collector_restarted(&mut self, register: Register, out: &mut impl Outbox) -> Result<Vec<u8>, String> {
         let delivery = self.delivery.as_mut().expect("running");
         check_endpoint(&register.endpoint)?;
+        if self.collector_key != self.caller_key {
+            return Err("a collector that resumes the run must hold the key of the one it replaces".into());
+        }
         let incarnation = delivery.take_over(&register)?;
         let ready = self.joiner_ready.as_mut().expect("running");
         ready.collector.clone_from(&register.endpoint);
@@ -288,7 +396,7 @@ impl Router {
             waiting_for: "nothing: it resumes from its saved state, and every sender sends it what it had not saved"
                 .into(),
         });
-        out.collector_moved(&register.endpoint, incarnation);
+        out.collector_moved(&register.endpoint, &self.collector_key, incarnation);
         Ok(answer.encode(ROUTER_SENDER))
     }
 
@@ -318,8 +426,9 @@ impl Router {
         check_endpoint(&register.endpoint)?;
         rescaling.join(&register.id, now)?;
         let index = self.workers.len();
-        self.workers.push(WorkerInfo { id: register.id.clone(), endpoint: register.endpoint.clone() });
-        out.connect_worker(index as u32, &register.endpoint);
+        let key = self.caller_key.clone();
+        self.workers.push(WorkerInfo { id: register.id.clone(), endpoint: register.endpoint.clone(), key });
+        out.connect_worker(index as u32, &register.endpoint, &self.caller_key);
         // First on its socket: the Welcome it must answer before anything is routed to it.
         out.send(Peer::Worker(index as u32), &Welcome { index: index as u32 }.encode(ROUTER_SENDER));
         let added = path.add_worker(out);
@@ -533,8 +642,9 @@ impl Router {
         self.path.is_none() && self.control.rendezvous.is_complete(now)
     }
 
-    /// The collector's clock endpoint, once it has registered (empty if it serves none).
-    pub fn collector_clock(&self) -> Option<&str> {
+    /// The collector's clock endpoint (empty if it serves none) and CURVE key (empty when
+    /// open), once it has registered.
+    pub fn collector_clock(&self) -> Option<(&str, &str)> {
         self.control.rendezvous.collector_clock()
     }
 
@@ -580,7 +690,8 @@ impl Router {
         }
         self.path = Some(path);
         self.answers = start.answers;
-        Start { workers: start.workers, collector: start.collector }
+        self.collector_key.clone_from(&start.collector_key);
+        Start { workers: start.workers, collector: start.collector, collector_key: start.collector_key }
     }
 
     /// Tells the collector this host's clock offset (if measured), then answers every
@@ -645,7 +756,13 @@ impl Router {
                 .unwrap_or_default(),
             rules: self.control.deployments.history().to_vec(),
             routed: path.map_or(0, DataPath::routed_total),
-            rejected: path.map(|p| p.rejections().counts().clone()).unwrap_or_default(),
+            rejected: {
+                let mut rejected = path.map(|p| p.rejections().counts().clone()).unwrap_or_default();
+                for (cause, count) in &self.denied {
+                    *rejected.entry(cause.clone()).or_insert(0) += count;
+                }
+                rejected
+            },
             workers: self.rescaling.as_ref().map(Rescaling::reported_ids).unwrap_or_default(),
             failed: self.rescaling.as_ref().map(Rescaling::failed).unwrap_or_default(),
         }

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use zmq::Context;
+use crate::context::SocketRole;
+use crate::security::{Role, Server};
+use crate::Context;
 
 /// The collector's time service.
 pub struct ClockServer {
@@ -19,10 +21,11 @@ pub struct ClockServer {
 }
 
 impl ClockServer {
-    /// Binds a REP socket at `bind` and answers time requests on a thread of its own until
-    /// the server is dropped.
+    /// Binds a REP socket at `bind` (admitting the router, workers and injectors) and answers
+    /// time requests on a thread of its own until the server is dropped.
     pub fn start(context: &Context, bind: &str) -> Result<ClockServer, TransportError> {
-        let socket = context.socket(zmq::REP).map_err(socket_err("create REP socket"))?;
+        const ADMITS: &[Role] = &[Role::Router, Role::Worker, Role::Injector];
+        let socket = context.socket(zmq::REP, SocketRole::Binds(ADMITS))?;
         socket.set_linger(0).map_err(socket_err("set linger"))?;
         socket.bind(bind).map_err(|source| TransportError::Bind { endpoint: bind.to_string(), source })?;
         let endpoint = socket
@@ -66,11 +69,12 @@ impl Drop for ClockServer {
 pub fn sample_offset(
     context: &Context,
     endpoint: &str,
+    server: Server<'_>,
     samples: usize,
     timeout: Duration,
     shutdown: &AtomicBool,
 ) -> Result<OffsetEstimate, TransportError> {
-    let socket = context.socket(zmq::REQ).map_err(socket_err("create REQ socket"))?;
+    let socket = context.socket(zmq::REQ, SocketRole::Connects { server, endpoint })?;
     socket.set_linger(0).map_err(socket_err("set linger"))?;
     socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
     let request = ClockRequest.encode(0);
@@ -111,13 +115,14 @@ pub const CLOCK_SAMPLES: usize = 16;
 pub fn synchronise(
     context: &Context,
     collector_clock: &str,
+    collector_key: &str,
     shutdown: &AtomicBool,
 ) -> Result<Option<OffsetEstimate>, TransportError> {
     // No clock service, or the collector's own process (an in-process cluster): one clock.
     if collector_clock.is_empty() || collector_clock.starts_with("inproc://") {
         return Ok(None);
     }
-    let estimate = sample_offset(context, collector_clock, CLOCK_SAMPLES, Duration::from_secs(10), shutdown)?;
+    let estimate = sample_offset(context, collector_clock, Server::Key(collector_key), CLOCK_SAMPLES, Duration::from_secs(10), shutdown)?;
     cep_core::clock::set_offset(estimate.offset_ns);
     Ok(Some(estimate))
 }
@@ -131,7 +136,7 @@ mod tests {
         let context = Context::new();
         let server = ClockServer::start(&context, "tcp://127.0.0.1:*").unwrap();
         let estimate =
-            sample_offset(&context, server.endpoint(), 8, Duration::from_secs(5), &AtomicBool::new(false)).unwrap();
+            sample_offset(&context, server.endpoint(), Server::Router, 8, Duration::from_secs(5), &AtomicBool::new(false)).unwrap();
         assert!(estimate.offset_ns.unsigned_abs() <= estimate.uncertainty_ns + 1, "{estimate:?}");
         assert!(estimate.uncertainty_ns < 50_000_000, "{estimate:?}");
     }

@@ -6,7 +6,9 @@ use crate::socket::{socket_err, TransportError};
 use cep_core::control::MAX_CONTROL_FRAME_BYTES;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use zmq::Context;
+use crate::context::SocketRole;
+use crate::security::{Peer, Role, Server};
+use crate::Context;
 
 /// A client's identity on the control socket, used to address the answer.
 pub type ClientId = Vec<u8>;
@@ -23,9 +25,11 @@ impl ControlServer {
         &self.socket
     }
 
-    /// Binds the ROUTER socket at `endpoint`.
+    /// Binds the ROUTER socket at `endpoint`. On a secure context it admits every role but the
+    /// router's; what each may ask is the router's to decide, by the [`Peer`] of each request.
     pub fn bind(context: &Context, endpoint: &str) -> Result<ControlServer, TransportError> {
-        let socket = context.socket(zmq::ROUTER).map_err(socket_err("create ROUTER socket"))?;
+        const ADMITS: &[Role] = &[Role::Worker, Role::Collector, Role::Injector, Role::Operator];
+        let socket = context.socket(zmq::ROUTER, SocketRole::Binds(ADMITS))?;
         socket.set_linger(1000).map_err(socket_err("set linger"))?;
         // A request larger than any control frame is cut off by ZeroMQ before it is buffered
         // (a worker's state hand-off is the largest legitimate one).
@@ -43,24 +47,45 @@ impl ControlServer {
         &self.endpoint
     }
 
-    /// The next request, if one arrives within `timeout`. Requests that are not a REQ
-    /// envelope (`identity, empty, body`) are returned with an empty body.
-    pub fn recv(&self, timeout: Duration) -> Result<Option<(ClientId, Vec<u8>)>, TransportError> {
+    /// The next request, if one arrives within `timeout`: the client, the body, and on a
+    /// secure context who sent it. Requests that are not a REQ envelope (`identity, empty,
+    /// body`) are returned with an empty body.
+    pub fn recv(&self, timeout: Duration) -> Result<Option<Request>, TransportError> {
         match self.socket.poll(zmq::POLLIN, timeout.as_millis() as i64) {
             Ok(0) | Err(zmq::Error::EINTR) => return Ok(None),
             Ok(_) => {}
             Err(source) => return Err(TransportError::Socket { what: "poll control", source }),
         }
-        let mut parts = self.socket.recv_multipart(zmq::DONTWAIT).map_err(socket_err("receive control"))?;
-        let body = parts.pop().unwrap_or_default();
-        let identity = parts.into_iter().next().unwrap_or_default();
-        Ok(Some((identity, body)))
+        // The identity ROUTER puts first, then the REQ envelope: only the first and the last
+        // part are kept, however many a client sends.
+        let mut identity = zmq::Message::new();
+        self.socket.recv(&mut identity, zmq::DONTWAIT).map_err(socket_err("receive control"))?;
+        let mut body = zmq::Message::new();
+        let mut more = identity.get_more();
+        while more {
+            self.socket.recv(&mut body, zmq::DONTWAIT).map_err(socket_err("receive control"))?;
+            more = body.get_more();
+        }
+        let peer = Peer::of(&mut body);
+        let client = identity.to_vec();
+        Ok(Some(Request { client, body: body.to_vec(), peer }))
     }
 
     /// Answers one client.
     pub fn reply(&self, client: &[u8], body: &[u8]) -> Result<(), TransportError> {
         self.socket.send_multipart([client, &[][..], body], zmq::DONTWAIT).map_err(socket_err("answer control request"))
     }
+}
+
+/// One control request.
+#[derive(Debug)]
+pub struct Request {
+    /// Who to answer.
+    pub client: ClientId,
+    /// The frame.
+    pub body: Vec<u8>,
+    /// The sender as authenticated, on a secure context (`None` when open).
+    pub peer: Option<Peer>,
 }
 
 /// A standing line to the router's control socket (DEALER) for requests the sender must not
@@ -83,11 +108,11 @@ impl ControlLink {
         endpoint: &str,
         failure_timeout: Option<Duration>,
     ) -> Result<ControlLink, TransportError> {
-        let socket = context.socket(zmq::DEALER).map_err(socket_err("create DEALER socket"))?;
+        let socket = context.socket(zmq::DEALER, SocketRole::Connects { server: Server::Router, endpoint })?;
         socket.set_linger(1000).map_err(socket_err("set linger"))?;
         socket.set_maxmsgsize(MAX_CONTROL_FRAME_BYTES as i64).map_err(socket_err("set maximum message size"))?;
         let watch = failure_timeout
-            .map(|timeout| crate::liveness::PeerWatch::attach(context, &socket, endpoint, timeout))
+            .map(|timeout| crate::liveness::PeerWatch::attach(context.zmq(), &socket, endpoint, timeout))
             .transpose()?;
         socket
             .connect(endpoint)
@@ -169,7 +194,7 @@ pub fn request(
 ) -> Result<Vec<u8>, TransportError> {
     let deadline = Instant::now() + timeout;
     wait_until_resolvable(endpoint, deadline, shutdown)?;
-    let socket = context.socket(zmq::REQ).map_err(socket_err("create REQ socket"))?;
+    let socket = context.socket(zmq::REQ, SocketRole::Connects { server: Server::Router, endpoint })?;
     socket.set_linger(0).map_err(socket_err("set linger"))?;
     socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
     socket.send(body, 0).map_err(socket_err("send control request"))?;
@@ -202,8 +227,8 @@ mod tests {
         let mut received = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline && received.is_empty() {
-            if let Some((_, body)) = server.recv(Duration::from_millis(100)).unwrap() {
-                received.push(body.len());
+            if let Some(request) = server.recv(Duration::from_millis(100)).unwrap() {
+                received.push(request.body.len());
             }
         }
         assert!(received.iter().all(|len| *len <= MAX_CONTROL_FRAME_BYTES), "{received:?}");
@@ -229,8 +254,8 @@ mod tests {
                 held.push(request);
             }
         }
-        for (client, body) in &held {
-            server.reply(client, &[body[0] + 10]).unwrap();
+        for request in &held {
+            server.reply(&request.client, &[request.body[0] + 10]).unwrap();
         }
         let mut answers: Vec<u8> = clients.into_iter().map(|c| c.join().unwrap()[0]).collect();
         answers.sort();

@@ -30,11 +30,13 @@ pub struct CollectorLink {
 }
 
 impl CollectorLink {
-    /// Connects to the collector at `endpoint` (incarnation `incarnation`) as source `source`,
-    /// holding at most `max_held` bytes of unsaved frames before [`Self::full`].
+    /// Connects to the collector at `endpoint` with CURVE key `key` (empty when open;
+    /// incarnation `incarnation`) as source `source`, holding at most `max_held` bytes of
+    /// unsaved frames before [`Self::full`].
     pub fn connect(
         context: &Context,
         endpoint: &str,
+        key: &str,
         options: &SocketOptions,
         source: u32,
         incarnation: u64,
@@ -44,7 +46,7 @@ impl CollectorLink {
             context: context.clone(),
             options: options.clone(),
             endpoint: endpoint.to_string(),
-            push: Push::connect(context, endpoint, options)?,
+            push: Push::connect(context, endpoint, crate::Server::Key(key), options)?,
             log: DeliveryLog::new(source, incarnation, max_held),
             lost: None,
             resend_from: None,
@@ -133,7 +135,7 @@ impl CollectorLink {
 
     /// Collector incarnation `incarnation` at `endpoint` takes over (nothing changes for one
     /// already served): connects to it and sends it every frame it has not saved, in order.
-    pub fn moved(&mut self, endpoint: &str, incarnation: u64) -> Result<(), TransportError> {
+    pub fn moved(&mut self, endpoint: &str, key: &str, incarnation: u64) -> Result<(), TransportError> {
         if incarnation <= self.log.incarnation() {
             return Ok(());
         }
@@ -143,7 +145,7 @@ impl CollectorLink {
             held = self.log.held_bytes(),
             "a restarted collector took over: sending it what it has not saved"
         );
-        let push = Push::connect(&self.context, endpoint, &self.options)?;
+        let push = Push::connect(&self.context, endpoint, crate::Server::Key(key), &self.options)?;
         // Nothing queued for the one before is wanted: it is all held and goes out again.
         std::mem::replace(&mut self.push, push).shorten_linger(Duration::ZERO);
         self.endpoint = endpoint.to_string();
@@ -174,6 +176,7 @@ impl CollectorLink {
 mod tests {
     use super::*;
     use crate::socket::{Message, Pull};
+    use crate::security::Role;
     use cep_core::delivery::{Arrival, Positions};
     use cep_core::frame::Frame;
     use std::time::Instant;
@@ -196,9 +199,9 @@ mod tests {
     fn a_collector_reached_again_after_its_connection_dropped_gets_every_unsaved_frame_in_order() {
         let context = Context::new();
         let options = SocketOptions { failure_timeout: Some(Duration::from_millis(400)), ..SocketOptions::default() };
-        let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options).unwrap();
+        let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options, &Role::ALL).unwrap();
         let endpoint = pull.endpoint().to_string();
-        let mut link = CollectorLink::connect(&context, &endpoint, &options, 0, 1, 1 << 20).unwrap();
+        let mut link = CollectorLink::connect(&context, &endpoint, "", &options, 0, 1, 1 << 20).unwrap();
         let never = AtomicBool::new(false);
         let frame = cep_core::frame::Body::encode(&cep_core::failover::CheckpointMark { id: 1 }, 0);
         for _ in 0..3 {
@@ -218,7 +221,7 @@ mod tests {
         }
         let sent = link.log.last_position();
         // Back at the same endpoint: reached again, it gets every frame not saved, in order.
-        let pull = Pull::bind(&context, &endpoint, &options).unwrap();
+        let pull = Pull::bind(&context, &endpoint, &options, &Role::ALL).unwrap();
         while link.lost().is_some() {
             assert!(since.elapsed() < Duration::from_secs(15), "the collector was never reached again");
             link.poll().unwrap();

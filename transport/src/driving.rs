@@ -264,9 +264,9 @@ impl Outbox for SocketOutbox<'_> {
         }
     }
 
-    fn collector_moved(&mut self, endpoint: &str, incarnation: u64) {
+    fn collector_moved(&mut self, endpoint: &str, key: &str, incarnation: u64) {
         if let Some(collector) = &mut self.collector {
-            if let Err(error) = collector.moved(endpoint, incarnation) {
+            if let Err(error) = collector.moved(endpoint, key, incarnation) {
                 self.failed.get_or_insert(error);
             }
         }
@@ -285,10 +285,10 @@ impl Outbox for SocketOutbox<'_> {
         cep_core::clock::now_ns()
     }
 
-    fn connect_worker(&mut self, index: u32, endpoint: &str) {
+    fn connect_worker(&mut self, index: u32, endpoint: &str, key: &str) {
         let (context, options) = self.connector.as_ref().expect("a core connected a worker without a connector");
         assert_eq!(index as usize, self.workers.len(), "workers join with the next index");
-        match Push::connect(context, endpoint, options) {
+        match Push::connect(context, endpoint, crate::Server::Key(key), options) {
             Ok(push) => {
                 self.workers.push(push);
                 self.dead.push(false);

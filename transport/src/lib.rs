@@ -5,14 +5,18 @@
 //! - [`clock`]: the collector's time service and the offset sampling of the other nodes.
 //! - [`driving`]: the receive loop every role shares, and the outbox over sockets.
 //! - [`control`]: the router's control server (ROUTER) and its clients (REQ, with time-outs).
+//! - [`security`] and [`context`]: CURVE on every socket, the keys, and who is admitted where.
 //!
 //! ZeroMQ sockets are not thread-safe: each socket here is owned by exactly one thread.
 
 pub mod clock;
+pub mod context;
 pub mod control;
 pub mod delivery;
 pub mod driving;
 pub mod liveness;
+pub mod security;
 pub mod socket;
 
+pub use security::{Peer, Role, Server};
 pub use socket::{advertise_host, advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};

@@ -140,6 +140,7 @@ impl PeerWatch {
 #[cfg(test)]
 mod tests {
     use crate::socket::{Pull, Push, SocketOptions, TransportError};
+    use crate::security::{Role, Server};
     use std::sync::atomic::AtomicBool;
     use std::time::{Duration, Instant};
 
@@ -150,10 +151,10 @@ mod tests {
             failure_timeout: Some(Duration::from_millis(400)),
             ..SocketOptions::default()
         };
-        let peer_context = zmq::Context::new();
-        let pull = Pull::bind(&peer_context, "tcp://127.0.0.1:*", &options).unwrap();
-        let context = zmq::Context::new();
-        let push = Push::connect(&context, pull.endpoint(), &options).unwrap();
+        let peer_context = crate::Context::new();
+        let pull = Pull::bind(&peer_context, "tcp://127.0.0.1:*", &options, &Role::ALL).unwrap();
+        let context = crate::Context::new();
+        let push = Push::connect(&context, pull.endpoint(), Server::Router, &options).unwrap();
         let never = AtomicBool::new(false);
         push.send(b"hello", &never).unwrap();
         let mut message = zmq::Message::new();
@@ -181,9 +182,9 @@ mod tests {
             failure_timeout: Some(Duration::from_millis(400)),
             ..SocketOptions::default()
         };
-        let context = zmq::Context::new();
-        let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options).unwrap();
-        let push = Push::connect(&context, pull.endpoint(), &options).unwrap();
+        let context = crate::Context::new();
+        let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options, &Role::ALL).unwrap();
+        let push = Push::connect(&context, pull.endpoint(), Server::Router, &options).unwrap();
         let stop = AtomicBool::new(false);
         push.send(b"x", &stop).unwrap();
         // Nobody reads: the queue is full, but the connection stands.
@@ -202,7 +203,7 @@ mod link_tests {
 
     #[test]
     fn a_control_link_to_a_live_router_stays_alive() {
-        let context = zmq::Context::new();
+        let context = crate::Context::new();
         let server = ControlServer::bind(&context, "tcp://127.0.0.1:*").unwrap();
         let link = ControlLink::connect(&context, server.endpoint(), Some(Duration::from_millis(400))).unwrap();
         let since = Instant::now();

@@ -3,7 +3,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use zmq::{Context, Message};
+pub use crate::context::Context;
+pub use zmq::Message;
+use crate::security::{Role, Server};
 
 /// Socket errors a user can cause (a bad or busy address) or meet (a peer gone at shutdown).
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,20 @@ pub enum TransportError {
         /// The endpoint whose host was looked up.
         endpoint: String,
         /// The resolver's last error.
+        reason: String,
+    },
+    /// A secure process was to reach a peer whose key nobody passed on: the router runs open.
+    #[error("no CURVE key is known for {peer}: is the router running without --key?")]
+    NoPeerKey {
+        /// The peer's endpoint.
+        peer: String,
+    },
+    /// The key passed on for a peer is not a key.
+    #[error("the CURVE key given for {peer} is unusable: {reason}")]
+    BadPeerKey {
+        /// The peer's endpoint.
+        peer: String,
+        /// Why.
         reason: String,
     },
     /// The peer answered with something that is not the expected frame.
@@ -128,9 +144,15 @@ pub struct Pull {
 }
 
 impl Pull {
-    /// Binds a PULL socket. `tcp://host:*` picks a free port; see [`Pull::endpoint`].
-    pub fn bind(context: &Context, endpoint: &str, options: &SocketOptions) -> Result<Pull, TransportError> {
-        let socket = context.socket(zmq::PULL).map_err(socket_err("create PULL socket"))?;
+    /// Binds a PULL socket that admits `admits` (on a secure context). `tcp://host:*` picks a
+    /// free port; see [`Pull::endpoint`].
+    pub fn bind(
+        context: &Context,
+        endpoint: &str,
+        options: &SocketOptions,
+        admits: &[Role],
+    ) -> Result<Pull, TransportError> {
+        let socket = context.socket(zmq::PULL, crate::context::SocketRole::Binds(admits))?;
         apply(&socket, options)?;
         socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })?;
         let endpoint = socket
@@ -181,16 +203,21 @@ pub struct Push {
 }
 
 impl Push {
-    /// Connects a PUSH socket to a bound peer. ZeroMQ connects in the background, queueing
-    /// up to the high-water mark meanwhile.
-    pub fn connect(context: &Context, endpoint: &str, options: &SocketOptions) -> Result<Push, TransportError> {
-        let socket = context.socket(zmq::PUSH).map_err(socket_err("create PUSH socket"))?;
+    /// Connects a PUSH socket to a bound peer (`server`, on a secure context). ZeroMQ connects
+    /// in the background, queueing up to the high-water mark meanwhile.
+    pub fn connect(
+        context: &Context,
+        endpoint: &str,
+        server: Server<'_>,
+        options: &SocketOptions,
+    ) -> Result<Push, TransportError> {
+        let socket = context.socket(zmq::PUSH, crate::context::SocketRole::Connects { server, endpoint })?;
         apply(&socket, options)?;
         // A finite send time-out lets a blocked send notice a shutdown request.
         socket.set_sndtimeo(100).map_err(socket_err("set send time-out"))?;
         let watch = options
             .failure_timeout
-            .map(|timeout| crate::liveness::PeerWatch::attach(context, &socket, endpoint, timeout))
+            .map(|timeout| crate::liveness::PeerWatch::attach(context.zmq(), &socket, endpoint, timeout))
             .transpose()?;
         socket
             .connect(endpoint)
@@ -198,9 +225,15 @@ impl Push {
         Ok(Push { socket, peer: endpoint.to_string(), watch })
     }
 
-    /// Binds a PUSH socket (used by tests and benchmarks that play a fixed peer).
-    pub fn bind(context: &Context, endpoint: &str, options: &SocketOptions) -> Result<Push, TransportError> {
-        let socket = context.socket(zmq::PUSH).map_err(socket_err("create PUSH socket"))?;
+    /// Binds a PUSH socket that admits `admits` (used by tests and benchmarks that play a fixed
+    /// peer).
+    pub fn bind(
+        context: &Context,
+        endpoint: &str,
+        options: &SocketOptions,
+        admits: &[Role],
+    ) -> Result<Push, TransportError> {
+        let socket = context.socket(zmq::PUSH, crate::context::SocketRole::Binds(admits))?;
         apply(&socket, options)?;
         socket.set_sndtimeo(100).map_err(socket_err("set send time-out"))?;
         socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })?;
@@ -312,13 +345,14 @@ pub fn advertised_endpoint(bound: &str, host: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::security::{Role, Server};
 
     #[test]
     fn push_pull_round_trip_and_pending_probe() {
         let context = Context::new();
         let options = SocketOptions::default();
-        let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options).unwrap();
-        let push = Push::connect(&context, pull.endpoint(), &options).unwrap();
+        let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options, &Role::ALL).unwrap();
+        let push = Push::connect(&context, pull.endpoint(), Server::Router, &options).unwrap();
         let shutdown = AtomicBool::new(false);
         push.send(b"one", &shutdown).unwrap();
         push.send(b"two", &shutdown).unwrap();
@@ -335,8 +369,8 @@ mod tests {
     fn address_in_use_is_a_clear_error() {
         let context = Context::new();
         let options = SocketOptions::default();
-        let first = Pull::bind(&context, "tcp://127.0.0.1:*", &options).unwrap();
-        let error = Pull::bind(&context, first.endpoint(), &options).err().unwrap().to_string();
+        let first = Pull::bind(&context, "tcp://127.0.0.1:*", &options, &Role::ALL).unwrap();
+        let error = Pull::bind(&context, first.endpoint(), &options, &Role::ALL).err().unwrap().to_string();
         assert!(error.starts_with(&format!("cannot bind {}", first.endpoint())), "{error}");
         assert!(error.contains("in use"), "{error}");
     }

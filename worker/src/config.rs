@@ -48,6 +48,9 @@ pub struct WorkerConfig {
     /// it (at least 1 s).
     #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
     pub failure_timeout: Duration,
+    /// CURVE: this process's key pair and the cluster's public keys (docs/SECURITY.md).
+    #[command(flatten)]
+    pub security: cep_transport::security::SecurityArgs,
 }
 
 /// Default bound of the frames held for the collector: about ten seconds of outputs at full
@@ -71,6 +74,7 @@ impl Default for WorkerConfig {
             end_timeout: Duration::from_secs(60),
             max_unsaved: DEFAULT_MAX_UNSAVED,
             failure_timeout: Duration::from_secs(2),
+            security: Default::default(),
         }
     }
 }
@@ -107,6 +111,7 @@ impl WorkerConfig {
             .duration("end-timeout", self.end_timeout)
             .value("max-unsaved", self.max_unsaved)
             .duration("failure-timeout", self.failure_timeout)
+            .extend(self.security.to_args())
             .into_args()
     }
 
@@ -146,6 +151,10 @@ mod tests {
             end_timeout: Duration::from_secs(2),
             max_unsaved: 1 << 20,
             failure_timeout: Duration::from_millis(900),
+            security: cep_transport::security::SecurityArgs {
+                key: Some("/etc/cep/worker.key".into()),
+                keys: Some("/etc/cep/public".into()),
+            },
         };
         assert_eq!(parse_flags::<WorkerConfig>(&config.to_args()).unwrap(), config);
     }

@@ -18,7 +18,7 @@ use cep_transport::clock::synchronise;
 use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError};
 use cep_transport::delivery::CollectorLink;
 use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
-use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, SocketOptions, TransportError};
+use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, Role as KeyRole, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -106,7 +106,9 @@ fn read_answers(
             }
             (Some(FrameKind::DeliveryQuery), FrameKind::DeliveryStatus) => match frame.body::<DeliveryStatus>() {
                 Ok(status) => {
-                    out.collector_moved(&status.endpoint, status.incarnation);
+                    // A collector that takes over holds the key of the one before (the router
+                    // makes sure), so the key the run started with still applies.
+                    out.collector_moved(&status.endpoint, &delivery.collector_key, status.incarnation);
                     out.collector_saved(status.saved, status.resend);
                 }
                 Err(error) => tracing::warn!(id, %error, "bad delivery status from the router"),
@@ -133,6 +135,8 @@ fn read_answers(
 /// time, every [`DELIVERY_EVERY`].
 struct DeliveryPoll {
     index: u32,
+    /// The collector's CURVE key, from the start (empty when open).
+    collector_key: String,
     asking: bool,
     last: Instant,
     /// Whether reaching `--max-unsaved` was logged already.
@@ -228,7 +232,8 @@ fn wait_for_saves(
 /// Runs one worker in its own ZeroMQ context until every stream has ended (or `shutdown`),
 /// returning its report.
 pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerReport, WorkerError> {
-    run_in(&Context::new(), config, shutdown)
+    let context = config.security.context().map_err(|error| WorkerError::Config(error.to_string()))?;
+    run_in(&context, config, shutdown)
 }
 
 /// Runs one worker on `context` (shared by every role of an in-process cluster, whose
@@ -241,7 +246,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         failure_timeout: Some(config.failure_timeout),
         ..SocketOptions::default()
     };
-    let input = Pull::bind(context, &config.listen, &options)?;
+    let input = Pull::bind(context, &config.listen, &options, &[KeyRole::Router])?;
     let host = advertise_host(&config.advertise, &config.router).map_err(WorkerError::Advertise)?;
     let endpoint = advertised_endpoint(input.endpoint(), &host);
     let registration = Register {
@@ -261,6 +266,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     let collector = CollectorLink::connect(
         context,
         &ready.collector,
+        &ready.collector_key,
         &options,
         ready.assigned,
         ready.collector_incarnation,
@@ -268,11 +274,17 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     )?;
     let link = ControlLink::connect(context, &config.router, options.failure_timeout)?;
     let mut out = SocketOutbox::new(Vec::new(), Some(collector), None, &stop).with_router(&link);
-    if let Some(estimate) = synchronise(context, &ready.collector_clock, &shutdown)? {
+    if let Some(estimate) = synchronise(context, &ready.collector_clock, &ready.collector_key, &shutdown)? {
         let report = ClockReport { node: id.clone(), estimate };
         out.send(Peer::Collector, &report.encode(ready.assigned));
     }
-    let mut delivery = DeliveryPoll { index: ready.assigned, asking: false, last: Instant::now(), warned_full: false };
+    let mut delivery = DeliveryPoll {
+        index: ready.assigned,
+        collector_key: ready.collector_key.clone(),
+        asking: false,
+        last: Instant::now(),
+        warned_full: false,
+    };
     let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, &mut out)
         .map_err(WorkerError::Rules)?;
     out.check()?;

@@ -604,6 +604,7 @@ mod tests {
             allowed_lateness_ns: None,
             joining: false,
             collector_incarnation: 1,
+            collector_key: String::new(),
         }
     }
 

@@ -8,7 +8,7 @@ use cep_core::reference::{SEED, SYMBOLS};
 use cep_core::results::Summary;
 use cep_core::wire::TickBatchWriter;
 use cep_engine::Engine;
-use cep_transport::{Context, Message, Pull, Push, SocketOptions};
+use cep_transport::{Context, Message, Pull, Push, Role, Server, SocketOptions};
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -176,8 +176,8 @@ impl Running {
 /// measures the full matrix between two processes.)
 pub fn bench_transport(messages: u64, per_message: usize) -> anyhow::Result<f64> {
     let options = SocketOptions::default();
-    let pull = Pull::bind(&Context::new(), "tcp://127.0.0.1:*", &options)?;
-    let push = Push::connect(&Context::new(), pull.endpoint(), &options)?;
+    let pull = Pull::bind(&Context::new(), "tcp://127.0.0.1:*", &options, &Role::ALL)?;
+    let push = Push::connect(&Context::new(), pull.endpoint(), Server::Router, &options)?;
     let mut batch = TickBatchWriter::new(0);
     for seq in 0..per_message as u64 {
         batch.push(b"S0001", 100.0, 1_700_000_000_000_000_000, 1_700_000_000_000_000_000, 0, seq, 0);
@@ -212,8 +212,8 @@ pub fn bench_transport(messages: u64, per_message: usize) -> anyhow::Result<f64>
 pub fn bench_hop_latency(messages: u64, rate: f64) -> anyhow::Result<cep_core::results::LatencySummary> {
     let receiving = Context::new();
     let options = SocketOptions::default();
-    let pull = Pull::bind(&receiving, "tcp://127.0.0.1:*", &options)?;
-    let push = Push::connect(&Context::new(), pull.endpoint(), &options)?;
+    let pull = Pull::bind(&receiving, "tcp://127.0.0.1:*", &options, &Role::ALL)?;
+    let push = Push::connect(&Context::new(), pull.endpoint(), Server::Router, &options)?;
     let sender = std::thread::spawn(move || -> anyhow::Result<()> {
         let shutdown = AtomicBool::new(false);
         let period = Duration::from_secs_f64(1.0 / rate);

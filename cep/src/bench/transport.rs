@@ -14,7 +14,7 @@ use cep_core::frame::{Body, Frame};
 use cep_core::report::EndOfStream;
 use cep_core::results::LatencySummary;
 use cep_core::wire::{FrameKind, TickBatchWriter};
-use cep_transport::{Context, Message, Pull, Push, SocketOptions};
+use cep_transport::{Context, Message, Pull, Push, Role, Server, SocketOptions};
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -124,6 +124,7 @@ fn send(context: &Context, args: &PeerArgs) -> anyhow::Result<()> {
     let push = Push::connect(
         context,
         &args.endpoint,
+        Server::Router,
         &SocketOptions { linger: Duration::from_secs(3600), ..SocketOptions::default() },
     )?;
     let never = AtomicBool::new(false);
@@ -196,7 +197,7 @@ fn measure(
     };
     // No receive limit: ZeroMQ 4.3 can drop what a sender had sent if it disconnects while the
     // receiver's queue is full, and the peer process exits right after its last message.
-    let pull = Pull::bind(&context, &bind, &SocketOptions { high_water_mark: 0, ..SocketOptions::default() })?;
+    let pull = Pull::bind(&context, &bind, &SocketOptions { high_water_mark: 0, ..SocketOptions::default() }, &Role::ALL)?;
     let peer = PeerArgs { endpoint: pull.endpoint().to_string(), per_message, duration, rate };
     let what = format!(
         "{} with {per_message} ticks per message at {}",

@@ -1,0 +1,708 @@
+//! CURVE on every socket: who a process is (its key pair), whom it admits (the cluster's public
+//! keys, by role) and the ZAP handler that checks every connection against them.
+//!
+//! A secure [`crate::Context`] makes every socket created from it CURVE: a bound socket is a
+//! CURVE server whose ZAP domain names the roles it admits; a connecting socket is a CURVE
+//! client that must be told the public key of the process it reaches. The ZAP handler (one
+//! thread per context) admits a connection only when the client's public key is listed for one
+//! of the socket's roles, and names the peer in every message it sends ([`Peer`], ZeroMQ's
+//! `User-Id`), so the role code can bind what a frame claims to who sent it. Refused
+//! connections are counted ([`Refusals`]) and logged.
+//!
+//! Keys on disk (`cep keys generate`): a key pair file holds both halves, Z85-encoded, and must
+//! stay private; a public key file holds the public half. The cluster's public keys are a
+//! directory with one folder per role (`router/`, `worker/`, `collector/`, `injector/`,
+//! `operator/`) of `*.pub` files; it is read again at most once a second, so adding or
+//! removing a file admits or refuses new connections without a restart.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A key as ZeroMQ writes it: 40 Z85 characters for 32 bytes.
+pub const Z85_KEY_LEN: usize = 40;
+/// Key files are a few lines; anything longer is not one.
+const MAX_KEY_FILE_BYTES: u64 = 4096;
+/// How often the public keys directory may be read again.
+const RELOAD_EVERY: Duration = Duration::from_secs(1);
+/// Where libzmq sends its authentication requests (RFC 27).
+const ZAP_ENDPOINT: &str = "inproc://zeromq.zap.01";
+
+/// The roles of a cluster, as the public keys directory names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// The router (its key is the one every other process is given to reach it).
+    Router,
+    /// An engine worker.
+    Worker,
+    /// The collector.
+    Collector,
+    /// An injector.
+    Injector,
+    /// An operator: deploys rules, changes membership, asks the cluster's status.
+    Operator,
+}
+
+impl Role {
+    /// Every role, in the order folders are read.
+    pub const ALL: [Role; 5] = [Role::Router, Role::Worker, Role::Collector, Role::Injector, Role::Operator];
+
+    /// The role's folder name in the public keys directory, and its name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Router => "router",
+            Role::Worker => "worker",
+            Role::Collector => "collector",
+            Role::Injector => "injector",
+            Role::Operator => "operator",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|role| role.name() == name)
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// A set of roles (a key listed in several folders has several).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Roles(u8);
+
+impl Roles {
+    /// These roles.
+    pub fn of(roles: &[Role]) -> Roles {
+        Roles(roles.iter().fold(0, |bits, role| bits | role.bit()))
+    }
+
+    /// Whether `role` is one of them.
+    pub fn has(self, role: Role) -> bool {
+        self.0 & role.bit() != 0
+    }
+
+    /// Whether any role is in both sets.
+    pub fn meets(self, other: Roles) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    fn insert(&mut self, role: Role) {
+        self.0 |= role.bit();
+    }
+
+    /// `worker,injector`: how a ZAP domain and a peer's identity write them.
+    fn joined(self) -> String {
+        Role::ALL.into_iter().filter(|role| self.has(*role)).map(Role::name).collect::<Vec<_>>().join(",")
+    }
+
+    fn parse(text: &str) -> Roles {
+        let mut roles = Roles::default();
+        for role in text.split(',').filter_map(Role::from_name) {
+            roles.insert(role);
+        }
+        roles
+    }
+}
+
+impl std::fmt::Display for Roles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            0 => f.write_str("no role"),
+            _ => f.write_str(&self.joined()),
+        }
+    }
+}
+
+/// A key file that cannot be used, with where and why.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The file or directory could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The file is not a key file of the expected kind.
+    #[error("{path}: {reason}")]
+    Invalid {
+        /// The file (and line, when one is at fault).
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// This build's libzmq has no CURVE.
+    #[error("this build of libzmq has no CURVE (it must be built with libsodium)")]
+    NoCurve,
+}
+
+fn invalid(path: &Path, line: Option<usize>, reason: impl Into<String>) -> KeyError {
+    let path = match line {
+        Some(line) => format!("{}:{line}", path.display()),
+        None => path.display().to_string(),
+    };
+    KeyError::Invalid { path, reason: reason.into() }
+}
+
+/// A public key, as the Z85 text ZeroMQ takes.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PublicKey(String);
+
+impl PublicKey {
+    /// A key from its Z85 text: 40 characters that decode to 32 bytes.
+    pub fn parse(text: &str) -> Result<PublicKey, String> {
+        decode_key(text).map(|_| PublicKey(text.to_string()))
+    }
+
+    /// The Z85 text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PublicKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PublicKey({})", self.0)
+    }
+}
+
+impl std::fmt::Display for PublicKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn decode_key(text: &str) -> Result<[u8; 32], String> {
+    if text.len() != Z85_KEY_LEN {
+        return Err(format!("a key is {Z85_KEY_LEN} Z85 characters, this one has {}", text.chars().count()));
+    }
+    let bytes = zmq::z85_decode(text).map_err(|_| "the key is not valid Z85".to_string())?;
+    bytes.try_into().map_err(|_| "the key does not decode to 32 bytes".to_string())
+}
+
+/// A process's own key pair. The secret half never appears in `Debug` output or logs.
+#[derive(Clone)]
+pub struct KeyPair {
+    public: PublicKey,
+    secret: String,
+}
+
+impl std::fmt::Debug for KeyPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeyPair({}, secret withheld)", self.public)
+    }
+}
+
+impl KeyPair {
+    /// A new random key pair (libsodium's generator, through libzmq).
+    pub fn generate() -> Result<KeyPair, KeyError> {
+        curve_available()?;
+        let pair = zmq::CurveKeyPair::new().map_err(|_| KeyError::NoCurve)?;
+        let encode = |bytes: &[u8; 32]| zmq::z85_encode(bytes).expect("32 bytes encode");
+        Ok(KeyPair { public: PublicKey(encode(&pair.public_key)), secret: encode(&pair.secret_key) })
+    }
+
+    /// The public half.
+    pub fn public(&self) -> &PublicKey {
+        &self.public
+    }
+
+    /// Reads a key pair file (`cep keys generate`).
+    pub fn read(path: &Path) -> Result<KeyPair, KeyError> {
+        let fields = read_key_file(path)?;
+        let field = |name: &str| {
+            fields.get(name).ok_or_else(|| invalid(path, None, format!("no `{name}` line: not a key pair file")))
+        };
+        let (public_line, public) = field("public-key")?;
+        let (secret_line, secret) = field("secret-key")?;
+        decode_key(secret).map_err(|reason| invalid(path, Some(*secret_line), reason))?;
+        let public = PublicKey::parse(public).map_err(|reason| invalid(path, Some(*public_line), reason))?;
+        let pair = KeyPair { public, secret: secret.clone() };
+        Ok(pair)
+    }
+
+    /// Writes the key pair to `secret_path` (readable by its owner only) and its public half
+    /// to `public_path`. Existing files are not overwritten.
+    pub fn write(&self, secret_path: &Path, public_path: &Path) -> Result<(), KeyError> {
+        let secret = format!(
+            "# cep key pair (`cep keys generate`): keep this file private; it proves who this process is.\n\
+             public-key = {}\nsecret-key = {}\n",
+            self.public, self.secret
+        );
+        write_new(secret_path, &secret, 0o600)?;
+        write_public(&self.public, public_path)
+    }
+
+    pub(crate) fn secret(&self) -> &str {
+        &self.secret
+    }
+}
+
+/// Writes a public key file.
+pub fn write_public(key: &PublicKey, path: &Path) -> Result<(), KeyError> {
+    write_new(path, &format!("# cep public key (`cep keys generate`)\npublic-key = {key}\n"), 0o644)
+}
+
+/// Reads a public key file (a key pair file also gives its public half).
+pub fn read_public(path: &Path) -> Result<PublicKey, KeyError> {
+    let fields = read_key_file(path)?;
+    let (line, text) =
+        fields.get("public-key").ok_or_else(|| invalid(path, None, "no `public-key` line: not a key file"))?;
+    PublicKey::parse(text).map_err(|reason| invalid(path, Some(*line), reason))
+}
+
+fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), KeyError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| KeyError::Io { path: path.to_path_buf(), source };
+    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path).map_err(io)?;
+    file.write_all(text.as_bytes()).map_err(io)
+}
+
+/// `name = value` lines (and `#` comments) of a key file, each with its line number.
+fn read_key_file(path: &Path) -> Result<BTreeMap<String, (usize, String)>, KeyError> {
+    use std::io::Read;
+    let io = |source| KeyError::Io { path: path.to_path_buf(), source };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).and_then(|file| file.take(MAX_KEY_FILE_BYTES + 1).read_to_end(&mut bytes)).map_err(io)?;
+    if bytes.len() as u64 > MAX_KEY_FILE_BYTES {
+        return Err(invalid(path, None, format!("longer than {MAX_KEY_FILE_BYTES} bytes: not a key file")));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| invalid(path, None, "not UTF-8 text: not a key file"))?;
+    let mut fields = BTreeMap::new();
+    for (number, line) in text.lines().enumerate().map(|(index, line)| (index + 1, line.trim())) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((name, value)) = line.split_once('=') else {
+            return Err(invalid(path, Some(number), "expected `name = value`"));
+        };
+        let value = value.trim().trim_matches('"');
+        if fields.insert(name.trim().to_string(), (number, value.to_string())).is_some() {
+            return Err(invalid(path, Some(number), format!("`{}` is given twice", name.trim())));
+        }
+    }
+    Ok(fields)
+}
+
+/// Fails unless this build's libzmq has CURVE.
+pub fn curve_available() -> Result<(), KeyError> {
+    match zmq::has("curve") {
+        Some(true) => Ok(()),
+        _ => Err(KeyError::NoCurve),
+    }
+}
+
+/// The cluster's public keys, by role, as a directory holds them.
+#[derive(Clone, Debug, Default)]
+pub struct PublicKeys {
+    by_key: BTreeMap<PublicKey, (Roles, String)>,
+    router: Vec<PublicKey>,
+}
+
+impl PublicKeys {
+    /// Reads `dir`: one folder per role (a missing folder lists no key), `*.pub` files in
+    /// them (other files are ignored, so a key can be set aside by renaming it).
+    pub fn read(dir: &Path) -> Result<PublicKeys, KeyError> {
+        let mut keys = PublicKeys::default();
+        let metadata = std::fs::metadata(dir).map_err(|source| KeyError::Io { path: dir.to_path_buf(), source })?;
+        if !metadata.is_dir() {
+            return Err(invalid(dir, None, "not a directory (the public keys are a folder per role)"));
+        }
+        for role in Role::ALL {
+            let folder = dir.join(role.name());
+            let entries = match std::fs::read_dir(&folder) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => return Err(KeyError::Io { path: folder, source }),
+            };
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|extension| extension == "pub"))
+                .collect();
+            files.sort();
+            for file in files {
+                let key = read_public(&file)?;
+                let name = file.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+                if role == Role::Router {
+                    keys.router.push(key.clone());
+                }
+                let entry = keys.by_key.entry(key).or_insert((Roles::default(), name));
+                entry.0.insert(role);
+            }
+        }
+        Ok(keys)
+    }
+
+    /// The roles and name of `key`, if it is listed.
+    pub fn lookup(&self, key: &PublicKey) -> Option<(Roles, &str)> {
+        self.by_key.get(key).map(|(roles, name)| (*roles, name.as_str()))
+    }
+
+    /// The router's key: the one file in `router/`.
+    pub fn router(&self, dir: &Path) -> Result<PublicKey, KeyError> {
+        match self.router.as_slice() {
+            [key] => Ok(key.clone()),
+            [] => Err(invalid(dir, None, "no router key (router/*.pub): every process needs it to reach the router")),
+            _ => Err(invalid(dir, None, "more than one router key in router/: the router has one")),
+        }
+    }
+
+    /// How many keys are listed.
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Whether no key is listed.
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+}
+
+/// What a secure process runs with: its key pair and the cluster's public keys.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    /// This process's key pair.
+    pub own: KeyPair,
+    /// The public keys directory, read again as it changes.
+    pub keys_dir: PathBuf,
+    /// The router's public key (from `router/`).
+    pub router: PublicKey,
+}
+
+impl Credentials {
+    /// Reads a key pair file and a public keys directory.
+    pub fn load(key_file: &Path, keys_dir: &Path) -> Result<Credentials, KeyError> {
+        curve_available()?;
+        let own = KeyPair::read(key_file)?;
+        let keys = PublicKeys::read(keys_dir)?;
+        let router = keys.router(keys_dir)?;
+        Ok(Credentials { own, keys_dir: keys_dir.to_path_buf(), router })
+    }
+}
+
+/// The flags that make a process secure: both or neither.
+#[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SecurityArgs {
+    /// This process's key pair file (`cep keys generate`): with `--keys`, every socket runs
+    /// CURVE (encrypted, and only the listed keys are admitted). Without it the process runs
+    /// open, as a cluster on one trusted host may.
+    #[arg(long, env = "CEP_KEY", value_name = "FILE", requires = "keys")]
+    pub key: Option<PathBuf>,
+    /// The cluster's public keys: a directory with a folder per role (`router`, `worker`,
+    /// `collector`, `injector`, `operator`) of `*.pub` files (`cep keys init` writes one).
+    #[arg(long, env = "CEP_KEYS", value_name = "DIR", requires = "key")]
+    pub keys: Option<PathBuf>,
+}
+
+impl SecurityArgs {
+    /// The flags that give this back.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(key) = &self.key {
+            args.push(format!("--key={}", key.display()));
+        }
+        if let Some(keys) = &self.keys {
+            args.push(format!("--keys={}", keys.display()));
+        }
+        args
+    }
+
+    /// The context every socket of the process is made in: secure when keys are given.
+    pub fn context(&self) -> Result<crate::Context, KeyError> {
+        match (&self.key, &self.keys) {
+            (Some(key), Some(keys)) => crate::Context::secure(Credentials::load(key, keys)?),
+            _ => Ok(crate::Context::new()),
+        }
+    }
+}
+
+/// The peer that sent a message, as the ZAP handler admitted it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// The roles its key is listed for.
+    pub roles: Roles,
+    /// Its key file's name (for messages).
+    pub name: String,
+    /// Its public key.
+    pub key: PublicKey,
+}
+
+impl Peer {
+    /// ZeroMQ's `User-Id` of a message, as the ZAP handler wrote it: `roles name key`.
+    fn user_id(roles: Roles, name: &str, key: &PublicKey) -> String {
+        format!("{} {name} {key}", roles.joined())
+    }
+
+    /// The peer named by a `User-Id`, if it is one the ZAP handler wrote.
+    pub fn from_user_id(text: &str) -> Option<Peer> {
+        let (roles, rest) = text.split_once(' ')?;
+        let split = rest.len().checked_sub(Z85_KEY_LEN)?;
+        let (name, key) = (rest.get(..split)?.strip_suffix(' ')?, rest.get(split..)?);
+        Some(Peer { roles: Roles::parse(roles), name: name.to_string(), key: PublicKey::parse(key).ok()? })
+    }
+
+    /// The sender of `message` (`None` on an open socket).
+    pub fn of(message: &mut zmq::Message) -> Option<Peer> {
+        message.gets("User-Id").and_then(Peer::from_user_id)
+    }
+
+    /// Whether it is listed for `role`.
+    pub fn is(&self, role: Role) -> bool {
+        self.roles.has(role)
+    }
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} `{}`", self.roles, self.name)
+    }
+}
+
+/// Connections the ZAP handler refused, by the roles the socket admits.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    counts: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Refusals {
+    fn count(&self, domain: &str) -> u64 {
+        let mut counts = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = counts.entry(domain.to_string()).or_insert(0);
+        *count += 1;
+        *count
+    }
+
+    /// Every refusal so far, by the socket's roles (`worker,router`).
+    pub fn by_socket(&self) -> BTreeMap<String, u64> {
+        self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// How many connections were refused.
+    pub fn total(&self) -> u64 {
+        self.by_socket().values().sum()
+    }
+}
+
+/// The ZAP handler: a thread answering libzmq's authentication requests for one context.
+pub(crate) struct Zap {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    pub(crate) refusals: Arc<Refusals>,
+}
+
+impl Zap {
+    /// Binds the context's ZAP endpoint and serves it until dropped.
+    pub(crate) fn start(context: &zmq::Context, keys_dir: PathBuf) -> Result<Zap, crate::TransportError> {
+        use crate::socket::socket_err;
+        let socket = context.socket(zmq::REP).map_err(socket_err("create ZAP socket"))?;
+        socket.set_linger(0).map_err(socket_err("set linger"))?;
+        socket.bind(ZAP_ENDPOINT).map_err(|source| crate::TransportError::Bind { endpoint: ZAP_ENDPOINT.into(), source })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let refusals = Arc::new(Refusals::default());
+        let thread = {
+            let (stop, refusals) = (stop.clone(), refusals.clone());
+            std::thread::Builder::new()
+                .name("zap".into())
+                .spawn(move || serve_zap(&socket, &keys_dir, &stop, &refusals))
+                .map_err(|_| crate::TransportError::Socket { what: "start the ZAP handler", source: zmq::Error::ENOMEM })?
+        };
+        Ok(Zap { stop, thread: Some(thread), refusals })
+    }
+}
+
+impl Drop for Zap {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The public keys as last read, read again when older than [`RELOAD_EVERY`].
+struct KeyCache {
+    dir: PathBuf,
+    keys: PublicKeys,
+    read_at: Option<Instant>,
+}
+
+impl KeyCache {
+    fn current(&mut self) -> &PublicKeys {
+        if self.read_at.is_none_or(|at| at.elapsed() >= RELOAD_EVERY) {
+            match PublicKeys::read(&self.dir) {
+                Ok(keys) => self.keys = keys,
+                // Keep the last good list rather than admit or refuse everyone.
+                Err(error) => tracing::warn!(%error, "cannot read the public keys again; using the last ones read"),
+            }
+            self.read_at = Some(Instant::now());
+        }
+        &self.keys
+    }
+}
+
+/// What the handler decides for one request.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Admit(String),
+    Refuse(String),
+}
+
+/// RFC 27 request frames: version, request id, domain, address, identity, mechanism,
+/// credentials.
+fn judge(frames: &[Vec<u8>], keys: &PublicKeys) -> Verdict {
+    let text = |index: usize| frames.get(index).map(|frame| String::from_utf8_lossy(frame).into_owned());
+    let domain = text(2).unwrap_or_default();
+    let admitted = Roles::parse(&domain);
+    if text(5).as_deref() != Some("CURVE") {
+        return Verdict::Refuse(format!("mechanism {:?} is not CURVE", text(5).unwrap_or_default()));
+    }
+    let Some(key) = frames.get(6).and_then(|key| zmq::z85_encode(key).ok()).map(PublicKey) else {
+        return Verdict::Refuse("no client key".into());
+    };
+    match keys.lookup(&key) {
+        Some((roles, name)) if roles.meets(admitted) => Verdict::Admit(Peer::user_id(roles, name, &key)),
+        Some((roles, name)) => Verdict::Refuse(format!("key `{name}` ({roles}) is not admitted here ({admitted})")),
+        None => Verdict::Refuse(format!("key {key} is not listed (this socket admits {admitted})")),
+    }
+}
+
+fn serve_zap(socket: &zmq::Socket, keys_dir: &Path, stop: &AtomicBool, refusals: &Refusals) {
+    let mut cache = KeyCache { dir: keys_dir.to_path_buf(), keys: PublicKeys::default(), read_at: None };
+    while !stop.load(Ordering::Relaxed) {
+        if !matches!(socket.poll(zmq::POLLIN, 100), Ok(n) if n > 0) {
+            continue;
+        }
+        let Ok(frames) = socket.recv_multipart(zmq::DONTWAIT) else { continue };
+        let request_id = frames.get(1).cloned().unwrap_or_default();
+        let verdict = judge(&frames, cache.current());
+        let (code, text, user_id) = match verdict {
+            Verdict::Admit(user_id) => ("200", "OK".to_string(), user_id),
+            Verdict::Refuse(reason) => {
+                let domain = frames.get(2).map(|d| String::from_utf8_lossy(d).into_owned()).unwrap_or_default();
+                let count = refusals.count(&domain);
+                let address = frames.get(3).map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
+                if count <= 5 || count % 1000 == 0 {
+                    tracing::warn!(from = address, socket = domain, refused = count, "refused a connection: {reason}");
+                }
+                ("400", reason, String::new())
+            }
+        };
+        let reply: [&[u8]; 6] = [b"1.0", &request_id, code.as_bytes(), text.as_bytes(), user_id.as_bytes(), b""];
+        let _ = socket.send_multipart(reply, 0);
+    }
+}
+
+/// The ZAP domain of a socket that admits `roles`.
+pub(crate) fn domain(roles: Roles) -> String {
+    roles.joined()
+}
+
+/// Whom a connecting socket expects to reach, under CURVE.
+#[derive(Clone, Copy, Debug)]
+pub enum Server<'a> {
+    /// The router (its key is the one in the public keys' `router/`).
+    Router,
+    /// A process whose key the router passed on (a worker's, the collector's): empty when the
+    /// router runs open.
+    Key(&'a str),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys_dir(entries: &[(Role, &str, &KeyPair)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (role, name, pair) in entries {
+            write_public(pair.public(), &dir.path().join(role.name()).join(format!("{name}.pub"))).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_key_pair_survives_its_files_and_its_secret_stays_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let pair = KeyPair::generate().unwrap();
+        let (secret, public) = (dir.path().join("w1.key"), dir.path().join("w1.pub"));
+        pair.write(&secret, &public).unwrap();
+        let read = KeyPair::read(&secret).unwrap();
+        assert_eq!(read.public(), pair.public());
+        assert_eq!(read.secret(), pair.secret());
+        assert_eq!(&read_public(&public).unwrap(), pair.public());
+        assert_eq!(&read_public(&secret).unwrap(), pair.public());
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o600);
+        assert!(!format!("{pair:?}").contains(pair.secret()));
+        // Never overwritten.
+        assert!(pair.write(&secret, &dir.path().join("other.pub")).unwrap_err().to_string().contains("exists"));
+    }
+
+    #[test]
+    fn a_bad_key_file_says_where_and_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.key");
+        let cases = [
+            ("public-key = abc\nsecret-key = def\n", ":2: a key is 40 Z85 characters, this one has 3"),
+            ("just words\n", ":1: expected `name = value`"),
+            ("public-key = x\n", "no `secret-key` line"),
+        ];
+        for (text, expected) in cases {
+            std::fs::write(&path, text).unwrap();
+            let error = KeyPair::read(&path).unwrap_err().to_string();
+            assert!(error.starts_with(&path.display().to_string()), "{error}");
+            assert!(error.contains(expected), "{error} (expected {expected})");
+        }
+        std::fs::write(&path, vec![b'#'; 5000]).unwrap();
+        assert!(KeyPair::read(&path).unwrap_err().to_string().contains("longer than 4096 bytes"));
+    }
+
+    #[test]
+    fn the_public_keys_give_each_key_its_roles_and_one_router() {
+        let (router, worker, both) = (KeyPair::generate().unwrap(), KeyPair::generate().unwrap(), KeyPair::generate().unwrap());
+        let dir = keys_dir(&[
+            (Role::Router, "router", &router),
+            (Role::Worker, "w1", &worker),
+            (Role::Injector, "ops", &both),
+            (Role::Operator, "ops", &both),
+        ]);
+        std::fs::write(dir.path().join("worker").join("README"), "ignored").unwrap();
+        let keys = PublicKeys::read(dir.path()).unwrap();
+        assert_eq!(keys.len(), 3);
+        assert_eq!(keys.router(dir.path()).unwrap(), router.public().clone());
+        assert_eq!(keys.lookup(worker.public()), Some((Roles::of(&[Role::Worker]), "w1")));
+        assert_eq!(keys.lookup(both.public()), Some((Roles::of(&[Role::Injector, Role::Operator]), "ops")));
+        std::fs::remove_dir_all(dir.path().join("router")).unwrap();
+        let keys = PublicKeys::read(dir.path()).unwrap();
+        assert!(keys.router(dir.path()).unwrap_err().to_string().contains("no router key"));
+    }
+
+    #[test]
+    fn the_handler_admits_listed_keys_for_the_sockets_roles_only() {
+        let (worker, stranger) = (KeyPair::generate().unwrap(), KeyPair::generate().unwrap());
+        let dir = keys_dir(&[(Role::Worker, "w1", &worker)]);
+        let keys = PublicKeys::read(dir.path()).unwrap();
+        let request = |domain: &str, mechanism: &str, key: &KeyPair| {
+            let raw = zmq::z85_decode(key.public().as_str()).unwrap();
+            vec![b"1.0".to_vec(), b"7".to_vec(), domain.into(), b"127.0.0.1".to_vec(), vec![], mechanism.into(), raw]
+        };
+        let admitted = judge(&request("router,worker", "CURVE", &worker), &keys);
+        let Verdict::Admit(user_id) = admitted else { panic!("{admitted:?}") };
+        let peer = Peer::from_user_id(&user_id).unwrap();
+        assert_eq!((peer.roles, peer.name.as_str(), &peer.key), (Roles::of(&[Role::Worker]), "w1", worker.public()));
+        assert!(matches!(judge(&request("injector", "CURVE", &worker), &keys), Verdict::Refuse(r) if r.contains("not admitted here")));
+        assert!(matches!(judge(&request("worker", "CURVE", &stranger), &keys), Verdict::Refuse(r) if r.contains("not listed")));
+        assert!(matches!(judge(&request("worker", "NULL", &worker), &keys), Verdict::Refuse(r) if r.contains("not CURVE")));
+        assert!(Peer::from_user_id("worker").is_none());
+        assert!(Peer::from_user_id("").is_none());
+    }
+}
