@@ -115,6 +115,8 @@ pub enum Command {
     Engine(crate::standalone::EngineArgs),
     /// Measure the engine alone, one raw ZeroMQ hop and the whole pipeline, side by side.
     Bench(crate::bench::BenchArgs),
+    /// Make CURVE key pairs for a secure cluster.
+    Keys(crate::keys::KeysArgs),
     /// Run this host's role of a multi-host cluster, from the shared cluster file.
     Node(crate::node::NodeArgs),
     /// Health check: exit 0 if something accepts TCP connections at the endpoint.
@@ -252,6 +254,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Engine(args) => crate::standalone::run(args),
         Command::Bench(args) => crate::bench::run(args),
         Command::Node(args) => crate::node::run(args),
+        Command::Keys(args) => crate::keys::run(args),
         Command::Probe { endpoint } => probe(&endpoint),
     }
 }

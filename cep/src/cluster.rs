@@ -7,6 +7,7 @@ use cep_core::rescale::{ClusterStatus, Leave, RescaleAccepted, StatusRequest};
 use cep_core::wire::FrameKind;
 use clap::{Args, Subcommand};
 use serde::de::DeserializeOwned;
+use cep_transport::security::SecurityArgs;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -30,6 +31,9 @@ pub enum ClusterCommand {
         /// How long to wait for each answer of the router.
         #[arg(long, env = "CEP_CLUSTER_TIMEOUT", default_value = "10s", value_parser = cep_core::duration::parse_duration)]
         timeout: Duration,
+        /// An operator's key (with `--keys`), for a secure cluster.
+        #[command(flatten)]
+        security: SecurityArgs,
     },
     /// Drain a worker: its symbols move to the others with their state, then it exits 0.
     /// The last worker cannot be removed.
@@ -42,38 +46,73 @@ pub enum ClusterCommand {
         /// How long to wait for the router's answer.
         #[arg(long, env = "CEP_CLUSTER_TIMEOUT", default_value = "10s", value_parser = cep_core::duration::parse_duration)]
         timeout: Duration,
+        /// An operator's key (with `--keys`), for a secure cluster.
+        #[command(flatten)]
+        security: SecurityArgs,
     },
 }
 
 pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
     match args.command {
-        ClusterCommand::Status { router, interval, timeout } => status(&router, interval, timeout),
-        ClusterCommand::Remove { worker, router, timeout } => remove(&worker, &router, timeout),
+        ClusterCommand::Status { router, interval, timeout, security } => {
+            status(&Asking::new(&router, timeout, &security)?, interval)
+        }
+        ClusterCommand::Remove { worker, router, timeout, security } => {
+            remove(&worker, &Asking::new(&router, timeout, &security)?)
+        }
     }
 }
 
-/// One request to the router; its answer decoded as `B`, or the router's refusal as the error.
-fn ask<B: Body + DeserializeOwned>(router: &str, request: &[u8], timeout: Duration) -> anyhow::Result<B> {
-    let context = cep_transport::Context::new();
-    let answer = cep_transport::control::request(&context, router, request, timeout, &AtomicBool::new(false))
-        .with_context(|| format!("no answer from the router at {router}"))?;
-    let frame = Frame::read(&answer, MAX_CONTROL_FRAME_BYTES)
-        .with_context(|| format!("bad answer from the router at {router}"))?;
-    if frame.kind() == FrameKind::Refused {
-        let refused: Refused = frame.body()?;
-        bail!("the router at {router} refused: {}", refused.reason);
-    }
-    frame.body::<B>().with_context(|| format!("bad answer from the router at {router} (another version?)"))
+/// An operator's line to the router's control socket: open, or secure with the operator's key.
+pub struct Asking<'a> {
+    router: &'a str,
+    timeout: Duration,
+    context: cep_transport::Context,
 }
 
-fn status(router: &str, interval: Duration, timeout: Duration) -> anyhow::Result<()> {
+impl<'a> Asking<'a> {
+    /// Asks `router`, waiting `timeout` for each answer, as `security` says (a bad key file is
+    /// a usage error).
+    pub fn new(router: &'a str, timeout: Duration, security: &SecurityArgs) -> anyhow::Result<Asking<'a>> {
+        let context = security.context().map_err(|error| crate::cli::Usage(error.to_string()))?;
+        Ok(Asking { router, timeout, context })
+    }
+
+    /// The router's control endpoint.
+    pub fn router(&self) -> &'a str {
+        self.router
+    }
+
+    /// One request; the answer as it came.
+    pub fn raw(&self, request: &[u8]) -> anyhow::Result<Vec<u8>> {
+        let router = self.router;
+        let hint = if self.context.is_secure() { " (does it admit this operator's key?)" } else { "" };
+        cep_transport::control::request(&self.context, router, request, self.timeout, &AtomicBool::new(false))
+            .with_context(|| format!("no answer from the router at {router}{hint}"))
+    }
+
+    /// One request; its answer decoded as `B`, or the router's refusal as the error.
+    pub fn ask<B: Body + DeserializeOwned>(&self, request: &[u8]) -> anyhow::Result<B> {
+        let router = self.router;
+        let answer = self.raw(request)?;
+        let frame = Frame::read(&answer, MAX_CONTROL_FRAME_BYTES)
+            .with_context(|| format!("bad answer from the router at {router}"))?;
+        if frame.kind() == FrameKind::Refused {
+            let refused: Refused = frame.body()?;
+            bail!("the router at {router} refused: {}", refused.reason);
+        }
+        frame.body::<B>().with_context(|| format!("bad answer from the router at {router} (another version?)"))
+    }
+}
+
+fn status(router: &Asking<'_>, interval: Duration) -> anyhow::Result<()> {
     let request = StatusRequest.encode(0);
-    let first: ClusterStatus = ask(router, &request, timeout)?;
+    let first: ClusterStatus = router.ask(&request)?;
     let (status, rates) = if interval.is_zero() {
         (first, None)
     } else {
         std::thread::sleep(interval);
-        let second: ClusterStatus = ask(router, &request, timeout)?;
+        let second: ClusterStatus = router.ask(&request)?;
         let seconds = second.now_ns.saturating_sub(first.now_ns) as f64 / 1e9;
         let rates: Vec<f64> = second
             .members
@@ -123,10 +162,10 @@ fn render(status: &ClusterStatus, rates: Option<&[f64]>) -> String {
     text
 }
 
-fn remove(worker: &str, router: &str, timeout: Duration) -> anyhow::Result<()> {
+fn remove(worker: &str, router: &Asking<'_>) -> anyhow::Result<()> {
     let request = Leave { worker: worker.to_string() }.encode(0);
     let accepted: RescaleAccepted =
-        ask(router, &request, timeout).with_context(|| format!("cannot remove worker `{worker}`"))?;
+        router.ask(&request).with_context(|| format!("cannot remove worker `{worker}`"))?;
     println!(
         "removing {worker}: {} symbols move to the other workers in {} slices; it exits once they have",
         accepted.symbols, accepted.slices

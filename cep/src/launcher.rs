@@ -105,6 +105,11 @@ pub struct LaunchArgs {
     /// a thread of this process, over ZeroMQ's in-memory transport).
     #[arg(long, env = "CEP_TRANSPORT", value_enum, default_value_t = LocalTransport::Tcp)]
     pub transport: LocalTransport,
+    /// Run every socket under CURVE, encrypted and authenticated: a key pair per process is
+    /// written to `<out>/keys` first (new ones each run), and `<out>/keys/operator.key` with
+    /// `--keys <out>/keys/public` lets `cep rules deploy` and `cep cluster` reach the run.
+    #[arg(long, env = "CEP_SECURE")]
+    pub secure: bool,
     /// Test hook: run worker 0 with its clock this far off (the offset estimate must cancel it).
     #[arg(long, hide = true, allow_hyphen_values = true, value_parser = cep_core::clock::parse_skew)]
     pub worker0_clock_skew: Option<i64>,
@@ -149,6 +154,7 @@ impl Default for LaunchArgs {
             idle_timeout: Duration::from_secs(30),
             summary_every: Duration::from_secs(10),
             transport: LocalTransport::Tcp,
+            secure: false,
             worker0_clock_skew: None,
             quiet: false,
             rules: None,
@@ -198,6 +204,9 @@ impl LaunchArgs {
             cep_core::replay::read(file, self.time_unit).map_err(|error| anyhow::anyhow!("--replay {error}"))?;
         }
         if self.transport == LocalTransport::Inproc {
+            if self.secure {
+                bail!("--secure needs a process per role (ZeroMQ has no CURVE in process): use --transport tcp or ipc");
+            }
             if self.metrics.metrics_listen.is_some() {
                 bail!("--metrics-listen needs a process per role: use --transport tcp or ipc");
             }
@@ -317,12 +326,19 @@ pub enum LocalTransport {
 struct Endpoints {
     transport: LocalTransport,
     scratch: PathBuf,
+    /// Under `--secure`, the keys each process proves itself with.
+    keys: Option<crate::keys::ClusterKeys>,
 }
 
 impl Endpoints {
     fn new(transport: LocalTransport) -> Endpoints {
         let scratch = std::env::temp_dir().join(format!("cep-{}", std::process::id()));
-        Endpoints { transport, scratch }
+        Endpoints { transport, scratch, keys: None }
+    }
+
+    /// The security flags of process `name` (open unless `--secure`).
+    fn security(&self, name: &str) -> Option<cep_transport::security::SecurityArgs> {
+        self.keys.as_ref().map(|keys| keys.security(name))
     }
 
     /// Makes the scratch folder (ipc sockets, announce files).
@@ -353,9 +369,12 @@ impl Endpoints {
 /// Runs a cluster of `program` processes and returns the collector's summary.
 pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary> {
     args.validate()?;
-    let endpoints = Endpoints::new(args.transport);
+    let mut endpoints = Endpoints::new(args.transport);
     check_roles(args, &endpoints).map_err(|error| Usage::of(&error))?;
     clear_previous_run(&args.out)?;
+    if args.secure {
+        endpoints.keys = Some(fresh_keys(&args.out.join("keys"), args.workers)?);
+    }
     if !args.quiet {
         tracing::info!("writing results to {}", args.out.display());
     }
@@ -402,8 +421,32 @@ fn router_config(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<Rou
         batch: args.batch,
         rules: args.rules.clone(),
         allowed_lateness: args.allowed_lateness,
-        ..crate::cli::from_environment()?
+        ..secured(crate::cli::from_environment::<RouterConfig>()?, endpoints.security("router"), |c| &mut c.security)
     })
+}
+
+/// `config` with `security` when there is one.
+fn secured<T>(
+    mut config: T,
+    security: Option<cep_transport::security::SecurityArgs>,
+    field: impl FnOnce(&mut T) -> &mut cep_transport::security::SecurityArgs,
+) -> T {
+    if let Some(security) = security {
+        *field(&mut config) = security;
+    }
+    config
+}
+
+/// New keys for a `--secure` run in `dir` (those of an earlier run there are removed): one per
+/// role and one per worker.
+fn fresh_keys(dir: &Path, workers: usize) -> anyhow::Result<crate::keys::ClusterKeys> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => bail!("cannot remove the keys of an earlier run in {}: {error}", dir.display()),
+    }
+    let names: Vec<String> = (0..workers).map(default_worker_id).collect();
+    crate::keys::ClusterKeys::create(dir, &names)
 }
 
 /// One process of the local cluster: its name and the role it runs.
@@ -426,7 +469,9 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         idle_timeout: args.idle_timeout,
         summary_every: args.summary_every,
         progress: !args.quiet,
-        ..crate::cli::from_environment()?
+        ..secured(crate::cli::from_environment::<CollectorConfig>()?, endpoints.security("collector"), |c| {
+            &mut c.security
+        })
     };
     processes
         .push(Process { name: "collector".into(), role: Role::Collector { config: collector, print_report: false } });
@@ -439,7 +484,7 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
             id: Some(id.clone()),
             advertise: "127.0.0.1".into(),
             batch: args.batch,
-            ..worker.clone()
+            ..secured(worker.clone(), endpoints.security(&id), |c| &mut c.security)
         };
         processes.push(Process { name: id, role: Role::Worker(config) });
     }
@@ -464,7 +509,7 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         speed: args.speed,
         time_unit: args.time_unit,
         record: if args.record_input { Some(args.out.join("input.csv")) } else { injector.record.clone() },
-        ..injector
+        ..secured(injector, endpoints.security("injector"), |c| &mut c.security)
     };
     processes.push(Process { name: "injector".into(), role: Role::Injector(injector) });
     Ok(processes)

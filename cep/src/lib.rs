@@ -24,6 +24,7 @@ pub mod bench;
 pub mod cli;
 pub mod cluster;
 pub mod inprocess;
+pub mod keys;
 pub mod launcher;
 pub mod metrics_plan;
 pub mod node;

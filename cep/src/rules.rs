@@ -6,7 +6,6 @@ use cep_core::frame::{Body, Frame};
 use cep_core::wire::FrameKind;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -35,6 +34,9 @@ pub enum RulesCommand {
         /// How long to wait for the router's answer.
         #[arg(long, env = "CEP_DEPLOY_TIMEOUT", default_value = "10s", value_parser = cep_core::duration::parse_duration)]
         timeout: Duration,
+        /// An operator's key (with `--keys`), for a secure cluster.
+        #[command(flatten)]
+        security: cep_transport::security::SecurityArgs,
     },
     /// Print the Oracle white paper's workload as a rules file: R1 and R2 for each of the
     /// first N symbols, one query each (`rules/oracle-400.rules` is N = 200).
@@ -48,7 +50,9 @@ pub enum RulesCommand {
 pub fn run(args: RulesArgs) -> anyhow::Result<()> {
     match args.command {
         RulesCommand::Check { files } => check(&files),
-        RulesCommand::Deploy { file, router, timeout } => deploy(&file, &router, timeout),
+        RulesCommand::Deploy { file, router, timeout, security } => {
+            deploy(&file, &crate::cluster::Asking::new(&router, timeout, &security)?)
+        }
         RulesCommand::Oracle { symbols } => {
             // Zero symbols would print a file of no queries, which `rules check` refuses.
             if symbols == 0 {
@@ -81,14 +85,13 @@ fn check(files: &[PathBuf]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn deploy(file: &std::path::Path, router: &str, timeout: Duration) -> anyhow::Result<()> {
+fn deploy(file: &std::path::Path, asking: &crate::cluster::Asking<'_>) -> anyhow::Result<()> {
+    let router = asking.router();
     let source = cep_query::RulesSource::load(Some(file)).map_err(anyhow::Error::msg)?;
     // Checked here first for the quick answer; the router checks again, as the authority.
     let rules = source.compile().map_err(|error| anyhow::anyhow!("{}\nnot deployed", error.render()))?;
     let deploy = Deploy { origin: source.origin.clone(), text: source.text };
-    let context = cep_transport::Context::new();
-    let answer = cep_transport::control::request(&context, router, &deploy.encode(0), timeout, &AtomicBool::new(false))
-        .with_context(|| format!("cannot deploy to the router at {router}"))?;
+    let answer = asking.raw(&deploy.encode(0)).context("cannot deploy")?;
     let frame = Frame::read(&answer, cep_core::control::MAX_CONTROL_FRAME_BYTES)
         .with_context(|| format!("bad answer from the router at {router}"))?;
     if frame.kind() == FrameKind::Refused {

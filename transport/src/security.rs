@@ -226,16 +226,15 @@ impl KeyPair {
         Ok(pair)
     }
 
-    /// Writes the key pair to `secret_path` (readable by its owner only) and its public half
-    /// to `public_path`. Existing files are not overwritten.
-    pub fn write(&self, secret_path: &Path, public_path: &Path) -> Result<(), KeyError> {
+    /// Writes the key pair to `secret_path`, readable by its owner only (its public half goes
+    /// elsewhere with [`write_public`]). An existing file is not overwritten.
+    pub fn write(&self, secret_path: &Path) -> Result<(), KeyError> {
         let secret = format!(
             "# cep key pair (`cep keys generate`): keep this file private; it proves who this process is.\n\
              public-key = {}\nsecret-key = {}\n",
             self.public, self.secret
         );
-        write_new(secret_path, &secret, 0o600)?;
-        write_public(&self.public, public_path)
+        write_new(secret_path, &secret, 0o600)
     }
 
     pub(crate) fn secret(&self) -> &str {
@@ -634,7 +633,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pair = KeyPair::generate().unwrap();
         let (secret, public) = (dir.path().join("w1.key"), dir.path().join("w1.pub"));
-        pair.write(&secret, &public).unwrap();
+        pair.write(&secret).unwrap();
+        write_public(pair.public(), &public).unwrap();
         let read = KeyPair::read(&secret).unwrap();
         assert_eq!(read.public(), pair.public());
         assert_eq!(read.secret(), pair.secret());
@@ -644,7 +644,7 @@ mod tests {
         assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o600);
         assert!(!format!("{pair:?}").contains(pair.secret()));
         // Never overwritten.
-        assert!(pair.write(&secret, &dir.path().join("other.pub")).unwrap_err().to_string().contains("exists"));
+        assert!(pair.write(&secret).unwrap_err().to_string().contains("exists"));
     }
 
     #[test]

@@ -1,0 +1,128 @@
+//! `cep keys`: CURVE key pairs for a secure cluster (docs/SECURITY.md).
+
+use anyhow::Context as _;
+use cep_transport::security::{write_public, KeyPair, Role};
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug)]
+pub struct KeysArgs {
+    #[command(subcommand)]
+    pub command: KeysCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeysCommand {
+    /// Write a new key pair: FILE (secret, readable by its owner only) and its public half
+    /// beside it (FILE with `.pub` for `.key`). Existing files are never overwritten.
+    Generate {
+        /// The key pair file to write, e.g. `worker-3.key`.
+        file: PathBuf,
+    },
+    /// Write a key pair for each role of a cluster into DIR (`router.key`, `worker.key`,
+    /// `collector.key`, `injector.key`, `operator.key`) and the public keys folder every
+    /// process is given (`DIR/public/<role>/<role>.pub`). Every worker may share `worker.key`;
+    /// give each its own for the router to tell them apart.
+    Init {
+        /// The folder to write (created; it must not hold keys already).
+        dir: PathBuf,
+    },
+}
+
+pub fn run(args: KeysArgs) -> anyhow::Result<()> {
+    match args.command {
+        KeysCommand::Generate { file } => {
+            let public = public_path(&file);
+            let pair = KeyPair::generate()?;
+            pair.write(&file)?;
+            write_public(pair.public(), &public)?;
+            println!("wrote {} (secret: keep it private) and {}", file.display(), public.display());
+            println!("admit it by copying {} into the public keys folder of every process, under its role", public.display());
+            Ok(())
+        }
+        KeysCommand::Init { dir } => {
+            let keys = ClusterKeys::create(&dir, &[])?;
+            println!("wrote one key pair per role into {}", dir.display());
+            println!("every process takes --keys {} and --key {}/<role>.key", keys.public.display(), dir.display());
+            Ok(())
+        }
+    }
+}
+
+/// The public half's file beside a key pair file: `w1.key` -> `w1.pub`, `w1` -> `w1.pub`.
+fn public_path(file: &Path) -> PathBuf {
+    match file.extension() {
+        Some(extension) if extension == "key" => file.with_extension("pub"),
+        _ => PathBuf::from(format!("{}.pub", file.display())),
+    }
+}
+
+/// A cluster's keys, as [`ClusterKeys::create`] lays them out.
+#[derive(Clone, Debug)]
+pub struct ClusterKeys {
+    /// The folder of key pairs.
+    pub dir: PathBuf,
+    /// The public keys folder (`dir/public`).
+    pub public: PathBuf,
+}
+
+impl ClusterKeys {
+    /// Writes a key pair per role, and one per named worker (`workers`, each listed under
+    /// `worker/`); with no names, one `worker.key` for every worker.
+    pub fn create(dir: &Path, workers: &[String]) -> anyhow::Result<ClusterKeys> {
+        let keys = ClusterKeys { dir: dir.to_path_buf(), public: dir.join("public") };
+        if keys.public.exists() {
+            anyhow::bail!("{} exists: keys are never overwritten", keys.public.display());
+        }
+        let mut names: Vec<(Role, String)> =
+            [Role::Router, Role::Collector, Role::Injector, Role::Operator].map(|role| (role, role.name().into())).into();
+        match workers {
+            [] => names.push((Role::Worker, Role::Worker.name().into())),
+            named => names.extend(named.iter().map(|name| (Role::Worker, name.clone()))),
+        }
+        for (role, name) in names {
+            let pair = KeyPair::generate()?;
+            let secret = keys.key(&name);
+            pair.write(&secret)
+                .and_then(|()| write_public(pair.public(), &keys.public.join(role.name()).join(format!("{name}.pub"))))
+                .with_context(|| format!("cannot write the {name} key"))?;
+        }
+        Ok(keys)
+    }
+
+    /// The key pair file of `name` (a role, or a worker's name).
+    pub fn key(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.key"))
+    }
+
+    /// The flags of a process holding `name`'s key.
+    pub fn security(&self, name: &str) -> cep_transport::security::SecurityArgs {
+        cep_transport::security::SecurityArgs { key: Some(self.key(name)), keys: Some(self.public.clone()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cep_transport::security::{PublicKeys, Roles};
+
+    #[test]
+    fn init_writes_a_pair_per_role_and_the_public_folder_lists_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = ClusterKeys::create(&dir.path().join("keys"), &["w1".into(), "w2".into()]).unwrap();
+        let public = PublicKeys::read(&keys.public).unwrap();
+        assert_eq!(public.len(), 6);
+        for (name, role) in [("router", Role::Router), ("w2", Role::Worker), ("operator", Role::Operator)] {
+            let pair = KeyPair::read(&keys.key(name)).unwrap();
+            assert_eq!(public.lookup(pair.public()), Some((Roles::of(&[role]), name)));
+        }
+        let again = ClusterKeys::create(&keys.dir, &[]).unwrap_err().to_string();
+        assert!(again.contains("keys are never overwritten"), "{again}");
+    }
+
+    #[test]
+    fn the_public_half_goes_beside_the_key_pair() {
+        assert_eq!(public_path(Path::new("a/w1.key")), PathBuf::from("a/w1.pub"));
+        assert_eq!(public_path(Path::new("w1")), PathBuf::from("w1.pub"));
+    }
+}
