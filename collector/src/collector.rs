@@ -22,6 +22,7 @@ use cep_core::rescale::{RescaleStarted, Rescaled};
 use cep_core::results::{ClockOffset, Summary};
 use cep_core::tick::OutputRecord;
 use cep_core::wire::FrameKind;
+use cep_transport::security::{Role as KeyRole, Sender};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -94,6 +95,40 @@ pub struct Collector<W: Write> {
     incarnation: u64,
     /// Per sender, the last frame taken.
     positions: Positions,
+    /// Senders as their CURVE keys prove them ([`Self::authenticating`]).
+    senders: Senders,
+}
+
+/// Who may send the collector what, once it runs as a real process ([`Collector::authenticating`]).
+#[derive(Debug, Default)]
+struct Senders {
+    /// Every worker and the router put their frames in envelopes; only an injector's clock
+    /// report comes bare. Off for a harness that feeds the core bare frames.
+    envelopes_required: bool,
+    /// On a secure socket, each worker's key by index (empty: open; a worker that joined
+    /// later is known by its role only).
+    worker_keys: Vec<String>,
+}
+
+impl Senders {
+    /// Whether `sender` may send source `source`'s frames.
+    fn check(&self, source: u32, sender: Sender<'_>) -> Result<(), String> {
+        if source == ROUTER_SOURCE {
+            return match sender.is(KeyRole::Router) {
+                true => Ok(()),
+                false => Err(format!("the router's frames from `{}`, not a router key", sender.name())),
+            };
+        }
+        if !sender.is(KeyRole::Worker) {
+            return Err(format!("worker {source}'s frames from `{}`, not a worker key", sender.name()));
+        }
+        match self.worker_keys.get(source as usize).map(String::as_str) {
+            Some(key) if !key.is_empty() && key != sender.key() => {
+                Err(format!("worker {source}'s frames from `{}`, not the key it registered with", sender.name()))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 impl<W: Write> Collector<W> {
@@ -120,8 +155,18 @@ impl<W: Write> Collector<W> {
             confirmations: Vec::new(),
             incarnation: 1,
             positions: Positions::default(),
+            senders: Senders::default(),
             shape,
         }
+    }
+
+    /// Takes from now on only what its senders may send: every frame but an injector's clock
+    /// report in an envelope, and on a secure socket each source's frames only from its key
+    /// (the router's from the router, worker `i`'s from the key worker `i` registered with:
+    /// `worker_keys`, by index). Others are rejected as `unauthorized_sender` or `unsequenced`.
+    pub fn authenticating(mut self, worker_keys: Vec<String>) -> Self {
+        self.senders = Senders { envelopes_required: true, worker_keys };
+        self
     }
 
     /// Whether every worker and the router have reported: the collector has everything. The
@@ -215,9 +260,24 @@ impl<W: Write> Collector<W> {
     /// Frames of workers and the router come in a Sequenced envelope ([`cep_core::delivery`]):
     /// each is taken once, in its sender's order, across restarts of the collector.
     pub fn handle(&mut self, bytes: &[u8], now: u64) -> io::Result<()> {
+        self.handle_from(bytes, None, now)
+    }
+
+    /// [`Self::handle`] for a frame from `sender` on a secure socket (`None`: open).
+    pub fn handle_from(&mut self, bytes: &[u8], sender: Option<Sender<'_>>, now: u64) -> io::Result<()> {
         self.last_frame_ns = now;
         let Some(frame) = self.rejections.accept(bytes, self.max_frame_bytes) else { return Ok(()) };
         if frame.kind() != FrameKind::Sequenced {
+            if self.senders.envelopes_required && frame.kind() != FrameKind::ClockReport {
+                let detail = format_args!("a bare {:?} frame (only a clock report comes outside an envelope)", frame.kind());
+                self.rejections.reject("unsequenced", Some(frame.sender()), &detail);
+                return Ok(());
+            }
+            if let Some(sender) = sender.filter(|sender| !sender.is(KeyRole::Injector)) {
+                let detail = format_args!("a clock report from `{}`, not an injector key", sender.name());
+                self.rejections.reject("unauthorized_sender", Some(frame.sender()), &detail);
+                return Ok(());
+            }
             return self.handle_frame(frame, now);
         }
         let Some(sequenced) =
@@ -225,6 +285,12 @@ impl<W: Write> Collector<W> {
         else {
             return Ok(());
         };
+        if let Some(sender) = sender {
+            if let Err(reason) = self.senders.check(sequenced.source, sender) {
+                self.rejections.reject("unauthorized_sender", Some(sequenced.source), &reason);
+                return Ok(());
+            }
+        }
         let inner = cep_core::frame::Frame::read(sequenced.frame, self.max_frame_bytes);
         // A worker speaks for itself only (the router's frames carry sender 0): a frame that
         // does not takes no place in the source's stream.
@@ -724,6 +790,7 @@ impl<W: Write> Collector<W> {
             confirmations: state.confirmations,
             incarnation,
             positions: state.positions,
+            senders: Senders::default(),
         }
     }
 }

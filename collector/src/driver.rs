@@ -132,7 +132,8 @@ pub fn run_in(
                 .map_err(write_err(&config.out))?,
             };
             let collector =
-                Collector::resume(state, ready.collector_incarnation, config.csv, config.max_frame_bytes, sinks);
+                Collector::resume(state, ready.collector_incarnation, config.csv, config.max_frame_bytes, sinks)
+                    .authenticating(worker_keys(&ready));
             info!(
                 incarnation = ready.collector_incarnation,
                 rows = marks.csv_rows,
@@ -153,6 +154,7 @@ pub fn run_in(
             let intervals = IntervalRecorder::create(&config.out, ready.start_ns, Duration::from_secs(1))
                 .map_err(write_err(&config.out))?;
             Collector::new(shape, config.csv, config.max_frame_bytes, Sinks { csv, intervals }, now_ns())
+                .authenticating(worker_keys(&ready))
         }
     };
     // Saved at once: a collector that dies before its first frames can resume too.
@@ -167,8 +169,8 @@ pub fn run_in(
     let mut last_frame = Instant::now();
     let mut last_summary = Instant::now();
     receive_loop(&input, Duration::from_millis(100), |received| {
-        if let Received::Frame { bytes, .. } = received {
-            collector.handle(bytes, now_ns()).map_err(write_err(&csv_path))?;
+        if let Received::Frame { bytes, sender, .. } = received {
+            collector.handle_from(bytes, sender, now_ns()).map_err(write_err(&csv_path))?;
             last_frame = Instant::now();
             saving.dirty = true;
         }
@@ -433,4 +435,9 @@ pub fn write_summary(out: &Path, summary: &Summary) -> Result<(), CollectorError
     let temporary = out.join(".summary.json.tmp");
     let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
     write_whole(&json_path, &temporary, (json + "\n").as_bytes())
+}
+
+/// The CURVE key each worker of the run registered with, by index (empty when open).
+fn worker_keys(ready: &cep_core::control::Ready) -> Vec<String> {
+    ready.workers.iter().map(|worker| worker.key.clone()).collect()
 }

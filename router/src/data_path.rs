@@ -58,11 +58,19 @@ pub struct DataPath {
     ended: Vec<bool>,
     /// Per ended stream, what its injector said it sent (for workers that join later).
     end_sent: Vec<u64>,
+    /// Per stream, the CURVE key of the injector that registered it (empty when open): on a
+    /// secure socket its ticks and end marker are taken from that key only.
+    stream_keys: Vec<String>,
     rejections: Rejections,
     /// Per worker, the batches routed to it since its last checkpoint (when checkpoints are on).
     logs: Vec<ReplayLog>,
     logging: bool,
 }
+
+/// How far ahead of its stream a tick's sequence number may be: an injector numbers every
+/// tick it sends, so a gap is only ticks the router rejected; a number further ahead is not
+/// its injector's, and trusting it would make the stream's later ticks look behind.
+pub const MAX_SEQ_AHEAD: u64 = 1 << 20;
 
 /// Where a symbol's ticks go, and where they come from.
 #[derive(Clone, Copy, Debug)]
@@ -103,6 +111,7 @@ impl DataPath {
             routed_total: 0,
             ended: vec![false; stream_count],
             end_sent: vec![0; stream_count],
+            stream_keys: vec![String::new(); stream_count],
             rejections: Rejections::new("router"),
             logs: (0..workers.len()).map(|_| ReplayLog::default()).collect(),
             logging: false,
@@ -236,6 +245,7 @@ impl DataPath {
         self.next_seq.resize(total, 0);
         self.ended.resize(total, false);
         self.end_sent.resize(total, 0);
+        self.stream_keys.resize(total, String::new());
         let marker = StreamsOpened { first, count }.encode(ROUTER_SENDER);
         for worker in (0..workers).filter(|worker| !self.retired[*worker]) {
             out.send(Peer::Worker(worker as u32), &marker);
@@ -406,8 +416,18 @@ impl DataPath {
         &self.rejections
     }
 
-    /// Handles one frame from an injector, received at `now`.
-    pub fn handle(&mut self, bytes: &[u8], now: u64, out: &mut impl Outbox) {
+    /// Streams `first..first + keys.len()` belong to the injectors holding these CURVE keys.
+    pub fn bind_streams(&mut self, first: u32, keys: &[String]) {
+        for (stream, key) in (first as usize..).zip(keys) {
+            if let Some(slot) = self.stream_keys.get_mut(stream) {
+                slot.clone_from(key);
+            }
+        }
+    }
+
+    /// Handles one frame from an injector, received at `now`; `from`: the sender's CURVE key
+    /// on a secure socket (`None` when open).
+    pub fn handle(&mut self, bytes: &[u8], from: Option<&str>, now: u64, out: &mut impl Outbox) {
         let Some(frame) = self.rejections.accept(bytes, self.max_frame_bytes) else { return };
         match frame.kind() {
             FrameKind::Ticks => {
@@ -415,7 +435,7 @@ impl DataPath {
                 match frame.ticks(&mut decoded) {
                     Ok(batch) => {
                         for tick in batch.records {
-                            self.route(&batch, tick, now, out);
+                            self.route(&batch, tick, from, now, out);
                         }
                     }
                     Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
@@ -424,7 +444,7 @@ impl DataPath {
             }
             FrameKind::EndOfStream => {
                 if let Some(eos) = self.rejections.decode::<EndOfStream>(&frame) {
-                    self.end_stream(eos, frame.sender(), out);
+                    self.end_stream(eos, frame.sender(), from, out);
                 }
             }
             _ => self.rejections.unexpected(&frame),
@@ -432,7 +452,7 @@ impl DataPath {
     }
 
     #[inline]
-    fn route(&mut self, batch: &TickBatch<'_>, tick: &TickRecord, t_in: u64, out: &mut impl Outbox) {
+    fn route(&mut self, batch: &TickBatch<'_>, tick: &TickRecord, from: Option<&str>, t_in: u64, out: &mut impl Outbox) {
         if self.rejections.reject_invalid(tick, batch.sender) {
             return;
         }
@@ -442,6 +462,20 @@ impl DataPath {
                 tick.injector, self.streams
             );
             self.rejections.reject("unknown_stream", Some(batch.sender), &detail);
+            return;
+        }
+        let stream = tick.injector as usize;
+        if from.is_some_and(|key| key != self.stream_keys[stream]) {
+            let detail = format_args!("tick of stream {} from a key that did not register it", tick.injector);
+            self.rejections.reject("stream_of_another_key", Some(batch.sender), &detail);
+            return;
+        }
+        // One stream is one connection: its sequence numbers only grow, one at a time.
+        let next = self.next_seq[stream];
+        if tick.seq < next || tick.seq - next > MAX_SEQ_AHEAD {
+            let detail = format_args!("tick {} of stream {} (next expected: {next})", tick.seq, tick.injector);
+            let cause = if tick.seq < next { "seq_behind" } else { "seq_far_ahead" };
+            self.rejections.reject(cause, Some(batch.sender), &detail);
             return;
         }
         let symbol = batch.symbol(tick);
@@ -486,11 +520,25 @@ impl DataPath {
         self.held_ticks += 1;
     }
 
-    fn end_stream(&mut self, eos: EndOfStream, sender: u32, out: &mut impl Outbox) {
+    fn end_stream(&mut self, eos: EndOfStream, sender: u32, from: Option<&str>, out: &mut impl Outbox) {
         let stream = eos.stream as usize;
         if stream >= self.ended.len() || self.ended[stream] {
             let detail = format_args!("end of stream {} (run has {} streams)", eos.stream, self.streams);
             self.rejections.reject("unknown_stream", Some(sender), &detail);
+            return;
+        }
+        if from.is_some_and(|key| key != self.stream_keys[stream]) {
+            let detail = format_args!("end of stream {} from a key that did not register it", eos.stream);
+            self.rejections.reject("stream_of_another_key", Some(sender), &detail);
+            return;
+        }
+        // Its injector sent at least what arrived: a marker saying less is not its own.
+        if eos.sent < self.received[stream] {
+            let detail = format_args!(
+                "end of stream {} claims {} sent, {} arrived: not its injector's",
+                eos.stream, eos.sent, self.received[stream]
+            );
+            self.rejections.reject("end_behind_stream", Some(sender), &detail);
             return;
         }
         self.ended[stream] = true;

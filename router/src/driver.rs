@@ -146,8 +146,8 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     let mut last_control = Instant::now();
     receive_loop(&input, Duration::from_millis(50), |received| {
         match received {
-            Received::Frame { bytes, input } => {
-                router.data(bytes, now_ns(), &mut out);
+            Received::Frame { bytes, input, sender } => {
+                router.data_from(bytes, sender, now_ns(), &mut out);
                 if !input.more_waiting() {
                     router.flush(&mut out);
                 }

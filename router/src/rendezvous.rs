@@ -33,7 +33,8 @@ pub struct Rendezvous<C> {
     workers: Vec<(C, WorkerInfo)>,
     /// (client, data endpoint, clock endpoint, CURVE key).
     collector: Option<(C, String, String, String)>,
-    injectors: Vec<(C, u32, u64)>,
+    /// (client, streams, warm-up, CURVE key).
+    injectors: Vec<(C, u32, u64, String)>,
     started: bool,
 }
 
@@ -47,6 +48,8 @@ pub struct Start<C> {
     pub collector: String,
     /// The collector's CURVE key (empty when open).
     pub collector_key: String,
+    /// Per stream, the CURVE key of the injector that registered it (empty when open).
+    pub stream_keys: Vec<String>,
 }
 
 impl<C: Clone> Rendezvous<C> {
@@ -65,7 +68,7 @@ impl<C: Clone> Rendezvous<C> {
     }
 
     fn streams(&self) -> u32 {
-        self.injectors.iter().map(|(_, streams, _)| streams).sum()
+        self.injectors.iter().map(|(_, streams, _, _)| streams).sum()
     }
 
     /// Takes a registration arriving at `now` (ns) from the holder of CURVE key `key` (empty
@@ -113,7 +116,7 @@ impl<C: Clone> Rendezvous<C> {
                         self.streams()
                     ));
                 }
-                self.injectors.push((client, streams, registration.warmup_ns));
+                self.injectors.push((client, streams, registration.warmup_ns, key.into()));
             }
         }
         Verdict::Hold
@@ -168,7 +171,7 @@ impl<C: Clone> Rendezvous<C> {
         let workers: Vec<WorkerInfo> = self.workers.iter().map(|(_, w)| w.clone()).collect();
         let (collector_client, collector, collector_clock, collector_key) =
             self.collector.clone().expect("complete cluster has a collector");
-        let warmup_ns = self.injectors.iter().map(|(_, _, warmup)| *warmup).max().unwrap_or(0);
+        let warmup_ns = self.injectors.iter().map(|(_, _, warmup, _)| *warmup).max().unwrap_or(0);
         let ready = |assigned: u32| Ready {
             assigned,
             workers: workers.clone(),
@@ -189,11 +192,13 @@ impl<C: Clone> Rendezvous<C> {
         }
         answers.push((collector_client, ready(0)));
         let mut first_stream = 0;
-        for (client, streams, _) in &self.injectors {
+        let mut stream_keys = Vec::new();
+        for (client, streams, _, key) in &self.injectors {
+            stream_keys.extend(std::iter::repeat_n(key.clone(), *streams as usize));
             answers.push((client.clone(), ready(first_stream)));
             first_stream += streams;
         }
-        Start { answers, workers, collector, collector_key }
+        Start { answers, workers, collector, collector_key, stream_keys }
     }
 }
 

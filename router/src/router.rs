@@ -21,7 +21,7 @@ use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{ClockReport, RouterReport};
 use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, MAX_STREAMS};
 use cep_core::wire::FrameKind;
-use cep_transport::security::{Peer as Authenticated, Role as KeyRole};
+use cep_transport::security::{Peer as Authenticated, Role as KeyRole, Sender};
 use std::collections::BTreeMap;
 
 /// A joining worker's advertised endpoint must be one the router can connect to
@@ -462,6 +462,7 @@ impl Router {
             ));
         }
         let first = path.add_streams(register.streams, out);
+        path.bind_streams(first, &vec![self.caller_key.clone(); register.streams as usize]);
         self.late_injectors.push((client.to_vec(), first, register.streams));
         self.settings.streams = path.streams();
         self.control.node_joined();
@@ -688,6 +689,7 @@ impl Router {
         if self.checkpoints.enabled() {
             path.keep_replay_logs();
         }
+        path.bind_streams(0, &start.stream_keys);
         self.path = Some(path);
         self.answers = start.answers;
         self.collector_key.clone_from(&start.collector_key);
@@ -714,8 +716,14 @@ impl Router {
     /// Handles one data frame from an injector, received at `now`. Frames before the start
     /// cannot arrive: no injector knows the start before the answers go out.
     pub fn data(&mut self, bytes: &[u8], now: u64, out: &mut impl Outbox) {
+        self.data_from(bytes, None, now, out);
+    }
+
+    /// [`Self::data`] from `sender` on a secure socket: a stream's ticks and end marker are
+    /// taken only from the key that registered it.
+    pub fn data_from(&mut self, bytes: &[u8], sender: Option<Sender<'_>>, now: u64, out: &mut impl Outbox) {
         if let Some(path) = self.path.as_mut() {
-            path.handle(bytes, now, out);
+            path.handle(bytes, sender.map(|sender| sender.key()), now, out);
         }
     }
 

@@ -18,6 +18,9 @@ pub enum Received<'m> {
         /// Asks whether another frame is already queued (smart batching: a stage flushes
         /// what it batched when nothing more is waiting); asked only by who needs it.
         input: Waiting<'m>,
+        /// On a secure socket, who sent it: the authentication's `User-Id`
+        /// ([`crate::security::Sender`] reads it); `None` when open.
+        sender: Option<crate::security::Sender<'m>>,
     },
     /// Nothing arrived within the poll interval: time for periodic work and flushes.
     Idle,
@@ -51,9 +54,19 @@ pub fn receive_loop<E: From<TransportError>>(
     mut step: impl FnMut(Received<'_>) -> Result<Flow, E>,
 ) -> Result<(), E> {
     let mut message = Message::new();
+    // The sender's identity, copied out of each message (ZeroMQ lends it only with the message
+    // itself mutably borrowed); one buffer for the whole loop.
+    let mut user_id = String::new();
     loop {
         let received = if input.recv(&mut message, poll)? {
-            Received::Frame { bytes: &message, input: Waiting(input) }
+            let sender = if input.is_secure() {
+                user_id.clear();
+                user_id.push_str(message.gets("User-Id").unwrap_or_default());
+                Some(crate::security::Sender::new(&user_id))
+            } else {
+                None
+            };
+            Received::Frame { bytes: &message, input: Waiting(input), sender }
         } else {
             Received::Idle
         };

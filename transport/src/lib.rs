@@ -18,5 +18,5 @@ pub mod liveness;
 pub mod security;
 pub mod socket;
 
-pub use security::{Peer, Role, Server};
+pub use security::{Peer, Role, Sender, Server};
 pub use socket::{advertise_host, advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};

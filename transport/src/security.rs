@@ -467,6 +467,34 @@ impl std::fmt::Display for Peer {
     }
 }
 
+/// The sender of a message on a secure socket, as its `User-Id` names it, read without a copy:
+/// what the hot paths check (roles, key) per frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sender<'a>(&'a str);
+
+impl<'a> Sender<'a> {
+    /// A `User-Id` as the ZAP handler wrote it (`roles name key`; empty if there was none).
+    pub fn new(user_id: &'a str) -> Sender<'a> {
+        Sender(user_id)
+    }
+
+    /// Its public key (Z85), empty if the identity is not one the handler wrote.
+    pub fn key(&self) -> &'a str {
+        self.0.len().checked_sub(Z85_KEY_LEN).and_then(|start| self.0.get(start..)).unwrap_or_default()
+    }
+
+    /// Whether its key is listed for `role`.
+    pub fn is(&self, role: Role) -> bool {
+        self.0.split_once(' ').is_some_and(|(roles, _)| roles.split(',').any(|name| name == role.name()))
+    }
+
+    /// Its key file's name, for messages.
+    pub fn name(&self) -> &'a str {
+        let Some((_, rest)) = self.0.split_once(' ') else { return "" };
+        rest.len().checked_sub(Z85_KEY_LEN + 1).and_then(|end| rest.get(..end)).unwrap_or_default()
+    }
+}
+
 /// Connections the ZAP handler refused, by the roles the socket admits.
 #[derive(Debug, Default)]
 pub struct Refusals {
@@ -697,6 +725,10 @@ mod tests {
         };
         let admitted = judge(&request("router,worker", "CURVE", &worker), &keys);
         let Verdict::Admit(user_id) = admitted else { panic!("{admitted:?}") };
+        let sender = Sender::new(&user_id);
+        assert_eq!((sender.key(), sender.name()), (worker.public().as_str(), "w1"));
+        assert!(sender.is(Role::Worker) && !sender.is(Role::Router));
+        assert_eq!((Sender::new("").key(), Sender::new("").name(), Sender::new("x").is(Role::Worker)), ("", "", false));
         let peer = Peer::from_user_id(&user_id).unwrap();
         assert_eq!((peer.roles, peer.name.as_str(), &peer.key), (Roles::of(&[Role::Worker]), "w1", worker.public()));
         assert!(matches!(judge(&request("injector", "CURVE", &worker), &keys), Verdict::Refuse(r) if r.contains("not admitted here")));

@@ -141,6 +141,8 @@ fn apply(socket: &zmq::Socket, options: &SocketOptions) -> Result<(), TransportE
 pub struct Pull {
     socket: zmq::Socket,
     endpoint: String,
+    /// Whether it runs CURVE (each message then names its sender).
+    secure: bool,
 }
 
 impl Pull {
@@ -159,12 +161,17 @@ impl Pull {
             .get_last_endpoint()
             .map_err(socket_err("read bound endpoint"))?
             .unwrap_or_else(|raw| String::from_utf8_lossy(&raw).into_owned());
-        Ok(Pull { socket, endpoint })
+        Ok(Pull { socket, endpoint, secure: context.is_secure() })
     }
 
     /// The endpoint actually bound (with the port chosen for `*`).
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// Whether it runs CURVE: each message then names its sender.
+    pub fn is_secure(&self) -> bool {
+        self.secure
     }
 
     /// Receives the next message into `message`, waiting at most `timeout`. Returns false
