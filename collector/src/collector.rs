@@ -631,6 +631,14 @@ impl<W: Write> Collector<W> {
         )
     }
 
+    /// Connections the authentication refused so far, by cause
+    /// ([`cep_transport::Context::refusals`]): reported with the rejections.
+    pub fn refused_connections(&mut self, refusals: &std::collections::BTreeMap<String, u64>) {
+        for (cause, count) in refusals {
+            self.rejections.set(cause, *count);
+        }
+    }
+
     /// Ends the run: closes the sinks and builds the summary. A complete run ends with its
     /// last report, an interrupted one with its last frame. `last_look` sees the final state
     /// (for a last publication of the metrics).

@@ -254,6 +254,7 @@ pub fn run_in(
             warn!(%error, "could not tell the router the run is over");
         }
     }
+    collector.refused_connections(&context.refusals());
     let finished = collector.finish(|collector| collector.publish(&metrics)).map_err(write_err(&csv_path))?;
     crate::latency::write_distribution(&config.out, &finished.hops.end_to_end).map_err(write_err(&config.out))?;
     let mut summary = finished.summary;

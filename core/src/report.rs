@@ -150,6 +150,14 @@ impl Rejections {
         Rejections { counts, place }
     }
 
+    /// Sets `cause`'s count to a total kept elsewhere (connections the authentication refused:
+    /// no frame of theirs arrives).
+    pub fn set(&mut self, cause: &str, count: u64) {
+        if count > 0 {
+            self.counts.insert(cause.to_string(), count);
+        }
+    }
+
     /// Counts one rejection; `sender` is the frame's sender id (or `None` if unreadable).
     pub fn reject(&mut self, cause: &str, sender: Option<u32>, detail: &dyn std::fmt::Display) {
         count_cause(&mut self.counts, cause);

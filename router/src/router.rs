@@ -220,12 +220,10 @@ impl Router {
         }
     }
 
-    /// Connections the authentication refused, by the roles of the socket (`ZAP`): counted in
-    /// the report as `unauthenticated_<roles>`.
+    /// Connections the authentication refused so far, by cause ([`cep_transport::Context::refusals`]):
+    /// reported with the rejections.
     pub fn refused_connections(&mut self, refusals: &BTreeMap<String, u64>) {
-        for (socket, count) in refusals {
-            self.denied.insert(format!("unauthenticated_{}", socket.replace(',', "_")), *count);
-        }
+        self.denied.extend(refusals.iter().map(|(cause, count)| (cause.clone(), *count)));
     }
 
     /// Handles one control request received at `now` (any phase): a monotonic time in ns,

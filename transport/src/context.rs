@@ -44,7 +44,8 @@ impl Context {
         self.secure.as_ref().map(|secure| secure.credentials.own.public())
     }
 
-    /// Connections refused so far, by the roles of the socket they tried (empty when open).
+    /// Connections refused so far, by cause (`unauthenticated_<roles the socket admits>`; empty
+    /// when open).
     pub fn refusals(&self) -> BTreeMap<String, u64> {
         self.secure.as_ref().map(|secure| secure.zap.refusals.by_socket()).unwrap_or_default()
     }
@@ -128,7 +129,7 @@ mod tests {
         while server.refusals().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert_eq!(server.refusals().get("injector"), Some(&1));
+        assert_eq!(server.refusals().get("unauthenticated_injector"), Some(&1));
         let open = Context::new();
         let plain = Push::connect(&open, pull.endpoint(), Server::Router, &options).unwrap();
         assert!(plain.try_send(b"plain").unwrap());

@@ -509,9 +509,11 @@ impl Refusals {
         *count
     }
 
-    /// Every refusal so far, by the socket's roles (`worker,router`).
+    /// Every refusal so far, by cause: `unauthenticated_<roles the socket admits>` (e.g.
+    /// `unauthenticated_worker_router_injector`), as the reports name them.
     pub fn by_socket(&self) -> BTreeMap<String, u64> {
-        self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        let counts = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        counts.iter().map(|(domain, count)| (format!("unauthenticated_{}", domain.replace(',', "_")), *count)).collect()
     }
 
     /// How many connections were refused.

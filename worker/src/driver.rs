@@ -361,6 +361,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     if unreached {
         return Err(WorkerError::Unreached { endpoint, waited: config.start_timeout });
     }
+    worker.refused_connections(&context.refusals());
     let report = worker.finish(&mut out);
     out.check()?;
     if !stop.load(Ordering::Relaxed) {

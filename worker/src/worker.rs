@@ -213,6 +213,14 @@ impl Worker {
         out.send(Peer::Collector, &progress.encode(self.index));
     }
 
+    /// Connections the authentication refused so far, by cause
+    /// ([`cep_transport::Context::refusals`]): reported with the rejections.
+    pub fn refused_connections(&mut self, refusals: &std::collections::BTreeMap<String, u64>) {
+        for (cause, count) in refusals {
+            self.rejections.set(cause, *count);
+        }
+    }
+
     /// Ends the run: if every stream ended, the windows still open emit (the end of input);
     /// then the report goes to the collector. Returns the report.
     pub fn finish(&mut self, out: &mut impl Outbox) -> WorkerReport {
