@@ -581,7 +581,7 @@ mod tests {
     #[test]
     fn tick_frame_golden_bytes() {
         let expected: Vec<u8> = vec![
-            0x95, 0x07, 0x01, 0x07, // [version 7, kind Ticks, sender 7,
+            0x95, 0x08, 0x01, 0x07, // [version 8, kind Ticks, sender 7,
             0xcf, 0, 0, 0, 0, 0, 0, 0x07, 0xd0, // t_sent 2000 (fixed u64),
             0xdd, 0, 0, 0, 1, // one tick (fixed array32)
             0x97, 0xa5, b'S', b'0', b'0', b'0', b'1', // [symbol,
@@ -599,7 +599,7 @@ mod tests {
         writer.push(1, b"S1", 2.0, -0.5, 3, 300, 7, 8);
         #[rustfmt::skip]
         let expected: Vec<u8> = vec![
-            0x97, 0x07, 0x03, 0x02, // [version 7, kind Outputs, sender 2,
+            0x97, 0x08, 0x03, 0x02, // [version 8, kind Outputs, sender 2,
             0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0a, // t_router_out 10 (fixed u64),
             0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0b, // t_worker_in 11,
             0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0c, // t_engine_out 12,

@@ -470,12 +470,11 @@ impl DataPath {
             self.rejections.reject("stream_of_another_key", Some(batch.sender), &detail);
             return;
         }
-        // One stream is one connection: its sequence numbers only grow, one at a time.
+        // A tick behind its stream goes on: the worker counts it as a duplicate or out of order.
         let next = self.next_seq[stream];
-        if tick.seq < next || tick.seq - next > MAX_SEQ_AHEAD {
+        if tick.seq.saturating_sub(next) > MAX_SEQ_AHEAD {
             let detail = format_args!("tick {} of stream {} (next expected: {next})", tick.seq, tick.injector);
-            let cause = if tick.seq < next { "seq_behind" } else { "seq_far_ahead" };
-            self.rejections.reject(cause, Some(batch.sender), &detail);
+            self.rejections.reject("seq_far_ahead", Some(batch.sender), &detail);
             return;
         }
         let symbol = batch.symbol(tick);

@@ -173,7 +173,7 @@ impl Router {
         let kind = frame.kind();
         let needs = |role: KeyRole| match peer.is(role) {
             true => Ok(()),
-            false => Err(format!("{peer} may not send {kind:?}: only a {} key may", role.name())),
+            false => Err(format!("{peer} may not send {kind:?}: its key is not listed under {}/", role.name())),
         };
         let worker_key = |index: u32| self.workers.get(index as usize).map(|worker| worker.key.as_str());
         let is_worker = |index: u32| match worker_key(index) {
@@ -1073,7 +1073,8 @@ mod tests {
         assert_eq!(router.report().rejected.get("symbol_of_another_stream"), Some(&1));
         // The run ends when every stream, its own included, has.
         for stream in 0..3 {
-            router.data(&EndOfStream { stream, sent: 0, routed: 0 }.encode(0), 7, &mut out);
+            let sent = router.report().received.get(&stream).copied().unwrap_or(0);
+            router.data(&EndOfStream { stream, sent, routed: 0 }.encode(0), 7, &mut out);
         }
         assert!(router.all_ended());
         assert_eq!(router.report().received.get(&1), Some(&1));
@@ -1194,7 +1195,8 @@ mod tests {
         router.flush(&mut out);
         assert_eq!(routed(&out.take())[0].0, 2);
         // The end marker reaches all three, and the report names them.
-        router.data(&EndOfStream { stream: 0, sent: 215, routed: 0 }.encode(0), 7, &mut out);
+        let sent = router.report().received[&0];
+        router.data(&EndOfStream { stream: 0, sent, routed: 0 }.encode(0), 7, &mut out);
         assert_eq!(out.take().len(), 3, "not to e, which never answered");
         assert_eq!(router.report().workers, ["a", "b", "c", ""], "e never joined");
         // A second worker with a taken id is refused.
