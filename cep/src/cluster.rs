@@ -5,9 +5,9 @@ use cep_core::control::{Refused, MAX_CONTROL_FRAME_BYTES};
 use cep_core::frame::{Body, Frame};
 use cep_core::rescale::{ClusterStatus, Leave, RescaleAccepted, StatusRequest};
 use cep_core::wire::FrameKind;
+use cep_transport::security::SecurityArgs;
 use clap::{Args, Subcommand};
 use serde::de::DeserializeOwned;
-use cep_transport::security::SecurityArgs;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -164,8 +164,7 @@ fn render(status: &ClusterStatus, rates: Option<&[f64]>) -> String {
 
 fn remove(worker: &str, router: &Asking<'_>) -> anyhow::Result<()> {
     let request = Leave { worker: worker.to_string() }.encode(0);
-    let accepted: RescaleAccepted =
-        router.ask(&request).with_context(|| format!("cannot remove worker `{worker}`"))?;
+    let accepted: RescaleAccepted = router.ask(&request).with_context(|| format!("cannot remove worker `{worker}`"))?;
     println!(
         "removing {worker}: {} symbols move to the other workers in {} slices; it exits once they have",
         accepted.symbols, accepted.slices

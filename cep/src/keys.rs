@@ -37,7 +37,10 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
             pair.write(&file)?;
             write_public(pair.public(), &public)?;
             println!("wrote {} (secret: keep it private) and {}", file.display(), public.display());
-            println!("admit it by copying {} into the public keys folder of every process, under its role", public.display());
+            println!(
+                "admit it by copying {} into the public keys folder of every process, under its role",
+                public.display()
+            );
             Ok(())
         }
         KeysCommand::Init { dir } => {
@@ -74,8 +77,9 @@ impl ClusterKeys {
         if keys.public.exists() {
             anyhow::bail!("{} exists: keys are never overwritten", keys.public.display());
         }
-        let mut names: Vec<(Role, String)> =
-            [Role::Router, Role::Collector, Role::Injector, Role::Operator].map(|role| (role, role.name().into())).into();
+        let mut names: Vec<(Role, String)> = [Role::Router, Role::Collector, Role::Injector, Role::Operator]
+            .map(|role| (role, role.name().into()))
+            .into();
         match workers {
             [] => names.push((Role::Worker, Role::Worker.name().into())),
             named => names.extend(named.iter().map(|name| (Role::Worker, name.clone()))),

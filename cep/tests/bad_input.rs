@@ -164,7 +164,8 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     assert!(refused.to_string().contains("saved state is of another run"), "{refused}");
 
     // Straight to the worker: every bad frame plus one bad tick; wait until it has counted them.
-    let to_worker = Push::connect(&context, &ready.workers[0].endpoint, cep_transport::Server::Router, &options).unwrap();
+    let to_worker =
+        Push::connect(&context, &ready.workers[0].endpoint, cep_transport::Server::Router, &options).unwrap();
     let mut direct = bad_frames();
     let mut nan_tick = TickBatchWriter::new(9);
     nan_tick.push(b"S0001", f64::NAN, 1, 1, 0, 99_999, 0);
@@ -198,6 +199,12 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         to_router.send(&frame, &never).unwrap();
     }
     to_router.send(&bad_ticks(), &never).unwrap();
+    // A forged end marker claiming fewer ticks than arrived, and a tick numbered far beyond
+    // its stream: neither is trusted.
+    to_router.send(&EndOfStream { stream: 0, sent: 5, routed: 0 }.encode(0), &never).unwrap();
+    let mut far_ahead = TickBatchWriter::new(0);
+    far_ahead.push(b"S0001", 10.0, 1, 1, 0, 500 + cep_router::data_path::MAX_SEQ_AHEAD + 1, 0);
+    to_router.send(far_ahead.seal(0), &never).unwrap();
     to_router.send(&valid_ticks(500, 1000), &never).unwrap();
     to_router.send(&EndOfStream { stream: 0, sent: 1000, routed: 0 }.encode(0), &never).unwrap();
 
@@ -225,6 +232,8 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         ("non_positive_price", 2),
         ("empty_symbol", 1),
         ("unknown_stream", 1),
+        ("end_behind_stream", 1),
+        ("seq_far_ahead", 1),
     ]);
     assert_eq!(router_report.rejected, counts(&router_expected));
     let mut worker_expected = frame_causes.to_vec();

@@ -163,7 +163,10 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
     let rogue_collector = registration(Role::Collector, "rogue", "tcp://127.0.0.1:1", 0);
     let (kind, reason) = ask(&spare_worker, &rogue_collector.encode(0));
     assert_eq!(kind, FrameKind::Refused);
-    assert!(reason.contains("worker `spare` may not send Register: its key is not listed under collector/"), "{reason}");
+    assert!(
+        reason.contains("worker `spare` may not send Register: its key is not listed under collector/"),
+        "{reason}"
+    );
     let deploy = Deploy { origin: "rogue".into(), text: "query x: select price from ticks".into() };
     let (kind, reason) = ask(&injector, &deploy.encode(0));
     assert_eq!(kind, FrameKind::Refused);
@@ -210,7 +213,7 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
     let as_router = DeliveryLog::new(ROUTER_SOURCE, 1, 1 << 20).push(&forged_report).to_vec();
     let collector = Server::Key(&ready.collector_key);
     send_once(&spare_worker, &ready.collector, collector, &[as_worker_0, as_router]);
-    send_once(&injector, &ready.collector, collector, &[forged_report.clone()]);
+    send_once(&injector, &ready.collector, collector, std::slice::from_ref(&forged_report));
     send_once(&stranger, &ready.collector, collector, &[forged_report]);
     // A stranger playing the router at the worker's data socket.
     send_once(&stranger, &ready.workers[0].endpoint, Server::Key(&ready.workers[0].key), &[ticks(0, stream, 0, 10)]);

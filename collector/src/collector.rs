@@ -269,7 +269,8 @@ impl<W: Write> Collector<W> {
         let Some(frame) = self.rejections.accept(bytes, self.max_frame_bytes) else { return Ok(()) };
         if frame.kind() != FrameKind::Sequenced {
             if self.senders.envelopes_required && frame.kind() != FrameKind::ClockReport {
-                let detail = format_args!("a bare {:?} frame (only a clock report comes outside an envelope)", frame.kind());
+                let detail =
+                    format_args!("a bare {:?} frame (only a clock report comes outside an envelope)", frame.kind());
                 self.rejections.reject("unsequenced", Some(frame.sender()), &detail);
                 return Ok(());
             }

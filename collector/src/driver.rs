@@ -15,7 +15,9 @@ use cep_core::results::Summary;
 use cep_transport::clock::ClockServer;
 use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError};
 use cep_transport::driving::{receive_loop, Flow, Received};
-use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, Role as KeyRole, SocketOptions, TransportError};
+use cep_transport::{
+    advertise_host, advertised_endpoint, Context, Pull, Role as KeyRole, SocketOptions, TransportError,
+};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

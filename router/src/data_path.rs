@@ -452,7 +452,14 @@ impl DataPath {
     }
 
     #[inline]
-    fn route(&mut self, batch: &TickBatch<'_>, tick: &TickRecord, from: Option<&str>, t_in: u64, out: &mut impl Outbox) {
+    fn route(
+        &mut self,
+        batch: &TickBatch<'_>,
+        tick: &TickRecord,
+        from: Option<&str>,
+        t_in: u64,
+        out: &mut impl Outbox,
+    ) {
         if self.rejections.reject_invalid(tick, batch.sender) {
             return;
         }
@@ -531,11 +538,14 @@ impl DataPath {
             self.rejections.reject("stream_of_another_key", Some(sender), &detail);
             return;
         }
-        // Its injector sent at least what arrived: a marker saying less is not its own.
-        if eos.sent < self.received[stream] {
+        // Its injector numbers its ticks 0, 1, ...: it sent at least one past the highest number
+        // that arrived, and a marker saying less is not its own.
+        if eos.sent < self.next_seq[stream] {
             let detail = format_args!(
-                "end of stream {} claims {} sent, {} arrived: not its injector's",
-                eos.stream, eos.sent, self.received[stream]
+                "end of stream {} claims {} sent, yet its tick {} arrived: not its injector's",
+                eos.stream,
+                eos.sent,
+                self.next_seq[stream] - 1
             );
             self.rejections.reject("end_behind_stream", Some(sender), &detail);
             return;

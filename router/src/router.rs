@@ -199,10 +199,7 @@ impl Router {
                     _ => Err(format!("{peer} may ask only itself to leave, not `{}`", leave.worker)),
                 }
             }
-            FrameKind::SymbolState
-            | FrameKind::Reached
-            | FrameKind::Snapshot
-            | FrameKind::DeliveryQuery => {
+            FrameKind::SymbolState | FrameKind::Reached | FrameKind::Snapshot | FrameKind::DeliveryQuery => {
                 needs(KeyRole::Worker)?;
                 is_worker(frame.sender())
             }
@@ -1195,8 +1192,7 @@ mod tests {
         router.flush(&mut out);
         assert_eq!(routed(&out.take())[0].0, 2);
         // The end marker reaches all three, and the report names them.
-        let sent = router.report().received[&0];
-        router.data(&EndOfStream { stream: 0, sent, routed: 0 }.encode(0), 7, &mut out);
+        router.data(&EndOfStream { stream: 0, sent: 2_000, routed: 0 }.encode(0), 7, &mut out);
         assert_eq!(out.take().len(), 3, "not to e, which never answered");
         assert_eq!(router.report().workers, ["a", "b", "c", ""], "e never joined");
         // A second worker with a taken id is refused.
@@ -1362,5 +1358,105 @@ mod tests {
         ] {
             assert!(check_endpoint(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
+        use cep_transport::security::{KeyPair, Roles};
+        let peer = |role: KeyRole, name: &str| Authenticated {
+            roles: Roles::of(&[role]),
+            name: name.into(),
+            key: KeyPair::generate().unwrap().public().clone(),
+        };
+        let (a, b, c, i) = (
+            peer(KeyRole::Worker, "a"),
+            peer(KeyRole::Worker, "b"),
+            peer(KeyRole::Collector, "c"),
+            peer(KeyRole::Injector, "i"),
+        );
+        let ops = peer(KeyRole::Operator, "ops");
+        let sender = |peer: &Authenticated, role: &str| format!("{role} {} {}", peer.name, peer.key);
+        let settings = RouterSettings {
+            workers: WorkerCount::Exactly(2),
+            streams: 1,
+            vnodes: 64,
+            batch: 8,
+            max_frame_bytes: 1 << 20,
+            allowed_lateness_ns: None,
+            slice_symbols: 2,
+            max_held_ticks: 1000,
+            move_timeout_ns: 1_000,
+            checkpoint_every_ns: 0,
+            max_replay_bytes: 1 << 30,
+        };
+        let mut router = Router::new(settings, Deployments::start(&cep_query::RulesSource::reference()).unwrap());
+        let mut out = Recorded { clock: 777, ..Default::default() };
+        let refused = |router: &mut Router, from: &Authenticated, body: &[u8], out: &mut Recorded| {
+            router.control_from(b"x".to_vec(), Some(from), body, 2, out);
+            let answer = out.take().pop().unwrap().1;
+            let frame = Frame::read(&answer, usize::MAX).unwrap();
+            assert_eq!(frame.kind(), FrameKind::Refused);
+            frame.body::<Refused>().unwrap().reason
+        };
+        let reason = refused(&mut router, &i, &register(Role::Worker, "x", 0), &mut out);
+        assert_eq!(reason, "injector `i` may not send Register: its key is not listed under worker/");
+        for (client, from, body) in [
+            (b"a", &a, register(Role::Worker, "a", 0)),
+            (b"b", &b, register(Role::Worker, "b", 0)),
+            (b"c", &c, register(Role::Collector, "c", 0)),
+            (b"i", &i, register(Role::Injector, "i", 1)),
+        ] {
+            router.control_from(client.to_vec(), Some(from), &body, 1, &mut out);
+        }
+        let start = router.start(1_000);
+        assert_eq!((start.workers[0].key.as_str(), start.collector_key.as_str()), (a.key.as_str(), c.key.as_str()));
+        router.announce(None, &mut out);
+        out.take();
+
+        // Worker b cannot speak for worker a, nor ask it to leave; an operator may.
+        let reason = refused(&mut router, &b, &DeliveryQuery { worker: 0 }.encode(0), &mut out);
+        assert!(reason.contains("is not worker 0"), "{reason}");
+        let reason = refused(&mut router, &b, &Leave { worker: "a".into() }.encode(1), &mut out);
+        assert!(reason.contains("may ask only itself to leave"), "{reason}");
+        let reason = refused(&mut router, &i, &cep_core::rescale::StatusRequest.encode(0), &mut out);
+        assert!(reason.contains("not listed under operator/"), "{reason}");
+        let reason = refused(&mut router, &b, &Saved::default().encode(1), &mut out);
+        assert!(reason.contains("not listed under collector/"), "{reason}");
+        router.control_from(b"ops".to_vec(), Some(&ops), &cep_core::rescale::StatusRequest.encode(0), 2, &mut out);
+        assert_eq!(Frame::read(&out.take()[0].1, usize::MAX).unwrap().kind(), FrameKind::ClusterStatus);
+
+        // Stream 0 is i's: a worker's key cannot send its ticks or end it; i can. A tick
+        // numbered far beyond the stream is not trusted, nor an end marker behind it.
+        let (as_a, as_i) = (sender(&a, "worker"), sender(&i, "injector"));
+        router.data_from(&ticks(&["S1"], 0), Some(Sender::new(&as_a)), 3, &mut out);
+        router.data_from(
+            &EndOfStream { stream: 0, sent: 9, routed: 0 }.encode(0),
+            Some(Sender::new(&as_a)),
+            3,
+            &mut out,
+        );
+        router.data_from(&ticks(&["S1", "S2"], 0), Some(Sender::new(&as_i)), 3, &mut out);
+        router.data_from(&ticks(&["S3"], 3 + crate::data_path::MAX_SEQ_AHEAD), Some(Sender::new(&as_i)), 3, &mut out);
+        router.data_from(
+            &EndOfStream { stream: 0, sent: 1, routed: 0 }.encode(0),
+            Some(Sender::new(&as_i)),
+            3,
+            &mut out,
+        );
+        assert!(!router.all_ended());
+        router.data_from(
+            &EndOfStream { stream: 0, sent: 2, routed: 0 }.encode(0),
+            Some(Sender::new(&as_i)),
+            3,
+            &mut out,
+        );
+        assert!(router.all_ended(), "{:?}", router.report());
+        let report = router.report();
+        assert_eq!(report.received.get(&0), Some(&2));
+        let causes: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(
+            causes,
+            [("end_behind_stream", 1), ("seq_far_ahead", 1), ("stream_of_another_key", 2), ("unauthorized_control", 5)]
+        );
     }
 }

@@ -2,16 +2,16 @@
 //! (served by a thread, so a busy data path does not delay the answers); every other node
 //! takes several samples and keeps the best ([`cep_core::clock::estimate_offset`]).
 
+use crate::context::SocketRole;
+use crate::security::{Role, Server};
 use crate::socket::{socket_err, TransportError};
+use crate::Context;
 use cep_core::clock::{estimate_offset, local_ns, now_ns, ClockSample, OffsetEstimate};
 use cep_core::frame::{Body, ClockReply, ClockRequest, Frame};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use crate::context::SocketRole;
-use crate::security::{Role, Server};
-use crate::Context;
 
 /// The collector's time service.
 pub struct ClockServer {
@@ -122,7 +122,14 @@ pub fn synchronise(
     if collector_clock.is_empty() || collector_clock.starts_with("inproc://") {
         return Ok(None);
     }
-    let estimate = sample_offset(context, collector_clock, Server::Key(collector_key), CLOCK_SAMPLES, Duration::from_secs(10), shutdown)?;
+    let estimate = sample_offset(
+        context,
+        collector_clock,
+        Server::Key(collector_key),
+        CLOCK_SAMPLES,
+        Duration::from_secs(10),
+        shutdown,
+    )?;
     cep_core::clock::set_offset(estimate.offset_ns);
     Ok(Some(estimate))
 }
@@ -135,8 +142,15 @@ mod tests {
     fn a_node_on_the_same_clock_finds_an_offset_within_its_uncertainty() {
         let context = Context::new();
         let server = ClockServer::start(&context, "tcp://127.0.0.1:*").unwrap();
-        let estimate =
-            sample_offset(&context, server.endpoint(), Server::Router, 8, Duration::from_secs(5), &AtomicBool::new(false)).unwrap();
+        let estimate = sample_offset(
+            &context,
+            server.endpoint(),
+            Server::Router,
+            8,
+            Duration::from_secs(5),
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         assert!(estimate.offset_ns.unsigned_abs() <= estimate.uncertainty_ns + 1, "{estimate:?}");
         assert!(estimate.uncertainty_ns < 50_000_000, "{estimate:?}");
     }

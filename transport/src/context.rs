@@ -79,9 +79,12 @@ impl Context {
                     }
                     Server::Key(key) => key,
                 };
-                PublicKey::parse(key).map_err(|reason| TransportError::BadPeerKey { peer: endpoint.to_string(), reason })?;
+                PublicKey::parse(key)
+                    .map_err(|reason| TransportError::BadPeerKey { peer: endpoint.to_string(), reason })?;
                 socket.set_curve_serverkey(key.as_bytes()).map_err(socket_err("set CURVE server key"))?;
-                socket.set_curve_publickey(own.public().as_str().as_bytes()).map_err(socket_err("set CURVE public key"))?;
+                socket
+                    .set_curve_publickey(own.public().as_str().as_bytes())
+                    .map_err(socket_err("set CURVE public key"))?;
                 socket.set_curve_secretkey(own.secret().as_bytes()).map_err(socket_err("set CURVE secret key"))?;
             }
         }
@@ -154,9 +157,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let router = KeyPair::generate().unwrap();
         let context = Context::secure(credentials(dir.path(), &router, &router)).unwrap();
-        let error = Push::connect(&context, "tcp://127.0.0.1:1", Server::Key(""), &SocketOptions::default())
-            .err()
-            .unwrap();
+        let error =
+            Push::connect(&context, "tcp://127.0.0.1:1", Server::Key(""), &SocketOptions::default()).err().unwrap();
         assert!(error.to_string().contains("is the router running without --key"), "{error}");
         let error = Push::connect(&context, "tcp://127.0.0.1:1", Server::Key("short"), &SocketOptions::default())
             .err()

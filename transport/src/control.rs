@@ -2,13 +2,13 @@
 //! questions over REQ. ROUTER lets the router hold an answer back (until the cluster is
 //! complete) while it keeps serving other clients.
 
+use crate::context::SocketRole;
+use crate::security::{Peer, Role, Server};
 use crate::socket::{socket_err, TransportError};
+use crate::Context;
 use cep_core::control::MAX_CONTROL_FRAME_BYTES;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use crate::context::SocketRole;
-use crate::security::{Peer, Role, Server};
-use crate::Context;
 
 /// A client's identity on the control socket, used to address the answer.
 pub type ClientId = Vec<u8>;

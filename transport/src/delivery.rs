@@ -175,8 +175,8 @@ impl CollectorLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::socket::{Message, Pull};
     use crate::security::Role;
+    use crate::socket::{Message, Pull};
     use cep_core::delivery::{Arrival, Positions};
     use cep_core::frame::Frame;
     use std::time::Instant;

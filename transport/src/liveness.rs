@@ -139,8 +139,8 @@ impl PeerWatch {
 
 #[cfg(test)]
 mod tests {
-    use crate::socket::{Pull, Push, SocketOptions, TransportError};
     use crate::security::{Role, Server};
+    use crate::socket::{Pull, Push, SocketOptions, TransportError};
     use std::sync::atomic::AtomicBool;
     use std::time::{Duration, Instant};
 

@@ -535,7 +535,9 @@ impl Zap {
         use crate::socket::socket_err;
         let socket = context.socket(zmq::REP).map_err(socket_err("create ZAP socket"))?;
         socket.set_linger(0).map_err(socket_err("set linger"))?;
-        socket.bind(ZAP_ENDPOINT).map_err(|source| crate::TransportError::Bind { endpoint: ZAP_ENDPOINT.into(), source })?;
+        socket
+            .bind(ZAP_ENDPOINT)
+            .map_err(|source| crate::TransportError::Bind { endpoint: ZAP_ENDPOINT.into(), source })?;
         let stop = Arc::new(AtomicBool::new(false));
         let refusals = Arc::new(Refusals::default());
         let thread = {
@@ -543,7 +545,10 @@ impl Zap {
             std::thread::Builder::new()
                 .name("zap".into())
                 .spawn(move || serve_zap(&socket, &keys_dir, &stop, &refusals))
-                .map_err(|_| crate::TransportError::Socket { what: "start the ZAP handler", source: zmq::Error::ENOMEM })?
+                .map_err(|_| crate::TransportError::Socket {
+                    what: "start the ZAP handler",
+                    source: zmq::Error::ENOMEM,
+                })?
         };
         Ok(Zap { stop, thread: Some(thread), refusals })
     }
@@ -698,7 +703,8 @@ mod tests {
 
     #[test]
     fn the_public_keys_give_each_key_its_roles_and_one_router() {
-        let (router, worker, both) = (KeyPair::generate().unwrap(), KeyPair::generate().unwrap(), KeyPair::generate().unwrap());
+        let (router, worker, both) =
+            (KeyPair::generate().unwrap(), KeyPair::generate().unwrap(), KeyPair::generate().unwrap());
         let dir = keys_dir(&[
             (Role::Router, "router", &router),
             (Role::Worker, "w1", &worker),
@@ -733,9 +739,15 @@ mod tests {
         assert_eq!((Sender::new("").key(), Sender::new("").name(), Sender::new("x").is(Role::Worker)), ("", "", false));
         let peer = Peer::from_user_id(&user_id).unwrap();
         assert_eq!((peer.roles, peer.name.as_str(), &peer.key), (Roles::of(&[Role::Worker]), "w1", worker.public()));
-        assert!(matches!(judge(&request("injector", "CURVE", &worker), &keys), Verdict::Refuse(r) if r.contains("not admitted here")));
-        assert!(matches!(judge(&request("worker", "CURVE", &stranger), &keys), Verdict::Refuse(r) if r.contains("not listed")));
-        assert!(matches!(judge(&request("worker", "NULL", &worker), &keys), Verdict::Refuse(r) if r.contains("not CURVE")));
+        assert!(
+            matches!(judge(&request("injector", "CURVE", &worker), &keys), Verdict::Refuse(r) if r.contains("not admitted here"))
+        );
+        assert!(
+            matches!(judge(&request("worker", "CURVE", &stranger), &keys), Verdict::Refuse(r) if r.contains("not listed"))
+        );
+        assert!(
+            matches!(judge(&request("worker", "NULL", &worker), &keys), Verdict::Refuse(r) if r.contains("not CURVE"))
+        );
         assert!(Peer::from_user_id("worker").is_none());
         assert!(Peer::from_user_id("").is_none());
     }

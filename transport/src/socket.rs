@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use crate::context::Context;
-pub use zmq::Message;
 use crate::security::{Role, Server};
+pub use zmq::Message;
 
 /// Socket errors a user can cause (a bad or busy address) or meet (a peer gone at shutdown).
 #[derive(Debug, thiserror::Error)]

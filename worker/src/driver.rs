@@ -18,7 +18,9 @@ use cep_transport::clock::synchronise;
 use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError};
 use cep_transport::delivery::CollectorLink;
 use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
-use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, Role as KeyRole, SocketOptions, TransportError};
+use cep_transport::{
+    advertise_host, advertised_endpoint, Context, Pull, Role as KeyRole, SocketOptions, TransportError,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

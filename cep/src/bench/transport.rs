@@ -197,7 +197,8 @@ fn measure(
     };
     // No receive limit: ZeroMQ 4.3 can drop what a sender had sent if it disconnects while the
     // receiver's queue is full, and the peer process exits right after its last message.
-    let pull = Pull::bind(&context, &bind, &SocketOptions { high_water_mark: 0, ..SocketOptions::default() }, &Role::ALL)?;
+    let pull =
+        Pull::bind(&context, &bind, &SocketOptions { high_water_mark: 0, ..SocketOptions::default() }, &Role::ALL)?;
     let peer = PeerArgs { endpoint: pull.endpoint().to_string(), per_message, duration, rate };
     let what = format!(
         "{} with {per_message} ticks per message at {}",
