@@ -18,7 +18,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MAX_FRAME: usize = 64 * 1024;
+const MAX_FRAME: usize = cep_core::wire::MIN_MAX_FRAME_BYTES;
 
 fn valid_ticks(from: u64, to: u64) -> Vec<u8> {
     let mut batch = TickBatchWriter::new(0);

@@ -1,7 +1,7 @@
 //! The collector's flags.
 
 use cep_core::duration::parse_duration;
-use cep_telemetry::args::{at_least_one, failure_timeout, Flags};
+use cep_telemetry::args::{failure_timeout, Flags};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -98,7 +98,7 @@ impl CollectorConfig {
             return Err("--idle-timeout must be longer than 0".into());
         }
         failure_timeout(self.failure_timeout)?;
-        at_least_one("max-frame-bytes", self.max_frame_bytes)
+        cep_telemetry::args::max_frame_bytes(self.max_frame_bytes)
     }
 
     /// The flags that give this configuration back (`cep collector` followed by them).
@@ -145,7 +145,7 @@ mod tests {
                 idle_timeout: Duration::from_millis(2500),
                 start_timeout: Duration::from_secs(1),
                 progress: true,
-                max_frame_bytes: 1 << 10,
+                max_frame_bytes: 1 << 21,
                 summary_every: if csv == CsvMode::All { Duration::ZERO } else { Duration::from_millis(250) },
                 failure_timeout: Duration::from_millis(1500),
                 security: cep_transport::security::SecurityArgs {

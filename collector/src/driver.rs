@@ -99,7 +99,11 @@ pub fn run_in(
     };
     // Workers and the router send outputs and reports; injectors their clock reports.
     const ADMITS: &[KeyRole] = &[KeyRole::Worker, KeyRole::Router, KeyRole::Injector];
-    let input = Pull::bind(context, &config.listen, &SocketOptions::default(), ADMITS)?;
+    let options = SocketOptions {
+        max_message_bytes: cep_transport::socket::message_limit(config.max_frame_bytes),
+        ..SocketOptions::default()
+    };
+    let input = Pull::bind(context, &config.listen, &options, ADMITS)?;
     let host = advertise_host(&config.advertise, &config.router).map_err(CollectorError::Advertise)?;
     let endpoint = advertised_endpoint(input.endpoint(), &host);
     // The collector's clock is the run's reference: it serves it to every other node.

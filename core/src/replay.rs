@@ -271,6 +271,10 @@ pub fn parse(text: &str, unit: Option<TimeUnit>) -> Result<TickFile, (Option<usi
         if symbol.is_empty() {
             return Err(at("empty symbol".into()));
         }
+        if symbol.len() > crate::wire::MAX_SYMBOL_BYTES {
+            let limit = crate::wire::MAX_SYMBOL_BYTES;
+            return Err(at(format!("the symbol takes {} bytes, more than the {limit} a symbol may", symbol.len())));
+        }
         let price_text = fields[columns.price];
         let price: f64 = price_text.parse().map_err(|_| at(format!("price `{price_text}` is not a number")))?;
         if !(price.is_finite() && price > 0.0) {
@@ -339,6 +343,8 @@ mod tests {
     fn errors_name_the_line() {
         let error = |text: &str, unit| parse(text, unit).unwrap_err();
         assert_eq!(error("AAA;1;5\nBBB;NaN;6\n", None), (Some(2), "price NaN must be a positive finite number".into()));
+        let long = format!("AAA;1;5\n{};1;6\n", "S".repeat(256));
+        assert_eq!(error(&long, None), (Some(2), "the symbol takes 256 bytes, more than the 255 a symbol may".into()));
         assert_eq!(error("AAA;1;5\nBBB;2\n", None).0, Some(2));
         assert_eq!(
             error("AAA;1;5\nBBB;2;6;extra\n", None),

@@ -50,6 +50,8 @@ impl TickRecord {
     pub fn invalid_reason(&self) -> Option<&'static str> {
         if self.symbol.is_empty() {
             Some("empty_symbol")
+        } else if self.symbol.len() > crate::wire::MAX_SYMBOL_BYTES {
+            Some("symbol_too_long")
         } else if !self.price.is_finite() {
             Some("non_finite_price")
         } else if self.price <= 0.0 {

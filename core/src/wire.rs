@@ -20,6 +20,18 @@ pub const DEFAULT_BATCH: usize = 4096;
 /// Frames above this size are rejected unread (they are counted as `oversized`).
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 << 20;
 
+/// Batches go once they take this many bytes, whatever their count: with symbols of at most
+/// [`MAX_SYMBOL_BYTES`], a batch (one more record included) stays far below the smallest frame
+/// limit a receiver takes ([`MIN_MAX_FRAME_BYTES`]), so no hop rejects its own sender's frames.
+pub const MAX_BATCH_BYTES: usize = 256 << 10;
+
+/// The smallest `--max-frame-bytes` a role takes.
+pub const MIN_MAX_FRAME_BYTES: usize = 1 << 20;
+
+/// The longest symbol, in bytes (UTF-8): a longer one is refused where it enters (the replay
+/// reader names its line) and rejected as `symbol_too_long` by every receiver.
+pub const MAX_SYMBOL_BYTES: usize = 255;
+
 /// What a frame carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -370,6 +382,12 @@ impl TickBatchWriter {
         self.0.count as usize
     }
 
+    /// Whether the batch is to go: `limit` ticks, or [`MAX_BATCH_BYTES`] (a batch of long
+    /// symbols stays far below any receiver's frame limit).
+    pub fn is_full(&self, limit: usize) -> bool {
+        self.len() >= limit || self.0.buf.len() >= MAX_BATCH_BYTES
+    }
+
     /// Whether the batch holds no tick.
     pub fn is_empty(&self) -> bool {
         self.0.count == 0
@@ -436,6 +454,11 @@ impl OutputBatchWriter {
     /// Number of outputs in the batch.
     pub fn len(&self) -> usize {
         self.0.count as usize
+    }
+
+    /// Whether the batch is to go: `limit` outputs, or [`MAX_BATCH_BYTES`].
+    pub fn is_full(&self, limit: usize) -> bool {
+        self.len() >= limit || self.0.buf.len() >= MAX_BATCH_BYTES
     }
 
     /// Whether the batch holds no output.

@@ -248,7 +248,7 @@ fn send_stream(
             continue;
         }
         // Everything already due goes out in one batch (at least one tick).
-        while batch.len() < plan.batch && sent < plan.limit {
+        while !batch.is_full(plan.batch) && sent < plan.limit {
             // Unpaced, a tick is intended when it is batched (the deadline was checked above).
             let t_inject = if plan.pace.is_paced() {
                 let due = plan.pace.due(sent, source.next_event_time(), previous_due).unwrap_or(now);

@@ -54,18 +54,28 @@ impl Diagnostic {
         let start = (self.span.start as usize).min(source.len());
         let line_start = source[..start].rfind('\n').map_or(0, |at| at + 1);
         let line_end = source[start..].find('\n').map_or(source.len(), |at| start + at);
-        let text = &source[line_start..line_end];
         let end = (self.span.end as usize).clamp(start, line_end);
-        let width = source[start..end].chars().count().max(1);
+        // A long line is shown around the caret only (a line of junk can be megabytes).
+        let skipped = (col - 1).saturating_sub(SHOWN_LINE_CHARS / 2);
+        let text: String = source[line_start..line_end].chars().skip(skipped).take(SHOWN_LINE_CHARS).collect();
+        let width = source[start..end].chars().count().clamp(1, SHOWN_LINE_CHARS);
         let gutter = line.to_string().len();
         let mut out = String::new();
         let _ = writeln!(out, "{path}:{line}:{col}: {}", self.message);
         let _ = writeln!(out, "{:gutter$} |", "");
-        let _ = writeln!(out, "{line} | {text}");
-        let _ = write!(out, "{:gutter$} | {}{}", "", " ".repeat(col - 1), "^".repeat(width));
+        let _ = writeln!(out, "{line} | {}{text}", if skipped > 0 { "..." } else { "" });
+        let indent = col - 1 - skipped + if skipped > 0 { 3 } else { 0 };
+        let _ = write!(out, "{:gutter$} | {}{}", "", " ".repeat(indent), "^".repeat(width));
         out
     }
 }
+
+/// How many errors a rules file's report shows (then only their count): a file of junk
+/// makes an error per character, and the report must stay a report.
+pub const MAX_RENDERED: usize = 100;
+
+/// The longest stretch of a source line shown under an error, around its caret.
+const SHOWN_LINE_CHARS: usize = 120;
 
 /// Every error of a rules file, ready to print.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -80,15 +90,18 @@ pub struct RulesError {
 }
 
 impl RulesError {
-    /// All diagnostics, each rendered, then a count line.
+    /// The first [`MAX_RENDERED`] diagnostics, each rendered, then a count line.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        for diagnostic in &self.diagnostics {
+        for diagnostic in self.diagnostics.iter().take(MAX_RENDERED) {
             out.push_str(&diagnostic.render(&self.source_text, &self.path));
             out.push_str("\n\n");
         }
         let n = self.diagnostics.len();
         let _ = write!(out, "{}: {n} error{}", self.path, if n == 1 { "" } else { "s" });
+        if n > MAX_RENDERED {
+            let _ = write!(out, " (the first {MAX_RENDERED} shown)");
+        }
         out
     }
 }

@@ -71,9 +71,18 @@ impl RulesSource {
     pub fn load(path: Option<&std::path::Path>) -> Result<Self, String> {
         match path {
             None => Ok(RulesSource::reference()),
-            Some(path) => std::fs::read_to_string(path)
-                .map(|text| RulesSource { origin: path.display().to_string(), text })
-                .map_err(|error| format!("cannot read the rules file {}: {error}", path.display())),
+            Some(path) => {
+                let bytes = std::fs::read(path)
+                    .map_err(|error| format!("cannot read the rules file {}: {error}", path.display()))?;
+                let text = String::from_utf8(bytes).map_err(|error| {
+                    let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
+                    let line = valid.iter().filter(|&&byte| byte == b'\n').count() + 1;
+                    let line_start = valid.iter().rposition(|&byte| byte == b'\n').map_or(0, |at| at + 1);
+                    let column = String::from_utf8_lossy(&valid[line_start..]).chars().count() + 1;
+                    format!("{}:{line}:{column}: not UTF-8 text (a rules file is UTF-8)", path.display())
+                })?;
+                Ok(RulesSource { origin: path.display().to_string(), text })
+            }
         }
     }
 

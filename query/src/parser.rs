@@ -12,7 +12,7 @@ const RESERVED: &[&str] =
 /// Parses tokens (ending with `Eof`) into statements; a statement with an error is reported
 /// and left out, and parsing goes on after its `;`.
 pub fn parse(tokens: &[Token]) -> (Vec<Statement>, Vec<Diagnostic>) {
-    let mut parser = Parser { tokens, at: 0 };
+    let mut parser = Parser { tokens, at: 0, depth: 0 };
     let mut statements = Vec::new();
     let mut errors = Vec::new();
     loop {
@@ -55,7 +55,13 @@ pub fn parse(tokens: &[Token]) -> (Vec<Statement>, Vec<Diagnostic>) {
 struct Parser<'a> {
     tokens: &'a [Token],
     at: usize,
+    /// Expressions (and unary operators) entered and not yet left: bounded by [`MAX_NESTING`],
+    /// so no file can run the parser, or the checker after it, out of stack.
+    depth: usize,
 }
+
+/// How deep expressions may nest (parentheses, function arguments, `-`, `NOT`).
+pub const MAX_NESTING: usize = 64;
 
 type Parsed<T> = Result<T, Diagnostic>;
 
@@ -269,7 +275,21 @@ impl<'a> Parser<'a> {
     }
 
     fn expr(&mut self) -> Parsed<Expr> {
-        self.or()
+        self.nested(Self::or)
+    }
+
+    /// Runs `parse` one level deeper, refusing to go past [`MAX_NESTING`].
+    fn nested(&mut self, parse: fn(&mut Self) -> Parsed<Expr>) -> Parsed<Expr> {
+        if self.depth >= MAX_NESTING {
+            return Err(Diagnostic::new(
+                self.peek().span,
+                format!("expressions nest deeper than {MAX_NESTING} levels"),
+            ));
+        }
+        self.depth += 1;
+        let parsed = parse(self);
+        self.depth -= 1;
+        parsed
     }
 
     fn binary_chain(
@@ -298,7 +318,7 @@ impl<'a> Parser<'a> {
     fn not(&mut self) -> Parsed<Expr> {
         if self.peek().is_keyword("not") {
             let start = self.bump().span;
-            let operand = self.not()?;
+            let operand = self.nested(Self::not)?;
             let span = start.to(operand.span);
             return Ok(Expr { kind: ExprKind::Unary(UnaryOp::Not, Box::new(operand)), span });
         }
@@ -357,12 +377,12 @@ impl<'a> Parser<'a> {
     fn unary(&mut self) -> Parsed<Expr> {
         if self.peek().kind == TokenKind::Minus {
             let start = self.bump().span;
-            let operand = self.unary()?;
+            let operand = self.nested(Self::unary)?;
             let span = start.to(operand.span);
             return Ok(Expr { kind: ExprKind::Unary(UnaryOp::Neg, Box::new(operand)), span });
         }
         if self.eat(&TokenKind::Plus) {
-            return self.unary();
+            return self.nested(Self::unary);
         }
         self.primary()
     }

@@ -144,7 +144,7 @@ impl RouterConfig {
         at_least_one("streams", self.streams as usize)?;
         at_least_one("batch", self.batch)?;
         at_least_one("vnodes", self.vnodes)?;
-        at_least_one("max-frame-bytes", self.max_frame_bytes)?;
+        cep_telemetry::args::max_frame_bytes(self.max_frame_bytes)?;
         at_least_one("move-slice", self.move_slice)?;
         at_least_one("max-held", self.max_held)?;
         if self.move_timeout.is_zero() {

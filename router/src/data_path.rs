@@ -213,7 +213,7 @@ impl DataPath {
                 replayed += 1;
                 let writer = &mut self.batches[to];
                 writer.push_encoded(batch.encoded(tick), tick.t_router_in);
-                if writer.len() >= self.batch_limit {
+                if writer.is_full(self.batch_limit) {
                     self.flush(to, out);
                 }
             }
@@ -510,7 +510,7 @@ impl DataPath {
         self.routed_total += 1;
         let writer = &mut self.batches[owner];
         writer.push_encoded(batch.encoded(tick), t_in);
-        if writer.len() >= self.batch_limit {
+        if writer.is_full(self.batch_limit) {
             self.flush(owner, out);
         }
     }
@@ -518,7 +518,7 @@ impl DataPath {
     #[cold]
     fn hold(&mut self, part: u32, batch: &TickBatch<'_>, tick: &TickRecord, t_in: u64) {
         let held = self.held.get_mut(&part).expect("a moving symbol's part holds its ticks");
-        if held.batches.last().is_none_or(|last| last.len() >= self.batch_limit) {
+        if held.batches.last().is_none_or(|last| last.is_full(self.batch_limit)) {
             held.batches.push(TickBatchWriter::new(ROUTER_SENDER));
         }
         held.batches.last_mut().expect("pushed above").push_encoded(batch.encoded(tick), t_in);

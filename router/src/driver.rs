@@ -83,6 +83,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     let options = SocketOptions {
         high_water_mark: config.hwm,
         failure_timeout: Some(config.failure_timeout),
+        max_message_bytes: cep_transport::socket::message_limit(config.max_frame_bytes),
         ..SocketOptions::default()
     };
     let control = ControlServer::bind(context, &config.control)?;

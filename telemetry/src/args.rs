@@ -160,6 +160,19 @@ pub fn at_least_one(name: &str, value: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// A role configuration's check of `--max-frame-bytes`: at least
+/// [`cep_core::wire::MIN_MAX_FRAME_BYTES`], so that every batch a sender makes (capped at
+/// [`cep_core::wire::MAX_BATCH_BYTES`]) gets through.
+pub fn max_frame_bytes(value: usize) -> Result<(), String> {
+    use cep_core::wire::{MAX_BATCH_BYTES, MIN_MAX_FRAME_BYTES};
+    if value < MIN_MAX_FRAME_BYTES {
+        return Err(format!(
+            "--max-frame-bytes must be at least {MIN_MAX_FRAME_BYTES} (1 MiB): senders batch up to {MAX_BATCH_BYTES} bytes"
+        ));
+    }
+    Ok(())
+}
+
 /// A role configuration's check of `--hwm`: 0 (no limit) or more.
 pub fn high_water_mark(hwm: i32) -> Result<(), String> {
     if hwm < 0 {

@@ -13,6 +13,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// Clock requests and answers are a few bytes: anything longer is cut off unread.
+const CLOCK_MESSAGE_BYTES: i64 = 1024;
+
 /// The collector's time service.
 pub struct ClockServer {
     endpoint: String,
@@ -27,6 +30,7 @@ impl ClockServer {
         const ADMITS: &[Role] = &[Role::Router, Role::Worker, Role::Injector];
         let socket = context.socket(zmq::REP, SocketRole::Binds(ADMITS))?;
         socket.set_linger(0).map_err(socket_err("set linger"))?;
+        socket.set_maxmsgsize(CLOCK_MESSAGE_BYTES).map_err(socket_err("set maximum message size"))?;
         socket.bind(bind).map_err(|source| TransportError::Bind { endpoint: bind.to_string(), source })?;
         let endpoint = socket
             .get_last_endpoint()
@@ -76,6 +80,7 @@ pub fn sample_offset(
 ) -> Result<OffsetEstimate, TransportError> {
     let socket = context.socket(zmq::REQ, SocketRole::Connects { server, endpoint })?;
     socket.set_linger(0).map_err(socket_err("set linger"))?;
+    socket.set_maxmsgsize(CLOCK_MESSAGE_BYTES).map_err(socket_err("set maximum message size"))?;
     socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
     let request = ClockRequest.encode(0);
     let deadline = Instant::now() + timeout;

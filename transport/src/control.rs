@@ -196,6 +196,7 @@ pub fn request(
     wait_until_resolvable(endpoint, deadline, shutdown)?;
     let socket = context.socket(zmq::REQ, SocketRole::Connects { server: Server::Router, endpoint })?;
     socket.set_linger(0).map_err(socket_err("set linger"))?;
+    socket.set_maxmsgsize(MAX_CONTROL_FRAME_BYTES as i64).map_err(socket_err("set maximum message size"))?;
     socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
     socket.send(body, 0).map_err(socket_err("send control request"))?;
     loop {

@@ -535,6 +535,8 @@ impl Zap {
         use crate::socket::socket_err;
         let socket = context.socket(zmq::REP).map_err(socket_err("create ZAP socket"))?;
         socket.set_linger(0).map_err(socket_err("set linger"))?;
+        // Only libzmq itself speaks here (in process), but bounded all the same.
+        socket.set_maxmsgsize(4096).map_err(socket_err("set maximum message size"))?;
         socket
             .bind(ZAP_ENDPOINT)
             .map_err(|source| crate::TransportError::Bind { endpoint: ZAP_ENDPOINT.into(), source })?;

@@ -115,11 +115,23 @@ pub struct SocketOptions {
     /// never reached within ten of these; sets TCP keepalive's pace. `None`: never (a send
     /// then waits for it as long as it takes).
     pub failure_timeout: Option<Duration>,
+    /// ZeroMQ's maximum message size: a longer message is cut off, with its connection, before
+    /// it is buffered ([`message_limit`]).
+    pub max_message_bytes: usize,
+}
+
+/// The largest message a data socket takes, for a receiver rejecting frames above
+/// `max_frame_bytes`: twice that (a frame a little too large is still read, rejected and
+/// counted as `oversized`), and at least a control frame and its envelope (the router sends a
+/// worker a dead worker's state in its data stream).
+pub fn message_limit(max_frame_bytes: usize) -> usize {
+    max_frame_bytes.saturating_mul(2).max(cep_core::control::MAX_CONTROL_FRAME_BYTES) + (64 << 10)
 }
 
 impl Default for SocketOptions {
     fn default() -> Self {
         SocketOptions {
+            max_message_bytes: message_limit(cep_core::wire::DEFAULT_MAX_FRAME_BYTES),
             high_water_mark: 1000,
             linger: Duration::from_secs(10),
             failure_timeout: Some(crate::liveness::DEFAULT_FAILURE_TIMEOUT),
@@ -134,6 +146,8 @@ fn apply(socket: &zmq::Socket, options: &SocketOptions) -> Result<(), TransportE
     // Big socket buffers let the kernel absorb bursts between two batches.
     socket.set_sndbuf(4 << 20).map_err(socket_err("set send buffer"))?;
     socket.set_rcvbuf(4 << 20).map_err(socket_err("set receive buffer"))?;
+    let max_message = i64::try_from(options.max_message_bytes).unwrap_or(i64::MAX);
+    socket.set_maxmsgsize(max_message).map_err(socket_err("set maximum message size"))?;
     Ok(())
 }
 

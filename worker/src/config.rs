@@ -86,7 +86,7 @@ impl WorkerConfig {
             return Err("--id must not be empty".into());
         }
         at_least_one("batch", self.batch)?;
-        at_least_one("max-frame-bytes", self.max_frame_bytes)?;
+        cep_telemetry::args::max_frame_bytes(self.max_frame_bytes)?;
         if self.max_unsaved < MIN_MAX_UNSAVED {
             return Err(format!(
                 "--max-unsaved must be at least {MIN_MAX_UNSAVED} bytes (1 MiB): the worker holds its frames until the \
@@ -145,7 +145,7 @@ mod tests {
             listen: "ipc:///tmp/worker-7".into(),
             advertise: "127.0.0.1".into(),
             batch: 1,
-            max_frame_bytes: 4096,
+            max_frame_bytes: 1 << 21,
             hwm: 0,
             start_timeout: Duration::from_millis(300),
             end_timeout: Duration::from_secs(2),

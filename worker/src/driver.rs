@@ -246,6 +246,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     let options = SocketOptions {
         high_water_mark: config.hwm,
         failure_timeout: Some(config.failure_timeout),
+        max_message_bytes: cep_transport::socket::message_limit(config.max_frame_bytes),
         ..SocketOptions::default()
     };
     let input = Pull::bind(context, &config.listen, &options, &[KeyRole::Router])?;

@@ -441,7 +441,7 @@ impl Worker {
     fn process_batch(&mut self, batch: &TickBatch<'_>, t_worker_in: u64, out: &mut impl Outbox) {
         for tick in batch.records {
             self.process(batch, tick);
-            if self.outputs.len() >= self.batch_limit {
+            if self.outputs.is_full(self.batch_limit) {
                 self.send_outputs(batch.t_sent, t_worker_in, out);
             }
         }
@@ -529,7 +529,7 @@ impl Worker {
             let end = self.streams.get(stream as usize).and_then(|s| s.end.as_ref()).map_or(0, |end| end.sent);
             let name = self.engine.symbol_name(symbol).as_bytes();
             outputs.push(query, name, price, value, stream, end, 0, 0);
-            if outputs.len() >= self.batch_limit {
+            if outputs.is_full(self.batch_limit) {
                 out.send(Peer::Collector, outputs.seal(0, self.last_end_ns, out.now()));
                 outputs.clear();
             }
