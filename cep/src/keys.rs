@@ -26,6 +26,14 @@ pub enum KeysCommand {
     Init {
         /// The folder to write (created; it must not hold keys already).
         dir: PathBuf,
+        /// If DIR holds a cluster's keys already, keep them and succeed (what the compose
+        /// file's `keys` service does at every `up`).
+        #[arg(long)]
+        keep: bool,
+        /// A key pair of its own for this worker (`<id>.key`), instead of one `worker.key` for
+        /// every worker; repeat it for each (the hosts' cluster file names them).
+        #[arg(long = "worker", value_name = "ID")]
+        workers: Vec<String>,
     },
 }
 
@@ -43,8 +51,12 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        KeysCommand::Init { dir } => {
-            let keys = ClusterKeys::create(&dir, &[])?;
+        KeysCommand::Init { dir, keep, workers } => {
+            if keep && dir.join("public").exists() {
+                println!("keeping the keys in {}", dir.display());
+                return Ok(());
+            }
+            let keys = ClusterKeys::create(&dir, &workers)?;
             println!("wrote one key pair per role into {}", dir.display());
             println!("every process takes --keys {} and --key {}/<role>.key", keys.public.display(), dir.display());
             Ok(())
@@ -101,7 +113,7 @@ impl ClusterKeys {
 
     /// The flags of a process holding `name`'s key.
     pub fn security(&self, name: &str) -> cep_transport::security::SecurityArgs {
-        cep_transport::security::SecurityArgs { key: Some(self.key(name)), keys: Some(self.public.clone()) }
+        cep_transport::security::SecurityArgs { key: Some(self.key(name)), keys: Some(self.public.clone()), insecure: false }
     }
 }
 

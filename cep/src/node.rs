@@ -56,6 +56,43 @@ pub struct ClusterFile {
     pub injector: InjectorHost,
     #[serde(default)]
     pub metrics: MetricsSection,
+    #[serde(default)]
+    pub security: SecuritySection,
+}
+
+/// CURVE on every socket, by default (docs/SECURITY.md): each host holds its own key pair in
+/// `keys` (`router.key`, `collector.key`, `injector.key`, `<worker id>.key`) and the cluster's
+/// public keys in `keys/public` (`cep keys init DIR --worker <id>...` writes them all).
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct SecuritySection {
+    /// The folder of this host's key pair and the public keys.
+    #[serde(default = "default_keys_dir")]
+    pub keys: PathBuf,
+    /// Run open: no encryption, no authentication (the explicit opt-out).
+    #[serde(default)]
+    pub insecure: bool,
+}
+
+impl Default for SecuritySection {
+    fn default() -> Self {
+        SecuritySection { keys: default_keys_dir(), insecure: false }
+    }
+}
+
+fn default_keys_dir() -> PathBuf {
+    PathBuf::from("/etc/cep/keys")
+}
+
+impl SecuritySection {
+    /// The security flags of the process holding `name`'s key.
+    fn args(&self, name: &str) -> cep_transport::security::SecurityArgs {
+        cep_transport::security::SecurityArgs {
+            key: Some(self.keys.join(format!("{name}.key"))),
+            keys: Some(self.keys.join("public")),
+            insecure: self.insecure,
+        }
+    }
 }
 
 /// Prometheus metrics: each host section's `metrics_port` turns them on for its process.
@@ -261,6 +298,7 @@ impl ClusterFile {
                         anyhow::anyhow!("[injector] connections = {streams} is more than a router takes")
                     })?,
                     rules: self.router.rules.clone().or(base.rules),
+                    security: self.security.args("router"),
                     ..base
                 })
             }
@@ -277,6 +315,7 @@ impl ClusterFile {
                         // A service's output is its journal: progress every second, the report
                         // at the end.
                         progress: true,
+                        security: self.security.args("collector"),
                         ..base
                     },
                     print_report: true,
@@ -295,6 +334,7 @@ impl ClusterFile {
                     id: Some(id.to_string()),
                     listen: format!("tcp://0.0.0.0:{}", worker.port),
                     advertise: worker.host.clone(),
+                    security: self.security.args(id),
                     ..unsaid.settings()?
                 })
             }
@@ -315,6 +355,7 @@ impl ClusterFile {
                     // A count overrides a duration.
                     count: i.count.or(base.count),
                     duration: i.duration.or(base.duration),
+                    security: self.security.args("injector"),
                     ..base
                 })
             }
@@ -381,6 +422,11 @@ mod tests {
                 control: "tcp://0.0.0.0:5556".into(),
                 workers: 2,
                 streams: 1,
+                security: cep_transport::security::SecurityArgs {
+                    key: Some("/etc/cep/keys/router.key".into()),
+                    keys: Some("/etc/cep/keys/public".into()),
+                    insecure: false,
+                },
                 ..RouterConfig::default()
             }
         );
@@ -392,6 +438,11 @@ mod tests {
                 id: Some("worker-1".into()),
                 listen: "tcp://0.0.0.0:5560".into(),
                 advertise: "10.0.1.13".into(),
+                security: cep_transport::security::SecurityArgs {
+                    key: Some("/etc/cep/keys/worker-1.key".into()),
+                    keys: Some("/etc/cep/keys/public".into()),
+                    insecure: false,
+                },
                 ..WorkerConfig::default()
             }
         );
@@ -404,6 +455,11 @@ mod tests {
                 rate: 200_000.0,
                 duration: Some(Duration::from_secs(30)),
                 warmup: Duration::from_secs(2),
+                security: cep_transport::security::SecurityArgs {
+                    key: Some("/etc/cep/keys/injector.key".into()),
+                    keys: Some("/etc/cep/keys/public".into()),
+                    insecure: false,
+                },
                 ..InjectorConfig::default()
             }
         );
@@ -413,6 +469,11 @@ mod tests {
         counted.injector.count = Some(5_000_000);
         let Role::Injector(injector) = role(&counted, NodeRole::Injector, None).unwrap().0 else { panic!() };
         assert_eq!((injector.count, injector.duration), (Some(5_000_000), None));
+        // The explicit opt-out.
+        let mut open = cluster.clone();
+        open.security.insecure = true;
+        let Role::Router(router) = role(&open, NodeRole::Router, None).unwrap().0 else { panic!() };
+        assert!(router.security.insecure);
     }
 
     #[test]

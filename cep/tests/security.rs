@@ -44,7 +44,7 @@ fn extra_key(keys: &ClusterKeys, name: &str, role: Option<&str>) -> SecurityArgs
     if let Some(role) = role {
         write_public(pair.public(), &keys.public.join(role).join(format!("{name}.pub"))).unwrap();
     }
-    SecurityArgs { key: Some(path), keys: Some(keys.public.clone()) }
+    SecurityArgs { key: Some(path), keys: Some(keys.public.clone()), insecure: false }
 }
 
 fn registration(role: Role, id: &str, endpoint: &str, streams: u32) -> Register {

@@ -151,6 +151,7 @@ mod tests {
                 security: cep_transport::security::SecurityArgs {
                     key: Some("/etc/cep/collector.key".into()),
                     keys: Some("/etc/cep/public".into()),
+                    insecure: true,
                 },
             };
             assert_eq!(parse_flags::<CollectorConfig>(&config.to_args()).unwrap(), config);

@@ -4,7 +4,9 @@
 # stops one worker (SIGTERM: it drains and exits 0), kills another (SIGKILL: it fails over),
 # and checks summary.json (processed ==
 # sent, nothing lost, the two rescales) and that outputs.csv equals the standalone engine's
-# outputs over the recorded input, row for row. Tears everything down even when a step fails.
+# outputs over the recorded input, row for row. The cluster runs secure (the compose file's
+# default: CURVE on every socket): an injector with a key nobody listed is refused and counted.
+# Tears everything down even when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -15,18 +17,20 @@ files=(-f docker-compose.yml -f deploy/docker/smoke-rescale.yml)
 image=${CEP_IMAGE:-cep:local}
 
 results=$(mktemp -d)
+stranger=$(mktemp -d)
 export COMPOSE_PROJECT_NAME=cep-smoke CEP_RESULTS="$results" CEP_RATE=50000 CEP_DURATION=45s CEP_WARMUP=500ms \
     CEP_CSV=all CEP_SETTLE=2s
 cleanup() {
     status=$?
     if [ "$status" -ne 0 ]; then compose "${files[@]}" logs --tail=20 >&2 || true; fi
     compose "${files[@]}" down --volumes --remove-orphans >/dev/null 2>&1 || true
-    rm -rf "$results"
+    rm -rf "$results" "$stranger"
 }
 trap cleanup EXIT
 
 status() {
-    compose "${files[@]}" exec -T router /cep cluster status --interval 0 --router tcp://127.0.0.1:5556 2>/dev/null || true
+    compose "${files[@]}" exec -T -e CEP_KEY=/keys/operator.key router \
+        /cep cluster status --interval 0 --router tcp://127.0.0.1:5556 2>/dev/null || true
 }
 # Polls `cep cluster status` (run inside the router's container) until `check` accepts it.
 wait_until() {
@@ -50,6 +54,15 @@ one_failed() { grep -q " failed " <<<"$1" && [ "$(active "$1")" = 1 ]; }
 deploy/docker/build-image.sh
 compose "${files[@]}" up -d --scale worker=2
 wait_until "the run to start with 2 workers" running_with_two
+compose "${files[@]}" logs router | grep -q "secure: CURVE on every socket" ||
+    { echo "compose smoke test failed: the router does not run CURVE" >&2; exit 1; }
+# An injector whose key is in no list: the router does not even answer it.
+docker run --rm -v "$stranger":/stranger "$image" keys generate /stranger/stranger.key >/dev/null
+# (The base file only: the smoke file's injector records into the results folder.)
+if compose -f docker-compose.yml run --rm --no-deps -v "$stranger":/stranger -e CEP_KEY=/stranger/stranger.key \
+    -e CEP_START_TIMEOUT=3s injector >/dev/null 2>&1; then
+    echo "compose smoke test failed: an injector with an unlisted key was let in" >&2; exit 1
+fi
 compose "${files[@]}" up -d --scale worker=3 --no-recreate
 wait_until "the third worker to join" three_settled
 # SIGTERM to one worker: it asks to leave, its symbols move to the other two, it exits 0.
@@ -91,6 +104,9 @@ if len(workers) != 3 or any(w["events"] == 0 for w in workers):
 failovers = [(f["recovered"], f["state_lost"]) for f in summary["failovers"]]
 if failovers != [(True, [])] or sum(w["failed"] for w in workers) != 1:
     problems.append(f"expected one worker failed over from its checkpoint, got {summary['failovers']}")
+refused = {cause: n for cause, n in summary["rejected"].get("router", {}).items() if cause.startswith("unauthenticated")}
+if not refused:
+    problems.append(f"the stranger's connection was not counted: {summary['rejected']}")
 kinds = [(r["kind"], r["finished"]) for r in summary["rescales"]]
 if kinds != [("join", True), ("leave", True)] or any(r["symbols"] == 0 for r in summary["rescales"]):
     problems.append(f"expected a join then a leave, got {summary['rescales']}")

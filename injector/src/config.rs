@@ -227,6 +227,7 @@ mod tests {
             security: cep_transport::security::SecurityArgs {
                 key: Some("/etc/cep/injector.key".into()),
                 keys: Some("/etc/cep/public".into()),
+                insecure: false,
             },
         };
         assert_eq!(parse_flags::<InjectorConfig>(&generated.to_args()).unwrap(), generated);

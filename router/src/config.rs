@@ -228,6 +228,7 @@ mod tests {
             security: cep_transport::security::SecurityArgs {
                 key: Some("/etc/cep/router.key".into()),
                 keys: Some("/etc/cep/public".into()),
+                insecure: false,
             },
         };
         assert_eq!(parse_flags::<RouterConfig>(&config.to_args()).unwrap(), config);

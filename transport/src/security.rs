@@ -401,6 +401,10 @@ pub struct SecurityArgs {
     /// `collector`, `injector`, `operator`) of `*.pub` files (`cep keys init` writes one).
     #[arg(long, env = "CEP_KEYS", value_name = "DIR", requires = "key")]
     pub keys: Option<PathBuf>,
+    /// Run open even though `--key` and `--keys` are given (the compose file and the hosts'
+    /// units give them by default): no encryption, no authentication. The explicit opt-out.
+    #[arg(long, env = "CEP_INSECURE")]
+    pub insecure: bool,
 }
 
 impl SecurityArgs {
@@ -413,13 +417,20 @@ impl SecurityArgs {
         if let Some(keys) = &self.keys {
             args.push(format!("--keys={}", keys.display()));
         }
+        if self.insecure {
+            args.push("--insecure".into());
+        }
         args
     }
 
     /// The context every socket of the process is made in: secure when keys are given.
     pub fn context(&self) -> Result<crate::Context, KeyError> {
-        match (&self.key, &self.keys) {
-            (Some(key), Some(keys)) => crate::Context::secure(Credentials::load(key, keys)?),
+        match (&self.key, &self.keys, self.insecure) {
+            (Some(key), Some(keys), false) => {
+                let credentials = Credentials::load(key, keys)?;
+                tracing::info!(key = %credentials.own.public(), keys = %keys.display(), "secure: CURVE on every socket");
+                crate::Context::secure(credentials)
+            }
             _ => Ok(crate::Context::new()),
         }
     }

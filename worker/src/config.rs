@@ -154,6 +154,7 @@ mod tests {
             security: cep_transport::security::SecurityArgs {
                 key: Some("/etc/cep/worker.key".into()),
                 keys: Some("/etc/cep/public".into()),
+                insecure: false,
             },
         };
         assert_eq!(parse_flags::<WorkerConfig>(&config.to_args()).unwrap(), config);
