@@ -113,7 +113,11 @@ impl ClusterKeys {
 
     /// The flags of a process holding `name`'s key.
     pub fn security(&self, name: &str) -> cep_transport::security::SecurityArgs {
-        cep_transport::security::SecurityArgs { key: Some(self.key(name)), keys: Some(self.public.clone()), insecure: false }
+        cep_transport::security::SecurityArgs {
+            key: Some(self.key(name)),
+            keys: Some(self.public.clone()),
+            insecure: false,
+        }
     }
 }
 

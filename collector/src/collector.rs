@@ -279,6 +279,16 @@ impl<W: Write> Collector<W> {
                 self.rejections.reject("unauthorized_sender", Some(frame.sender()), &detail);
                 return Ok(());
             }
+            // A bare clock report is an injector's, about itself: it cannot replace the router's
+            // or a worker's offset (those come in their senders' envelopes).
+            if self.senders.envelopes_required {
+                let named = frame.body::<ClockReport>().ok().map(|report| report.node);
+                if named.as_deref() != Some(format!("injector-{}", frame.sender()).as_str()) {
+                    let detail = format_args!("a bare clock report of {named:?} from sender {}", frame.sender());
+                    self.rejections.reject("unsequenced", Some(frame.sender()), &detail);
+                    return Ok(());
+                }
+            }
             return self.handle_frame(frame, now);
         }
         let Some(sequenced) =

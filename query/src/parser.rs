@@ -298,12 +298,30 @@ impl<'a> Parser<'a> {
         op_of: fn(&Token) -> Option<BinaryOp>,
     ) -> Parsed<Expr> {
         let mut left = next(self)?;
+        // Each operator of a chain nests the tree one level deeper (`a + b + c` is `(a + b) + c`):
+        // counted like parentheses, so the checker's walk and the tree's drop stay shallow.
+        let depth = self.depth;
         while let Some(op) = op_of(self.peek()) {
+            if self.depth >= MAX_NESTING {
+                self.depth = depth;
+                return Err(Diagnostic::new(
+                    self.peek().span,
+                    format!("expressions nest deeper than {MAX_NESTING} levels"),
+                ));
+            }
+            self.depth += 1;
             self.bump();
-            let right = next(self)?;
+            let right = match next(self) {
+                Ok(right) => right,
+                Err(error) => {
+                    self.depth = depth;
+                    return Err(error);
+                }
+            };
             let span = left.span.to(right.span);
             left = Expr { kind: ExprKind::Binary(op, Box::new(left), Box::new(right)), span };
         }
+        self.depth = depth;
         Ok(left)
     }
 

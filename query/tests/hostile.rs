@@ -16,6 +16,9 @@ fn nesting_is_bounded_not_a_stack_overflow() {
         format!("{}price > 1", "- ".repeat(10_000)),
         format!("{}price > 1", "NOT ".repeat(10_000)),
         format!("{}price{} > 1", "abs(".repeat(10_000), ")".repeat(10_000)),
+        // A flat chain nests too: `a + b + c` is `(a + b) + c`.
+        format!("{}price > 1", "price + ".repeat(100_000)),
+        format!("price > 1{}", " OR price > 1".repeat(100_000)),
     ] {
         let error = compile(&query_with(&deep), "deep.rules").unwrap_err();
         assert!(error.first_line().contains("expressions nest deeper than 64 levels"), "{}", error.first_line());

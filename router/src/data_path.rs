@@ -72,6 +72,31 @@ pub struct DataPath {
 /// its injector's, and trusting it would make the stream's later ticks look behind.
 pub const MAX_SEQ_AHEAD: u64 = 1 << 20;
 
+/// A frame's sender checked against the streams its ticks claim: once per run of ticks of one
+/// stream (a batch is usually one stream's), not once per tick.
+struct SenderCheck<'k> {
+    /// The sender's CURVE key on a secure socket (`None` when open: no check).
+    key: Option<&'k str>,
+    /// The last stream checked, and whether the sender registered it.
+    last: Option<(u32, bool)>,
+}
+
+impl SenderCheck<'_> {
+    /// Whether the sender may send `stream`'s ticks (`keys`: each stream's registering key).
+    #[inline]
+    fn owns(&mut self, stream: u32, keys: &[String]) -> bool {
+        let Some(key) = self.key else { return true };
+        match self.last {
+            Some((last, owned)) if last == stream => owned,
+            _ => {
+                let owned = keys.get(stream as usize).is_some_and(|owner| owner == key);
+                self.last = Some((stream, owned));
+                owned
+            }
+        }
+    }
+}
+
 /// Where a symbol's ticks go, and where they come from.
 #[derive(Clone, Copy, Debug)]
 struct Route {
@@ -434,8 +459,9 @@ impl DataPath {
                 let mut decoded = std::mem::take(&mut self.decoded);
                 match frame.ticks(&mut decoded) {
                     Ok(batch) => {
+                        let mut sender = SenderCheck { key: from, last: None };
                         for tick in batch.records {
-                            self.route(&batch, tick, from, now, out);
+                            self.route(&batch, tick, &mut sender, now, out);
                         }
                     }
                     Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
@@ -456,7 +482,7 @@ impl DataPath {
         &mut self,
         batch: &TickBatch<'_>,
         tick: &TickRecord,
-        from: Option<&str>,
+        sender: &mut SenderCheck<'_>,
         t_in: u64,
         out: &mut impl Outbox,
     ) {
@@ -472,7 +498,7 @@ impl DataPath {
             return;
         }
         let stream = tick.injector as usize;
-        if from.is_some_and(|key| key != self.stream_keys[stream]) {
+        if !sender.owns(tick.injector, &self.stream_keys) {
             let detail = format_args!("tick of stream {} from a key that did not register it", tick.injector);
             self.rejections.reject("stream_of_another_key", Some(batch.sender), &detail);
             return;

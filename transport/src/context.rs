@@ -61,9 +61,9 @@ impl Context {
 
     /// A new socket of `kind`; on a secure context, a CURVE server admitting `admits` when
     /// `role` says it binds, a client of `role`'s server when it connects.
-    pub(crate) fn socket(&self, kind: zmq::SocketType, role: SocketRole<'_>) -> Result<zmq::Socket, TransportError> {
+    pub(crate) fn socket(&self, kind: zmq::SocketType, role: SocketRole<'_>) -> Result<Socket, TransportError> {
         let socket = self.zmq.socket(kind).map_err(socket_err("create socket"))?;
-        let Some(secure) = &self.secure else { return Ok(socket) };
+        let Some(secure) = &self.secure else { return Ok(Socket { socket, _security: None }) };
         let own = &secure.credentials.own;
         match role {
             SocketRole::Binds(admits) => {
@@ -88,7 +88,23 @@ impl Context {
                 socket.set_curve_secretkey(own.secret().as_bytes()).map_err(socket_err("set CURVE secret key"))?;
             }
         }
-        Ok(socket)
+        Ok(Socket { socket, _security: Some(secure.clone()) })
+    }
+}
+
+/// A socket and, on a secure context, what keeps the context's ZAP handler running: libzmq
+/// (4.3) lets a CURVE server admit anyone once no handler answers, so the handler lives as long
+/// as the last socket does (the socket is dropped first).
+pub(crate) struct Socket {
+    socket: zmq::Socket,
+    _security: Option<Arc<Secure>>,
+}
+
+impl std::ops::Deref for Socket {
+    type Target = zmq::Socket;
+
+    fn deref(&self) -> &zmq::Socket {
+        &self.socket
     }
 }
 

@@ -15,8 +15,11 @@ pub type ClientId = Vec<u8>;
 
 /// The router's end of the control channel.
 pub struct ControlServer {
-    socket: zmq::Socket,
+    socket: crate::context::Socket,
     endpoint: String,
+    /// Whether it runs CURVE: then every request names its sender, and one that does not is
+    /// dropped (never served as if the socket were open).
+    secure: bool,
 }
 
 impl ControlServer {
@@ -39,7 +42,7 @@ impl ControlServer {
             .get_last_endpoint()
             .map_err(socket_err("read bound endpoint"))?
             .unwrap_or_else(|raw| String::from_utf8_lossy(&raw).into_owned());
-        Ok(ControlServer { socket, endpoint })
+        Ok(ControlServer { socket, endpoint, secure: context.is_secure() })
     }
 
     /// The endpoint actually bound (with the port chosen for `*`).
@@ -67,6 +70,10 @@ impl ControlServer {
             more = body.get_more();
         }
         let peer = Peer::of(&mut body);
+        if self.secure && peer.is_none() {
+            tracing::warn!("dropped a control request that names no authenticated sender");
+            return Ok(None);
+        }
         let client = identity.to_vec();
         Ok(Some(Request { client, body: body.to_vec(), peer }))
     }
@@ -94,7 +101,7 @@ pub struct Request {
 /// the worker looks. Answers come back in the order of the requests.
 pub struct ControlLink {
     watch: Option<crate::liveness::PeerWatch>,
-    socket: zmq::Socket,
+    socket: crate::context::Socket,
     endpoint: String,
     /// The kind byte of each request not answered yet, oldest first.
     pending: std::cell::RefCell<std::collections::VecDeque<u8>>,

@@ -153,7 +153,7 @@ fn apply(socket: &zmq::Socket, options: &SocketOptions) -> Result<(), TransportE
 
 /// The receiving end of a pipeline stage (one thread owns it).
 pub struct Pull {
-    socket: zmq::Socket,
+    socket: crate::context::Socket,
     endpoint: String,
     /// Whether it runs CURVE (each message then names its sender).
     secure: bool,
@@ -219,7 +219,7 @@ impl Pull {
 /// The sending end towards one peer (one thread owns it).
 pub struct Push {
     watch: Option<crate::liveness::PeerWatch>,
-    socket: zmq::Socket,
+    socket: crate::context::Socket,
     peer: String,
 }
 
