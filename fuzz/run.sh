@@ -9,7 +9,7 @@ runs=${1:-10000000}
 targets=$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^cep-fuzz$')
 for target in $targets; do
     # Text targets take short inputs: a rules file or replay line of junk needs no more.
-    case $target in rules|replay) max_len=1024 ;; *) max_len=4096 ;; esac
+    case $target in rules) max_len=256 ;; replay) max_len=1024 ;; *) max_len=4096 ;; esac
     start=$(date +%s)
     cargo fuzz run "$target" -s none -- -runs="$runs" -max_len="$max_len" -rss_limit_mb=2048 \
         -print_final_stats=1 2>"artifacts-$target.log" ||

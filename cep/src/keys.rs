@@ -64,6 +64,13 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
     }
 }
 
+/// A name that is one file name in its folder, never a path out of it.
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 /// The public half's file beside a key pair file: `w1.key` -> `w1.pub`, `w1` -> `w1.pub`.
 fn public_path(file: &Path) -> PathBuf {
     match file.extension() {
@@ -85,6 +92,9 @@ impl ClusterKeys {
     /// Writes a key pair per role, and one per named worker (`workers`, each listed under
     /// `worker/`); with no names, one `worker.key` for every worker.
     pub fn create(dir: &Path, workers: &[String]) -> anyhow::Result<ClusterKeys> {
+        if let Some(bad) = workers.iter().find(|name| !is_plain_name(name)) {
+            anyhow::bail!("--worker `{bad}`: a worker id for a key file is letters, digits, `-`, `_` and `.`, not starting with `.`");
+        }
         let keys = ClusterKeys { dir: dir.to_path_buf(), public: dir.join("public") };
         if keys.public.exists() {
             anyhow::bail!("{} exists: keys are never overwritten", keys.public.display());
@@ -138,6 +148,8 @@ mod tests {
         }
         let again = ClusterKeys::create(&keys.dir, &[]).unwrap_err().to_string();
         assert!(again.contains("keys are never overwritten"), "{again}");
+        let escape = ClusterKeys::create(&dir.path().join("other"), &["../x".into()]).unwrap_err().to_string();
+        assert!(escape.starts_with("--worker `../x`"), "{escape}");
     }
 
     #[test]

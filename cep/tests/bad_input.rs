@@ -234,6 +234,8 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         ("unknown_stream", 1),
         ("end_behind_stream", 1),
         ("seq_far_ahead", 1),
+        // The late collector and the one claiming another run.
+        ("refused_control", 2),
     ]);
     assert_eq!(router_report.rejected, counts(&router_expected));
     let mut worker_expected = frame_causes.to_vec();

@@ -35,12 +35,21 @@ pub struct Control {
     /// Workers that joined the running cluster, less those that retired: each changes how
     /// many nodes ask for the end of the run.
     nodes_since_start: i64,
+    /// Control requests refused, by cause (`malformed_control`: not a frame; `refused_control`:
+    /// a request the router would not do), for the report.
+    pub refused: std::collections::BTreeMap<String, u64>,
 }
 
 impl Control {
     /// The control plane of a run that waits for `rendezvous` and starts with `deployments`.
     pub fn new(rendezvous: Rendezvous<ClientId>, deployments: Deployments) -> Self {
-        Control { rendezvous, deployments, ending: Ending::default(), nodes_since_start: 0 }
+        Control {
+            rendezvous,
+            deployments,
+            ending: Ending::default(),
+            nodes_since_start: 0,
+            refused: Default::default(),
+        }
     }
 
     /// Whether the collector said it has everything.
@@ -108,6 +117,7 @@ impl Control {
             }
             Ok(frame) => self.register(client, key, frame.body::<Register>(), now, out),
             Err(error) => {
+                self.count_refused("malformed_control");
                 out.event(Event::BadControlFrame { reason: error.to_string() });
                 let reason = format!("bad control frame: {error}");
                 out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
@@ -116,6 +126,11 @@ impl Control {
         if self.ending.finished {
             self.release(out);
         }
+    }
+
+    /// Counts one refused control request under `cause`.
+    pub fn count_refused(&mut self, cause: &str) {
+        *self.refused.entry(cause.to_string()).or_insert(0) += 1;
     }
 
     /// Answers every node waiting for the end of the run.
@@ -175,6 +190,7 @@ impl Control {
             }
         };
         if let Verdict::Refuse(reason) = verdict {
+            self.count_refused("refused_control");
             out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
         }
     }

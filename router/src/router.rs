@@ -245,6 +245,7 @@ impl Router {
                     | FrameKind::DeliveryQuery)
             ) {
                 let reason = format!("the run has not started: waiting for {}", self.waiting_for());
+                self.control.count_refused("refused_control");
                 return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
             }
             return self.control.serve(client, &self.caller_key, body, now, self.path.as_mut(), out);
@@ -360,6 +361,7 @@ impl Router {
             _ => return self.control.serve(client, &self.caller_key, body, now, Some(path), out),
         };
         let answer = answer.unwrap_or_else(|reason| {
+            self.control.count_refused("refused_control");
             out.event(Event::Refused { who: format!("a {:?} request", frame.kind()), reason: reason.clone() });
             Refused { reason }.encode(ROUTER_SENDER)
         });
@@ -761,7 +763,7 @@ impl Router {
             routed: path.map_or(0, DataPath::routed_total),
             rejected: {
                 let mut rejected = path.map(|p| p.rejections().counts().clone()).unwrap_or_default();
-                for (cause, count) in &self.denied {
+                for (cause, count) in self.denied.iter().chain(&self.control.refused) {
                     *rejected.entry(cause.clone()).or_insert(0) += count;
                 }
                 rejected

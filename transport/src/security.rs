@@ -309,8 +309,26 @@ pub struct PublicKeys {
 
 impl PublicKeys {
     /// Reads `dir`: one folder per role (a missing folder lists no key), `*.pub` files in
-    /// them (other files are ignored, so a key can be set aside by renaming it).
+    /// them (other files are ignored, so a key can be set aside by renaming it). A file that is
+    /// not a public key is an error.
     pub fn read(dir: &Path) -> Result<PublicKeys, KeyError> {
+        PublicKeys::read_with(dir, &mut |error| Err(error))
+    }
+
+    /// [`Self::read`], but a file that is not a public key is left out (and logged): what the
+    /// authentication reads again while the cluster runs, so that one bad file neither admits
+    /// nor refuses everyone, nor keeps a removed key admitted.
+    pub fn read_skipping_bad(dir: &Path) -> Result<PublicKeys, KeyError> {
+        PublicKeys::read_with(dir, &mut |error| {
+            tracing::warn!(%error, "a public key file is left out");
+            Ok(())
+        })
+    }
+
+    fn read_with(
+        dir: &Path,
+        bad_file: &mut dyn FnMut(KeyError) -> Result<(), KeyError>,
+    ) -> Result<PublicKeys, KeyError> {
         let mut keys = PublicKeys::default();
         let metadata = std::fs::metadata(dir).map_err(|source| KeyError::Io { path: dir.to_path_buf(), source })?;
         if !metadata.is_dir() {
@@ -330,7 +348,13 @@ impl PublicKeys {
                 .collect();
             files.sort();
             for file in files {
-                let key = read_public(&file)?;
+                let key = match read_public(&file) {
+                    Ok(key) => key,
+                    Err(error) => {
+                        bad_file(error)?;
+                        continue;
+                    }
+                };
                 let name = file.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
                 if role == Role::Router {
                     keys.router.push(key.clone());
@@ -521,7 +545,7 @@ impl Refusals {
     }
 
     /// Every refusal so far, by cause: `unauthenticated_<roles the socket admits>` (e.g.
-    /// `unauthenticated_worker_router_injector`), as the reports name them.
+    /// `unauthenticated_router_worker_injector`), as the reports name them.
     pub fn by_socket(&self) -> BTreeMap<String, u64> {
         let counts = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         counts.iter().map(|(domain, count)| (format!("unauthenticated_{}", domain.replace(',', "_")), *count)).collect()
@@ -586,7 +610,7 @@ struct KeyCache {
 impl KeyCache {
     fn current(&mut self) -> &PublicKeys {
         if self.read_at.is_none_or(|at| at.elapsed() >= RELOAD_EVERY) {
-            match PublicKeys::read(&self.dir) {
+            match PublicKeys::read_skipping_bad(&self.dir) {
                 Ok(keys) => self.keys = keys,
                 // Keep the last good list rather than admit or refuse everyone.
                 Err(error) => tracing::warn!(%error, "cannot read the public keys again; using the last ones read"),
