@@ -55,7 +55,9 @@ deploy/docker/build-image.sh
 docker run --rm -v "$stranger":/stranger "$image" keys generate /stranger/stranger.key >/dev/null
 compose "${files[@]}" up -d --scale worker=2
 wait_until "the run to start with 2 workers" running_with_two
-compose "${files[@]}" logs router | grep -q "secure: CURVE on every socket" ||
+# (Read whole first: `grep -q` leaving early would fail the pipe under pipefail.)
+router_log=$(compose "${files[@]}" logs router)
+grep -q "secure: CURVE on every socket" <<<"$router_log" ||
     { echo "compose smoke test failed: the router does not run CURVE" >&2; exit 1; }
 # An injector whose key is in no list, meanwhile (docker-compose v1 takes seconds to start it):
 # the router does not even answer it. Its verdict is read at the end.
