@@ -18,7 +18,7 @@ image=${CEP_IMAGE:-cep:local}
 
 results=$(mktemp -d)
 stranger=$(mktemp -d)
-export COMPOSE_PROJECT_NAME=cep-smoke CEP_RESULTS="$results" CEP_RATE=50000 CEP_DURATION=45s CEP_WARMUP=500ms \
+export COMPOSE_PROJECT_NAME=cep-smoke CEP_RESULTS="$results" CEP_RATE=50000 CEP_DURATION=75s CEP_WARMUP=500ms \
     CEP_CSV=all CEP_SETTLE=2s
 cleanup() {
     status=$?
