@@ -86,9 +86,12 @@ impl<'a> Asking<'a> {
     /// One request; the answer as it came.
     pub fn raw(&self, request: &[u8]) -> anyhow::Result<Vec<u8>> {
         let router = self.router;
-        let hint = if self.context.is_secure() { " (does it admit this operator's key?)" } else { "" };
+        let hint = match self.context.is_secure() {
+            true => "is the endpoint right, and is this key listed among the cluster's public keys?",
+            false => "is the endpoint right? A secure cluster answers only --key and --keys",
+        };
         cep_transport::control::request(&self.context, router, request, self.timeout, &AtomicBool::new(false))
-            .with_context(|| format!("no answer from the router at {router}{hint}"))
+            .with_context(|| format!("cannot reach the router at {router} ({hint})"))
     }
 
     /// One request; its answer decoded as `B`, or the router's refusal as the error.

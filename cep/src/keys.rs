@@ -1,6 +1,6 @@
 //! `cep keys`: CURVE key pairs for a secure cluster (docs/SECURITY.md).
 
-use anyhow::Context as _;
+use anyhow::{bail, Context as _};
 use cep_transport::security::{write_public, KeyPair, Role};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -21,8 +21,8 @@ pub enum KeysCommand {
     },
     /// Write a key pair for each role of a cluster into DIR (`router.key`, `worker.key`,
     /// `collector.key`, `injector.key`, `operator.key`) and the public keys folder every
-    /// process is given (`DIR/public/<role>/<role>.pub`). Every worker may share `worker.key`;
-    /// give each its own for the router to tell them apart.
+    /// process is given (`DIR/public/<role>/<name>.pub`). Every worker may share `worker.key`;
+    /// give each its own (`--worker ID`: `ID.key`) for the router to tell them apart.
     Init {
         /// The folder to write (created; it must not hold keys already).
         dir: PathBuf,
@@ -40,7 +40,14 @@ pub enum KeysCommand {
 pub fn run(args: KeysArgs) -> anyhow::Result<()> {
     match args.command {
         KeysCommand::Generate { file } => {
+            if file.extension().is_some_and(|extension| extension == "pub") {
+                bail!(
+                    "{}: a key pair file is not a .pub file (name it NAME.key; NAME.pub is its public half)",
+                    file.display()
+                );
+            }
             let public = public_path(&file);
+            refuse_existing(&[&file, &public])?;
             let pair = KeyPair::generate()?;
             pair.write(&file)?;
             write_public(pair.public(), &public)?;
@@ -53,14 +60,46 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
         }
         KeysCommand::Init { dir, keep, workers } => {
             if keep && dir.join("public").exists() {
+                ClusterKeys::check_complete(&dir, &workers)?;
                 println!("keeping the keys in {}", dir.display());
                 return Ok(());
             }
             let keys = ClusterKeys::create(&dir, &workers)?;
             println!("wrote one key pair per role into {}", dir.display());
-            println!("every process takes --keys {} and --key {}/<role>.key", keys.public.display(), dir.display());
+            println!(
+                "every process takes --keys {} and --key {}/<role>.key (a worker given --worker: <id>.key)",
+                keys.public.display(),
+                dir.display()
+            );
             Ok(())
         }
+    }
+}
+
+/// The key pairs of a cluster: one per role, one per named worker (or one `worker` for all).
+fn key_names(workers: &[String]) -> anyhow::Result<Vec<(Role, String)>> {
+    let mut names: Vec<(Role, String)> =
+        [Role::Router, Role::Collector, Role::Injector, Role::Operator].map(|role| (role, role.name().into())).into();
+    match workers {
+        [] => names.push((Role::Worker, Role::Worker.name().into())),
+        named => names.extend(named.iter().map(|name| (Role::Worker, name.clone()))),
+    }
+    for (at, (_, name)) in names.iter().enumerate() {
+        if !is_plain_name(name) {
+            bail!("--worker `{name}`: a worker id for a key file is letters, digits, `-`, `_` and `.`, not starting with `.`");
+        }
+        if names[..at].iter().any(|(_, earlier)| earlier == name) {
+            bail!("--worker `{name}`: the name of another key (each key pair is <name>.key)");
+        }
+    }
+    Ok(names)
+}
+
+/// Keys are never overwritten: fails naming the first of `paths` that exists.
+fn refuse_existing(paths: &[&Path]) -> anyhow::Result<()> {
+    match paths.iter().find(|path| path.exists()) {
+        Some(path) => bail!("{} exists: keys are never overwritten", path.display()),
+        None => Ok(()),
     }
 }
 
@@ -92,20 +131,15 @@ impl ClusterKeys {
     /// Writes a key pair per role, and one per named worker (`workers`, each listed under
     /// `worker/`); with no names, one `worker.key` for every worker.
     pub fn create(dir: &Path, workers: &[String]) -> anyhow::Result<ClusterKeys> {
-        if let Some(bad) = workers.iter().find(|name| !is_plain_name(name)) {
-            anyhow::bail!("--worker `{bad}`: a worker id for a key file is letters, digits, `-`, `_` and `.`, not starting with `.`");
-        }
         let keys = ClusterKeys { dir: dir.to_path_buf(), public: dir.join("public") };
-        if keys.public.exists() {
-            anyhow::bail!("{} exists: keys are never overwritten", keys.public.display());
+        let names = key_names(workers)?;
+        // Every name is checked before any file is written: a refusal leaves nothing behind.
+        if dir.exists() && !dir.is_dir() {
+            bail!("{}: not a folder", dir.display());
         }
-        let mut names: Vec<(Role, String)> = [Role::Router, Role::Collector, Role::Injector, Role::Operator]
-            .map(|role| (role, role.name().into()))
-            .into();
-        match workers {
-            [] => names.push((Role::Worker, Role::Worker.name().into())),
-            named => names.extend(named.iter().map(|name| (Role::Worker, name.clone()))),
-        }
+        let mut paths = vec![keys.public.clone()];
+        paths.extend(names.iter().map(|(_, name)| keys.key(name)));
+        refuse_existing(&paths.iter().map(PathBuf::as_path).collect::<Vec<_>>())?;
         for (role, name) in names {
             let pair = KeyPair::generate()?;
             let secret = keys.key(&name);
@@ -114,6 +148,18 @@ impl ClusterKeys {
                 .with_context(|| format!("cannot write the {name} key"))?;
         }
         Ok(keys)
+    }
+
+    /// Fails unless `dir` holds every key pair [`Self::create`] would write for `workers`, and the
+    /// public keys folder with the router's key: a folder left half-written is not kept.
+    pub fn check_complete(dir: &Path, workers: &[String]) -> anyhow::Result<()> {
+        let keys = ClusterKeys { dir: dir.to_path_buf(), public: dir.join("public") };
+        for (_, name) in key_names(workers)? {
+            KeyPair::read(&keys.key(&name)).with_context(|| format!("{} holds no whole set of keys", dir.display()))?;
+        }
+        let public = cep_transport::security::PublicKeys::read(&keys.public)?;
+        public.router(&keys.public)?;
+        Ok(())
     }
 
     /// The key pair file of `name` (a role, or a worker's name).
@@ -150,6 +196,18 @@ mod tests {
         assert!(again.contains("keys are never overwritten"), "{again}");
         let escape = ClusterKeys::create(&dir.path().join("other"), &["../x".into()]).unwrap_err().to_string();
         assert!(escape.starts_with("--worker `../x`"), "{escape}");
+        // Refused before anything is written.
+        let other = dir.path().join("other");
+        for workers in [vec!["router".to_string()], vec!["w0".into(), "w0".into()]] {
+            let error = ClusterKeys::create(&other, &workers).unwrap_err().to_string();
+            assert!(error.contains("the name of another key"), "{error}");
+            assert!(!other.exists(), "nothing written");
+        }
+        // Kept only when whole.
+        ClusterKeys::check_complete(&keys.dir, &["w1".into(), "w2".into()]).unwrap();
+        std::fs::remove_file(keys.key("injector")).unwrap();
+        let half = ClusterKeys::check_complete(&keys.dir, &["w1".into(), "w2".into()]).unwrap_err();
+        assert!(format!("{half:#}").contains("holds no whole set of keys"), "{half:#}");
     }
 
     #[test]

@@ -106,8 +106,9 @@ pub struct LaunchArgs {
     #[arg(long, env = "CEP_TRANSPORT", value_enum, default_value_t = LocalTransport::Tcp)]
     pub transport: LocalTransport,
     /// Run every socket under CURVE, encrypted and authenticated: a key pair per process is
-    /// written to `<out>/keys` first (new ones each run), and `<out>/keys/operator.key` with
-    /// `--keys <out>/keys/public` lets `cep rules deploy` and `cep cluster` reach the run.
+    /// written to `<out>/keys` first (the folder is replaced: new keys each run), and
+    /// `<out>/keys/operator.key` with `--keys <out>/keys/public` lets `cep rules deploy` and
+    /// `cep cluster` reach the run. Needs a process per role (not `--transport inproc`).
     #[arg(long, env = "CEP_SECURE")]
     pub secure: bool,
     /// Test hook: run worker 0 with its clock this far off (the offset estimate must cancel it).

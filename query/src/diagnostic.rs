@@ -61,7 +61,7 @@ impl Diagnostic {
         let width = source[start..end].chars().count().clamp(1, SHOWN_LINE_CHARS);
         let gutter = line.to_string().len();
         let mut out = String::new();
-        let _ = writeln!(out, "{path}:{line}:{col}: {}", self.message);
+        let _ = writeln!(out, "{path}:{line}:{col}: {}", shown(&self.message));
         let _ = writeln!(out, "{:gutter$} |", "");
         let _ = writeln!(out, "{line} | {}{text}", if skipped > 0 { "..." } else { "" });
         let indent = col - 1 - skipped + if skipped > 0 { 3 } else { 0 };
@@ -76,6 +76,17 @@ pub const MAX_RENDERED: usize = 100;
 
 /// The longest stretch of a source line shown under an error, around its caret.
 const SHOWN_LINE_CHARS: usize = 120;
+
+/// The longest message shown: one quoting a megabyte-long token says so, not all of it.
+const SHOWN_MESSAGE_CHARS: usize = 200;
+
+/// `message`, cut at [`SHOWN_MESSAGE_CHARS`].
+fn shown(message: &str) -> std::borrow::Cow<'_, str> {
+    match message.char_indices().nth(SHOWN_MESSAGE_CHARS) {
+        Some((at, _)) => format!("{}... ({} bytes in all)", &message[..at], message.len()).into(),
+        None => message.into(),
+    }
+}
 
 /// Every error of a rules file, ready to print.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -113,9 +124,10 @@ impl RulesError {
         let (line, column) = first.line_col(&self.source_text);
         let more = match self.diagnostics.len() - 1 {
             0 => String::new(),
-            n => format!(" (and {n} more: `cep rules check {}` shows them all)", self.path),
+            n if n < MAX_RENDERED => format!(" (and {n} more: `cep rules check {}` shows them all)", self.path),
+            n => format!(" (and {n} more: `cep rules check {}` shows the first {MAX_RENDERED})", self.path),
         };
-        format!("{}:{line}:{column}: {}{more}", self.path, first.message)
+        format!("{}:{line}:{column}: {}{more}", self.path, shown(&first.message))
     }
 }
 

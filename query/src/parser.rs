@@ -12,7 +12,7 @@ const RESERVED: &[&str] =
 /// Parses tokens (ending with `Eof`) into statements; a statement with an error is reported
 /// and left out, and parsing goes on after its `;`.
 pub fn parse(tokens: &[Token]) -> (Vec<Statement>, Vec<Diagnostic>) {
-    let mut parser = Parser { tokens, at: 0, depth: 0 };
+    let mut parser = Parser { tokens, at: 0, depth: 0, tree: 0 };
     let mut statements = Vec::new();
     let mut errors = Vec::new();
     loop {
@@ -56,12 +56,19 @@ struct Parser<'a> {
     tokens: &'a [Token],
     at: usize,
     /// Expressions (and unary operators) entered and not yet left: bounded by [`MAX_NESTING`],
-    /// so no file can run the parser, or the checker after it, out of stack.
+    /// so no file can run the parser out of stack.
     depth: usize,
+    /// How deep the tree being built is on this path: each level above, and each operator of
+    /// a chain (`a + b + c` is `(a + b) + c`), bounded by [`MAX_TREE_DEPTH`], so that the
+    /// checker's walk and the tree's drop cannot run out of stack either.
+    tree: usize,
 }
 
 /// How deep expressions may nest (parentheses, function arguments, `-`, `NOT`).
 pub const MAX_NESTING: usize = 64;
+
+/// How deep an expression's tree may be, chains of operators included (`a OR b OR ...`).
+pub const MAX_TREE_DEPTH: usize = 512;
 
 type Parsed<T> = Result<T, Diagnostic>;
 
@@ -278,18 +285,27 @@ impl<'a> Parser<'a> {
         self.nested(Self::or)
     }
 
-    /// Runs `parse` one level deeper, refusing to go past [`MAX_NESTING`].
+    /// Runs `parse` one level deeper, refusing to go past [`MAX_NESTING`] or [`MAX_TREE_DEPTH`].
     fn nested(&mut self, parse: fn(&mut Self) -> Parsed<Expr>) -> Parsed<Expr> {
-        if self.depth >= MAX_NESTING {
-            return Err(Diagnostic::new(
-                self.peek().span,
-                format!("expressions nest deeper than {MAX_NESTING} levels"),
-            ));
+        if self.depth >= MAX_NESTING || self.tree >= MAX_TREE_DEPTH {
+            return Err(self.too_deep());
         }
         self.depth += 1;
+        self.tree += 1;
         let parsed = parse(self);
         self.depth -= 1;
+        self.tree -= 1;
         parsed
+    }
+
+    fn too_deep(&self) -> Diagnostic {
+        Diagnostic::new(
+            self.peek().span,
+            format!(
+                "the expression is too deep: at most {MAX_NESTING} levels of parentheses, calls, `-` and NOT, \
+                 and {MAX_TREE_DEPTH} in all with the operators of chains"
+            ),
+        )
     }
 
     fn binary_chain(
@@ -299,29 +315,27 @@ impl<'a> Parser<'a> {
     ) -> Parsed<Expr> {
         let mut left = next(self)?;
         // Each operator of a chain nests the tree one level deeper (`a + b + c` is `(a + b) + c`):
-        // counted like parentheses, so the checker's walk and the tree's drop stay shallow.
-        let depth = self.depth;
+        // counted toward the tree's depth, so the checker's walk and the tree's drop stay shallow.
+        let tree = self.tree;
         while let Some(op) = op_of(self.peek()) {
-            if self.depth >= MAX_NESTING {
-                self.depth = depth;
-                return Err(Diagnostic::new(
-                    self.peek().span,
-                    format!("expressions nest deeper than {MAX_NESTING} levels"),
-                ));
+            if self.tree >= MAX_TREE_DEPTH {
+                let error = self.too_deep();
+                self.tree = tree;
+                return Err(error);
             }
-            self.depth += 1;
+            self.tree += 1;
             self.bump();
             let right = match next(self) {
                 Ok(right) => right,
                 Err(error) => {
-                    self.depth = depth;
+                    self.tree = tree;
                     return Err(error);
                 }
             };
             let span = left.span.to(right.span);
             left = Expr { kind: ExprKind::Binary(op, Box::new(left), Box::new(right)), span };
         }
-        self.depth = depth;
+        self.tree = tree;
         Ok(left)
     }
 

@@ -407,7 +407,8 @@ impl Credentials {
     pub fn load(key_file: &Path, keys_dir: &Path) -> Result<Credentials, KeyError> {
         curve_available()?;
         let own = KeyPair::read(key_file)?;
-        let keys = PublicKeys::read(keys_dir)?;
+        // One bad file among the public keys must not stop every process (it is logged).
+        let keys = PublicKeys::read_skipping_bad(keys_dir)?;
         let router = keys.router(keys_dir)?;
         Ok(Credentials { own, keys_dir: keys_dir.to_path_buf(), router })
     }
