@@ -1,6 +1,6 @@
 //! The ZeroMQ context every socket of a process is made in, open or secure ([`crate::security`]).
 
-use crate::security::{domain, Credentials, KeyError, PublicKey, Refusals, Role, Roles, Server, Zap};
+use crate::security::{Credentials, KeyError, PublicKey, Role, Roles, Server, Zap};
 use crate::socket::{socket_err, TransportError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,11 +50,6 @@ impl Context {
         self.secure.as_ref().map(|secure| secure.zap.refusals.by_socket()).unwrap_or_default()
     }
 
-    /// The refusal counter itself, for a metrics exporter to read.
-    pub fn refusal_counter(&self) -> Option<Arc<Refusals>> {
-        self.secure.as_ref().map(|secure| secure.zap.refusals.clone())
-    }
-
     pub(crate) fn zmq(&self) -> &zmq::Context {
         &self.zmq
     }
@@ -69,7 +64,7 @@ impl Context {
             SocketRole::Binds(admits) => {
                 socket.set_curve_server(true).map_err(socket_err("set CURVE server"))?;
                 socket.set_curve_secretkey(own.secret().as_bytes()).map_err(socket_err("set CURVE secret key"))?;
-                socket.set_zap_domain(&domain(Roles::of(admits))).map_err(socket_err("set ZAP domain"))?;
+                socket.set_zap_domain(&Roles::of(admits).joined()).map_err(socket_err("set ZAP domain"))?;
             }
             SocketRole::Connects { server, endpoint } => {
                 let key = match server {

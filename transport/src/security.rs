@@ -95,7 +95,7 @@ impl Roles {
     }
 
     /// `worker,injector`: how a ZAP domain and a peer's identity write them.
-    fn joined(self) -> String {
+    pub(crate) fn joined(self) -> String {
         Role::ALL.into_iter().filter(|role| self.has(*role)).map(Role::name).collect::<Vec<_>>().join(",")
     }
 
@@ -672,11 +672,6 @@ fn serve_zap(socket: &zmq::Socket, keys_dir: &Path, stop: &AtomicBool, refusals:
         let reply: [&[u8]; 6] = [b"1.0", &request_id, code.as_bytes(), text.as_bytes(), user_id.as_bytes(), b""];
         let _ = socket.send_multipart(reply, 0);
     }
-}
-
-/// The ZAP domain of a socket that admits `roles`.
-pub(crate) fn domain(roles: Roles) -> String {
-    roles.joined()
 }
 
 /// Whom a connecting socket expects to reach, under CURVE.
