@@ -18,7 +18,7 @@ use cep_core::frame::OutputBatch;
 use cep_core::report::{
     CauseCounts, ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport,
 };
-use cep_core::rescale::{RescaleStarted, Rescaled};
+use cep_core::rescale::{RescaleStarted, Rescaled, WorkerJoined};
 use cep_core::results::{ClockOffset, Summary};
 use cep_core::tick::OutputRecord;
 use cep_core::wire::FrameKind;
@@ -105,29 +105,63 @@ struct Senders {
     /// Every worker and the router put their frames in envelopes; only an injector's clock
     /// report comes bare. Off for a harness that feeds the core bare frames.
     envelopes_required: bool,
-    /// On a secure socket, each worker's key by index (empty: open; a worker that joined
-    /// later is known by its role only).
+    /// On a secure socket, each worker's key by index: the workers of the start's from
+    /// `Ready`, a joined worker's from the router's [`WorkerJoined`] (empty: open, or not
+    /// known yet).
     worker_keys: Vec<String>,
+    /// Frames held back, per worker index, because no key was known for it yet: they come
+    /// again once asked. An index that never gets one was spoken for by a key that is not it.
+    unbound: BTreeMap<u32, u64>,
+}
+
+/// What the collector does with a frame of a source on a secure socket.
+#[derive(Debug, PartialEq, Eq)]
+enum Admission {
+    Take,
+    Refuse(String),
+    /// Not yet: the source's key is not known (a worker that joined, whose frames came ahead
+    /// of the router's word on it). Its sender is asked to send again.
+    Later,
 }
 
 impl Senders {
     /// Whether `sender` may send source `source`'s frames.
-    fn check(&self, source: u32, sender: Sender<'_>) -> Result<(), String> {
+    fn check(&mut self, source: u32, sender: Sender<'_>) -> Admission {
         if source == ROUTER_SOURCE {
             return match sender.is(KeyRole::Router) {
-                true => Ok(()),
-                false => Err(format!("the router's frames from `{}`, not a router key", sender.name())),
+                true => Admission::Take,
+                false => Admission::Refuse(format!("the router's frames from `{}`, not a router key", sender.name())),
             };
         }
         if !sender.is(KeyRole::Worker) {
-            return Err(format!("worker {source}'s frames from `{}`, not a worker key", sender.name()));
+            return Admission::Refuse(format!("worker {source}'s frames from `{}`, not a worker key", sender.name()));
         }
-        match self.worker_keys.get(source as usize).map(String::as_str) {
-            Some(key) if !key.is_empty() && key != sender.key() => {
-                Err(format!("worker {source}'s frames from `{}`, not the key it registered with", sender.name()))
+        match self.worker_keys.get(source as usize).map(String::as_str).filter(|key| !key.is_empty()) {
+            Some(key) if key == sender.key() => Admission::Take,
+            Some(_) => Admission::Refuse(format!(
+                "worker {source}'s frames from `{}`, not the key it registered with",
+                sender.name()
+            )),
+            // (A higher index is refused with its frame's position, as for any sender.)
+            None if (source as usize) < MAX_WORKERS => {
+                *self.unbound.entry(source).or_insert(0) += 1;
+                Admission::Later
             }
-            _ => Ok(()),
+            None => Admission::Take,
         }
+    }
+
+    /// Worker `index` registered with `key` (empty: the router runs open).
+    fn bind(&mut self, index: u32, key: &str) {
+        let index = index as usize;
+        if key.is_empty() || index >= MAX_WORKERS {
+            return;
+        }
+        if self.worker_keys.len() <= index {
+            self.worker_keys.resize(index + 1, String::new());
+        }
+        self.worker_keys[index] = key.to_string();
+        self.unbound.remove(&(index as u32));
     }
 }
 
@@ -165,7 +199,7 @@ impl<W: Write> Collector<W> {
     /// (the router's from the router, worker `i`'s from the key worker `i` registered with:
     /// `worker_keys`, by index). Others are rejected as `unauthorized_sender` or `unsequenced`.
     pub fn authenticating(mut self, worker_keys: Vec<String>) -> Self {
-        self.senders = Senders { envelopes_required: true, worker_keys };
+        self.senders = Senders { envelopes_required: true, worker_keys, unbound: BTreeMap::new() };
         self
     }
 
@@ -297,9 +331,17 @@ impl<W: Write> Collector<W> {
             return Ok(());
         };
         if let Some(sender) = sender {
-            if let Err(reason) = self.senders.check(sequenced.source, sender) {
-                self.rejections.reject("unauthorized_sender", Some(sequenced.source), &reason);
-                return Ok(());
+            match self.senders.check(sequenced.source, sender) {
+                Admission::Take => {}
+                Admission::Refuse(reason) => {
+                    self.rejections.reject("unauthorized_sender", Some(sequenced.source), &reason);
+                    return Ok(());
+                }
+                Admission::Later => {
+                    self.positions.ask_again(sequenced.source);
+                    self.observed.resent_frames += 1;
+                    return Ok(());
+                }
             }
         }
         let inner = cep_core::frame::Frame::read(sequenced.frame, self.max_frame_bytes);
@@ -406,6 +448,14 @@ impl<W: Write> Collector<W> {
                         self.shape.workers[started.index as usize].clone_from(&started.worker);
                     }
                     self.rescales.started(started, now, self.shape.start_ns);
+                }
+            }
+            FrameKind::WorkerJoined => {
+                if let Some(joined) = self.rejections.decode::<WorkerJoined>(&frame) {
+                    if self.admit_worker(joined.index) {
+                        self.shape.workers[joined.index as usize].clone_from(&joined.id);
+                        self.senders.bind(joined.index, &joined.key);
+                    }
                 }
             }
             FrameKind::Rescaled => {
@@ -659,6 +709,13 @@ impl<W: Write> Collector<W> {
             let detail = format_args!("frames after position {last} never came again");
             self.rejections.reject("frames_lost", Some(source), &detail);
         }
+        // Frames for an index no worker joined as: a worker key spoke for a worker it is not.
+        for (source, frames) in std::mem::take(&mut self.senders.unbound) {
+            let detail = format_args!("frames of worker {source} from a worker key, and no worker joined as {source}");
+            for _ in 0..frames {
+                self.rejections.reject("unauthorized_sender", Some(source), &detail);
+            }
+        }
         let end_ns = if self.every_worker_reported() { self.last_report_ns } else { self.last_frame_ns };
         let summary = self.summary_until(end_ns);
         last_look(&self);
@@ -893,9 +950,13 @@ mod tests {
     }
 
     fn rules() -> Vec<u8> {
+        rules_of(0)
+    }
+
+    fn rules_of(worker: u32) -> Vec<u8> {
         let queries =
             vec![RuleInfo { name: "perc".into(), alert: true }, RuleInfo { name: "volatility".into(), alert: false }];
-        RulesInstalled { epoch: 0, queries }.encode(0)
+        RulesInstalled { epoch: 0, queries }.encode(worker)
     }
 
     /// Outputs of worker 0 for tick `seq` of stream 0: one per rule index given.
@@ -1295,6 +1356,48 @@ mod tests {
         let summary = collector.finish(|_| {}).unwrap().summary;
         assert!(!summary.complete);
         assert_eq!(summary.events_sent, None, "no report: what was sent is unknown");
+    }
+
+    #[test]
+    fn a_joined_workers_frames_are_taken_from_its_own_key_only_even_when_they_come_first() {
+        use cep_core::delivery::{DeliveryLog, ROUTER_SOURCE};
+        let key = |digit: char| digit.to_string().repeat(40);
+        let (w0, w1, forger) = (key('0'), key('1'), key('9'));
+        let id = |name: &str, key: &str| format!("worker {name} {key}");
+        let (w0_id, w1_id, forger_id, router_id) =
+            (id("w0", &w0), id("w1", &w1), id("w9", &forger), format!("router router {}", key('r')));
+        let mut collector = collector(CsvMode::All).authenticating(vec![w0.clone()]);
+        let mut router = DeliveryLog::new(ROUTER_SOURCE, 1, 1 << 20);
+        let mut joiner = DeliveryLog::new(1, 1, 1 << 20);
+        let from = |id| Some(Sender::new(id));
+        // Worker 1's first frames arrive before the router's word on it: held back, asked again.
+        let early = [joiner.push(&rules_of(1)).to_vec(), joiner.push(&outputs_of(1, b"S7", 0, &[0])).to_vec()];
+        for frame in &early {
+            collector.handle_from(frame, from(&w1_id), 2_000).unwrap();
+        }
+        // Another worker key speaking for index 2, which no worker joined as.
+        let mut stray = DeliveryLog::new(2, 1, 1 << 20);
+        collector.handle_from(stray.push(&outputs_of(2, b"S8", 0, &[0])), from(&forger_id), 2_050).unwrap();
+        let (_, saved, _) = collector.save().unwrap();
+        assert_eq!(saved.resend, [1, 2], "both asked to send again");
+        assert!(saved.positions.iter().all(|&(_, position)| position == 0), "nothing was taken");
+        let joined = WorkerJoined { index: 1, id: "w1".into(), key: w1.clone() }.encode(0);
+        collector.handle_from(router.push(&joined), from(&router_id), 2_100).unwrap();
+        // Now the forger is refused for index 1, and the real worker's resend is taken.
+        let mut forged = DeliveryLog::new(1, 1, 1 << 20);
+        collector.handle_from(forged.push(&rules_of(1)), from(&forger_id), 2_150).unwrap();
+        for frame in &early {
+            collector.handle_from(frame, from(&w1_id), 2_200).unwrap();
+        }
+        let mut start = DeliveryLog::new(0, 1, 1 << 20);
+        collector.handle_from(start.push(&rules()), from(&w0_id), 2_250).unwrap();
+        collector.handle_from(start.push(&outputs(0, &[0])), from(&w1_id), 2_300).unwrap();
+        assert_eq!(collector.workers()[1], "w1");
+        let summary = collector.finish(|_| {}).unwrap().summary;
+        assert_eq!(summary.outputs.get("perc"), Some(&1), "worker 1's one output, once");
+        assert_eq!(summary.resent_frames, 3);
+        // The forger for index 1, worker 1's key for worker 0, and the frame for index 2.
+        assert_eq!(summary.rejected["collector"], BTreeMap::from([("unauthorized_sender".to_string(), 3)]));
     }
 
     #[test]

@@ -249,6 +249,14 @@ impl Positions {
         })
     }
 
+    /// Asks `source` to send every frame not saved again (at the next [`Self::saved`]), taking
+    /// none of its frames now: the collector was not ready for them.
+    pub fn ask_again(&mut self, source: u32) {
+        if !self.missed.contains(&source) {
+            self.missed.push(source);
+        }
+    }
+
     /// Sources whose frames came out of turn and that never sent the missing ones, with the
     /// last position taken of each: frames lost (the end of a run reports them).
     pub fn open_gaps(&self) -> Vec<(u32, u64)> {

@@ -14,7 +14,7 @@ use crate::failover::{Checkpoint, CheckpointMark, OutputsConfirmed, Restore, Res
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use crate::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
-    StatusRequest, StreamsOpened, SymbolState, Welcome,
+    StatusRequest, StreamsOpened, SymbolState, Welcome, WorkerJoined,
 };
 use crate::tick::{OutputRecord, TickRecord};
 use crate::wire::{check_frame, decode_outputs, decode_ticks, write_header, FrameHeader, FrameKind, WireError};
@@ -102,6 +102,7 @@ bodies! {
     DeliveryQuery => DeliveryQuery,
     DeliveryStatus => DeliveryStatus,
     Restored => Restored,
+    WorkerJoined => WorkerJoined,
 }
 
 /// Asks for the collector's time (no body: nil).
@@ -230,7 +231,7 @@ impl<'a> TickBatch<'a> {
         tick.symbol_bytes(self.frame)
     }
 
-    /// A tick's encoding up to its `t_router_in`: what a hop that only stamps forwards.
+    /// A tick's encoding through its `injector`: what a hop that only stamps forwards as it came.
     #[inline]
     pub fn encoded(&self, tick: &TickRecord) -> &'a [u8] {
         tick.encoded(self.frame)
@@ -467,6 +468,8 @@ mod tests {
         expected.extend(a(b'x'));
         expected.extend([0x02, 0x91, 0x92, 0xa1, b'A', 0x02]);
         golden(started, 0, &expected);
+        let joined = WorkerJoined { index: 2, id: "x".into(), key: "k".into() };
+        golden(joined, 0, &[0x93, 0x02, 0xa1, b'x', 0xa1, b'k']);
         let record = Rescaled {
             id: 0,
             started_ns: 1,

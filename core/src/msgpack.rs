@@ -170,6 +170,14 @@ impl<'a> Reader<'a> {
         Ok(start..start + len)
     }
 
+    /// Consumes a nil if one is next: whether it was.
+    #[inline]
+    pub fn nil(&mut self) -> bool {
+        let nil = self.buf.get(self.pos) == Some(&0xc0);
+        self.pos += nil as usize;
+        nil
+    }
+
     /// An array header: the number of elements.
     #[inline]
     pub fn array_len(&mut self) -> Result<u32, DecodeError> {
@@ -260,6 +268,12 @@ pub fn write_str(buf: &mut Vec<u8>, text: &[u8]) {
         buf.extend_from_slice(&(len as u32).to_be_bytes());
     }
     buf.extend_from_slice(text);
+}
+
+/// Appends a nil.
+#[inline]
+pub fn write_nil(buf: &mut Vec<u8>) {
+    buf.push(0xc0);
 }
 
 /// Appends a fixarray header (at most 15 elements).

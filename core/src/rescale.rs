@@ -145,6 +145,21 @@ pub struct RescaleStarted {
     pub symbols: Vec<(String, u32)>,
 }
 
+/// A worker joined the running cluster: router -> collector, as the router answers its
+/// registration (before the worker can send anything). On a secure cluster the collector
+/// takes that index's frames from this key only, as it does for the workers of the start
+/// (theirs come in `Ready`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerJoined {
+    /// Its index.
+    pub index: u32,
+    /// Its id.
+    pub id: String,
+    /// The CURVE public key (Z85) the router authenticated its registration by; empty when
+    /// the router runs open.
+    pub key: String,
+}
+
 /// A rescale ended: router -> collector, for the summary's `rescales`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rescaled {

@@ -21,9 +21,10 @@ pub struct TickRecord {
     pub seq: u64,
     /// When the router received it; 0 until then.
     pub t_router_in: u64,
-    /// Where the tick's encoding sits in its frame, from its array header up to its
-    /// `t_router_in` (the last field): the router forwards these bytes as they came and
-    /// writes only its stamp, instead of encoding every field again.
+    /// Where the tick's encoding sits in its frame, from its array header through its
+    /// `injector`: the router forwards these bytes as they came and writes only the fields
+    /// that follow (differences from the previous tick of the batch it builds, its stamp
+    /// among them), instead of encoding every field again.
     pub encoded: (u32, u32),
 }
 
@@ -39,7 +40,7 @@ impl TickRecord {
         &frame[self.symbol.clone()]
     }
 
-    /// The tick as encoded in its frame, all but its `t_router_in`.
+    /// The tick's first fields as encoded in its frame, through its `injector`.
     #[inline]
     pub fn encoded<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
         &frame[self.encoded.0 as usize..self.encoded.1 as usize]

@@ -11,7 +11,7 @@ use crate::msgpack::{self, DecodeError, Reader};
 use crate::tick::{OutputRecord, Stamps, TickRecord};
 
 /// The protocol version this build speaks. A frame of any other version is rejected.
-pub const PROTOCOL_VERSION: u8 = 8;
+pub const PROTOCOL_VERSION: u8 = 9;
 
 /// Most events in one batch, on every hop, unless configured otherwise. Batches fill only
 /// while input is waiting (smart batching), so this bounds size, not latency.
@@ -131,6 +131,9 @@ pub enum FrameKind {
     /// A survivor restored a dead worker's symbols: worker -> collector, ahead of the
     /// outputs of their replayed ticks ([`crate::failover`]).
     Restored = 44,
+    /// A worker joined the running cluster, with the key it registered with: router ->
+    /// collector ([`crate::rescale`]).
+    WorkerJoined = 45,
 }
 
 impl FrameKind {
@@ -182,6 +185,7 @@ impl FrameKind {
             DeliveryQuery,
             DeliveryStatus,
             Restored,
+            WorkerJoined,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)
@@ -293,6 +297,38 @@ fn reserve_array32(buf: &mut Vec<u8>) -> usize {
     at
 }
 
+/// The values a batch's records are written against: a record's sequence number and stamps
+/// are written as their differences from the previous record's (the first record's from 0),
+/// modulo 2^64 as signed 64-bit integers, so the ticks of one batch, a few hundred
+/// nanoseconds and one sequence number apart, cost a byte or three where a whole stamp costs
+/// nine. Fewer bytes is less to encrypt, copy and parse on every hop.
+#[derive(Clone, Copy, Debug, Default)]
+struct Chain {
+    seq: u64,
+    t_inject: u64,
+    t_router_in: u64,
+}
+
+impl Chain {
+    #[inline]
+    fn write(&mut self, buf: &mut Vec<u8>, seq: u64, t_inject: u64, t_router_in: u64) {
+        msgpack::write_int(buf, seq.wrapping_sub(self.seq) as i64);
+        msgpack::write_int(buf, t_inject.wrapping_sub(self.t_inject) as i64);
+        msgpack::write_int(buf, t_router_in.wrapping_sub(self.t_router_in) as i64);
+        *self = Chain { seq, t_inject, t_router_in };
+    }
+
+    /// Reads the next record's `(seq, t_inject, t_router_in)`. Any three integers decode (the
+    /// sums wrap), so a forged difference gives a wrong number, never an error or a panic.
+    #[inline]
+    fn read(&mut self, rd: &mut Reader<'_>) -> Result<(u64, u64, u64), DecodeError> {
+        self.seq = self.seq.wrapping_add(rd.int()? as u64);
+        self.t_inject = self.t_inject.wrapping_add(rd.int()? as u64);
+        self.t_router_in = self.t_router_in.wrapping_add(rd.int()? as u64);
+        Ok((self.seq, self.t_inject, self.t_router_in))
+    }
+}
+
 /// Builds a frame of many records into one reused buffer: the batch's stamps and its record
 /// count are patched in when the batch is sealed, so nothing is copied twice.
 #[derive(Debug)]
@@ -301,6 +337,7 @@ struct BatchBuffer<const STAMPS: usize> {
     count: u32,
     count_at: usize,
     stamps_at: usize,
+    chain: Chain,
 }
 
 impl<const STAMPS: usize> BatchBuffer<STAMPS> {
@@ -312,12 +349,13 @@ impl<const STAMPS: usize> BatchBuffer<STAMPS> {
             reserve_u64(&mut buf);
         }
         let count_at = reserve_array32(&mut buf);
-        BatchBuffer { buf, count: 0, count_at, stamps_at }
+        BatchBuffer { buf, count: 0, count_at, stamps_at, chain: Chain::default() }
     }
 
     fn clear(&mut self) {
         self.buf.truncate(self.count_at + 5);
         self.count = 0;
+        self.chain = Chain::default();
     }
 
     fn seal(&mut self, stamps: [u64; STAMPS]) -> &[u8] {
@@ -330,9 +368,10 @@ impl<const STAMPS: usize> BatchBuffer<STAMPS> {
     }
 }
 
-/// Writes `[version, Ticks, sender, t_sent, [[symbol, price, t_inject, event_offset, injector, seq,
-/// t_router_in], ...]]`, where `event_offset` is the tick's event time minus `t_inject`
-/// (signed; 0 for generated ticks, whose event time is their intended send time).
+/// Writes `[version, Ticks, sender, t_sent, [[symbol, price, event_offset, injector, seq,
+/// t_inject, t_router_in], ...]]`, where `event_offset` is the tick's event time minus
+/// `t_inject` (signed; 0 for generated ticks, whose event time is their intended send time)
+/// and the last three are differences from the previous tick's ([`Chain`]).
 #[derive(Debug)]
 pub struct TickBatchWriter(BatchBuffer<1>);
 
@@ -360,20 +399,18 @@ impl TickBatchWriter {
         msgpack::write_fixarray(buf, 7);
         msgpack::write_str(buf, symbol);
         msgpack::write_f64(buf, price);
-        msgpack::write_uint(buf, t_inject);
         msgpack::write_int(buf, t_event.wrapping_sub(t_inject) as i64);
         msgpack::write_uint(buf, injector as u64);
-        msgpack::write_uint(buf, seq);
-        msgpack::write_uint(buf, t_router_in);
+        self.0.chain.write(buf, seq, t_inject, t_router_in);
         self.0.count += 1;
     }
 
-    /// Appends a decoded tick as it was encoded ([`TickRecord::encoded`]) with a new
-    /// `t_router_in`: what a hop that only stamps its arrival sends on.
+    /// Appends a decoded tick with a new `t_router_in`, its first fields copied as they came
+    /// (`encoded`, [`TickRecord::encoded`]): what a hop that only stamps its arrival sends on.
     #[inline]
-    pub fn push_encoded(&mut self, encoded: &[u8], t_router_in: u64) {
+    pub fn push_encoded(&mut self, encoded: &[u8], tick: &TickRecord, t_router_in: u64) {
         self.0.buf.extend_from_slice(encoded);
-        msgpack::write_uint(&mut self.0.buf, t_router_in);
+        self.0.chain.write(&mut self.0.buf, tick.seq, tick.t_inject, t_router_in);
         self.0.count += 1;
     }
 
@@ -407,21 +444,42 @@ impl TickBatchWriter {
 /// Writes `[version, Outputs, sender, t_router_out, t_worker_in, t_engine_out, [[rule, symbol,
 /// price, value, injector, seq, t_inject, t_router_in], ...]]`: one batch holds the outputs of
 /// ticks that left the router, reached the worker and left the engine together, so those
-/// three stamps are the batch's. The same layout as kind FinalOutputs carries the outputs of
-/// windows closed by the end of input, which no tick caused.
+/// three stamps are the batch's. `seq`, `t_inject` and `t_router_in` are differences from the
+/// previous output's ([`Chain`]); `symbol` and `price` are nil when they are the previous
+/// output's (a tick's outputs follow one another). The same layout as kind FinalOutputs
+/// carries the outputs of windows closed by the end of input, which no tick caused.
 #[derive(Debug)]
-pub struct OutputBatchWriter(BatchBuffer<3>);
+pub struct OutputBatchWriter {
+    batch: BatchBuffer<3>,
+    /// Where the last symbol written sits in the buffer.
+    last_symbol: std::ops::Range<usize>,
+    /// The address the caller's last symbol came from: a tick's outputs all pass the same
+    /// slice, so only a symbol from there is compared (a comparison per output costs more
+    /// than the bytes it saves).
+    last_symbol_from: usize,
+    /// The last price's bits.
+    last_price: u64,
+}
 
 impl OutputBatchWriter {
     /// An empty batch of Outputs frames from `sender`.
     pub fn new(sender: u32) -> Self {
-        OutputBatchWriter(BatchBuffer::new(FrameKind::Outputs, sender))
+        OutputBatchWriter::of(FrameKind::Outputs, sender)
     }
 
     /// A writer of FinalOutputs frames: `injector` and `seq` name the end-of-stream marker
     /// that closed the window (the stream and its `sent` count); the tick stamps are 0.
     pub fn final_outputs(sender: u32) -> Self {
-        OutputBatchWriter(BatchBuffer::new(FrameKind::FinalOutputs, sender))
+        OutputBatchWriter::of(FrameKind::FinalOutputs, sender)
+    }
+
+    fn of(kind: FrameKind, sender: u32) -> Self {
+        OutputBatchWriter {
+            batch: BatchBuffer::new(kind, sender),
+            last_symbol: 0..0,
+            last_symbol_from: 0,
+            last_price: 0,
+        }
     }
 
     /// Appends an output; `symbol` is UTF-8.
@@ -438,42 +496,53 @@ impl OutputBatchWriter {
         t_inject: u64,
         t_router_in: u64,
     ) {
-        let buf = &mut self.0.buf;
+        let first = self.batch.count == 0;
+        let buf = &mut self.batch.buf;
         msgpack::write_fixarray(buf, 8);
         msgpack::write_uint(buf, rule as u64);
-        msgpack::write_str(buf, symbol);
-        msgpack::write_f64(buf, price);
+        let from = symbol.as_ptr() as usize;
+        if !first && from == self.last_symbol_from && buf[self.last_symbol.clone()] == *symbol {
+            msgpack::write_nil(buf);
+        } else {
+            msgpack::write_str(buf, symbol);
+            self.last_symbol = buf.len() - symbol.len()..buf.len();
+            self.last_symbol_from = from;
+        }
+        if !first && price.to_bits() == self.last_price {
+            msgpack::write_nil(buf);
+        } else {
+            msgpack::write_f64(buf, price);
+            self.last_price = price.to_bits();
+        }
         msgpack::write_f64(buf, value);
         msgpack::write_uint(buf, injector as u64);
-        msgpack::write_uint(buf, seq);
-        msgpack::write_uint(buf, t_inject);
-        msgpack::write_uint(buf, t_router_in);
-        self.0.count += 1;
+        self.batch.chain.write(buf, seq, t_inject, t_router_in);
+        self.batch.count += 1;
     }
 
     /// Number of outputs in the batch.
     pub fn len(&self) -> usize {
-        self.0.count as usize
+        self.batch.count as usize
     }
 
     /// Whether the batch is to go: `limit` outputs, or [`MAX_BATCH_BYTES`].
     pub fn is_full(&self, limit: usize) -> bool {
-        self.len() >= limit || self.0.buf.len() >= MAX_BATCH_BYTES
+        self.len() >= limit || self.batch.buf.len() >= MAX_BATCH_BYTES
     }
 
     /// Whether the batch holds no output.
     pub fn is_empty(&self) -> bool {
-        self.0.count == 0
+        self.batch.count == 0
     }
 
     /// Stamps the batch and returns the frame; call [`Self::clear`] after sending.
     pub fn seal(&mut self, t_router_out: u64, t_worker_in: u64, t_engine_out: u64) -> &[u8] {
-        self.0.seal([t_router_out, t_worker_in, t_engine_out])
+        self.batch.seal([t_router_out, t_worker_in, t_engine_out])
     }
 
     /// Empties the batch, keeping its buffer, for the next outputs.
     pub fn clear(&mut self) {
-        self.0.clear()
+        self.batch.clear()
     }
 }
 
@@ -528,22 +597,23 @@ pub fn decode_ticks(
     if count as usize > rd.remaining() / 12 + 1 {
         return Err(WireError::Malformed(format!("tick count {count} exceeds the frame")));
     }
-    out.reserve(count as usize);
+    // Room for a batch at most: a frame of more grows it as its records actually decode.
+    out.reserve((count as usize).min(2 * DEFAULT_BATCH));
+    let mut chain = Chain::default();
     for _ in 0..count {
         let start = rd.position();
         rd.array_of(7, "a tick of 7 fields").map_err(malformed)?;
         let symbol = read_symbol(frame, &mut rd)?;
         let price = rd.float().map_err(malformed)?;
-        let t_inject = rd.uint().map_err(malformed)?;
         let offset_at = rd.position();
-        let t_event = t_inject.checked_add_signed(rd.int().map_err(malformed)?).ok_or_else(|| {
-            WireError::Malformed(format!("event offset at byte {offset_at} puts the event time out of range"))
-        })?;
+        let offset = rd.int().map_err(malformed)?;
         let injector = rd.u32().map_err(malformed)?;
-        let seq = rd.uint().map_err(malformed)?;
         // The frame is below 4 GiB (checked above).
         let encoded = (start as u32, rd.position() as u32);
-        let t_router_in = rd.uint().map_err(malformed)?;
+        let (seq, t_inject, t_router_in) = chain.read(&mut rd).map_err(malformed)?;
+        let t_event = t_inject.checked_add_signed(offset).ok_or_else(|| {
+            WireError::Malformed(format!("event offset at byte {offset_at} puts the event time out of range"))
+        })?;
         out.push(TickRecord { symbol, price, t_inject, t_event, injector, seq, t_router_in, encoded });
     }
     if rd.remaining() != 0 {
@@ -567,20 +637,33 @@ pub fn decode_outputs(
     let t_worker_in = rd.uint().map_err(malformed)?;
     let t_engine_out = rd.uint().map_err(malformed)?;
     let count = rd.array_len().map_err(malformed)?;
-    if count as usize > rd.remaining() / 20 + 1 {
+    // Each output takes at least 13 bytes (a nil symbol and price, an f32 value).
+    if count as usize > rd.remaining() / 13 + 1 {
         return Err(WireError::Malformed(format!("output count {count} exceeds the frame")));
     }
-    out.reserve(count as usize);
+    // Room for a batch at most: a frame of more grows it as its records actually decode.
+    out.reserve((count as usize).min(2 * DEFAULT_BATCH));
+    let mut chain = Chain::default();
+    let (mut symbol, mut price) = (None, None);
     for _ in 0..count {
         rd.array_of(8, "an output of 8 fields").map_err(malformed)?;
         let rule = rd.u32().map_err(malformed)?;
-        let symbol = read_symbol(frame, &mut rd)?;
-        let price = rd.float().map_err(malformed)?;
+        let at = rd.position();
+        if !rd.nil() {
+            symbol = Some(read_symbol(frame, &mut rd)?);
+        }
+        let symbol = symbol
+            .clone()
+            .ok_or_else(|| WireError::Malformed(format!("nil symbol at byte {at} names none before it")))?;
+        let at = rd.position();
+        if !rd.nil() {
+            price = Some(rd.float().map_err(malformed)?);
+        }
+        let price =
+            price.ok_or_else(|| WireError::Malformed(format!("nil price at byte {at} names none before it")))?;
         let value = rd.float().map_err(malformed)?;
         let injector = rd.u32().map_err(malformed)?;
-        let seq = rd.uint().map_err(malformed)?;
-        let t_inject = rd.uint().map_err(malformed)?;
-        let t_router_in = rd.uint().map_err(malformed)?;
+        let (seq, t_inject, t_router_in) = chain.read(&mut rd).map_err(malformed)?;
         let stamps = Stamps { t_inject, t_router_in, t_router_out, t_worker_in, t_engine_out };
         out.push(OutputRecord { rule, symbol, price, value, injector, seq, stamps });
     }
@@ -597,47 +680,139 @@ mod tests {
     fn ticks_frame() -> Vec<u8> {
         let mut writer = TickBatchWriter::new(7);
         writer.push(b"S0001", 100.5, 1_000, 995, 3, 42, 0);
+        writer.push(b"S0002", 101.0, 1_300, 1_300, 3, 43, 0);
         writer.seal(2_000).to_vec()
     }
 
     /// Golden bytes: if this test fails the format drifted and PROTOCOL_VERSION must change.
     #[test]
     fn tick_frame_golden_bytes() {
+        #[rustfmt::skip]
         let expected: Vec<u8> = vec![
-            0x95, 0x08, 0x01, 0x07, // [version 8, kind Ticks, sender 7,
+            0x95, 0x09, 0x01, 0x07, // [version 9, kind Ticks, sender 7,
             0xcf, 0, 0, 0, 0, 0, 0, 0x07, 0xd0, // t_sent 2000 (fixed u64),
-            0xdd, 0, 0, 0, 1, // one tick (fixed array32)
-            0x97, 0xa5, b'S', b'0', b'0', b'0', b'1', // [symbol,
+            0xdd, 0, 0, 0, 2, // two ticks (fixed array32)
+            0x97, 0xa5, b'S', b'0', b'0', b'0', b'1', // [[symbol,
             0xcb, 0x40, 0x59, 0x20, 0, 0, 0, 0, 0, // price 100.5,
-            0xcd, 0x03, 0xe8, 0xfb, // t_inject 1000, event offset -5 (event time 995),
-            0x03, 0x2a, 0x00, // injector 3, seq 42, t_router_in 0]]
+            0xfb, 0x03, // event offset -5 (event time 995), injector 3,
+            0x2a, 0xcd, 0x03, 0xe8, 0x00, // seq 42, t_inject 1000, t_router_in 0 (from 0)],
+            0x97, 0xa5, b'S', b'0', b'0', b'0', b'2', // [symbol,
+            0xcb, 0x40, 0x59, 0x40, 0, 0, 0, 0, 0, // price 101.0,
+            0x00, 0x03, // event offset 0, injector 3,
+            0x01, 0xcd, 0x01, 0x2c, 0x00, // seq 43 (+1), t_inject 1300 (+300), t_router_in 0 (+0)]]
         ];
         assert_eq!(ticks_frame(), expected);
+        let (header, rest) = read_header(&expected).unwrap();
+        let mut decoded = Vec::new();
+        decode_ticks(&expected, &header, rest, &mut decoded).unwrap();
+        let fields = |t: &TickRecord| (t.seq, t.t_inject, t.t_event, t.t_router_in);
+        assert_eq!(decoded.iter().map(fields).collect::<Vec<_>>(), [(42, 1_000, 995, 0), (43, 1_300, 1_300, 0)]);
     }
 
     /// Golden bytes of the outputs frame (FinalOutputs has the same layout under kind 20).
     #[test]
     fn outputs_frame_golden_bytes() {
+        // A tick's outputs pass the same symbol slice.
+        let tick_symbol = b"S1".to_vec();
+        let fill = |writer: &mut OutputBatchWriter| {
+            writer.push(1, &tick_symbol, 2.0, -0.5, 3, 300, 7, 8);
+            writer.push(2, &tick_symbol, 2.0, 4.0, 3, 300, 7, 8);
+            writer.push(0, b"S2", 3.0, 1.5, 3, 299, 5, 10);
+        };
         let mut writer = OutputBatchWriter::new(2);
-        writer.push(1, b"S1", 2.0, -0.5, 3, 300, 7, 8);
+        fill(&mut writer);
         #[rustfmt::skip]
         let expected: Vec<u8> = vec![
-            0x97, 0x08, 0x03, 0x02, // [version 8, kind Outputs, sender 2,
+            0x97, 0x09, 0x03, 0x02, // [version 9, kind Outputs, sender 2,
             0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0a, // t_router_out 10 (fixed u64),
             0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0b, // t_worker_in 11,
             0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0c, // t_engine_out 12,
-            0xdd, 0, 0, 0, 1, // one output (fixed array32)
-            0x98, 0x01, 0xa2, b'S', b'1', // [rule 1, symbol,
+            0xdd, 0, 0, 0, 3, // three outputs (fixed array32)
+            0x98, 0x01, 0xa2, b'S', b'1', // [[rule 1, symbol,
             0xcb, 0x40, 0, 0, 0, 0, 0, 0, 0, // price 2.0,
             0xcb, 0xbf, 0xe0, 0, 0, 0, 0, 0, 0, // value -0.5,
-            0x03, 0xcd, 0x01, 0x2c, 0x07, 0x08, // injector 3, seq 300, t_inject 7, t_router_in 8]]
+            0x03, 0xcd, 0x01, 0x2c, 0x07, 0x08, // injector 3, seq 300, t_inject 7, t_router_in 8 (from 0)],
+            0x98, 0x02, 0xc0, 0xc0, // [rule 2, the same symbol, the same price,
+            0xcb, 0x40, 0x10, 0, 0, 0, 0, 0, 0, // value 4.0,
+            0x03, 0x00, 0x00, 0x00, // injector 3, the same seq, t_inject and t_router_in],
+            0x98, 0x00, 0xa2, b'S', b'2', // [rule 0, symbol,
+            0xcb, 0x40, 0x08, 0, 0, 0, 0, 0, 0, // price 3.0,
+            0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0, // value 1.5,
+            0x03, 0xff, 0xfe, 0x02, // injector 3, seq 299 (-1), t_inject 5 (-2), t_router_in 10 (+2)]]
         ];
         assert_eq!(writer.seal(10, 11, 12), &expected[..]);
         let mut closing = OutputBatchWriter::final_outputs(2);
-        closing.push(1, b"S1", 2.0, -0.5, 3, 300, 7, 8);
+        fill(&mut closing);
         let mut final_expected = expected.clone();
         final_expected[2] = FrameKind::FinalOutputs as u8;
         assert_eq!(closing.seal(10, 11, 12), &final_expected[..]);
+        let (header, rest) = read_header(&expected).unwrap();
+        let mut decoded = Vec::new();
+        decode_outputs(&expected, &header, rest, &mut decoded).unwrap();
+        let fields = |o: &OutputRecord| {
+            (o.rule, o.symbol(&expected).to_string(), o.price, o.seq, o.stamps.t_inject, o.stamps.t_router_in)
+        };
+        assert_eq!(
+            decoded.iter().map(fields).collect::<Vec<_>>(),
+            [(1, "S1".into(), 2.0, 300, 7, 8), (2, "S1".into(), 2.0, 300, 7, 8), (0, "S2".into(), 3.0, 299, 5, 10)]
+        );
+        // The same symbol from another slice is written again (only a tick's own slice is
+        // compared), and decodes the same.
+        let mut writer = OutputBatchWriter::new(2);
+        writer.push(1, &tick_symbol, 2.0, -0.5, 3, 300, 7, 8);
+        writer.push(2, &tick_symbol.clone(), 2.0, 4.0, 3, 300, 7, 8);
+        let frame = writer.seal(10, 11, 12).to_vec();
+        let second = 4 + 3 * 9 + 5 + 29;
+        assert_eq!(&frame[second..second + 3], &[0x98, 0x02, 0xa2]);
+        let (header, rest) = read_header(&frame).unwrap();
+        decode_outputs(&frame, &header, rest, &mut decoded).unwrap();
+        assert_eq!((decoded[1].symbol(&frame), decoded[1].price), ("S1", 2.0));
+    }
+
+    #[test]
+    fn differences_wrap_so_any_numbers_round_trip_and_any_differences_decode() {
+        let extremes = [0, 1, 7, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX - 1, u64::MAX];
+        let mut ticks = TickBatchWriter::new(0);
+        let mut outputs = OutputBatchWriter::new(0);
+        let mut expected = Vec::new();
+        for (i, &a) in extremes.iter().enumerate() {
+            for &b in &extremes {
+                let c = extremes[(i + 3) % extremes.len()];
+                // t_event = t_inject: the offset stays 0 whatever the stamps.
+                ticks.push(b"S", 1.0, b, b, 0, a, c);
+                outputs.push(0, b"S", 1.0, 2.0, 0, a, b, c);
+                expected.push((a, b, c));
+            }
+        }
+        let frame = ticks.seal(0).to_vec();
+        let (header, rest) = read_header(&frame).unwrap();
+        let mut decoded = Vec::new();
+        decode_ticks(&frame, &header, rest, &mut decoded).unwrap();
+        assert_eq!(decoded.iter().map(|t| (t.seq, t.t_inject, t.t_router_in)).collect::<Vec<_>>(), expected);
+        let frame = outputs.seal(0, 0, 0).to_vec();
+        let (header, rest) = read_header(&frame).unwrap();
+        let mut decoded = Vec::new();
+        decode_outputs(&frame, &header, rest, &mut decoded).unwrap();
+        let stamps = |o: &OutputRecord| (o.seq, o.stamps.t_inject, o.stamps.t_router_in);
+        assert_eq!(decoded.iter().map(stamps).collect::<Vec<_>>(), expected);
+    }
+
+    #[test]
+    fn a_nil_symbol_or_price_with_none_before_it_is_malformed() {
+        let mut writer = OutputBatchWriter::new(2);
+        writer.push(1, b"S1", 2.0, -0.5, 3, 300, 7, 8);
+        let frame = writer.seal(10, 11, 12).to_vec();
+        let first = 4 + 3 * 9 + 5; // the first output's array header
+        assert_eq!(&frame[first..first + 3], &[0x98, 0x01, 0xa2]);
+        // [rule 1, nil, 2.0, ...]: the symbol's 3 bytes become one nil.
+        let nil_symbol = [&frame[..first + 2], &[0xc0], &frame[first + 5..]].concat();
+        let (header, rest) = read_header(&nil_symbol).unwrap();
+        let error = decode_outputs(&nil_symbol, &header, rest, &mut Vec::new()).unwrap_err();
+        assert!(error.to_string().contains("nil symbol at byte 38 names none before it"), "{error}");
+        let nil_price = [&frame[..first + 5], &[0xc0], &frame[first + 14..]].concat();
+        let (header, rest) = read_header(&nil_price).unwrap();
+        let error = decode_outputs(&nil_price, &header, rest, &mut Vec::new()).unwrap_err();
+        assert!(error.to_string().contains("nil price at byte 41 names none before it"), "{error}");
     }
 
     #[test]
@@ -670,7 +845,7 @@ mod tests {
             assert_eq!((decoded[6].t_inject, decoded[6].t_event), (60, 6));
             // Forwarded as encoded with a new t_router_in: the same tick, stamped.
             let mut forwarded = TickBatchWriter::new(9);
-            forwarded.push_encoded(decoded[6].encoded(&frame), 777);
+            forwarded.push_encoded(decoded[6].encoded(&frame), &decoded[6], 777);
             let again = forwarded.seal(0).to_vec();
             let (header, rest) = read_header(&again).unwrap();
             let mut one = Vec::new();
@@ -735,7 +910,8 @@ mod tests {
         // An offset of -2000 ns from an intended send time of 1000 ns.
         writer.push(b"S0001", 1.0, 1_000, 0, 0, 0, 0);
         let mut frame = writer.seal(0).to_vec();
-        let at = frame.len() - 3 - 3; // offset, then injector, seq, t_router_in (1 byte each)
+        // The offset, then injector and seq (1 byte each), t_inject (3), t_router_in (1).
+        let at = frame.len() - 3 - 6;
         assert_eq!(&frame[at..at + 3], &[0xd1, 0xfc, 0x18]);
         frame[at + 1] = 0xf8; // -2024
         let (header, rest) = read_header(&frame).unwrap();

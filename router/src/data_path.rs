@@ -237,7 +237,7 @@ impl DataPath {
                 self.routed[tick.injector as usize][to] += 1;
                 replayed += 1;
                 let writer = &mut self.batches[to];
-                writer.push_encoded(batch.encoded(tick), tick.t_router_in);
+                writer.push_encoded(batch.encoded(tick), tick, tick.t_router_in);
                 if writer.is_full(self.batch_limit) {
                     self.flush(to, out);
                 }
@@ -535,7 +535,7 @@ impl DataPath {
         self.routed[tick.injector as usize][owner] += 1;
         self.routed_total += 1;
         let writer = &mut self.batches[owner];
-        writer.push_encoded(batch.encoded(tick), t_in);
+        writer.push_encoded(batch.encoded(tick), tick, t_in);
         if writer.is_full(self.batch_limit) {
             self.flush(owner, out);
         }
@@ -547,7 +547,7 @@ impl DataPath {
         if held.batches.last().is_none_or(|last| last.is_full(self.batch_limit)) {
             held.batches.push(TickBatchWriter::new(ROUTER_SENDER));
         }
-        held.batches.last_mut().expect("pushed above").push_encoded(batch.encoded(tick), t_in);
+        held.batches.last_mut().expect("pushed above").push_encoded(batch.encoded(tick), tick, t_in);
         *held.per_stream.entry(tick.injector).or_default() += 1;
         self.held_ticks += 1;
     }

@@ -19,7 +19,7 @@ use cep_core::failover::{OutputsConfirmed, Snapshot, WorkerFailed};
 use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{ClockReport, RouterReport};
-use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, MAX_STREAMS};
+use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, WorkerJoined, MAX_STREAMS};
 use cep_core::wire::FrameKind;
 use cep_transport::security::{Peer as Authenticated, Role as KeyRole, Sender};
 use std::collections::BTreeMap;
@@ -424,6 +424,10 @@ impl Router {
         rescaling.join(&register.id, now)?;
         let index = self.workers.len();
         let key = self.caller_key.clone();
+        // Before the worker is answered, so ahead of anything it sends the collector (which
+        // holds that index's frames until it knows the key, should they come first).
+        let joined = WorkerJoined { index: index as u32, id: register.id.clone(), key: key.clone() };
+        out.send(Peer::Collector, &joined.encode(ROUTER_SENDER));
         self.workers.push(WorkerInfo { id: register.id.clone(), endpoint: register.endpoint.clone(), key });
         out.connect_worker(index as u32, &register.endpoint, &self.caller_key);
         // First on its socket: the Welcome it must answer before anything is routed to it.
@@ -1097,13 +1101,22 @@ mod tests {
         router.flush(&mut out);
         out.take();
         router.control(b"c".to_vec(), &register(Role::Worker, "c", 0), 2, &mut out);
-        // It is answered (joining) and welcomed on its data socket; nothing moves before it
-        // answers the Welcome.
+        // The collector is told who joined, it is answered (joining) and welcomed on its data
+        // socket; nothing moves before it answers the Welcome.
         let sent = out.take();
         let kinds: Vec<(Peer, FrameKind)> =
             sent.iter().map(|(to, frame)| (to.clone(), Frame::read(frame, usize::MAX).unwrap().kind())).collect();
-        assert_eq!(kinds, [(Peer::Worker(2), FrameKind::Welcome), (Peer::Client(b"c".to_vec()), FrameKind::Ready)]);
-        let ready: Ready = Frame::read(&sent[1].1, usize::MAX).unwrap().body().unwrap();
+        assert_eq!(
+            kinds,
+            [
+                (Peer::Collector, FrameKind::WorkerJoined),
+                (Peer::Worker(2), FrameKind::Welcome),
+                (Peer::Client(b"c".to_vec()), FrameKind::Ready)
+            ]
+        );
+        let joined: WorkerJoined = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
+        assert_eq!(joined, WorkerJoined { index: 2, id: "c".into(), key: String::new() });
+        let ready: Ready = Frame::read(&sent[2].1, usize::MAX).unwrap().body().unwrap();
         assert!(ready.joining);
         assert!(!router.rescaling());
         router.control(b"c".to_vec(), &cep_core::rescale::Reached { index: 2 }.encode(2), 2, &mut out);
