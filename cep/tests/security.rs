@@ -93,16 +93,16 @@ struct Roles {
     control: String,
 }
 
-/// A secure router (one worker, two streams), worker and collector, each in a context of its
-/// own as separate processes would be.
-fn start_secure_cluster(keys: &ClusterKeys, scratch: &Path, out: PathBuf) -> Roles {
+/// A secure router (one worker, `streams` streams), worker and collector, each in a context of
+/// its own as separate processes would be.
+fn start_secure_cluster(keys: &ClusterKeys, scratch: &Path, out: PathBuf, streams: u32) -> Roles {
     let shutdown = Arc::new(AtomicBool::new(false));
     let announce = scratch.join("router.endpoints");
     let router = RouterConfig {
         listen: "tcp://127.0.0.1:*".into(),
         control: "tcp://127.0.0.1:*".into(),
         workers: 1,
-        streams: 2,
+        streams,
         announce: Some(announce.clone()),
         security: keys.security("router"),
         ..RouterConfig::default()
@@ -149,7 +149,7 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
     let stranger = extra_key(&keys, "stranger", None).context().unwrap();
     let injector = keys.security("injector").context().unwrap();
     let operator = keys.security("operator").context().unwrap();
-    let roles = start_secure_cluster(&keys, scratch.path(), scratch.path().join("out"));
+    let roles = start_secure_cluster(&keys, scratch.path(), scratch.path().join("out"), 2);
     let (control, never) = (roles.control.clone(), AtomicBool::new(false));
     let ask = |context: &Context, body: &[u8]| {
         answer_of(&request(context, &control, body, Duration::from_secs(10), &never).unwrap())
@@ -254,6 +254,70 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
     assert_eq!(rejected("collector", "unsequenced"), Some(1), "{:?}", summary.rejected);
     assert!(rejected("collector", "unauthenticated_router_worker_injector") >= Some(1), "{:?}", summary.rejected);
     assert!(rejected("worker:worker-0", "unauthenticated_router") >= Some(1), "{:?}", summary.rejected);
+}
+
+#[test]
+fn a_worker_that_joins_is_known_by_its_own_key_and_a_worker_key_registers_only_its_own_id() {
+    let scratch = tempfile::tempdir().unwrap();
+    let keys = ClusterKeys::create(&scratch.path().join("keys"), &["worker-0".into(), "worker-1".into()]).unwrap();
+    let spare = extra_key(&keys, "spare", Some("worker")).context().unwrap();
+    let (injector, operator) =
+        (keys.security("injector").context().unwrap(), keys.security("operator").context().unwrap());
+    let roles = start_secure_cluster(&keys, scratch.path(), scratch.path().join("out"), 1);
+    let (control, never) = (roles.control.clone(), AtomicBool::new(false));
+    let ready = register_in_thread(&injector, &control, registration(Role::Injector, "real", "", 1)).join().unwrap();
+    let stream = ready.assigned;
+    send_once(&injector, &roles.data, Server::Router, &[ticks(stream, stream, 0, TICKS / 2)]);
+
+    // A worker's own key registers only the id it is named after.
+    let impostor = registration(Role::Worker, "worker-7", "tcp://127.0.0.1:1", 0);
+    let (kind, reason) =
+        answer_of(&request(&spare, &control, &impostor.encode(0), Duration::from_secs(10), &never).unwrap());
+    assert_eq!(kind, FrameKind::Refused);
+    assert!(reason.contains("may register only as worker `spare`, not `worker-7`"), "{reason}");
+
+    // worker-1 joins the running cluster and takes its share.
+    let joiner = WorkerConfig {
+        router: control.clone(),
+        id: Some("worker-1".into()),
+        listen: "tcp://127.0.0.1:*".into(),
+        advertise: "127.0.0.1".into(),
+        security: keys.security("worker-1"),
+        ..WorkerConfig::default()
+    };
+    let joiner = std::thread::spawn(move || cep_worker::run(joiner, Arc::new(AtomicBool::new(false))));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = request(&operator, &control, &StatusRequest.encode(0), Duration::from_secs(10), &never).unwrap();
+        let status: ClusterStatus = Frame::read(&status, usize::MAX).unwrap().body().unwrap();
+        let joined = status.members.len() == 2 && status.members.iter().all(|member| member.state == "active");
+        if joined && status.moving.is_none() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "worker-1 never joined: {status:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Another worker key cannot speak for it at the collector.
+    let forged = cep_core::report::WorkerProgress { processed: TICKS, outputs: 0, rejected: 0 }.encode(1);
+    let as_worker_1 = DeliveryLog::new(1, 1, 1 << 20).push(&forged).to_vec();
+    send_once(&spare, &ready.collector, Server::Key(&ready.collector_key), &[as_worker_1]);
+    std::thread::sleep(Duration::from_millis(300));
+
+    let rest = [ticks(stream, stream, TICKS / 2, TICKS), EndOfStream { stream, sent: TICKS, routed: 0 }.encode(stream)];
+    send_once(&injector, &roles.data, Server::Router, &rest);
+    end_of_run(&injector, &control, EndOfRun::AwaitEnd, Duration::from_secs(60), &never).unwrap();
+    let summary = roles.collector.join().unwrap().unwrap();
+    roles.router.join().unwrap().unwrap();
+    roles.worker.join().unwrap().unwrap();
+    joiner.join().unwrap().unwrap();
+
+    assert!(summary.complete, "{}", summary.incomplete_because());
+    assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(TICKS), TICKS, Some(0)));
+    assert_eq!(summary.workers.iter().map(|worker| worker.id.as_str()).collect::<Vec<_>>(), ["worker-0", "worker-1"]);
+    assert!(summary.workers[1].events > 0, "the joined worker's outputs were taken: {:?}", summary.workers);
+    let rejected = |place: &str, cause: &str| summary.rejected.get(place).and_then(|c| c.get(cause)).copied();
+    assert_eq!(rejected("collector", "unauthorized_sender"), Some(1), "{:?}", summary.rejected);
+    assert_eq!(rejected("router", "unauthorized_control"), Some(1), "{:?}", summary.rejected);
 }
 
 /// Whether `capture` holds `symbol` as a frame encodes it (a MessagePack string: its length in

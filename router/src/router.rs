@@ -21,7 +21,7 @@ use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{ClockReport, RouterReport};
 use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, WorkerJoined, MAX_STREAMS};
 use cep_core::wire::FrameKind;
-use cep_transport::security::{Peer as Authenticated, Role as KeyRole, Sender};
+use cep_transport::security::{Peer as Authenticated, Role as KeyRole, Sender, SHARED_WORKER_KEY};
 use std::collections::BTreeMap;
 
 /// A joining worker's advertised endpoint must be one the router can connect to
@@ -187,7 +187,16 @@ impl Router {
                     Role::Worker => KeyRole::Worker,
                     Role::Collector => KeyRole::Collector,
                     Role::Injector => KeyRole::Injector,
-                })
+                })?;
+                // A worker's own key names it; only the workers' shared key takes any id.
+                match register.role == Role::Worker && peer.name != SHARED_WORKER_KEY && peer.name != register.id {
+                    true => Err(format!(
+                        "{peer} may register only as worker `{}`, not `{}` (a worker's own key names it; only the \
+                         shared `{SHARED_WORKER_KEY}` key takes any id)",
+                        peer.name, register.id
+                    )),
+                    false => Ok(()),
+                }
             }
             FrameKind::Deploy | FrameKind::StatusRequest => needs(KeyRole::Operator),
             FrameKind::Leave if peer.is(KeyRole::Operator) => Ok(()),
@@ -1415,6 +1424,11 @@ mod tests {
         };
         let reason = refused(&mut router, &i, &register(Role::Worker, "x", 0), &mut out);
         assert_eq!(reason, "injector `i` may not send Register: its key is not listed under worker/");
+        // A worker's own key registers the id it is named after; the shared key any id.
+        let reason = refused(&mut router, &a, &register(Role::Worker, "b", 0), &mut out);
+        assert!(reason.starts_with("worker `a` may register only as worker `a`, not `b`"), "{reason}");
+        let shared = peer(KeyRole::Worker, SHARED_WORKER_KEY);
+        assert_eq!(router.authorize(&shared, &register(Role::Worker, "any-id", 0)), Ok(()));
         for (client, from, body) in [
             (b"a", &a, register(Role::Worker, "a", 0)),
             (b"b", &b, register(Role::Worker, "b", 0)),
@@ -1471,7 +1485,7 @@ mod tests {
         let causes: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!(
             causes,
-            [("end_behind_stream", 1), ("seq_far_ahead", 1), ("stream_of_another_key", 2), ("unauthorized_control", 5)]
+            [("end_behind_stream", 1), ("seq_far_ahead", 1), ("stream_of_another_key", 2), ("unauthorized_control", 6)]
         );
     }
 }

@@ -31,6 +31,11 @@ const RELOAD_EVERY: Duration = Duration::from_secs(1);
 /// Where libzmq sends its authentication requests (RFC 27).
 const ZAP_ENDPOINT: &str = "inproc://zeromq.zap.01";
 
+/// The name of the workers' shared key (`worker/worker.pub`, what `cep keys init` writes when no
+/// worker is named): a worker holding it may take any id. Any other worker key is its
+/// worker's own, and its name is the one id it may register.
+pub const SHARED_WORKER_KEY: &str = "worker";
+
 /// The roles of a cluster, as the public keys directory names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Role {
