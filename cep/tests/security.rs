@@ -215,6 +215,8 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
     send_once(&spare_worker, &ready.collector, collector, &[as_worker_0, as_router]);
     send_once(&injector, &ready.collector, collector, std::slice::from_ref(&forged_report));
     send_once(&stranger, &ready.collector, collector, &[forged_report]);
+    // An injector without CURVE at all: its handshake fails.
+    send_once(&Context::new(), &roles.data, Server::Router, &[ticks(stream, stream, 0, 10)]);
     // A stranger playing the router at the worker's data socket.
     send_once(&stranger, &ready.workers[0].endpoint, Server::Key(&ready.workers[0].key), &[ticks(0, stream, 0, 10)]);
     // Every refusal lands before the real stream ends (and the worker reports).
@@ -250,6 +252,7 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
     assert_eq!(rejected("router", "stream_of_another_key"), Some(FORGED_TICKS + 1), "{:?}", summary.rejected);
     assert_eq!(rejected("router", "unauthorized_control"), Some(3), "{:?}", summary.rejected);
     assert!(rejected("router", "unauthenticated_worker_collector_injector_operator") >= Some(1));
+    assert!(rejected("router", "handshake_failed_injector") >= Some(1), "{:?}", summary.rejected);
     assert_eq!(rejected("collector", "unauthorized_sender"), Some(2), "{:?}", summary.rejected);
     assert_eq!(rejected("collector", "unsequenced"), Some(1), "{:?}", summary.rejected);
     assert!(rejected("collector", "unauthenticated_router_worker_injector") >= Some(1), "{:?}", summary.rejected);

@@ -62,9 +62,11 @@ impl Context {
         let own = &secure.credentials.own;
         match role {
             SocketRole::Binds(admits) => {
+                let domain = Roles::of(admits).joined();
                 socket.set_curve_server(true).map_err(socket_err("set CURVE server"))?;
                 socket.set_curve_secretkey(own.secret().as_bytes()).map_err(socket_err("set CURVE secret key"))?;
-                socket.set_zap_domain(&Roles::of(admits).joined()).map_err(socket_err("set ZAP domain"))?;
+                socket.set_zap_domain(&domain).map_err(socket_err("set ZAP domain"))?;
+                secure.zap.watch_handshakes(&self.zmq, &socket, &domain)?;
             }
             SocketRole::Connects { server, endpoint } => {
                 let key = match server {
@@ -144,9 +146,21 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(server.refusals().get("unauthenticated_injector"), Some(&1));
+        // A client without CURVE, and one that does not know the server's key, fail the
+        // handshake before any key is judged: counted too.
         let open = Context::new();
         let plain = Push::connect(&open, pull.endpoint(), Server::Router, &options).unwrap();
         assert!(plain.try_send(b"plain").unwrap());
+        let wrong_server = KeyPair::generate().unwrap();
+        let misinformed_context = Context::secure(credentials(dir.path(), &injector, &wrong_server)).unwrap();
+        let misinformed = Push::connect(&misinformed_context, pull.endpoint(), Server::Router, &options).unwrap();
+        assert!(misinformed.try_send(b"misinformed").unwrap());
+        while server.refusals().get("handshake_failed_injector").copied().unwrap_or(0) < 2 && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(server.refusals().get("handshake_failed_injector") >= Some(&2), "{:?}", server.refusals());
+        assert_eq!(server.refusals().get("unauthenticated_injector"), Some(&1), "judged once");
 
         let client = Context::secure(credentials(dir.path(), &injector, &router)).unwrap();
         let push = Push::connect(&client, pull.endpoint(), Server::Router, &options).unwrap();
@@ -158,7 +172,7 @@ mod tests {
         assert_eq!((peer.name.as_str(), &peer.key), ("i1", injector.public()));
         assert!(peer.is(Role::Injector) && !peer.is(Role::Worker));
         assert!(!pull.recv(&mut message, Duration::from_millis(300)).unwrap());
-        for refused in [&plain, &forger] {
+        for refused in [&plain, &forger, &misinformed] {
             refused.shorten_linger(Duration::ZERO);
         }
     }

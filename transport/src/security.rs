@@ -536,25 +536,37 @@ impl<'a> Sender<'a> {
     }
 }
 
-/// Connections the ZAP handler refused, by the roles the socket admits.
+/// Connections refused, by the roles the socket admits: by the ZAP handler (a key not listed
+/// for them) and by the handshake itself (a client without CURVE, or one that does not know the
+/// server's key, or a malformed handshake: ZeroMQ's protocol errors, seen by a socket monitor).
 #[derive(Debug, Default)]
 pub struct Refusals {
-    counts: Mutex<BTreeMap<String, u64>>,
+    /// By (cause prefix, ZAP domain).
+    counts: Mutex<BTreeMap<(&'static str, String), u64>>,
 }
 
+/// The cause of a connection the ZAP handler refused.
+const UNAUTHENTICATED: &str = "unauthenticated";
+/// The cause of a connection whose CURVE handshake failed before any key could be judged.
+const HANDSHAKE_FAILED: &str = "handshake_failed";
+
 impl Refusals {
-    fn count(&self, domain: &str) -> u64 {
+    fn count(&self, cause: &'static str, domain: &str) -> u64 {
         let mut counts = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let count = counts.entry(domain.to_string()).or_insert(0);
+        let count = counts.entry((cause, domain.to_string())).or_insert(0);
         *count += 1;
         *count
     }
 
-    /// Every refusal so far, by cause: `unauthenticated_<roles the socket admits>` (e.g.
-    /// `unauthenticated_router_worker_injector`), as the reports name them.
+    /// Every refusal so far, by cause: `unauthenticated_<roles the socket admits>` (a key not
+    /// listed, e.g. `unauthenticated_router_worker_injector`) and `handshake_failed_<roles>`
+    /// (no CURVE, a wrong server key, a malformed handshake), as the reports name them.
     pub fn by_socket(&self) -> BTreeMap<String, u64> {
         let counts = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        counts.iter().map(|(domain, count)| (format!("unauthenticated_{}", domain.replace(',', "_")), *count)).collect()
+        counts
+            .iter()
+            .map(|((cause, domain), count)| (format!("{cause}_{}", domain.replace(',', "_")), *count))
+            .collect()
     }
 
     /// How many connections were refused.
@@ -563,11 +575,24 @@ impl Refusals {
     }
 }
 
-/// The ZAP handler: a thread answering libzmq's authentication requests for one context.
+/// What a handshake failure's code (ZeroMQ's `ZMQ_PROTOCOL_ERROR_*`) says, for the log.
+fn handshake_failure(code: u32) -> &'static str {
+    match code {
+        0x1100_0001 => "its messages do not decrypt: it does not know this server's key",
+        0x1100_0002 => "it does not run CURVE (a client without --key, or another mechanism)",
+        0x1000_0001..=0x1000_0018 => "a malformed or out-of-order handshake command",
+        _ => "a handshake that is not ZeroMQ's CURVE",
+    }
+}
+
+/// The ZAP handler: a thread answering libzmq's authentication requests for one context, and
+/// reading the handshake failures of its bound sockets.
 pub(crate) struct Zap {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     pub(crate) refusals: Arc<Refusals>,
+    /// Monitors of bound sockets, for the thread to take (each with its socket's ZAP domain).
+    watches: Arc<Mutex<Vec<(zmq::Socket, String)>>>,
 }
 
 impl Zap {
@@ -583,17 +608,42 @@ impl Zap {
             .map_err(|source| crate::TransportError::Bind { endpoint: ZAP_ENDPOINT.into(), source })?;
         let stop = Arc::new(AtomicBool::new(false));
         let refusals = Arc::new(Refusals::default());
+        let watches = Arc::new(Mutex::new(Vec::new()));
         let thread = {
-            let (stop, refusals) = (stop.clone(), refusals.clone());
+            let (stop, refusals, watches) = (stop.clone(), refusals.clone(), watches.clone());
             std::thread::Builder::new()
                 .name("zap".into())
-                .spawn(move || serve_zap(&socket, &keys_dir, &stop, &refusals))
+                .spawn(move || serve_zap(&socket, &keys_dir, &stop, &refusals, &watches))
                 .map_err(|_| crate::TransportError::Socket {
                     what: "start the ZAP handler",
                     source: zmq::Error::ENOMEM,
                 })?
         };
-        Ok(Zap { stop, thread: Some(thread), refusals })
+        Ok(Zap { stop, thread: Some(thread), refusals, watches })
+    }
+
+    /// Counts the handshakes that fail on `socket`, a CURVE server of ZAP domain `domain`
+    /// (call it before the socket binds). A client refused by the handler is counted by the
+    /// handler; one whose connection drops mid-handshake (a port probe) is not a refusal.
+    pub(crate) fn watch_handshakes(
+        &self,
+        context: &zmq::Context,
+        socket: &zmq::Socket,
+        domain: &str,
+    ) -> Result<(), crate::TransportError> {
+        use crate::socket::socket_err;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let name = format!("inproc://cep-handshakes-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        socket
+            .monitor(&name, zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL as i32)
+            .map_err(socket_err("monitor handshakes"))?;
+        // Connected here, before any connection can fail: a monitor's events reach only a
+        // reader already connected.
+        let monitor = context.socket(zmq::PAIR).map_err(socket_err("create handshake monitor"))?;
+        monitor.set_linger(0).map_err(socket_err("set linger"))?;
+        monitor.connect(&name).map_err(socket_err("connect handshake monitor"))?;
+        self.watches.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((monitor, domain.to_string()));
+        Ok(())
     }
 }
 
@@ -653,30 +703,81 @@ fn judge(frames: &[Vec<u8>], keys: &PublicKeys) -> Verdict {
     }
 }
 
-fn serve_zap(socket: &zmq::Socket, keys_dir: &Path, stop: &AtomicBool, refusals: &Refusals) {
+fn serve_zap(
+    socket: &zmq::Socket,
+    keys_dir: &Path,
+    stop: &AtomicBool,
+    refusals: &Refusals,
+    watches: &Mutex<Vec<(zmq::Socket, String)>>,
+) {
     let mut cache = KeyCache { dir: keys_dir.to_path_buf(), keys: PublicKeys::default(), read_at: None };
+    let mut monitors: Vec<(zmq::Socket, String)> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        if !matches!(socket.poll(zmq::POLLIN, 100), Ok(n) if n > 0) {
+        monitors.append(&mut watches.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let mut items: Vec<zmq::PollItem<'_>> = std::iter::once(socket.as_poll_item(zmq::POLLIN))
+            .chain(monitors.iter().map(|(monitor, _)| monitor.as_poll_item(zmq::POLLIN)))
+            .collect();
+        if !matches!(zmq::poll(&mut items, 100), Ok(n) if n > 0) {
             continue;
         }
-        let Ok(frames) = socket.recv_multipart(zmq::DONTWAIT) else { continue };
-        let request_id = frames.get(1).cloned().unwrap_or_default();
-        let verdict = judge(&frames, cache.current());
-        let (code, text, user_id) = match verdict {
-            Verdict::Admit(user_id) => ("200", "OK".to_string(), user_id),
-            Verdict::Refuse(reason) => {
-                let domain = frames.get(2).map(|d| String::from_utf8_lossy(d).into_owned()).unwrap_or_default();
-                let count = refusals.count(&domain);
-                let address = frames.get(3).map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
-                if count <= 5 || count % 1000 == 0 {
-                    tracing::warn!(from = address, socket = domain, refused = count, "refused a connection: {reason}");
-                }
-                ("400", reason, String::new())
+        let readable: Vec<bool> = items.iter().map(zmq::PollItem::is_readable).collect();
+        drop(items);
+        if readable[0] {
+            answer_zap(socket, &mut cache, refusals);
+        }
+        let mut stopped = Vec::new();
+        for (at, (monitor, domain)) in monitors.iter().enumerate().filter(|(at, _)| readable[at + 1]) {
+            if read_handshake_events(monitor, domain, refusals) {
+                stopped.push(at);
             }
-        };
-        let reply: [&[u8]; 6] = [b"1.0", &request_id, code.as_bytes(), text.as_bytes(), user_id.as_bytes(), b""];
-        let _ = socket.send_multipart(reply, 0);
+        }
+        for at in stopped.into_iter().rev() {
+            monitors.swap_remove(at);
+        }
     }
+}
+
+fn answer_zap(socket: &zmq::Socket, cache: &mut KeyCache, refusals: &Refusals) {
+    let Ok(frames) = socket.recv_multipart(zmq::DONTWAIT) else { return };
+    let request_id = frames.get(1).cloned().unwrap_or_default();
+    let verdict = judge(&frames, cache.current());
+    let (code, text, user_id) = match verdict {
+        Verdict::Admit(user_id) => ("200", "OK".to_string(), user_id),
+        Verdict::Refuse(reason) => {
+            let domain = frames.get(2).map(|d| String::from_utf8_lossy(d).into_owned()).unwrap_or_default();
+            let count = refusals.count(UNAUTHENTICATED, &domain);
+            let address = frames.get(3).map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
+            if count <= 5 || count % 1000 == 0 {
+                tracing::warn!(from = address, socket = domain, refused = count, "refused a connection: {reason}");
+            }
+            ("400", reason, String::new())
+        }
+    };
+    let reply: [&[u8]; 6] = [b"1.0", &request_id, code.as_bytes(), text.as_bytes(), user_id.as_bytes(), b""];
+    let _ = socket.send_multipart(reply, 0);
+}
+
+/// Counts the handshake failures a monitor reports; true once its socket has closed.
+fn read_handshake_events(monitor: &zmq::Socket, domain: &str, refusals: &Refusals) -> bool {
+    // Each event is two frames: (event u16 LE, value u32 LE), then the peer's address.
+    while let Ok(parts) = monitor.recv_multipart(zmq::DONTWAIT) {
+        let Some(head) = parts.first().and_then(|head| head.get(..6)) else { continue };
+        let event = zmq::SocketEvent::from_raw(u16::from_le_bytes([head[0], head[1]]));
+        let code = u32::from_le_bytes([head[2], head[3], head[4], head[5]]);
+        match event {
+            zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL => {
+                let count = refusals.count(HANDSHAKE_FAILED, domain);
+                if count <= 5 || count % 1000 == 0 {
+                    let peer = parts.get(1).map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
+                    let reason = handshake_failure(code);
+                    tracing::warn!(socket = domain, at = peer, refused = count, "a handshake failed: {reason}");
+                }
+            }
+            zmq::SocketEvent::MONITOR_STOPPED => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Whom a connecting socket expects to reach, under CURVE.
