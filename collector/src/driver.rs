@@ -242,6 +242,8 @@ pub fn run_in(
             last_progress = (Instant::now(), processed);
         }
         if last_publish.elapsed() >= Duration::from_secs(1) {
+            // Refused connections are rejections like any other, in the metrics as they come.
+            collector.refused_connections(&context.refusals());
             collector.publish(&metrics);
             last_publish = Instant::now();
         }

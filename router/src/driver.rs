@@ -168,6 +168,8 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
             if last_control.elapsed() > Duration::from_millis(100) {
                 out.check_peers();
                 collector_watch.check(&mut out)?;
+                // Refused connections are rejections like any other, in the metrics as they come.
+                router.refused_connections(&context.refusals());
                 router.publish(&metrics);
                 last_control = Instant::now();
             }

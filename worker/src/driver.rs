@@ -312,6 +312,8 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         }
         delivery.ask(&link, &stop)?;
         if last_progress.elapsed() >= PROGRESS_EVERY {
+            // Refused connections are rejections like any other, reported as they come.
+            worker.refused_connections(&context.refusals());
             worker.progress(&mut out);
             metrics.observe(&worker.snapshot());
             last_progress = Instant::now();
