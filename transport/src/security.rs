@@ -225,8 +225,18 @@ impl KeyPair {
         };
         let (public_line, public) = field("public-key")?;
         let (secret_line, secret) = field("secret-key")?;
-        decode_key(secret).map_err(|reason| invalid(path, Some(*secret_line), reason))?;
+        let secret_bytes = decode_key(secret).map_err(|reason| invalid(path, Some(*secret_line), reason))?;
         let public = PublicKey::parse(public).map_err(|reason| invalid(path, Some(*public_line), reason))?;
+        // A public half that is not the secret's would have every peer expect another key.
+        let derived = x25519_dalek::PublicKey::from(&x25519_dalek::StaticSecret::from(secret_bytes));
+        if zmq::z85_encode(derived.as_bytes()).ok().as_deref() != Some(public.as_str()) {
+            return Err(invalid(
+                path,
+                Some(*public_line),
+                "this public key is not the secret key's: the file's two halves are of different key pairs",
+            ));
+        }
+        warn_if_readable_by_others(path);
         let pair = KeyPair { public, secret: secret.clone() };
         Ok(pair)
     }
@@ -244,6 +254,21 @@ impl KeyPair {
 
     pub(crate) fn secret(&self) -> &str {
         &self.secret
+    }
+}
+
+/// A secret key readable by other users of the host is theirs too: said, once per load.
+fn warn_if_readable_by_others(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(metadata) = std::fs::metadata(path) {
+        let mode = metadata.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                file = %path.display(),
+                mode = format_args!("{mode:o}"),
+                "a secret key file others may read: anyone who can read it can act as this process (chmod 600)"
+            );
+        }
     }
 }
 
@@ -838,6 +863,14 @@ mod tests {
         }
         std::fs::write(&path, vec![b'#'; 5000]).unwrap();
         assert!(KeyPair::read(&path).unwrap_err().to_string().contains("longer than 4096 bytes"));
+        // Two valid halves of different key pairs: the public one is not the secret's.
+        let (one, other) = (KeyPair::generate().unwrap(), KeyPair::generate().unwrap());
+        std::fs::write(&path, format!("public-key = {}\nsecret-key = {}\n", other.public(), one.secret())).unwrap();
+        let error = KeyPair::read(&path).unwrap_err().to_string();
+        assert!(error.contains(":1: this public key is not the secret key's"), "{error}");
+        std::fs::remove_file(&path).unwrap();
+        one.write(&path).unwrap();
+        assert_eq!(KeyPair::read(&path).unwrap().public(), one.public(), "libsodium's pair and ours agree");
     }
 
     #[test]
