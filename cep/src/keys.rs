@@ -34,6 +34,11 @@ pub enum KeysCommand {
         /// every worker; repeat it for each (the hosts' cluster file names them).
         #[arg(long = "worker", value_name = "ID")]
         workers: Vec<String>,
+        /// Each key pair in a folder of its own, `DIR/<name>/<name>.key`, so that each can be
+        /// mounted alone (the compose file: one volume per role; the public keys in
+        /// `DIR/public`). Folders that are there already and empty (mount points) are used.
+        #[arg(long)]
+        folders: bool,
     },
 }
 
@@ -58,18 +63,20 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        KeysCommand::Init { dir, keep, workers } => {
-            if keep && dir.join("public").exists() {
-                ClusterKeys::check_complete(&dir, &workers)?;
+        KeysCommand::Init { dir, keep, workers, folders } => {
+            let layout = if folders { Layout::Folders } else { Layout::Flat };
+            // (The public folder may be an empty mount point: what was written is its router key.)
+            if keep && dir.join("public").join(Role::Router.name()).exists() {
+                ClusterKeys::check_complete(&dir, &workers, layout)?;
                 println!("keeping the keys in {}", dir.display());
                 return Ok(());
             }
-            let keys = ClusterKeys::create(&dir, &workers)?;
+            let keys = ClusterKeys::create_as(&dir, &workers, layout)?;
             println!("wrote one key pair per role into {}", dir.display());
             println!(
-                "every process takes --keys {} and --key {}/<role>.key (a worker given --worker: <id>.key)",
+                "every process takes --keys {} and --key {} (a worker given --worker: <id> for <role>)",
                 keys.public.display(),
-                dir.display()
+                keys.key("<role>").display()
             );
             Ok(())
         }
@@ -95,9 +102,14 @@ fn key_names(workers: &[String]) -> anyhow::Result<Vec<(Role, String)>> {
     Ok(names)
 }
 
-/// Keys are never overwritten: fails naming the first of `paths` that exists.
+/// Keys are never overwritten: fails naming the first of `paths` that exists (an empty folder,
+/// a mount point waiting for them, is not in the way).
 fn refuse_existing(paths: &[&Path]) -> anyhow::Result<()> {
-    match paths.iter().find(|path| path.exists()) {
+    let in_the_way = |path: &Path| match std::fs::read_dir(path) {
+        Ok(mut entries) => entries.next().is_some(),
+        Err(_) => path.exists(),
+    };
+    match paths.iter().find(|path| in_the_way(path)) {
         Some(path) => bail!("{} exists: keys are never overwritten", path.display()),
         None => Ok(()),
     }
@@ -118,6 +130,15 @@ fn public_path(file: &Path) -> PathBuf {
     }
 }
 
+/// Where a cluster's key pairs lie in its folder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// `DIR/<name>.key` (the hosts' layout, `cep run --secure`).
+    Flat,
+    /// `DIR/<name>/<name>.key`: a folder each, to be mounted alone.
+    Folders,
+}
+
 /// A cluster's keys, as [`ClusterKeys::create`] lays them out.
 #[derive(Clone, Debug)]
 pub struct ClusterKeys {
@@ -125,13 +146,19 @@ pub struct ClusterKeys {
     pub dir: PathBuf,
     /// The public keys folder (`dir/public`).
     pub public: PathBuf,
+    layout: Layout,
 }
 
 impl ClusterKeys {
     /// Writes a key pair per role, and one per named worker (`workers`, each listed under
     /// `worker/`); with no names, one `worker.key` for every worker.
     pub fn create(dir: &Path, workers: &[String]) -> anyhow::Result<ClusterKeys> {
-        let keys = ClusterKeys { dir: dir.to_path_buf(), public: dir.join("public") };
+        ClusterKeys::create_as(dir, workers, Layout::Flat)
+    }
+
+    /// [`Self::create`], laid out as `layout` says.
+    pub fn create_as(dir: &Path, workers: &[String], layout: Layout) -> anyhow::Result<ClusterKeys> {
+        let keys = ClusterKeys { dir: dir.to_path_buf(), public: dir.join("public"), layout };
         let names = key_names(workers)?;
         // Every name is checked before any file is written: a refusal leaves nothing behind.
         if dir.exists() && !dir.is_dir() {
@@ -152,8 +179,8 @@ impl ClusterKeys {
 
     /// Fails unless `dir` holds every key pair [`Self::create`] would write for `workers`, and the
     /// public keys folder with the router's key: a folder left half-written is not kept.
-    pub fn check_complete(dir: &Path, workers: &[String]) -> anyhow::Result<()> {
-        let keys = ClusterKeys { dir: dir.to_path_buf(), public: dir.join("public") };
+    pub fn check_complete(dir: &Path, workers: &[String], layout: Layout) -> anyhow::Result<()> {
+        let keys = ClusterKeys { dir: dir.to_path_buf(), public: dir.join("public"), layout };
         for (_, name) in key_names(workers)? {
             KeyPair::read(&keys.key(&name)).with_context(|| format!("{} holds no whole set of keys", dir.display()))?;
         }
@@ -164,7 +191,10 @@ impl ClusterKeys {
 
     /// The key pair file of `name` (a role, or a worker's name).
     pub fn key(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}.key"))
+        match self.layout {
+            Layout::Flat => self.dir.join(format!("{name}.key")),
+            Layout::Folders => self.dir.join(name).join(format!("{name}.key")),
+        }
     }
 
     /// The flags of a process holding `name`'s key.
@@ -204,10 +234,31 @@ mod tests {
             assert!(!other.exists(), "nothing written");
         }
         // Kept only when whole.
-        ClusterKeys::check_complete(&keys.dir, &["w1".into(), "w2".into()]).unwrap();
+        ClusterKeys::check_complete(&keys.dir, &["w1".into(), "w2".into()], Layout::Flat).unwrap();
         std::fs::remove_file(keys.key("injector")).unwrap();
-        let half = ClusterKeys::check_complete(&keys.dir, &["w1".into(), "w2".into()]).unwrap_err();
+        let half = ClusterKeys::check_complete(&keys.dir, &["w1".into(), "w2".into()], Layout::Flat).unwrap_err();
         assert!(format!("{half:#}").contains("holds no whole set of keys"), "{half:#}");
+    }
+
+    #[test]
+    fn in_folders_each_key_pair_has_one_of_its_own_and_empty_mount_points_are_used() {
+        let dir = tempfile::tempdir().unwrap();
+        // As the compose file mounts them: a volume per role and one for the public keys.
+        for folder in ["router", "worker", "public"] {
+            std::fs::create_dir(dir.path().join(folder)).unwrap();
+        }
+        let keys = ClusterKeys::create_as(dir.path(), &[], Layout::Folders).unwrap();
+        assert_eq!(keys.key("router"), dir.path().join("router/router.key"));
+        let public = PublicKeys::read(&keys.public).unwrap();
+        for name in ["router", "worker", "collector", "injector", "operator"] {
+            let pair = KeyPair::read(&dir.path().join(name).join(format!("{name}.key"))).unwrap();
+            let entries: Vec<_> = std::fs::read_dir(dir.path().join(name)).unwrap().collect();
+            assert_eq!(entries.len(), 1, "{name}'s folder holds its key pair only");
+            assert!(public.lookup(pair.public()).is_some());
+        }
+        ClusterKeys::check_complete(dir.path(), &[], Layout::Folders).unwrap();
+        let again = ClusterKeys::create_as(dir.path(), &[], Layout::Folders).unwrap_err().to_string();
+        assert!(again.contains("keys are never overwritten"), "{again}");
     }
 
     #[test]

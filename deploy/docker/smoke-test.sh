@@ -5,8 +5,9 @@
 # and checks summary.json (processed ==
 # sent, nothing lost, the two rescales) and that outputs.csv equals the standalone engine's
 # outputs over the recorded input, row for row. The cluster runs secure (the compose file's
-# default: CURVE on every socket): an injector with a key nobody listed is refused and counted.
-# Tears everything down even when a step fails.
+# default: CURVE on every socket): an injector with a key nobody listed is refused and counted,
+# each service container mounts its own role's key only, and the operator's commands run in
+# the `ops` service. Tears everything down even when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -28,11 +29,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-status() {
-    compose "${files[@]}" exec -T -e CEP_KEY=/keys/operator.key router \
-        /cep cluster status --interval 0 --router tcp://127.0.0.1:5556 2>/dev/null || true
+fail() { echo "compose smoke test failed: $*" >&2; exit 1; }
+# What the compose file's `ops` service runs, started by docker itself: docker-compose v1 is a
+# Python program, seconds per `run`, and the status is polled while the stream goes.
+ops() {
+    docker run --rm --network "${COMPOSE_PROJECT_NAME}_default" \
+        -v "${COMPOSE_PROJECT_NAME}_operator-key:/keys/operator:ro" -v "${COMPOSE_PROJECT_NAME}_public-keys:/keys/public:ro" \
+        -e CEP_KEY=/keys/operator/operator.key -e CEP_KEYS=/keys/public -e CEP_ROUTER=tcp://router:5556 "$image" "$@"
 }
-# Polls `cep cluster status` (run inside the router's container) until `check` accepts it.
+status() {
+    ops cluster status --interval 0 2>/dev/null || true
+}
+# Polls `cep cluster status` (with the operator's key) until `check` accepts it.
 wait_until() {
     local what=$1 check=$2 text=""
     # docker-compose v1 is a Python program: each exec costs CPU the cluster shares, so poll gently.
@@ -57,8 +65,22 @@ compose "${files[@]}" up -d --scale worker=2
 wait_until "the run to start with 2 workers" running_with_two
 # (Read whole first: `grep -q` leaving early would fail the pipe under pipefail.)
 router_log=$(compose "${files[@]}" logs router)
-grep -q "secure: CURVE on every socket" <<<"$router_log" ||
-    { echo "compose smoke test failed: the router does not run CURVE" >&2; exit 1; }
+grep -q "secure: CURVE on every socket" <<<"$router_log" || fail "the router does not run CURVE"
+# The operator's service answers as the README says, and no service container holds a key of
+# another role than its own (the operator's is in none of them).
+ops_status=$(compose "${files[@]}" run --rm -T ops cluster status --interval 0 2>&1) ||
+    fail "docker compose run --rm ops cluster status: $ops_status"
+grep -q ' active ' <<<"$ops_status" || fail "the ops service's status shows no worker: $ops_status"
+for service in router collector worker injector; do
+    for container in $(compose "${files[@]}" ps -q "$service"); do
+        for volume in $(docker inspect --format '{{range .Mounts}}{{if .Name}}{{.Name}} {{end}}{{end}}' "$container"); do
+            case $volume in
+                "${COMPOSE_PROJECT_NAME}_${service}-key" | "${COMPOSE_PROJECT_NAME}_public-keys") ;;
+                *) fail "the $service container mounts $volume" ;;
+            esac
+        done
+    done
+done
 # An injector whose key is in no list, meanwhile (docker-compose v1 takes seconds to start it):
 # the router does not even answer it. Its verdict is read at the end.
 (

@@ -9,7 +9,7 @@ use cep_core::frame::{AwaitEnd, ClockReply, ClockRequest, EndAck, Frame, RunFini
 use cep_core::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use cep_core::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
-    StatusRequest, StreamsOpened, SymbolState, Welcome,
+    StatusRequest, StreamsOpened, SymbolState, Welcome, WorkerJoined,
 };
 use cep_core::wire::FrameKind;
 use libfuzzer_sys::fuzz_target;
@@ -67,6 +67,7 @@ fn decode(frame: &Frame<'_>, ticks: &mut Vec<cep_core::tick::TickRecord>, output
         FrameKind::DeliveryQuery => drop(frame.body::<DeliveryQuery>()),
         FrameKind::DeliveryStatus => drop(frame.body::<DeliveryStatus>()),
         FrameKind::Restored => drop(frame.body::<Restored>()),
+        FrameKind::WorkerJoined => drop(frame.body::<WorkerJoined>()),
     }
 }
 
