@@ -130,10 +130,11 @@ impl PipelineArgs {
 
     /// The launcher's arguments for one cluster run of `measure` over `transport`.
     fn launch(&self, transport: Kind, measure: Measure, out: PathBuf) -> LaunchArgs {
+        let secure = transport == Kind::Curve;
         let transport = match transport {
             Kind::Inproc => LocalTransport::Inproc,
             Kind::Ipc => LocalTransport::Ipc,
-            Kind::Tcp => LocalTransport::Tcp,
+            Kind::Tcp | Kind::Curve => LocalTransport::Tcp,
         };
         let (rate, count, duration, warmup) = match measure {
             Measure::Throughput => (0.0, Some(self.count), None, Duration::ZERO),
@@ -150,6 +151,7 @@ impl PipelineArgs {
             csv: cep_collector::CsvMode::None,
             quiet: true,
             out,
+            secure,
             // The reference workload: symbols, seed, batch and rules as every run has them.
             ..Default::default()
         }
@@ -605,6 +607,9 @@ pub fn summary_text(results: &PipelineResults) -> String {
         out,
         "The engine alone has no end to end: its figure is its cost per event in us (1 / its throughput), not a latency. The cluster rows' latency runs from each tick's intended send time to its output at the collector."
     );
+    if let Some(line) = curve_cost(&results.rows) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(out, "Order of the measurements: {}.", results.order.join("; "));
     for row in &results.rows {
         for problem in &row.problems {
@@ -615,6 +620,21 @@ pub fn summary_text(results: &PipelineResults) -> String {
         let _ = writeln!(out, "! interrupted: the rows hold what was measured before Ctrl-C.");
     }
     out
+}
+
+/// What CURVE costs, when both `tcp` and `curve` were measured: their ratios in this run.
+fn curve_cost(rows: &[Row]) -> Option<String> {
+    let row = |kind: Kind| rows.iter().find(|row| row.transport == Some(kind));
+    let (tcp, curve) = (row(Kind::Tcp)?, row(Kind::Curve)?);
+    let throughput = curve.throughput_eps? / tcp.throughput_eps?;
+    let mut line = format!(
+        "CURVE (every socket encrypted and authenticated): throughput x{throughput:.3} of tcp's ({:.1} % cost)",
+        (1.0 - throughput) * 100.0
+    );
+    if let (Some(open), Some(secure)) = (&tcp.latency_us, &curve.latency_us) {
+        line += &format!(", p50 x{:.2} and p99 x{:.2} of tcp's", secure.p50 / open.p50, secure.p99 / open.p99);
+    }
+    Some(line + ".")
 }
 
 /// `1.5 s`, `10 s`, `500 ms`.
@@ -882,5 +902,35 @@ mod tests {
         let tcp_line = text.lines().find(|line| line.starts_with("tcp ")).unwrap();
         assert!(tcp_line.contains("1.00 M ev/s!") && tcp_line.contains("unknown!"), "{tcp_line}");
         assert!(text.contains("! tcp: throughput run over tcp"), "{text}");
+        assert!(!text.contains("CURVE"), "no curve row, no CURVE line");
+    }
+
+    #[test]
+    fn curve_is_the_cluster_over_tcp_secure_and_its_cost_a_ratio_to_tcp() {
+        let args = PipelineArgs {
+            transports: vec![Kind::Tcp, Kind::Curve],
+            ..PipelineArgs::new(None, None, PipelineFlags::default(), None)
+        };
+        let launch = args.launch(Kind::Curve, Measure::Throughput, PathBuf::from("x"));
+        assert_eq!((launch.transport, launch.secure), (LocalTransport::Tcp, true));
+        assert!(!args.launch(Kind::Tcp, Measure::Throughput, PathBuf::from("x")).secure);
+        let runs = vec![
+            run(Kind::Tcp, Measure::Throughput, 2e6, 0.0, Some(0)),
+            run(Kind::Tcp, Measure::Latency, 2e5, 400.0, Some(0)),
+            run(Kind::Curve, Measure::Throughput, 1.8e6, 0.0, Some(0)),
+            run(Kind::Curve, Measure::Latency, 2e5, 500.0, Some(0)),
+        ];
+        let mut rows = rows(&args, &[], &runs);
+        for row in &mut rows[1..] {
+            row.latency_us.as_mut().unwrap().p50 = if row.transport == Some(Kind::Tcp) { 100.0 } else { 120.0 };
+        }
+        assert_eq!(
+            curve_cost(&rows).as_deref(),
+            Some(
+                "CURVE (every socket encrypted and authenticated): throughput x0.900 of tcp's (10.0 % cost), p50 x1.20 \
+                 and p99 x1.25 of tcp's."
+            )
+        );
+        assert_eq!(curve_cost(&rows[..2]), None);
     }
 }

@@ -27,6 +27,8 @@ pub enum Kind {
     Tcp,
     Ipc,
     Inproc,
+    /// With --pipeline only: the cluster over tcp with CURVE on every socket (`cep run --secure`).
+    Curve,
 }
 
 impl Kind {
@@ -35,6 +37,7 @@ impl Kind {
             Kind::Tcp => "tcp",
             Kind::Ipc => "ipc",
             Kind::Inproc => "inproc",
+            Kind::Curve => "curve",
         }
     }
 }
@@ -45,7 +48,8 @@ pub struct TransportArgs {
     /// on the same ticks: one table of throughput and latency with the ratio to the engine.
     #[arg(long)]
     pub pipeline: bool,
-    /// Transports to measure [default: tcp,ipc,inproc; with --pipeline inproc,ipc,tcp].
+    /// Transports to measure [default: tcp,ipc,inproc; with --pipeline inproc,ipc,tcp]; with
+    /// --pipeline also `curve`: tcp with CURVE on every socket (its cost: the ratio to tcp).
     #[arg(long, value_delimiter = ',')]
     pub transports: Option<Vec<Kind>>,
     /// Ticks per message, one point each.
@@ -194,6 +198,7 @@ fn measure(
             std::env::temp_dir().join(format!("cep-bench-{}-{point}", std::process::id())).display()
         ),
         Kind::Inproc => format!("inproc://bench-{point}"),
+        Kind::Curve => bail!("curve is measured with --pipeline only"),
     };
     // No receive limit: ZeroMQ 4.3 can drop what a sender had sent if it disconnects while the
     // receiver's queue is full, and the peer process exits right after its last message.
@@ -241,6 +246,11 @@ pub fn run(args: TransportArgs) -> anyhow::Result<()> {
         ));
     }
     let transports = args.transports.unwrap_or_else(|| RAW_TRANSPORTS.to_vec());
+    if transports.contains(&Kind::Curve) {
+        return Err(crate::cli::Usage::of(&anyhow::anyhow!(
+            "--transports curve is measured with --pipeline (the whole cluster over tcp with CURVE on every socket)"
+        )));
+    }
     let latency_rate = args.latency_rate.unwrap_or(RAW_LATENCY_RATE);
     let out = args.out.unwrap_or_else(|| PathBuf::from(RAW_OUT));
     std::fs::create_dir_all(&out)?;
