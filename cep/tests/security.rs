@@ -93,6 +93,18 @@ struct Roles {
     control: String,
 }
 
+/// Worker `id` with its own key, reaching the router at `control`.
+fn worker_config(keys: &ClusterKeys, control: &str, id: &str) -> WorkerConfig {
+    WorkerConfig {
+        router: control.to_string(),
+        id: Some(id.into()),
+        listen: "tcp://127.0.0.1:*".into(),
+        advertise: "127.0.0.1".into(),
+        security: keys.security(id),
+        ..WorkerConfig::default()
+    }
+}
+
 /// A secure router (one worker, `streams` streams), worker and collector, each in a context of
 /// its own as separate processes would be.
 fn start_secure_cluster(keys: &ClusterKeys, scratch: &Path, out: PathBuf, streams: u32) -> Roles {
@@ -112,14 +124,7 @@ fn start_secure_cluster(keys: &ClusterKeys, scratch: &Path, out: PathBuf, stream
         std::thread::spawn(move || cep_router::run(router, shutdown))
     };
     let (data, control) = common::announced(&announce);
-    let worker = WorkerConfig {
-        router: control.clone(),
-        id: Some("worker-0".into()),
-        listen: "tcp://127.0.0.1:*".into(),
-        advertise: "127.0.0.1".into(),
-        security: keys.security("worker-0"),
-        ..WorkerConfig::default()
-    };
+    let worker = worker_config(keys, &control, "worker-0");
     let worker = {
         let shutdown = shutdown.clone();
         std::thread::spawn(move || cep_worker::run(worker, shutdown))
@@ -280,14 +285,7 @@ fn a_worker_that_joins_is_known_by_its_own_key_and_a_worker_key_registers_only_i
     assert!(reason.contains("may register only as worker `spare`, not `worker-7`"), "{reason}");
 
     // worker-1 joins the running cluster and takes its share.
-    let joiner = WorkerConfig {
-        router: control.clone(),
-        id: Some("worker-1".into()),
-        listen: "tcp://127.0.0.1:*".into(),
-        advertise: "127.0.0.1".into(),
-        security: keys.security("worker-1"),
-        ..WorkerConfig::default()
-    };
+    let joiner = worker_config(&keys, &control, "worker-1");
     let joiner = std::thread::spawn(move || cep_worker::run(joiner, Arc::new(AtomicBool::new(false))));
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
