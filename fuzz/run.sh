@@ -12,7 +12,7 @@ for target in $targets; do
     case $target in rules) max_len=256 ;; replay) max_len=1024 ;; *) max_len=4096 ;; esac
     # The cores target starts a whole cluster per input (about 1,000 inputs a second): a tenth.
     target_runs=$runs
-    [ "$target" = cores ] && target_runs=$(( runs / 10 ))
+    [ "$target" = cores ] && target_runs=$(( runs / 10 > 0 ? runs / 10 : 1 ))
     start=$(date +%s)
     cargo fuzz run "$target" -s none -- -runs="$target_runs" -max_len="$max_len" -rss_limit_mb=2048 \
         -print_final_stats=1 2>"artifacts-$target.log" ||

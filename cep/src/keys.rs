@@ -1,7 +1,7 @@
 //! `cep keys`: CURVE key pairs for a secure cluster (docs/SECURITY.md).
 
 use anyhow::{bail, Context as _};
-use cep_transport::security::{write_public, KeyPair, Role};
+use cep_transport::security::{write_public, KeyPair, Role, SHARED_WORKER_KEY};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 
@@ -91,7 +91,16 @@ fn key_names(workers: &[String]) -> anyhow::Result<Vec<(Role, String)>> {
         [] => names.push((Role::Worker, Role::Worker.name().into())),
         named => names.extend(named.iter().map(|name| (Role::Worker, name.clone()))),
     }
+    if workers.iter().any(|name| name == SHARED_WORKER_KEY) {
+        bail!(
+            "--worker `{SHARED_WORKER_KEY}`: the name of the workers' shared key (it may register as any id); \
+             give this worker a name of its own"
+        );
+    }
     for (at, (_, name)) in names.iter().enumerate() {
+        if name == "public" {
+            bail!("--worker `public`: the name of the public keys' folder");
+        }
         if !is_plain_name(name) {
             bail!("--worker `{name}`: a worker id for a key file is letters, digits, `-`, `_` and `.`, not starting with `.`");
         }
@@ -228,9 +237,14 @@ mod tests {
         assert!(escape.starts_with("--worker `../x`"), "{escape}");
         // Refused before anything is written.
         let other = dir.path().join("other");
-        for workers in [vec!["router".to_string()], vec!["w0".into(), "w0".into()]] {
+        for (workers, expected) in [
+            (vec!["router".to_string()], "the name of another key"),
+            (vec!["w0".into(), "w0".into()], "the name of another key"),
+            (vec!["public".into()], "the name of the public keys' folder"),
+            (vec!["w0".into(), "worker".into()], "the name of the workers' shared key"),
+        ] {
             let error = ClusterKeys::create(&other, &workers).unwrap_err().to_string();
-            assert!(error.contains("the name of another key"), "{error}");
+            assert!(error.contains(expected), "{error}");
             assert!(!other.exists(), "nothing written");
         }
         // Kept only when whole.

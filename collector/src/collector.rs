@@ -109,9 +109,10 @@ struct Senders {
     /// `Ready`, a joined worker's from the router's [`WorkerJoined`] (empty: open, or not
     /// known yet).
     worker_keys: Vec<String>,
-    /// Frames held back, per worker index, because no key was known for it yet: they come
-    /// again once asked. An index that never gets one was spoken for by a key that is not it.
-    unbound: BTreeMap<u32, u64>,
+    /// Frames held back because no key was known yet for their worker index, by (index, the
+    /// sender's key): they come again once asked. Once the index is bound, those of any other
+    /// key were spoken by a key that is not that worker's; so are all of an index never bound.
+    unbound: BTreeMap<(u32, String), u64>,
 }
 
 /// What the collector does with a frame of a source on a secure socket.
@@ -144,24 +145,86 @@ impl Senders {
             )),
             // (A higher index is refused with its frame's position, as for any sender.)
             None if (source as usize) < MAX_WORKERS => {
-                *self.unbound.entry(source).or_insert(0) += 1;
+                *self.unbound.entry((source, sender.key().to_string())).or_insert(0) += 1;
                 Admission::Later
             }
             None => Admission::Take,
         }
     }
 
-    /// Worker `index` registered with `key` (empty: the router runs open).
-    fn bind(&mut self, index: u32, key: &str) {
-        let index = index as usize;
-        if key.is_empty() || index >= MAX_WORKERS {
-            return;
+    /// Worker `index` registered with `key` (empty: the router runs open). Returns the frames
+    /// held back for that index: (those of this key, which come again; those of other keys).
+    /// A key once bound stays: a worker's index is never given to another.
+    fn bind(&mut self, index: u32, key: &str) -> (u64, u64) {
+        let at = index as usize;
+        if key.is_empty() || at >= MAX_WORKERS {
+            return (0, 0);
         }
-        if self.worker_keys.len() <= index {
-            self.worker_keys.resize(index + 1, String::new());
+        if self.worker_keys.len() <= at {
+            self.worker_keys.resize(at + 1, String::new());
         }
-        self.worker_keys[index] = key.to_string();
-        self.unbound.remove(&(index as u32));
+        if !self.worker_keys[at].is_empty() {
+            if self.worker_keys[at] != key {
+                tracing::warn!(worker = index, "a second key for worker {index} is ignored: the first stays");
+            }
+            return (0, 0);
+        }
+        self.worker_keys[at] = key.to_string();
+        let held: Vec<(u32, String)> = self
+            .unbound
+            .range((index, String::new())..)
+            .take_while(|((i, _), _)| *i == index)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let (mut own, mut others) = (0, 0);
+        for entry in held {
+            let frames = self.unbound.remove(&entry).unwrap_or(0);
+            match entry.1 == key {
+                true => own += frames,
+                false => others += frames,
+            }
+        }
+        (own, others)
+    }
+
+    /// Frames held back for indexes no worker joined as, by index: every one spoken by a
+    /// worker key for a worker it is not.
+    fn never_bound(&mut self) -> BTreeMap<u32, u64> {
+        let mut frames = BTreeMap::new();
+        for ((index, _), count) in std::mem::take(&mut self.unbound) {
+            *frames.entry(index).or_insert(0) += count;
+        }
+        frames
+    }
+}
+
+/// Whether the frame `frame`, in an envelope of `source`, is one that source sends: the
+/// router's records (reports, rescales, failovers, joins) only from the router, a worker's
+/// frames only from a worker, and a clock report only about the process that sends it.
+fn source_may_send(source: u32, frame: &cep_core::frame::Frame<'_>) -> Result<(), String> {
+    let kind = frame.kind();
+    let from_router = source == ROUTER_SOURCE;
+    let routers = matches!(
+        kind,
+        FrameKind::RouterReport
+            | FrameKind::RescaleStarted
+            | FrameKind::Rescaled
+            | FrameKind::WorkerFailed
+            | FrameKind::WorkerJoined
+    );
+    if kind == FrameKind::ClockReport {
+        let node = frame.body::<ClockReport>().map(|report| report.node).unwrap_or_default();
+        let routers_name = node == "router";
+        return match (from_router, routers_name || node.starts_with("injector-")) {
+            (true, _) if routers_name => Ok(()),
+            (false, false) => Ok(()),
+            _ => Err(format!("a clock report of `{node}` from source {source}, not that process")),
+        };
+    }
+    match (routers, from_router) {
+        (true, false) => Err(format!("a {kind:?} frame from worker {source}: only the router sends it")),
+        (false, true) => Err(format!("a {kind:?} frame from the router: only workers send it")),
+        _ => Ok(()),
     }
 }
 
@@ -339,18 +402,21 @@ impl<W: Write> Collector<W> {
                 }
                 Admission::Later => {
                     self.positions.ask_again(sequenced.source);
-                    self.observed.resent_frames += 1;
                     return Ok(());
                 }
             }
         }
         let inner = cep_core::frame::Frame::read(sequenced.frame, self.max_frame_bytes);
-        // A worker speaks for itself only (the router's frames carry sender 0): a frame that
-        // does not takes no place in the source's stream.
+        // A worker speaks for itself only (the router's frames carry sender 0), and each sends
+        // only its own kinds: a frame that does not takes no place in the source's stream.
         if let Ok(inner) = &inner {
             if inner.sender() != sequenced.source && sequenced.source != ROUTER_SOURCE {
                 let detail = format_args!("a frame of sender {} from source {}", inner.sender(), sequenced.source);
                 self.rejections.reject("sender_mismatch", Some(sequenced.source), &detail);
+                return Ok(());
+            }
+            if let Err(reason) = source_may_send(sequenced.source, inner) {
+                self.rejections.reject("unauthorized_sender", Some(sequenced.source), &reason);
                 return Ok(());
             }
         }
@@ -402,9 +468,13 @@ impl<W: Write> Collector<W> {
                 }
             }
             FrameKind::WorkerReport => {
-                if let Some(report) =
-                    self.rejections.decode::<WorkerReport>(&frame).filter(|r| self.admit_worker(r.index))
-                {
+                let Some(report) = self.rejections.decode::<WorkerReport>(&frame) else { return Ok(()) };
+                if report.index != frame.sender() {
+                    let detail = format_args!("worker {}'s report sent as worker {}", report.index, frame.sender());
+                    self.rejections.reject("sender_mismatch", Some(frame.sender()), &detail);
+                    return Ok(());
+                }
+                if self.admit_worker(report.index) {
                     if let Some(last) = report.streams.iter().map(|s| s.stream).max() {
                         self.admit_stream(last);
                     }
@@ -454,7 +524,12 @@ impl<W: Write> Collector<W> {
                 if let Some(joined) = self.rejections.decode::<WorkerJoined>(&frame) {
                     if self.admit_worker(joined.index) {
                         self.shape.workers[joined.index as usize].clone_from(&joined.id);
-                        self.senders.bind(joined.index, &joined.key);
+                        let (again, forged) = self.senders.bind(joined.index, &joined.key);
+                        // Its own held-back frames come again; those of any other key were forged.
+                        self.observed.resent_frames += again;
+                        let detail =
+                            format_args!("frames of worker {} from another key, before it joined", joined.index);
+                        self.rejections.reject_many("unauthorized_sender", forged, Some(joined.index), &detail);
                     }
                 }
             }
@@ -710,11 +785,9 @@ impl<W: Write> Collector<W> {
             self.rejections.reject("frames_lost", Some(source), &detail);
         }
         // Frames for an index no worker joined as: a worker key spoke for a worker it is not.
-        for (source, frames) in std::mem::take(&mut self.senders.unbound) {
+        for (source, frames) in self.senders.never_bound() {
             let detail = format_args!("frames of worker {source} from a worker key, and no worker joined as {source}");
-            for _ in 0..frames {
-                self.rejections.reject("unauthorized_sender", Some(source), &detail);
-            }
+            self.rejections.reject_many("unauthorized_sender", frames, Some(source), &detail);
         }
         let end_ns = if self.every_worker_reported() { self.last_report_ns } else { self.last_frame_ns };
         let summary = self.summary_until(end_ns);
@@ -1375,12 +1448,26 @@ mod tests {
         for frame in &early {
             collector.handle_from(frame, from(&w1_id), 2_000).unwrap();
         }
-        // Another worker key speaking for index 2, which no worker joined as.
+        // Another worker key speaking for index 1 before it joined, and for index 2, which no
+        // worker joins as; worker 0 naming its own key for index 1 (only the router says who
+        // joined) and filing a report as worker 1.
+        let mut early_forger = DeliveryLog::new(1, 1, 1 << 20);
+        collector.handle_from(early_forger.push(&rules_of(1)), from(&forger_id), 2_010).unwrap();
         let mut stray = DeliveryLog::new(2, 1, 1 << 20);
         collector.handle_from(stray.push(&outputs_of(2, b"S8", 0, &[0])), from(&forger_id), 2_050).unwrap();
+        // (A frame refused before its position is read takes no place in its source's stream.)
+        let rebind = WorkerJoined { index: 1, id: "w1".into(), key: w0.clone() }.encode(0);
+        collector.handle_from(DeliveryLog::new(0, 1, 1 << 20).push(&rebind), from(&w0_id), 2_060).unwrap();
+        let mut start = DeliveryLog::new(0, 1, 1 << 20);
+        let mut as_other = report_of(1, 0, 0, 0);
+        as_other[3] = 0; // sent as worker 0 (the header's sender), reporting for worker 1
+        collector.handle_from(start.push(&as_other), from(&w0_id), 2_070).unwrap();
         let (_, saved, _) = collector.save().unwrap();
         assert_eq!(saved.resend, [1, 2], "both asked to send again");
-        assert!(saved.positions.iter().all(|&(_, position)| position == 0), "nothing was taken");
+        assert!(
+            saved.positions.iter().all(|&(source, position)| position == 0 || source == 0),
+            "nothing of 1 or 2 was taken"
+        );
         let joined = WorkerJoined { index: 1, id: "w1".into(), key: w1.clone() }.encode(0);
         collector.handle_from(router.push(&joined), from(&router_id), 2_100).unwrap();
         // Now the forger is refused for index 1, and the real worker's resend is taken.
@@ -1389,15 +1476,16 @@ mod tests {
         for frame in &early {
             collector.handle_from(frame, from(&w1_id), 2_200).unwrap();
         }
-        let mut start = DeliveryLog::new(0, 1, 1 << 20);
         collector.handle_from(start.push(&rules()), from(&w0_id), 2_250).unwrap();
         collector.handle_from(start.push(&outputs(0, &[0])), from(&w1_id), 2_300).unwrap();
         assert_eq!(collector.workers()[1], "w1");
         let summary = collector.finish(|_| {}).unwrap().summary;
         assert_eq!(summary.outputs.get("perc"), Some(&1), "worker 1's one output, once");
-        assert_eq!(summary.resent_frames, 3);
-        // The forger for index 1, worker 1's key for worker 0, and the frame for index 2.
-        assert_eq!(summary.rejected["collector"], BTreeMap::from([("unauthorized_sender".to_string(), 3)]));
+        assert_eq!(summary.resent_frames, 2, "worker 1's own two frames came again");
+        // The forger for index 1 (before and after the join), worker 0's WorkerJoined, worker
+        // 1's key for worker 0, and the frame for index 2; worker 0's report as worker 1.
+        let expected = [("sender_mismatch".to_string(), 1), ("unauthorized_sender".to_string(), 5)];
+        assert_eq!(summary.rejected["collector"], BTreeMap::from(expected));
     }
 
     #[test]

@@ -168,6 +168,16 @@ impl Rejections {
         }
     }
 
+    /// Counts `count` rejections of one cause at once (logged once, if any).
+    pub fn reject_many(&mut self, cause: &str, count: u64, sender: Option<u32>, detail: &dyn std::fmt::Display) {
+        if count == 0 {
+            return;
+        }
+        *self.counts.entry(cause.to_string()).or_insert(0) += count;
+        let sender = sender.map_or_else(|| "unknown".to_string(), |id| id.to_string());
+        tracing::warn!(place = self.place, cause, sender, count, "rejected: {detail}");
+    }
+
     /// Checks a received frame's size and header; a frame that fails is counted and `None`.
     pub fn accept<'a>(&mut self, frame: &'a [u8], max_bytes: usize) -> Option<Frame<'a>> {
         match Frame::read(frame, max_bytes) {

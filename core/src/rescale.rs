@@ -145,10 +145,11 @@ pub struct RescaleStarted {
     pub symbols: Vec<(String, u32)>,
 }
 
-/// A worker joined the running cluster: router -> collector, as the router answers its
-/// registration (before the worker can send anything). On a secure cluster the collector
-/// takes that index's frames from this key only, as it does for the workers of the start
-/// (theirs come in `Ready`).
+/// A worker joined the running cluster: router -> collector, sent as the router answers its
+/// registration (on another connection than the worker's, so it may arrive after the worker's
+/// first frames: the collector holds those back and asks them again). On a secure cluster the
+/// collector takes that index's frames from this key only, as it does for the workers of the
+/// start (theirs come in `Ready`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerJoined {
     /// Its index.

@@ -318,8 +318,8 @@ impl Chain {
         *self = Chain { seq, t_inject, t_router_in };
     }
 
-    /// Reads the next record's `(seq, t_inject, t_router_in)`. Any three integers decode (the
-    /// sums wrap), so a forged difference gives a wrong number, never an error or a panic.
+    /// Reads the next record's `(seq, t_inject, t_router_in)`. Any three 64-bit signed integers
+    /// decode (the sums wrap), so a forged difference gives a wrong number, never a panic.
     #[inline]
     fn read(&mut self, rd: &mut Reader<'_>) -> Result<(u64, u64, u64), DecodeError> {
         self.seq = self.seq.wrapping_add(rd.int()? as u64);

@@ -66,21 +66,25 @@ wait_until "the run to start with 2 workers" running_with_two
 # (Read whole first: `grep -q` leaving early would fail the pipe under pipefail.)
 router_log=$(compose "${files[@]}" logs router)
 grep -q "secure: CURVE on every socket" <<<"$router_log" || fail "the router does not run CURVE"
-# The operator's service answers as the README says, and no service container holds a key of
-# another role than its own (the operator's is in none of them).
+# The operator's service answers as the README says.
 ops_status=$(compose "${files[@]}" run --rm -T ops cluster status --interval 0 2>&1) ||
     fail "docker compose run --rm ops cluster status: $ops_status"
 grep -q ' active ' <<<"$ops_status" || fail "the ops service's status shows no worker: $ops_status"
-for service in router collector worker injector; do
-    for container in $(compose "${files[@]}" ps -q "$service"); do
-        for volume in $(docker inspect --format '{{range .Mounts}}{{if .Name}}{{.Name}} {{end}}{{end}}' "$container"); do
-            case $volume in
-                "${COMPOSE_PROJECT_NAME}_${service}-key" | "${COMPOSE_PROJECT_NAME}_public-keys") ;;
-                *) fail "the $service container mounts $volume" ;;
-            esac
+# No service container holds a key of another role than its own (the operator's is in none).
+check_mounts() {
+    local service container volume
+    for service in router collector worker injector; do
+        for container in $(compose "${files[@]}" ps -q "$service"); do
+            for volume in $(docker inspect --format '{{range .Mounts}}{{if .Name}}{{.Name}} {{end}}{{end}}' "$container"); do
+                case $volume in
+                    "${COMPOSE_PROJECT_NAME}_${service}-key" | "${COMPOSE_PROJECT_NAME}_public-keys") ;;
+                    *) fail "the $service container mounts $volume" ;;
+                esac
+            done
         done
     done
-done
+}
+check_mounts
 # An injector whose key is in no list, meanwhile (docker-compose v1 takes seconds to start it):
 # the router does not even answer it. Its verdict is read at the end.
 (
@@ -90,6 +94,7 @@ done
 stranger_refused=$!
 compose "${files[@]}" up -d --scale worker=3 --no-recreate
 wait_until "the third worker to join" three_settled
+check_mounts   # the worker that joined too
 # SIGTERM to one worker: it asks to leave, its symbols move to the other two, it exits 0.
 # (Lists are read whole before one is picked: `head` exiting early would fail the pipe with
 # SIGPIPE under pipefail, as docker-compose v1 writes its lines one by one.)

@@ -1,26 +1,48 @@
-//! The roles' cores fed hostile frames, as their drivers would feed them: a started router (two
-//! workers, one stream), worker 0 and a collector, wired as a cluster (what the router sends
-//! worker 0 reaches it, what either sends the collector reaches the collector), each also
-//! given frames straight from the input, as any sender could send them. Beyond the decoders,
-//! this is the accounting and the state machines under forged input: nothing may panic or
-//! allocate without bound, every core ends its run whatever it was fed, and a summary that
-//! says complete balances.
+//! The roles' cores fed hostile frames, as their drivers would feed them: a started secure
+//! router (two workers, one stream, every process registered with a key of its own), worker 0
+//! and a collector that checks who sends what, wired as a cluster (what the router sends worker
+//! 0 reaches it; what either sends the collector reaches it in its sender's envelope, from its
+//! key), each also given frames straight from the input as any key could send them. Beyond the
+//! decoders, this is the accounting and the state machines under forged input: nothing may
+//! panic or allocate without bound, every core ends its run whatever it was fed, and a summary
+//! that says complete balances.
 //!
 //! An input is a sequence of frames, each `[to, length: u16 LE, frame]`; `to` picks the core
-//! and the sender: the router's data socket as the stream's injector or as a stranger, its
-//! control socket as the collector, a worker or an operator (or open), worker 0, the collector.
+//! and the sender: the router's data socket as the stream's injector, as a worker or open; its
+//! control socket as worker 1, an operator, the collector or open; worker 0; the collector as
+//! the router, worker 0, worker 1 or open; or a tick of the router's clock.
 #![no_main]
 
 use cep_core::control::{Ready, Register, Role};
+use cep_core::delivery::{DeliveryLog, ROUTER_SOURCE};
 use cep_core::frame::{Body, Frame};
 use cep_core::outbox::{Peer, Recorded};
 use cep_router::deploying::Deployments;
 use cep_router::rendezvous::WorkerCount;
 use cep_router::router::RouterSettings;
-use cep_transport::security::{Peer as Authenticated, Role as KeyRole, Roles, Sender};
+use cep_transport::security::{Peer as Authenticated, PublicKey, Role as KeyRole, Roles, Sender};
 use libfuzzer_sys::fuzz_target;
 
-const KEY: &str = "0000000000000000000000000000000000000000";
+/// Each process's key (Z85: any 40 digits decode), and how its messages name it.
+const KEYS: [(&str, KeyRole, &str); 5] = [
+    ("w0", KeyRole::Worker, "0000000000000000000000000000000000000000"),
+    ("w1", KeyRole::Worker, "1111111111111111111111111111111111111111"),
+    ("c", KeyRole::Collector, "2222222222222222222222222222222222222222"),
+    ("i", KeyRole::Injector, "3333333333333333333333333333333333333333"),
+    ("ops", KeyRole::Operator, "4444444444444444444444444444444444444444"),
+];
+const ROUTER_KEY: &str = "router router 5555555555555555555555555555555555555555";
+
+fn peer(name: &str) -> Authenticated {
+    let (name, role, key) = KEYS.iter().find(|(n, _, _)| *n == name).expect("a known process");
+    Authenticated { roles: Roles::of(&[*role]), name: (*name).into(), key: PublicKey::parse(key).expect("a key") }
+}
+
+/// The `User-Id` of a message from `name`, as the ZAP handler writes it.
+fn user_id(name: &str) -> String {
+    let (name, role, key) = KEYS.iter().find(|(n, _, _)| *n == name).expect("a known process");
+    format!("{} {name} {key}", role.name())
+}
 
 fn register(role: Role, id: &str, streams: u32) -> Vec<u8> {
     let register = Register {
@@ -35,20 +57,19 @@ fn register(role: Role, id: &str, streams: u32) -> Vec<u8> {
     register.encode(0)
 }
 
-fn peer(role: KeyRole, name: &str) -> Authenticated {
-    Authenticated {
-        roles: Roles::of(&[role]),
-        name: name.into(),
-        key: cep_transport::security::PublicKey::parse(KEY).expect("a key"),
-    }
-}
-
 struct Cluster {
     router: cep_router::Router,
     worker: cep_worker::Worker,
     collector: cep_collector::Collector<Vec<u8>>,
-    out: Recorded,
+    /// What the router and worker 0 sent, each.
+    router_out: Recorded,
+    worker_out: Recorded,
     now: u64,
+    /// Their frames to the collector, in their envelopes.
+    router_log: DeliveryLog,
+    worker_log: DeliveryLog,
+    /// The `User-Id`s of the router, worker 0, worker 1 and the injector.
+    ids: [String; 4],
 }
 
 impl Cluster {
@@ -68,15 +89,16 @@ impl Cluster {
         };
         let source = cep_query::RulesSource::reference();
         let mut router = cep_router::Router::new(settings, Deployments::start(&source).expect("the reference rules"));
-        let mut out = Recorded { clock: 1_000, ..Default::default() };
-        for (client, role, id, streams) in
-            [("w0", Role::Worker, "w0", 0), ("w1", Role::Worker, "w1", 0), ("c", Role::Collector, "c", 0), ("i", Role::Injector, "i", 1)]
+        let mut router_out = Recorded { clock: 1_000, ..Default::default() };
+        for (name, role, streams) in
+            [("w0", Role::Worker, 0), ("w1", Role::Worker, 0), ("c", Role::Collector, 0), ("i", Role::Injector, 1)]
         {
-            router.control(client.as_bytes().to_vec(), &register(role, id, streams), 1, &mut out);
+            let body = register(role, name, streams);
+            router.control_from(name.as_bytes().to_vec(), Some(&peer(name)), &body, 1, &mut router_out);
         }
         router.start(1_000);
-        router.announce(None, &mut out);
-        let ready = out
+        router.announce(None, &mut router_out);
+        let ready = router_out
             .take()
             .into_iter()
             .find_map(|(to, frame)| match to {
@@ -84,7 +106,8 @@ impl Cluster {
                 _ => None,
             })
             .expect("worker 0 is answered");
-        let worker = cep_worker::Worker::start("w0".into(), &ready, 64, 1 << 20, &mut out).expect("a worker");
+        let mut worker_out = Recorded { clock: 1_000, ..Default::default() };
+        let worker = cep_worker::Worker::start("w0".into(), &ready, 64, 1 << 20, &mut worker_out).expect("a worker");
         let shape = cep_collector::collector::RunShape::of(&ready);
         let sinks = cep_collector::collector::Sinks {
             csv: cep_collector::csv::OutputsCsv::new(Vec::new()).expect("a sink"),
@@ -96,48 +119,87 @@ impl Cluster {
             )
             .expect("a sink"),
         };
-        let collector = cep_collector::Collector::new(shape, cep_collector::CsvMode::All, 1 << 20, sinks, 1_000);
-        let mut cluster = Cluster { router, worker, collector, out, now: 1_000 };
+        let keys = ready.workers.iter().map(|worker| worker.key.clone()).collect();
+        let collector = cep_collector::Collector::new(shape, cep_collector::CsvMode::All, 1 << 20, sinks, 1_000)
+            .authenticating(keys);
+        let mut cluster = Cluster {
+            router,
+            worker,
+            collector,
+            router_out,
+            worker_out,
+            now: 1_000,
+            router_log: DeliveryLog::new(ROUTER_SOURCE, 1, usize::MAX),
+            worker_log: DeliveryLog::new(0, 1, usize::MAX),
+            ids: [ROUTER_KEY.to_string(), user_id("w0"), user_id("w1"), user_id("i")],
+        };
         cluster.deliver();
         cluster
     }
 
-    /// What the cores sent each other reaches them, until nothing more moves.
+    /// What the cores sent each other reaches them, until nothing more moves: the router's
+    /// frames for worker 0 and worker 0's requests to the router, and both's frames to the
+    /// collector, each in its sender's envelope from its key.
     fn deliver(&mut self) {
         for _ in 0..8 {
-            let sent = self.out.take();
-            self.out.events.clear();
-            if sent.is_empty() {
+            let (from_router, from_worker) = (self.router_out.take(), self.worker_out.take());
+            self.router_out.events.clear();
+            self.worker_out.events.clear();
+            if from_router.is_empty() && from_worker.is_empty() {
                 return;
             }
-            for (to, frame) in sent {
+            for (to, frame) in from_router {
                 match to {
-                    Peer::Worker(0) => self.worker.handle(&frame, self.now, &mut self.out),
-                    Peer::Collector => drop(self.collector.handle(&frame, self.now)),
+                    Peer::Worker(0) => self.worker.handle(&frame, self.now, &mut self.worker_out),
+                    Peer::Collector => self.to_collector(true, &frame),
+                    _ => {}
+                }
+            }
+            for (to, frame) in from_worker {
+                match to {
+                    Peer::Router => {
+                        let w0 = peer("w0");
+                        self.router.control_from(b"w0".to_vec(), Some(&w0), &frame, self.now, &mut self.router_out);
+                    }
+                    Peer::Collector => self.to_collector(false, &frame),
                     _ => {}
                 }
             }
         }
     }
 
+    fn to_collector(&mut self, from_router: bool, frame: &[u8]) {
+        let (log, id) = match from_router {
+            true => (&mut self.router_log, &self.ids[0]),
+            false => (&mut self.worker_log, &self.ids[1]),
+        };
+        let envelope = log.push(frame).to_vec();
+        log.saved(log.last_position());
+        drop(self.collector.handle_from(&envelope, Some(Sender::new(id)), self.now));
+    }
+
     fn feed(&mut self, to: u8, frame: &[u8]) {
         self.now += 1_000;
-        self.out.clock = self.now;
-        let injector = format!("injector i {KEY}");
-        let stranger = format!("worker x {KEY}");
-        match to % 10 {
-            0 => self.router.data(frame, self.now, &mut self.out),
-            1 => self.router.data_from(frame, Some(Sender::new(&injector)), self.now, &mut self.out),
-            2 => self.router.data_from(frame, Some(Sender::new(&stranger)), self.now, &mut self.out),
-            3 => self.router.control(b"anyone".to_vec(), frame, self.now, &mut self.out),
-            4 => self.router.control_from(b"w1".to_vec(), Some(&peer(KeyRole::Worker, "w1")), frame, self.now, &mut self.out),
-            5 => self.router.control_from(b"ops".to_vec(), Some(&peer(KeyRole::Operator, "ops")), frame, self.now, &mut self.out),
-            6 => self.router.control_from(b"c".to_vec(), Some(&peer(KeyRole::Collector, "c")), frame, self.now, &mut self.out),
-            7 => self.worker.handle(frame, self.now, &mut self.out),
-            8 => drop(self.collector.handle(frame, self.now)),
-            _ => self.router.tick(self.now, &mut self.out),
+        self.router_out.clock = self.now;
+        self.worker_out.clock = self.now;
+        let (router_id, w0_id, w1_id, injector_id) = (&self.ids[0], &self.ids[1], &self.ids[2], &self.ids[3]);
+        let (router, out) = (&mut self.router, &mut self.router_out);
+        match to % 13 {
+            0 => router.data(frame, self.now, out),
+            1 => router.data_from(frame, Some(Sender::new(injector_id)), self.now, out),
+            2 => router.data_from(frame, Some(Sender::new(w0_id)), self.now, out),
+            3 => router.control(b"anyone".to_vec(), frame, self.now, out),
+            4 => router.control_from(b"w1".to_vec(), Some(&peer("w1")), frame, self.now, out),
+            5 => router.control_from(b"ops".to_vec(), Some(&peer("ops")), frame, self.now, out),
+            6 => router.control_from(b"c".to_vec(), Some(&peer("c")), frame, self.now, out),
+            7 => self.worker.handle(frame, self.now, &mut self.worker_out),
+            8 => drop(self.collector.handle_from(frame, Some(Sender::new(router_id)), self.now)),
+            9 => drop(self.collector.handle_from(frame, Some(Sender::new(w0_id)), self.now)),
+            10 => drop(self.collector.handle_from(frame, Some(Sender::new(w1_id)), self.now)),
+            11 => drop(self.collector.handle(frame, self.now)),
+            _ => router.tick(self.now, out),
         }
-        self.router.flush(&mut self.out);
+        self.router.flush(&mut self.router_out);
         self.deliver();
     }
 }
@@ -151,10 +213,8 @@ fuzz_target!(|data: &[u8]| {
         cluster.feed(*to, frame);
         rest = after;
     }
-    let mut out = std::mem::take(&mut cluster.out);
-    cluster.router.finish(&mut out);
-    cluster.worker.finish(&mut out);
-    cluster.out = out;
+    cluster.router.finish(&mut cluster.router_out);
+    cluster.worker.finish(&mut cluster.worker_out);
     cluster.deliver();
     let summary = cluster.collector.finish(|_| {}).expect("sinks in memory").summary;
     if summary.complete {

@@ -50,6 +50,11 @@ impl Context {
         self.secure.as_ref().map(|secure| secure.zap.refusals.by_socket()).unwrap_or_default()
     }
 
+    /// Bound sockets whose handshakes are watched now (a closed one is let go; 0 when open).
+    pub fn handshake_watches(&self) -> usize {
+        self.secure.as_ref().map_or(0, |secure| secure.zap.watching.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     pub(crate) fn zmq(&self) -> &zmq::Context {
         &self.zmq
     }
@@ -175,6 +180,26 @@ mod tests {
         for refused in [&plain, &forger, &misinformed] {
             refused.shorten_linger(Duration::ZERO);
         }
+    }
+
+    #[test]
+    fn a_closed_sockets_handshake_monitor_is_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let router = KeyPair::generate().unwrap();
+        let context = Context::secure(credentials(dir.path(), &router, &router)).unwrap();
+        let options = SocketOptions { failure_timeout: None, ..SocketOptions::default() };
+        let wait_for = |count: usize| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while context.handshake_watches() != count && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            context.handshake_watches()
+        };
+        let pulls: Vec<Pull> =
+            (0..3).map(|_| Pull::bind(&context, "tcp://127.0.0.1:*", &options, &[Role::Injector]).unwrap()).collect();
+        assert_eq!(wait_for(3), 3);
+        drop(pulls);
+        assert_eq!(wait_for(0), 0, "every monitor let go once its socket closed");
     }
 
     #[test]

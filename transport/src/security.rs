@@ -28,6 +28,9 @@ pub const Z85_KEY_LEN: usize = 40;
 const MAX_KEY_FILE_BYTES: u64 = 4096;
 /// How often the public keys directory may be read again.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
+/// zmq.h's `ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL` and `ZMQ_EVENT_MONITOR_STOPPED`.
+const EVENT_HANDSHAKE_FAILED_PROTOCOL: u32 = 0x2000;
+const EVENT_MONITOR_STOPPED: u32 = 0x0400;
 /// Where libzmq sends its authentication requests (RFC 27).
 const ZAP_ENDPOINT: &str = "inproc://zeromq.zap.01";
 
@@ -262,7 +265,7 @@ fn warn_if_readable_by_others(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     if let Ok(metadata) = std::fs::metadata(path) {
         let mode = metadata.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
+        if mode & 0o044 != 0 {
             tracing::warn!(
                 file = %path.display(),
                 mode = format_args!("{mode:o}"),
@@ -606,6 +609,7 @@ fn handshake_failure(code: u32) -> &'static str {
         0x1100_0001 => "its messages do not decrypt: it does not know this server's key",
         0x1100_0002 => "it does not run CURVE (a client without --key, or another mechanism)",
         0x1000_0001..=0x1000_0018 => "a malformed or out-of-order handshake command",
+        0x2000_0000..=0x2000_0005 => "this process's authentication handler answered badly",
         _ => "a handshake that is not ZeroMQ's CURVE",
     }
 }
@@ -618,6 +622,8 @@ pub(crate) struct Zap {
     pub(crate) refusals: Arc<Refusals>,
     /// Monitors of bound sockets, for the thread to take (each with its socket's ZAP domain).
     watches: Arc<Mutex<Vec<(zmq::Socket, String)>>>,
+    /// Bound sockets the thread watches now (those closed are let go).
+    pub(crate) watching: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Zap {
@@ -634,17 +640,28 @@ impl Zap {
         let stop = Arc::new(AtomicBool::new(false));
         let refusals = Arc::new(Refusals::default());
         let watches = Arc::new(Mutex::new(Vec::new()));
+        let watching = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let thread = {
             let (stop, refusals, watches) = (stop.clone(), refusals.clone(), watches.clone());
+            let watching = watching.clone();
             std::thread::Builder::new()
                 .name("zap".into())
-                .spawn(move || serve_zap(&socket, &keys_dir, &stop, &refusals, &watches))
+                .spawn(move || {
+                    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        serve_zap(&socket, &keys_dir, &stop, &refusals, (&watches, &watching))
+                    }));
+                    // With no handler, libzmq 4.3 would admit anyone: never go on without it.
+                    if served.is_err() {
+                        tracing::error!("the authentication handler failed: stopping the process");
+                        std::process::abort();
+                    }
+                })
                 .map_err(|_| crate::TransportError::Socket {
                     what: "start the ZAP handler",
                     source: zmq::Error::ENOMEM,
                 })?
         };
-        Ok(Zap { stop, thread: Some(thread), refusals, watches })
+        Ok(Zap { stop, thread: Some(thread), refusals, watches, watching })
     }
 
     /// Counts the handshakes that fail on `socket`, a CURVE server of ZAP domain `domain`
@@ -659,13 +676,16 @@ impl Zap {
         use crate::socket::socket_err;
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let name = format!("inproc://cep-handshakes-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        socket
-            .monitor(&name, zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL as i32)
-            .map_err(socket_err("monitor handshakes"))?;
+        // (MONITOR_STOPPED only if asked for: it tells the reader the socket has closed.)
+        let events = EVENT_HANDSHAKE_FAILED_PROTOCOL | EVENT_MONITOR_STOPPED;
+        socket.monitor(&name, events as i32).map_err(socket_err("monitor handshakes"))?;
         // Connected here, before any connection can fail: a monitor's events reach only a
         // reader already connected.
         let monitor = context.socket(zmq::PAIR).map_err(socket_err("create handshake monitor"))?;
         monitor.set_linger(0).map_err(socket_err("set linger"))?;
+        // libzmq's I/O thread blocks on a full monitor queue: room for a flood of failures
+        // while the handler reads the keys again.
+        monitor.set_rcvhwm(100_000).map_err(socket_err("set monitor high-water mark"))?;
         monitor.connect(&name).map_err(socket_err("connect handshake monitor"))?;
         self.watches.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((monitor, domain.to_string()));
         Ok(())
@@ -733,12 +753,13 @@ fn serve_zap(
     keys_dir: &Path,
     stop: &AtomicBool,
     refusals: &Refusals,
-    watches: &Mutex<Vec<(zmq::Socket, String)>>,
+    (watches, watching): (&Mutex<Vec<(zmq::Socket, String)>>, &std::sync::atomic::AtomicUsize),
 ) {
     let mut cache = KeyCache { dir: keys_dir.to_path_buf(), keys: PublicKeys::default(), read_at: None };
     let mut monitors: Vec<(zmq::Socket, String)> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         monitors.append(&mut watches.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        watching.store(monitors.len(), Ordering::Relaxed);
         let mut items: Vec<zmq::PollItem<'_>> = std::iter::once(socket.as_poll_item(zmq::POLLIN))
             .chain(monitors.iter().map(|(monitor, _)| monitor.as_poll_item(zmq::POLLIN)))
             .collect();
@@ -787,10 +808,11 @@ fn read_handshake_events(monitor: &zmq::Socket, domain: &str, refusals: &Refusal
     // Each event is two frames: (event u16 LE, value u32 LE), then the peer's address.
     while let Ok(parts) = monitor.recv_multipart(zmq::DONTWAIT) {
         let Some(head) = parts.first().and_then(|head| head.get(..6)) else { continue };
-        let event = zmq::SocketEvent::from_raw(u16::from_le_bytes([head[0], head[1]]));
+        // (Read as the number it is: the binding's enum panics on a value it does not know.)
+        let event = u32::from(u16::from_le_bytes([head[0], head[1]]));
         let code = u32::from_le_bytes([head[2], head[3], head[4], head[5]]);
         match event {
-            zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL => {
+            EVENT_HANDSHAKE_FAILED_PROTOCOL => {
                 let count = refusals.count(HANDSHAKE_FAILED, domain);
                 if count <= 5 || count % 1000 == 0 {
                     let peer = parts.get(1).map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
@@ -798,7 +820,7 @@ fn read_handshake_events(monitor: &zmq::Socket, domain: &str, refusals: &Refusal
                     tracing::warn!(socket = domain, at = peer, refused = count, "a handshake failed: {reason}");
                 }
             }
-            zmq::SocketEvent::MONITOR_STOPPED => return true,
+            EVENT_MONITOR_STOPPED => return true,
             _ => {}
         }
     }
