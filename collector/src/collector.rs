@@ -97,6 +97,9 @@ pub struct Collector<W: Write> {
     positions: Positions,
     /// Senders as their CURVE keys prove them ([`Self::authenticating`]).
     senders: Senders,
+    /// Connections the collector's earlier incarnations refused (a resumed one's context
+    /// counts its own from 0).
+    earlier_refusals: BTreeMap<String, u64>,
 }
 
 /// Who may send the collector what, once it runs as a real process ([`Collector::authenticating`]).
@@ -253,6 +256,7 @@ impl<W: Write> Collector<W> {
             incarnation: 1,
             positions: Positions::default(),
             senders: Senders::default(),
+            earlier_refusals: BTreeMap::new(),
             shape,
         }
     }
@@ -771,7 +775,8 @@ impl<W: Write> Collector<W> {
     /// ([`cep_transport::Context::refusals`]): reported with the rejections.
     pub fn refused_connections(&mut self, refusals: &std::collections::BTreeMap<String, u64>) {
         for (cause, count) in refusals {
-            self.rejections.set(cause, *count);
+            let earlier = self.earlier_refusals.get(cause).copied().unwrap_or(0);
+            self.rejections.set(cause, earlier + count);
         }
     }
 
@@ -935,6 +940,12 @@ impl<W: Write> Collector<W> {
             failure: state.failure,
             last_report_ns: state.last_report_ns,
             last_frame_ns: state.last_frame_ns,
+            earlier_refusals: state
+                .rejected
+                .iter()
+                .filter(|(cause, _)| cause.starts_with("unauthenticated_") || cause.starts_with("handshake_failed_"))
+                .map(|(cause, count)| (cause.clone(), *count))
+                .collect(),
             rejections: Rejections::restore("collector", state.rejected),
             confirmations: state.confirmations,
             incarnation,
@@ -1486,6 +1497,24 @@ mod tests {
         // 1's key for worker 0, and the frame for index 2; worker 0's report as worker 1.
         let expected = [("sender_mismatch".to_string(), 1), ("unauthorized_sender".to_string(), 5)];
         assert_eq!(summary.rejected["collector"], BTreeMap::from(expected));
+    }
+
+    #[test]
+    fn a_resumed_collector_adds_its_refusals_to_its_earlier_incarnations() {
+        let cause = "unauthenticated_router_worker_injector";
+        let mut first = collector(CsvMode::All);
+        first.refused_connections(&BTreeMap::from([(cause.to_string(), 3)]));
+        let (bytes, _, _) = first.save().unwrap();
+        let sinks = Sinks {
+            csv: OutputsCsv::new(Vec::new()).unwrap(),
+            intervals: IntervalRecorder::new(Vec::new(), Vec::new(), 1_000, Duration::from_secs(1)).unwrap(),
+        };
+        let mut second = Collector::resume(SavedState::read(&bytes).unwrap(), 2, CsvMode::All, 1 << 20, sinks);
+        // Its own context counts from 0.
+        second.refused_connections(&BTreeMap::from([(cause.to_string(), 2)]));
+        second.refused_connections(&BTreeMap::from([(cause.to_string(), 2)]));
+        let summary = second.finish(|_| {}).unwrap().summary;
+        assert_eq!(summary.rejected["collector"].get(cause), Some(&5));
     }
 
     #[test]
