@@ -127,7 +127,14 @@ fn kill_collector(worker_first: Option<&str>, max_unsaved: Option<&str>, down: D
     second.env("RUST_LOG", "info").stderr(std::fs::File::create(&log).unwrap());
     let mut second = Running(second.spawn().unwrap());
 
-    assert!(wait(&mut second, "restarted collector", Duration::from_secs(120)).success(), "the collector failed");
+    if !wait(&mut second, "restarted collector", Duration::from_secs(120)).success() {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(40).collect();
+        panic!(
+            "the restarted collector failed; the last lines of its log:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
     for (role, process) in &mut others {
         assert!(wait(process, role, Duration::from_secs(30)).success(), "the {role} failed");
     }
