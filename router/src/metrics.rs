@@ -98,6 +98,11 @@ impl RouterMetrics {
         self.rules_epoch.store(epoch as u64, Relaxed);
         self.rejected.observe(rejected);
     }
+
+    /// The rejections alone: before the start, when there is nothing else to count.
+    pub fn observe_rejections(&self, rejected: &CauseCounts) {
+        self.rejected.observe(rejected);
+    }
 }
 
 impl Source for RouterMetrics {

@@ -18,7 +18,7 @@ use cep_core::delivery::{DeliveryQuery, Saved};
 use cep_core::failover::{OutputsConfirmed, Snapshot, WorkerFailed};
 use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::outbox::{Event, Outbox, Peer};
-use cep_core::report::{ClockReport, RouterReport};
+use cep_core::report::{CauseCounts, ClockReport, RouterReport};
 use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, WorkerJoined, MAX_STREAMS};
 use cep_core::wire::FrameKind;
 use cep_transport::security::{Peer as Authenticated, Role as KeyRole, Sender, SHARED_WORKER_KEY};
@@ -774,13 +774,7 @@ impl Router {
                 .unwrap_or_default(),
             rules: self.control.deployments.history().to_vec(),
             routed: path.map_or(0, DataPath::routed_total),
-            rejected: {
-                let mut rejected = path.map(|p| p.rejections().counts().clone()).unwrap_or_default();
-                for (cause, count) in self.denied.iter().chain(&self.control.refused) {
-                    *rejected.entry(cause.clone()).or_insert(0) += count;
-                }
-                rejected
-            },
+            rejected: self.rejected(),
             workers: self.rescaling.as_ref().map(Rescaling::reported_ids).unwrap_or_default(),
             failed: self.rescaling.as_ref().map(Rescaling::failed).unwrap_or_default(),
         }
@@ -796,12 +790,27 @@ impl Router {
         report
     }
 
-    /// Copies the counters to the metrics (the driver calls it every 100 ms and at the end).
+    /// Every frame, request and connection rejected so far, by cause: the data path's, the
+    /// control requests refused, and the connections the authentication refused.
+    fn rejected(&self) -> CauseCounts {
+        let mut rejected = self.path.as_ref().map(|p| p.rejections().counts().clone()).unwrap_or_default();
+        for (cause, count) in self.denied.iter().chain(&self.control.refused) {
+            *rejected.entry(cause.clone()).or_insert(0) += count;
+        }
+        rejected
+    }
+
+    /// Copies the counters to the metrics (the driver calls it every 100 ms and at the end);
+    /// before the start only the rejections, which strangers can already cause.
     pub fn publish(&self, metrics: &crate::metrics::RouterMetrics) {
-        if let (Some(path), Some(rescaling)) = (&self.path, &self.rescaling) {
-            let epoch = self.control.deployments.current().epoch;
-            let membership = rescaling.membership(path);
-            metrics.observe(path.received(), path.ended(), path.rejections().counts(), epoch, membership);
+        let rejected = self.rejected();
+        match (&self.path, &self.rescaling) {
+            (Some(path), Some(rescaling)) => {
+                let epoch = self.control.deployments.current().epoch;
+                let membership = rescaling.membership(path);
+                metrics.observe(path.received(), path.ended(), &rejected, epoch, membership);
+            }
+            _ => metrics.observe_rejections(&rejected),
         }
     }
 }
@@ -835,8 +844,8 @@ mod tests {
         running_with(batch, 0)
     }
 
-    /// [`running`], with checkpoints every `checkpoint_every_ns` (0: none).
-    fn running_with(batch: usize, checkpoint_every_ns: u64) -> (Router, Recorded) {
+    /// A router of 2 workers and 1 stream on the reference rules, nobody registered yet.
+    fn unstarted(batch: usize, checkpoint_every_ns: u64) -> Router {
         let settings = RouterSettings {
             workers: WorkerCount::Exactly(2),
             streams: 1,
@@ -850,8 +859,12 @@ mod tests {
             checkpoint_every_ns,
             max_replay_bytes: 1 << 30,
         };
-        let source = cep_query::RulesSource::reference();
-        let mut router = Router::new(settings, Deployments::start(&source).unwrap());
+        Router::new(settings, Deployments::start(&cep_query::RulesSource::reference()).unwrap())
+    }
+
+    /// [`running`], with checkpoints every `checkpoint_every_ns` (0: none).
+    fn running_with(batch: usize, checkpoint_every_ns: u64) -> (Router, Recorded) {
+        let mut router = unstarted(batch, checkpoint_every_ns);
         let mut out = Recorded { clock: 777, ..Default::default() };
         router.control(b"b".to_vec(), &register(Role::Worker, "b", 0), 1, &mut out);
         router.control(b"c".to_vec(), &register(Role::Collector, "c", 0), 1, &mut out);
@@ -1034,6 +1047,29 @@ mod tests {
         let refused: cep_core::control::Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
         assert!(refused.reason.contains("unexpected frame kind"), "{}", refused.reason);
         assert!(!router.all_ended(), "a forged end marker on the control socket ends nothing");
+    }
+
+    #[test]
+    fn refused_connections_and_requests_reach_the_metrics_before_and_after_the_start() {
+        let metrics = crate::metrics::RouterMetrics::register(2, 1);
+        let line = |cause: &str, count: u64| {
+            format!("cep_rejected_total{{role=\"cep\",id=\"cep\",cause=\"{cause}\"}} {count}\n")
+        };
+        let scrape = || cep_telemetry::metrics::encode(false).unwrap();
+        let mut router = unstarted(10, 0);
+        router.refused_connections(&[("unauthenticated_operators".to_string(), 2)].into());
+        router.publish(&metrics);
+        assert!(scrape().contains(&line("unauthenticated_operators", 2)), "{}", scrape());
+
+        let (mut router, mut out) = running(10);
+        router.refused_connections(&[("handshake_failed_operators".to_string(), 3)].into());
+        router.control(b"x".to_vec(), b"junk", 1, &mut out);
+        router.data(b"junk", 1, &mut out);
+        router.publish(&metrics);
+        let text = scrape();
+        for expected in [line("handshake_failed_operators", 3), line("malformed", 1), line("malformed_control", 1)] {
+            assert!(text.contains(&expected), "{expected} missing from:\n{text}");
+        }
     }
 
     #[test]
