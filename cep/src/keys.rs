@@ -52,7 +52,7 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
                 );
             }
             let public = public_path(&file);
-            refuse_existing(&[&file, &public])?;
+            refuse_existing(&[&file, &public], &[])?;
             let pair = KeyPair::generate()?;
             pair.write(&file)?;
             write_public(pair.public(), &public)?;
@@ -111,14 +111,16 @@ fn key_names(workers: &[String]) -> anyhow::Result<Vec<(Role, String)>> {
     Ok(names)
 }
 
-/// Keys are never overwritten: fails naming the first of `paths` that exists (an empty folder,
-/// a mount point waiting for them, is not in the way).
-fn refuse_existing(paths: &[&Path]) -> anyhow::Result<()> {
-    let in_the_way = |path: &Path| match std::fs::read_dir(path) {
+/// Keys are never overwritten: fails naming the first of `files` that exists (as anything: a
+/// folder where a key file goes would fail the writing half-way), or of `folders` that is not
+/// an empty folder (an empty one, a mount point waiting for them, is not in the way).
+fn refuse_existing(files: &[&Path], folders: &[&Path]) -> anyhow::Result<()> {
+    let folder_in_the_way = |path: &Path| match std::fs::read_dir(path) {
         Ok(mut entries) => entries.next().is_some(),
         Err(_) => path.exists(),
     };
-    match paths.iter().find(|path| in_the_way(path)) {
+    let in_the_way = files.iter().find(|path| path.symlink_metadata().is_ok());
+    match in_the_way.or_else(|| folders.iter().find(|path| folder_in_the_way(path))) {
         Some(path) => bail!("{} exists: keys are never overwritten", path.display()),
         None => Ok(()),
     }
@@ -173,9 +175,8 @@ impl ClusterKeys {
         if dir.exists() && !dir.is_dir() {
             bail!("{}: not a folder", dir.display());
         }
-        let mut paths = vec![keys.public.clone()];
-        paths.extend(names.iter().map(|(_, name)| keys.key(name)));
-        refuse_existing(&paths.iter().map(PathBuf::as_path).collect::<Vec<_>>())?;
+        let files: Vec<PathBuf> = names.iter().map(|(_, name)| keys.key(name)).collect();
+        refuse_existing(&files.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &[&keys.public])?;
         for (role, name) in names {
             let pair = KeyPair::generate()?;
             let secret = keys.key(&name);
@@ -273,6 +274,16 @@ mod tests {
         ClusterKeys::check_complete(dir.path(), &[], Layout::Folders).unwrap();
         let again = ClusterKeys::create_as(dir.path(), &[], Layout::Folders).unwrap_err().to_string();
         assert!(again.contains("keys are never overwritten"), "{again}");
+    }
+
+    #[test]
+    fn a_folder_where_a_key_file_goes_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("worker.key")).unwrap();
+        let error = ClusterKeys::create(dir.path(), &[]).unwrap_err().to_string();
+        assert!(error.contains("worker.key exists"), "{error}");
+        let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+        assert_eq!(entries, ["worker.key"], "nothing written");
     }
 
     #[test]
