@@ -18,7 +18,7 @@ use cep_core::frame::OutputBatch;
 use cep_core::report::{
     CauseCounts, ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport,
 };
-use cep_core::rescale::{RescaleStarted, Rescaled, WorkerJoined};
+use cep_core::rescale::{RescaleStarted, Rescaled, WorkerJoined, MAX_STREAMS};
 use cep_core::results::{ClockOffset, Summary};
 use cep_core::tick::OutputRecord;
 use cep_core::wire::FrameKind;
@@ -201,10 +201,17 @@ impl Senders {
     }
 }
 
+/// The name a worker index has until the worker is known by its id.
+fn unnamed_worker(index: usize) -> String {
+    format!("worker #{index}")
+}
+
 /// Whether the frame `frame`, in an envelope of `source`, is one that source sends: the
 /// router's records (reports, rescales, failovers, joins) only from the router, a worker's
-/// frames only from a worker, and a clock report only about the process that sends it.
-fn source_may_send(source: u32, frame: &cep_core::frame::Frame<'_>) -> Result<(), String> {
+/// frames only from a worker, and a clock report only about the process that sends it (a
+/// worker's under the id the collector knows for its index, or, before it knows one, under a
+/// name no other worker has).
+fn source_may_send(source: u32, frame: &cep_core::frame::Frame<'_>, workers: &[String]) -> Result<(), String> {
     let kind = frame.kind();
     let from_router = source == ROUTER_SOURCE;
     let routers = matches!(
@@ -218,10 +225,18 @@ fn source_may_send(source: u32, frame: &cep_core::frame::Frame<'_>) -> Result<()
     if kind == FrameKind::ClockReport {
         let node = frame.body::<ClockReport>().map(|report| report.node).unwrap_or_default();
         let routers_name = node == "router";
+        let not_that_process = || Err(format!("a clock report of `{node}` from source {source}, not that process"));
         return match (from_router, routers_name || node.starts_with("injector-")) {
             (true, _) if routers_name => Ok(()),
-            (false, false) => Ok(()),
-            _ => Err(format!("a clock report of `{node}` from source {source}, not that process")),
+            (false, false) => {
+                let known = workers.get(source as usize).filter(|id| **id != unnamed_worker(source as usize));
+                match known {
+                    Some(id) if *id != node => not_that_process(),
+                    None if workers.contains(&node) => not_that_process(),
+                    _ => Ok(()),
+                }
+            }
+            _ => not_that_process(),
         };
     }
     match (routers, from_router) {
@@ -337,7 +352,7 @@ impl<W: Write> Collector<W> {
             self.progress.resize(index + 1, WorkerProgress { processed: 0, outputs: 0, rejected: 0 });
         }
         while self.shape.workers.len() <= index {
-            self.shape.workers.push(format!("worker #{}", self.shape.workers.len()));
+            self.shape.workers.push(unnamed_worker(self.shape.workers.len()));
         }
         true
     }
@@ -384,7 +399,10 @@ impl<W: Write> Collector<W> {
             // or a worker's offset (those come in their senders' envelopes).
             if self.senders.envelopes_required {
                 let named = frame.body::<ClockReport>().ok().map(|report| report.node);
-                if named.as_deref() != Some(format!("injector-{}", frame.sender()).as_str()) {
+                // (An injector's name is its first stream's: there are at most MAX_STREAMS.)
+                let itself =
+                    frame.sender() < MAX_STREAMS && named.as_deref() == Some(&format!("injector-{}", frame.sender()));
+                if !itself {
                     let detail = format_args!("a bare clock report of {named:?} from sender {}", frame.sender());
                     self.rejections.reject("unsequenced", Some(frame.sender()), &detail);
                     return Ok(());
@@ -419,7 +437,7 @@ impl<W: Write> Collector<W> {
                 self.rejections.reject("sender_mismatch", Some(sequenced.source), &detail);
                 return Ok(());
             }
-            if let Err(reason) = source_may_send(sequenced.source, inner) {
+            if let Err(reason) = source_may_send(sequenced.source, inner, &self.shape.workers) {
                 self.rejections.reject("unauthorized_sender", Some(sequenced.source), &reason);
                 return Ok(());
             }
@@ -580,6 +598,15 @@ impl<W: Write> Collector<W> {
             }
             FrameKind::ClockReport => {
                 if let Some(report) = self.rejections.decode::<ClockReport>(&frame) {
+                    // A worker not yet known by its id is by the name it reports (checked by
+                    // `source_may_send`), so that it cannot report under a second one.
+                    let worker = report.node != "router" && !report.node.starts_with("injector-");
+                    if worker && self.admit_worker(frame.sender()) {
+                        let index = frame.sender() as usize;
+                        if self.shape.workers[index] == unnamed_worker(index) {
+                            self.shape.workers[index].clone_from(&report.node);
+                        }
+                    }
                     let offset = ClockOffset {
                         node: report.node,
                         offset_us: report.estimate.offset_ns as f64 / 1000.0,
@@ -943,7 +970,7 @@ impl<W: Write> Collector<W> {
             earlier_refusals: state
                 .rejected
                 .iter()
-                .filter(|(cause, _)| cause.starts_with("unauthenticated_") || cause.starts_with("handshake_failed_"))
+                .filter(|(cause, _)| cep_transport::security::is_refusal(cause))
                 .map(|(cause, count)| (cause.clone(), *count))
                 .collect(),
             rejections: Rejections::restore("collector", state.rejected),
@@ -1515,6 +1542,39 @@ mod tests {
         second.refused_connections(&BTreeMap::from([(cause.to_string(), 2)]));
         let summary = second.finish(|_| {}).unwrap().summary;
         assert_eq!(summary.rejected["collector"].get(cause), Some(&5));
+    }
+
+    #[test]
+    fn a_worker_reports_its_clock_under_its_own_name_only() {
+        use cep_core::clock::OffsetEstimate;
+        use cep_core::delivery::DeliveryLog;
+        let clock = |node: &str, sender: u32| {
+            ClockReport { node: node.into(), estimate: OffsetEstimate { offset_ns: 1_000, uncertainty_ns: 10 } }
+                .encode(sender)
+        };
+        let mut collector = collector(CsvMode::All);
+        // (A refused frame takes no place in its source's stream: each comes in an envelope of
+        // its own; those taken in their source's next.)
+        let refused =
+            |source: u32, node: &str| DeliveryLog::new(source, 1, 1 << 20).push(&clock(node, source)).to_vec();
+        let (mut w0, mut w3) = (DeliveryLog::new(0, 1, 1 << 20), DeliveryLog::new(3, 1, 1 << 20));
+        // Worker 0 is known as w0: it may not report as another worker, the router or an injector.
+        collector.handle(w0.push(&clock("w0", 0)), 2_000).unwrap();
+        for node in ["w1", "router", "injector-0"] {
+            collector.handle(&refused(0, node), 2_000).unwrap();
+        }
+        // Worker 3 is not known yet: not under a known worker's name; under a new one once, and
+        // then it is known by it.
+        collector.handle(&refused(3, "w0"), 2_100).unwrap();
+        collector.handle(w3.push(&clock("w3", 3)), 2_100).unwrap();
+        collector.handle(&refused(3, "w3b"), 2_100).unwrap();
+        collector.handle(w3.push(&clock("w3", 3)), 2_100).unwrap();
+        collector.handle(DeliveryLog::new(ROUTER_SOURCE, 1, 1 << 20).push(&clock("router", 0)), 2_200).unwrap();
+        assert_eq!(collector.workers()[3], "w3");
+        let summary = collector.finish(|_| {}).unwrap().summary;
+        let nodes: Vec<&str> = summary.clock_offsets.iter().map(|offset| offset.node.as_str()).collect();
+        assert_eq!(nodes, ["w0", "w3", "router"], "one entry per process, none forged");
+        assert_eq!(summary.rejected["collector"].get("unauthorized_sender"), Some(&5));
     }
 
     #[test]

@@ -225,9 +225,11 @@ pub struct Summary {
     /// (not in `outputs`, `duplicates`, outputs.csv or the latency figures).
     #[serde(default)]
     pub replayed_outputs: u64,
-    /// Frames that came twice: sent again to a restarted collector that already had them
-    /// (saved before it died), or sent to the collector before it (queued in a socket that
-    /// reconnected; sent again after). Dropped, counted here only.
+    /// Frames dropped because they come again: sent again to a restarted collector that
+    /// already had them (saved before it died), sent before the collector (queued in a socket
+    /// that reconnected; sent again after), or a joining worker's frames that came before the
+    /// router's word on its key (held back and asked again; a frame held back twice counts
+    /// twice). Counted here only.
     #[serde(default)]
     pub resent_frames: u64,
     /// Counts that contradict each other (e.g. `stream 0: 120 ticks processed but its

@@ -389,6 +389,13 @@ impl PublicKeys {
                     }
                 };
                 let name = file.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+                // A key is one identity: under two names, which one it registers as would
+                // depend on the order the files are read in.
+                if let Some((_, known)) = keys.by_key.get(&key).filter(|(_, known)| *known != name) {
+                    let reason = format!("the same key as `{known}.pub`, under another name: a key has one name");
+                    bad_file(invalid(&file, None, reason))?;
+                    continue;
+                }
                 if role == Role::Router {
                     keys.router.push(key.clone());
                 }
@@ -577,6 +584,16 @@ pub struct Refusals {
 const UNAUTHENTICATED: &str = "unauthenticated";
 /// The cause of a connection whose CURVE handshake failed before any key could be judged.
 const HANDSHAKE_FAILED: &str = "handshake_failed";
+/// The cause of a connection dropped because this process's own ZAP handler answered badly:
+/// counted, but not as a client's failure.
+const ZAP_FAILED: &str = "zap_failed";
+
+/// Whether a rejection cause is one of the connection refusals [`Refusals::by_socket`] names.
+pub fn is_refusal(cause: &str) -> bool {
+    [UNAUTHENTICATED, HANDSHAKE_FAILED, ZAP_FAILED]
+        .iter()
+        .any(|prefix| cause.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('_')))
+}
 
 impl Refusals {
     fn count(&self, cause: &'static str, domain: &str) -> u64 {
@@ -588,7 +605,8 @@ impl Refusals {
 
     /// Every refusal so far, by cause: `unauthenticated_<roles the socket admits>` (a key not
     /// listed, e.g. `unauthenticated_router_worker_injector`) and `handshake_failed_<roles>`
-    /// (no CURVE, a wrong server key, a malformed handshake), as the reports name them.
+    /// (no CURVE, a wrong server key, a malformed handshake), and `zap_failed_<roles>` (this
+    /// process's authentication handler answered badly), as the reports name them.
     pub fn by_socket(&self) -> BTreeMap<String, u64> {
         let counts = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         counts
@@ -603,13 +621,16 @@ impl Refusals {
     }
 }
 
+/// zmq.h's `ZMQ_PROTOCOL_ERROR_ZAP_*`: the ZAP handler's answer was unusable.
+const ZAP_ERRORS: std::ops::RangeInclusive<u32> = 0x2000_0000..=0x2000_0005;
+
 /// What a handshake failure's code (ZeroMQ's `ZMQ_PROTOCOL_ERROR_*`) says, for the log.
 fn handshake_failure(code: u32) -> &'static str {
     match code {
         0x1100_0001 => "its messages do not decrypt: it does not know this server's key",
         0x1100_0002 => "it does not run CURVE (a client without --key, or another mechanism)",
         0x1000_0001..=0x1000_0018 => "a malformed or out-of-order handshake command",
-        0x2000_0000..=0x2000_0005 => "this process's authentication handler answered badly",
+        code if ZAP_ERRORS.contains(&code) => "this process's authentication handler answered badly",
         _ => "a handshake that is not ZeroMQ's CURVE",
     }
 }
@@ -813,7 +834,8 @@ fn read_handshake_events(monitor: &zmq::Socket, domain: &str, refusals: &Refusal
         let code = u32::from_le_bytes([head[2], head[3], head[4], head[5]]);
         match event {
             EVENT_HANDSHAKE_FAILED_PROTOCOL => {
-                let count = refusals.count(HANDSHAKE_FAILED, domain);
+                let cause = if ZAP_ERRORS.contains(&code) { ZAP_FAILED } else { HANDSHAKE_FAILED };
+                let count = refusals.count(cause, domain);
                 if count <= 5 || count % 1000 == 0 {
                     let peer = parts.get(1).map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
                     let reason = handshake_failure(code);
@@ -914,6 +936,12 @@ mod tests {
         std::fs::remove_dir_all(dir.path().join("router")).unwrap();
         let keys = PublicKeys::read(dir.path()).unwrap();
         assert!(keys.router(dir.path()).unwrap_err().to_string().contains("no router key"));
+        // One key under two names: refused, or left out where bad files are.
+        std::fs::copy(dir.path().join("worker").join("w1.pub"), dir.path().join("worker").join("w2.pub")).unwrap();
+        let error = PublicKeys::read(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("w2.pub") && error.contains("the same key as `w1.pub`"), "{error}");
+        let keys = PublicKeys::read_skipping_bad(dir.path()).unwrap();
+        assert_eq!(keys.lookup(worker.public()), Some((Roles::of(&[Role::Worker]), "w1")));
     }
 
     #[test]
