@@ -110,7 +110,8 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
         resuming: 0,
     };
     info!(router = config.router, streams = config.connections, "injector registering");
-    let ready = register(context, &config.router, &registration, config.start_timeout, &shutdown)?;
+    // Before the run starts nothing has been sent, so a graceful stop need not wait either.
+    let ready = register(context, &config.router, &registration, config.start_timeout, &stop)?;
     cep_telemetry::identity::set_id(&format!("injector-{}", ready.assigned));
     info!(first_stream = ready.assigned, "run started");
     // Intended send times are in the collector's clock, like every other stamp.

@@ -40,3 +40,10 @@ impl Stop {
         self.now.load(Ordering::Relaxed)
     }
 }
+
+/// Either stop ends a wait that comes before anything was sent (the registration).
+impl cep_transport::control::StopFlag for Stop {
+    fn raised(&self) -> bool {
+        self.requested()
+    }
+}

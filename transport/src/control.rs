@@ -172,7 +172,7 @@ impl ControlLink {
 /// ZeroMQ resolves host names in the background and retries silently, so a name that never
 /// resolves would look like a peer that never answers. Resolve it here first, retrying until
 /// the deadline (a container's name appears only once it runs), and say so if it never does.
-fn wait_until_resolvable(endpoint: &str, deadline: Instant, shutdown: &AtomicBool) -> Result<(), TransportError> {
+fn wait_until_resolvable(endpoint: &str, deadline: Instant, shutdown: &dyn StopFlag) -> Result<(), TransportError> {
     use std::net::ToSocketAddrs;
     let Some(host_port) = endpoint.strip_prefix("tcp://") else {
         return Ok(());
@@ -183,7 +183,7 @@ fn wait_until_resolvable(endpoint: &str, deadline: Instant, shutdown: &AtomicBoo
             Ok(None) => "no address".to_string(),
             Err(error) => error.to_string(),
         };
-        if Instant::now() >= deadline || shutdown.load(Ordering::Relaxed) {
+        if Instant::now() >= deadline || shutdown.raised() {
             return Err(TransportError::Unresolvable { endpoint: endpoint.to_string(), reason: error });
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -197,9 +197,10 @@ pub fn request(
     endpoint: &str,
     body: &[u8],
     timeout: Duration,
-    shutdown: &AtomicBool,
+    shutdown: &dyn StopFlag,
 ) -> Result<Vec<u8>, TransportError> {
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let deadline = started + timeout;
     wait_until_resolvable(endpoint, deadline, shutdown)?;
     let socket = context.socket(zmq::REQ, SocketRole::Connects { server: Server::Router, endpoint })?;
     socket.set_linger(0).map_err(socket_err("set linger"))?;
@@ -208,7 +209,10 @@ pub fn request(
     socket.send(body, 0).map_err(socket_err("send control request"))?;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || shutdown.load(Ordering::Relaxed) {
+        if shutdown.raised() {
+            return Err(TransportError::Stopped { peer: endpoint.to_string(), waited: started.elapsed() });
+        }
+        if left.is_zero() {
             return Err(TransportError::Timeout { peer: endpoint.to_string(), timeout });
         }
         match socket.poll(zmq::POLLIN, left.min(Duration::from_millis(100)).as_millis() as i64) {
@@ -271,6 +275,11 @@ mod tests {
         let silent = ControlServer::bind(&context, "tcp://127.0.0.1:*").unwrap();
         let error = request(&context, silent.endpoint(), b"x", Duration::from_millis(200), &shutdown).unwrap_err();
         assert!(error.to_string().starts_with("no answer from"), "{error}");
+        // Told to stop while it waits: it gives up at once, and says so (not a time-out).
+        shutdown.store(true, Ordering::Relaxed);
+        let error = request(&context, silent.endpoint(), b"x", Duration::from_secs(60), &shutdown).unwrap_err();
+        assert!(matches!(error, TransportError::Stopped { waited, .. } if waited < Duration::from_secs(60)), "{error}");
+        assert!(error.to_string().starts_with("stopped while waiting for an answer from tcp://127.0.0.1:"), "{error}");
     }
 }
 
@@ -306,16 +315,36 @@ pub enum EndOfRun {
     RunFinished,
 }
 
+/// What a blocking wait polls to give up early: a shutdown flag, or a role's own stop.
+pub trait StopFlag {
+    /// Whether the wait should give up now.
+    fn raised(&self) -> bool;
+}
+
+impl StopFlag for AtomicBool {
+    fn raised(&self) -> bool {
+        self.load(Ordering::Relaxed)
+    }
+}
+
+impl<T: StopFlag + ?Sized> StopFlag for std::sync::Arc<T> {
+    fn raised(&self) -> bool {
+        (**self).raised()
+    }
+}
+
 /// Why a process could not join the run.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistrationError {
     /// The router could not be reached or did not answer in time.
-    #[error("cannot register with the router at {router}: {source}")]
+    #[error("cannot register with the router at {router}: {source}{hint}")]
     Unreachable {
         /// The router's control endpoint.
         router: String,
         /// What went wrong.
         source: TransportError,
+        /// What may cause it, where that is known (or empty).
+        hint: &'static str,
     },
     /// The router refused this process.
     #[error("the router at {router} refused this process: {reason}")]
@@ -342,13 +371,21 @@ pub fn register(
     router: &str,
     registration: &cep_core::control::Register,
     timeout: Duration,
-    shutdown: &AtomicBool,
+    shutdown: &dyn StopFlag,
 ) -> Result<cep_core::control::Ready, RegistrationError> {
     use cep_core::control::{Ready, Refused};
     use cep_core::frame::{Body, Frame};
     use cep_core::wire::FrameKind;
-    let answer = request(context, router, &registration.encode(0), timeout, shutdown)
-        .map_err(|source| RegistrationError::Unreachable { router: router.to_string(), source })?;
+    let answer = request(context, router, &registration.encode(0), timeout, shutdown).map_err(|source| {
+        // Under CURVE a router that does not admit this key never answers: say so.
+        let hint = match (&source, context.is_secure()) {
+            (TransportError::Timeout { .. }, true) => {
+                " (is the router running, and is this process's key listed among the cluster's public keys?)"
+            }
+            _ => "",
+        };
+        RegistrationError::Unreachable { router: router.to_string(), source, hint }
+    })?;
     let bad = |source| RegistrationError::BadAnswer { router: router.to_string(), source };
     let frame = Frame::read(&answer, MAX_CONTROL_FRAME_BYTES).map_err(bad)?;
     if frame.kind() == FrameKind::Refused {

@@ -81,6 +81,14 @@ pub enum TransportError {
         /// Whether it had ever been reached.
         reached: bool,
     },
+    /// This process was told to stop while it waited for the peer's answer.
+    #[error("stopped while waiting for an answer from {peer} (after {waited:.1?})")]
+    Stopped {
+        /// The peer's endpoint.
+        peer: String,
+        /// How long this process had waited.
+        waited: Duration,
+    },
     /// The peer did not answer in time.
     #[error("no answer from {peer} within {timeout:?}")]
     Timeout {
