@@ -225,6 +225,10 @@ impl LaunchArgs {
             plan.check_ports()?;
         }
         check_out_folder(&self.out)?;
+        let keys = self.out.join("keys");
+        if self.secure && keys.symlink_metadata().is_ok_and(|metadata| !metadata.is_dir()) {
+            bail!("--out {}: keys is not a folder (--secure writes the run's keys there)", self.out.display());
+        }
         Ok(())
     }
 }

@@ -105,6 +105,14 @@ fn bad_flags_and_files_are_refused_before_anything_starts() {
     // A results folder that is a file.
     let line = refused(&cep_run(&a_file, &["--count", "10"]));
     assert_eq!(line, format!("error: --out {}: not a folder", a_file.display()));
+    // A secure run's keys folder that is a file.
+    std::fs::write(out.join("keys"), "not keys\n").unwrap();
+    let line = refused(&cep_run(&out, &["--secure", "--count", "10"]));
+    assert_eq!(
+        line,
+        format!("error: --out {}: keys is not a folder (--secure writes the run's keys there)", out.display())
+    );
+    std::fs::remove_file(out.join("keys")).unwrap();
     // Flags that only make sense for a replay, as clap refuses a bad flag (exit 2 too).
     let output = cep_run(&out, &["--speed", "10"]);
     assert_eq!(output.status.code(), Some(2));
