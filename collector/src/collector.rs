@@ -206,6 +206,16 @@ fn unnamed_worker(index: usize) -> String {
     format!("worker #{index}")
 }
 
+/// The id worker `index` is known by, if it is known yet.
+fn known_id(workers: &[String], index: usize) -> Option<&String> {
+    workers.get(index).filter(|id| **id != unnamed_worker(index))
+}
+
+/// Whether a clock report's node is a worker's (not the router's or an injector's name).
+fn names_a_worker(node: &str) -> bool {
+    node != "router" && !node.starts_with("injector-")
+}
+
 /// Whether the frame `frame`, in an envelope of `source`, is one that source sends: the
 /// router's records (reports, rescales, failovers, joins) only from the router, a worker's
 /// frames only from a worker, and a clock report only about the process that sends it (a
@@ -224,18 +234,14 @@ fn source_may_send(source: u32, frame: &cep_core::frame::Frame<'_>, workers: &[S
     );
     if kind == FrameKind::ClockReport {
         let node = frame.body::<ClockReport>().map(|report| report.node).unwrap_or_default();
-        let routers_name = node == "router";
         let not_that_process = || Err(format!("a clock report of `{node}` from source {source}, not that process"));
-        return match (from_router, routers_name || node.starts_with("injector-")) {
-            (true, _) if routers_name => Ok(()),
-            (false, false) => {
-                let known = workers.get(source as usize).filter(|id| **id != unnamed_worker(source as usize));
-                match known {
-                    Some(id) if *id != node => not_that_process(),
-                    None if workers.contains(&node) => not_that_process(),
-                    _ => Ok(()),
-                }
-            }
+        return match (from_router, names_a_worker(&node)) {
+            (true, _) if node == "router" => Ok(()),
+            (false, true) => match known_id(workers, source as usize) {
+                Some(id) if *id != node => not_that_process(),
+                None if workers.contains(&node) => not_that_process(),
+                _ => Ok(()),
+            },
             _ => not_that_process(),
         };
     }
@@ -600,10 +606,9 @@ impl<W: Write> Collector<W> {
                 if let Some(report) = self.rejections.decode::<ClockReport>(&frame) {
                     // A worker not yet known by its id is by the name it reports (checked by
                     // `source_may_send`), so that it cannot report under a second one.
-                    let worker = report.node != "router" && !report.node.starts_with("injector-");
-                    if worker && self.admit_worker(frame.sender()) {
+                    if names_a_worker(&report.node) && self.admit_worker(frame.sender()) {
                         let index = frame.sender() as usize;
-                        if self.shape.workers[index] == unnamed_worker(index) {
+                        if known_id(&self.shape.workers, index).is_none() {
                             self.shape.workers[index].clone_from(&report.node);
                         }
                     }
