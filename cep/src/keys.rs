@@ -1,5 +1,6 @@
 //! `cep keys`: CURVE key pairs for a secure cluster (docs/SECURITY.md).
 
+use crate::cli::Usage;
 use anyhow::{bail, Context as _};
 use cep_transport::security::{write_public, KeyPair, Role, SHARED_WORKER_KEY};
 use clap::{Args, Subcommand};
@@ -42,17 +43,14 @@ pub enum KeysCommand {
     },
 }
 
+/// Writes the keys asked for. A refusal (a name, a file in the way, a missing folder: nothing
+/// written) is a usage error, exit status 2, as a bad `--key` given to a role is; a failure
+/// while writing is not.
 pub fn run(args: KeysArgs) -> anyhow::Result<()> {
     match args.command {
         KeysCommand::Generate { file } => {
-            if file.extension().is_some_and(|extension| extension == "pub") {
-                bail!(
-                    "{}: a key pair file is not a .pub file (name it NAME.key; NAME.pub is its public half)",
-                    file.display()
-                );
-            }
+            check_generate(&file).map_err(|error| Usage::of(&error))?;
             let public = public_path(&file);
-            refuse_existing(&[&file, &public], &[])?;
             let pair = KeyPair::generate()?;
             pair.write(&file)?;
             write_public(pair.public(), &public)?;
@@ -67,10 +65,11 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
             let layout = if folders { Layout::Folders } else { Layout::Flat };
             // (The public folder may be an empty mount point: what was written is its router key.)
             if keep && dir.join("public").join(Role::Router.name()).exists() {
-                ClusterKeys::check_complete(&dir, &workers, layout)?;
+                ClusterKeys::check_complete(&dir, &workers, layout).map_err(|error| Usage::of(&error))?;
                 println!("keeping the keys in {}", dir.display());
                 return Ok(());
             }
+            ClusterKeys::check_creatable(&dir, &workers, layout).map_err(|error| Usage::of(&error))?;
             let keys = ClusterKeys::create_as(&dir, &workers, layout)?;
             println!("wrote one key pair per role into {}", dir.display());
             println!(
@@ -81,6 +80,19 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// What `cep keys generate FILE` refuses before writing anything: a `.pub` name, a file in the
+/// way, or a folder that is not there (a mistyped path is not made into folders).
+fn check_generate(file: &Path) -> anyhow::Result<()> {
+    if file.extension().is_some_and(|extension| extension == "pub") {
+        bail!("{}: a key pair file is not a .pub file (name it NAME.key; NAME.pub is its public half)", file.display());
+    }
+    let folder = file.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !folder.is_dir() {
+        bail!("{}: no folder {} to write it in (create it first)", file.display(), folder.display());
+    }
+    refuse_existing(&[file, &public_path(file)], &[])
 }
 
 /// The key pairs of a cluster: one per role, one per named worker (or one `worker` for all).
@@ -169,21 +181,28 @@ impl ClusterKeys {
 
     /// [`Self::create`], laid out as `layout` says.
     pub fn create_as(dir: &Path, workers: &[String], layout: Layout) -> anyhow::Result<ClusterKeys> {
-        let keys = ClusterKeys { dir: dir.to_path_buf(), public: dir.join("public"), layout };
-        let names = key_names(workers)?;
         // Every name is checked before any file is written: a refusal leaves nothing behind.
-        if dir.exists() && !dir.is_dir() {
-            bail!("{}: not a folder", dir.display());
-        }
-        let files: Vec<PathBuf> = names.iter().map(|(_, name)| keys.key(name)).collect();
-        refuse_existing(&files.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &[&keys.public])?;
-        for (role, name) in names {
+        let keys = ClusterKeys::check_creatable(dir, workers, layout)?;
+        for (role, name) in key_names(workers)? {
             let pair = KeyPair::generate()?;
             let secret = keys.key(&name);
             pair.write(&secret)
                 .and_then(|()| write_public(pair.public(), &keys.public.join(role.name()).join(format!("{name}.pub"))))
                 .with_context(|| format!("cannot write the {name} key"))?;
         }
+        Ok(keys)
+    }
+
+    /// Fails, naming why, where [`Self::create_as`] would refuse: a bad worker name, `dir` not
+    /// a folder, or a key file (or a public keys folder that is not empty) in the way.
+    pub fn check_creatable(dir: &Path, workers: &[String], layout: Layout) -> anyhow::Result<ClusterKeys> {
+        let keys = ClusterKeys { dir: dir.to_path_buf(), public: dir.join("public"), layout };
+        let names = key_names(workers)?;
+        if dir.exists() && !dir.is_dir() {
+            bail!("{}: not a folder", dir.display());
+        }
+        let files: Vec<PathBuf> = names.iter().map(|(_, name)| keys.key(name)).collect();
+        refuse_existing(&files.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &[&keys.public])?;
         Ok(keys)
     }
 

@@ -193,3 +193,44 @@ fn rules_check_requires_the_last_semicolon() {
     assert!(stderr.starts_with(&expected), "{stderr}");
     assert!(stderr.contains("error: 1 of 1 rules files do not check"), "{stderr}");
 }
+
+#[test]
+fn key_refusals_are_usage_errors_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |args: &[&str]| {
+        let output = cep(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        error_line(&output)
+    };
+    let missing = dir.path().join("no-such-dir").join("a.key");
+    assert_eq!(
+        refused(&["keys", "generate", missing.to_str().unwrap()]),
+        format!(
+            "error: {}: no folder {} to write it in (create it first)",
+            missing.display(),
+            missing.parent().unwrap().display()
+        )
+    );
+    assert!(!missing.parent().unwrap().exists(), "a mistyped path is not made into folders");
+    let public = dir.path().join("a.pub");
+    let line = refused(&["keys", "generate", public.to_str().unwrap()]);
+    assert!(
+        line.ends_with("a key pair file is not a .pub file (name it NAME.key; NAME.pub is its public half)"),
+        "{line}"
+    );
+    let key = dir.path().join("a.key");
+    let output = cep(&["keys", "generate", key.to_str().unwrap()]);
+    assert!(output.status.success(), "{output:?}");
+    assert!(key.is_file() && public.is_file());
+    assert_eq!(
+        refused(&["keys", "generate", key.to_str().unwrap()]),
+        format!("error: {} exists: keys are never overwritten", key.display())
+    );
+    let cluster = dir.path().join("cluster");
+    let line = refused(&["keys", "init", cluster.to_str().unwrap(), "--worker", "../w"]);
+    assert!(line.starts_with("error: --worker `../w`: a worker id for a key file is letters"), "{line}");
+    assert!(!cluster.exists());
+    assert!(cep(&["keys", "init", cluster.to_str().unwrap()]).status.success());
+    let line = refused(&["keys", "init", cluster.to_str().unwrap()]);
+    assert_eq!(line, format!("error: {} exists: keys are never overwritten", cluster.join("router.key").display()));
+}
