@@ -87,8 +87,8 @@ impl<'a> Asking<'a> {
     pub fn raw(&self, request: &[u8]) -> anyhow::Result<Vec<u8>> {
         let router = self.router;
         let hint = match self.context.is_secure() {
-            true => "is the endpoint right, and is this key listed among the cluster's public keys?",
-            false => "is the endpoint right? A secure cluster answers only --key and --keys",
+            true => format!("is the endpoint right, and {}?", cep_transport::control::UNADMITTED_KEY_HINT),
+            false => "is the endpoint right? A secure cluster answers only --key and --keys".to_string(),
         };
         cep_transport::control::request(&self.context, router, request, self.timeout, &AtomicBool::new(false))
             .with_context(|| format!("cannot reach the router at {router} ({hint})"))

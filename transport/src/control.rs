@@ -344,7 +344,7 @@ pub enum RegistrationError {
         /// What went wrong.
         source: TransportError,
         /// What may cause it, where that is known (or empty).
-        hint: &'static str,
+        hint: String,
     },
     /// The router refused this process.
     #[error("the router at {router} refused this process: {reason}")]
@@ -364,6 +364,11 @@ pub enum RegistrationError {
     },
 }
 
+/// What a request under CURVE that got no answer asks of its key: a router that does not
+/// admit a key never answers it (ZeroMQ drops the connection at the handshake), so a missing
+/// key and a missing router look the same to the client.
+pub const UNADMITTED_KEY_HINT: &str = "is this process's key listed among the cluster's public keys";
+
 /// Registers with the router and waits until the run starts (the router answers once the
 /// whole cluster is present).
 pub fn register(
@@ -377,12 +382,9 @@ pub fn register(
     use cep_core::frame::{Body, Frame};
     use cep_core::wire::FrameKind;
     let answer = request(context, router, &registration.encode(0), timeout, shutdown).map_err(|source| {
-        // Under CURVE a router that does not admit this key never answers: say so.
         let hint = match (&source, context.is_secure()) {
-            (TransportError::Timeout { .. }, true) => {
-                " (is the router running, and is this process's key listed among the cluster's public keys?)"
-            }
-            _ => "",
+            (TransportError::Timeout { .. }, true) => format!(" (is the router running, and {UNADMITTED_KEY_HINT}?)"),
+            _ => String::new(),
         };
         RegistrationError::Unreachable { router: router.to_string(), source, hint }
     })?;
