@@ -106,7 +106,8 @@ pub struct LaunchArgs {
     #[arg(long, env = "CEP_TRANSPORT", value_enum, default_value_t = LocalTransport::Tcp)]
     pub transport: LocalTransport,
     /// Run every socket under CURVE, encrypted and authenticated: a key pair per process is
-    /// written to `<out>/keys` first (the folder is replaced: new keys each run), and
+    /// written to `<out>/keys` first (new keys each run; the next run into `--out` removes
+    /// them, and a `keys` folder no run wrote is refused, never replaced), and
     /// `<out>/keys/operator.key` with `--keys <out>/keys/public` lets `cep rules deploy` and
     /// `cep cluster` reach the run. Needs a process per role (not `--transport inproc`).
     #[arg(long, env = "CEP_SECURE")]
@@ -225,9 +226,18 @@ impl LaunchArgs {
             plan.check_ports()?;
         }
         check_out_folder(&self.out)?;
-        let keys = self.out.join("keys");
-        if self.secure && keys.symlink_metadata().is_ok_and(|metadata| !metadata.is_dir()) {
-            bail!("--out {}: keys is not a folder (--secure writes the run's keys there)", self.out.display());
+        if self.secure {
+            match RunKeys::in_folder(&self.out) {
+                RunKeys::None | RunKeys::OfARun => {}
+                RunKeys::NotAFolder => bail!(
+                    "--out {}: keys is not a folder (--secure writes the run's keys there)",
+                    self.out.display()
+                ),
+                RunKeys::NotARun => bail!(
+                    "--out {}: keys holds files no `cep run --secure` wrote (no {RUN_KEYS_MARK}); they are not replaced: move them or choose another --out",
+                    self.out.display()
+                ),
+            }
         }
         Ok(())
     }
@@ -261,11 +271,56 @@ fn refuse_replaying_a_run_file(file: &Path, out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Removes the files an earlier run left in `out`, so none passes for this run's.
+/// Written into `<out>/keys` with a `--secure` run's keys: a later run into the same folder
+/// removes a keys folder only if it holds this file, so keys someone put there are never lost.
+const RUN_KEYS_MARK: &str = "RUN-KEYS.txt";
+
+/// What `<out>/keys` is before a run.
+#[derive(Debug, PartialEq, Eq)]
+enum RunKeys {
+    /// Nothing there (or an empty folder).
+    None,
+    /// An earlier `--secure` run's keys (marked with [`RUN_KEYS_MARK`]).
+    OfARun,
+    /// A folder of files no run wrote.
+    NotARun,
+    /// A file or a link where the folder goes.
+    NotAFolder,
+}
+
+impl RunKeys {
+    fn in_folder(out: &Path) -> RunKeys {
+        let dir = out.join("keys");
+        match dir.symlink_metadata() {
+            Err(_) => RunKeys::None,
+            Ok(metadata) if !metadata.is_dir() => RunKeys::NotAFolder,
+            Ok(_) if dir.join(RUN_KEYS_MARK).is_file() => RunKeys::OfARun,
+            Ok(_) => match std::fs::read_dir(&dir).map(|mut entries| entries.next().is_none()) {
+                Ok(true) => RunKeys::None,
+                _ => RunKeys::NotARun,
+            },
+        }
+    }
+}
+
+/// Removes the files an earlier run left in `out`, so none passes for this run's: its results
+/// and, if a `--secure` run wrote them, its keys (a run open or secure never leaves another
+/// run's keys beside its results).
 fn clear_previous_run(out: &Path) -> anyhow::Result<()> {
     cep_core::results::remove_files(out, cep_core::results::RUN_FILES).map_err(|(path, error)| {
         anyhow::anyhow!("cannot remove {} of an earlier run: {}", path.display(), cep_core::io_text::plain(&error))
-    })
+    })?;
+    let keys = out.join("keys");
+    match RunKeys::in_folder(out) {
+        RunKeys::OfARun => std::fs::remove_dir_all(&keys).map_err(|error| {
+            anyhow::anyhow!(
+                "cannot remove the keys of an earlier run in {}: {}",
+                keys.display(),
+                cep_core::io_text::plain(&error)
+            )
+        }),
+        RunKeys::None | RunKeys::NotARun | RunKeys::NotAFolder => Ok(()),
+    }
 }
 
 /// `cep run`: launches, prints the report, fails if anything was lost.
@@ -286,7 +341,14 @@ pub fn launch(args: LaunchArgs) -> anyhow::Result<()> {
     };
     let report = std::fs::read_to_string(args.out.join("report.txt")).unwrap_or_else(|_| summary.ycsb_report());
     print!("{report}");
-    println!("results: {}", args.out.display());
+    match args.secure {
+        true => println!(
+            "results: {} (secure: every socket under CURVE; keys in {})",
+            args.out.display(),
+            args.out.join("keys").display()
+        ),
+        false => println!("results: {}", args.out.display()),
+    }
     check_complete(&summary)
 }
 
@@ -382,6 +444,13 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
     }
     if !args.quiet {
         tracing::info!("writing results to {}", args.out.display());
+        if let Some(keys) = &endpoints.keys {
+            tracing::info!(
+                "secure: every socket under CURVE; an operator reaches this run with --key {} --keys {}",
+                keys.key("operator").display(),
+                keys.public.display()
+            );
+        }
     }
     if args.transport == LocalTransport::Inproc {
         let router = RouterConfig { announce: None, ..router_config(args, &endpoints)? };
@@ -442,16 +511,20 @@ fn secured<T>(
     config
 }
 
-/// New keys for a `--secure` run in `dir` (those of an earlier run there are removed): one per
-/// role and one per worker.
+/// New keys for a `--secure` run in `dir` (an earlier run's were removed with its results):
+/// one per role and one per worker, and the mark that says a run wrote them.
 fn fresh_keys(dir: &Path, workers: usize) -> anyhow::Result<crate::keys::ClusterKeys> {
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => bail!("cannot remove the keys of an earlier run in {}: {error}", dir.display()),
-    }
     let names: Vec<String> = (0..workers).map(default_worker_id).collect();
-    crate::keys::ClusterKeys::create(dir, &names)
+    let keys = crate::keys::ClusterKeys::create(dir, &names)?;
+    let mark = dir.join(RUN_KEYS_MARK);
+    std::fs::write(
+        &mark,
+        "The keys of one `cep run --secure` (a key pair per process, operator.key for `cep rules deploy`\n\
+         and `cep cluster`, the public keys in public/). The next `cep run` into this results folder\n\
+         removes this folder; keys of your own belong elsewhere.\n",
+    )
+    .with_context(|| format!("cannot write {}", mark.display()))?;
+    Ok(keys)
 }
 
 /// One process of the local cluster: its name and the role it runs.

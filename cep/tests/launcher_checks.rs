@@ -113,6 +113,19 @@ fn bad_flags_and_files_are_refused_before_anything_starts() {
         format!("error: --out {}: keys is not a folder (--secure writes the run's keys there)", out.display())
     );
     std::fs::remove_file(out.join("keys")).unwrap();
+    // Keys of the user's own where a secure run's go: never replaced.
+    std::fs::create_dir_all(out.join("keys")).unwrap();
+    std::fs::write(out.join("keys").join("mine.key"), "the user's own key\n").unwrap();
+    let line = refused(&cep_run(&out, &["--secure", "--count", "10"]));
+    assert_eq!(
+        line,
+        format!(
+            "error: --out {}: keys holds files no `cep run --secure` wrote (no RUN-KEYS.txt); they are not replaced: move them or choose another --out",
+            out.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(out.join("keys").join("mine.key")).unwrap(), "the user's own key\n");
+    std::fs::remove_dir_all(out.join("keys")).unwrap();
     // Flags that only make sense for a replay, as clap refuses a bad flag (exit 2 too).
     let output = cep_run(&out, &["--speed", "10"]);
     assert_eq!(output.status.code(), Some(2));
@@ -137,4 +150,41 @@ fn a_new_run_leaves_no_file_of_an_earlier_one() {
     assert!(!out.join("standalone-outputs.csv").exists());
     // A file of the user's own stays.
     assert!(out.join("notes.txt").exists());
+}
+
+#[test]
+fn a_secure_run_says_so_and_the_next_run_removes_its_keys_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = earlier_run(dir.path());
+    let small = ["--count", "2000", "--rate", "0", "--csv", "none", "--quiet", "--workers", "1"];
+    let summary = |out: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+    };
+    let output = cep_run(&out, &[&small[..], &["--secure"]].concat());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let keys = out.join("keys");
+    assert!(
+        stdout.ends_with(&format!(
+            "results: {} (secure: every socket under CURVE; keys in {})\n",
+            out.display(),
+            keys.display()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("[OVERALL], Secure, true\n"), "{stdout}");
+    assert_eq!(summary(&out)["secure"], true);
+    assert!(keys.join("operator.key").is_file() && keys.join("RUN-KEYS.txt").is_file());
+    // An open run into the same folder leaves no key of the secure one behind, and says it ran open.
+    let output = cep_run(&out, &small);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("[OVERALL], Secure, false\n"));
+    assert_eq!(summary(&out)["secure"], false);
+    assert!(!keys.exists());
+    // A keys folder of the user's own stays where an open run goes.
+    std::fs::create_dir_all(&keys).unwrap();
+    std::fs::write(keys.join("mine.key"), "the user's own key\n").unwrap();
+    let output = cep_run(&out, &small);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(keys.join("mine.key").is_file());
 }

@@ -207,7 +207,8 @@ pub fn run_in(
         }
         // A look at the running cluster: the figures so far, replaced by the final ones.
         if !config.summary_every.is_zero() && last_summary.elapsed() >= config.summary_every {
-            if let Err(error) = write_summary(&config.out, &collector.snapshot(now_ns())) {
+            let snapshot = Summary { secure: context.is_secure(), ..collector.snapshot(now_ns()) };
+            if let Err(error) = write_summary(&config.out, &snapshot) {
                 warn!(%error, "cannot write the rolling summary");
             }
             last_summary = Instant::now();
@@ -265,7 +266,7 @@ pub fn run_in(
     collector.refused_connections(&context.refusals());
     let finished = collector.finish(|collector| collector.publish(&metrics)).map_err(write_err(&csv_path))?;
     crate::latency::write_distribution(&config.out, &finished.hops.end_to_end).map_err(write_err(&config.out))?;
-    let mut summary = finished.summary;
+    let mut summary = Summary { secure: context.is_secure(), ..finished.summary };
     if stopping.is_some() {
         // Stopped before it had everything: whatever balanced, the run did not run its course.
         summary.complete = false;

@@ -198,6 +198,10 @@ pub struct Summary {
     /// empty) and no `failure` ended the run; false when the collector stopped on its idle
     /// timeout or a shutdown signal, lost the router, or a dead worker's state was lost.
     pub complete: bool,
+    /// True when the collector's sockets ran under CURVE, so the whole cluster did (an open
+    /// peer cannot talk to a CURVE one): every frame encrypted and every peer authenticated.
+    #[serde(default)]
+    pub secure: bool,
     /// True in a snapshot the collector writes while the run goes (`--summary-every`): the
     /// figures so far, `complete` false; false in the summary written at the end.
     #[serde(default)]
@@ -305,6 +309,7 @@ const LEGEND: &str = "\
 # cep run report: [SECTION], Metric, value lines (YCSB style); summary.json has the same and more.
 # OVERALL: events are the ticks the injector sent. RunTime runs from the start (warm-up included)
 #   to the last worker's report (a partial run: to the last frame received); Throughput(ops/sec) = EventsProcessed / RunTime.
+#   Secure: every socket ran under CURVE, encrypted and authenticated (`cep run --secure`).
 # OUTPUTS: what the rules emitted, duplicates included. A tick gives one output per query that
 #   fires on it (none, one or several), so outputs and events differ. Total = Measured +
 #   DuringWarmup + ClosedByEndOfInput (tumbling windows still open when the input ended: no
@@ -384,6 +389,7 @@ impl Summary {
         line("OVERALL", "LateEvents", self.late.to_string());
         line("OVERALL", "LateDropped", self.late_dropped.to_string());
         line("OVERALL", "Complete", self.complete.to_string());
+        line("OVERALL", "Secure", self.secure.to_string());
         for (cause, count) in &self.lost_by_cause {
             line("LOST", cause, count.to_string());
         }
