@@ -86,12 +86,21 @@ impl<'a> Asking<'a> {
     /// One request; the answer as it came.
     pub fn raw(&self, request: &[u8]) -> anyhow::Result<Vec<u8>> {
         let router = self.router;
-        let hint = match self.context.is_secure() {
-            true => format!("is the endpoint right, and {}?", cep_transport::control::UNADMITTED_KEY_HINT),
-            false => "is the endpoint right? A secure cluster answers only --key and --keys".to_string(),
-        };
-        cep_transport::control::request(&self.context, router, request, self.timeout, &AtomicBool::new(false))
-            .with_context(|| format!("cannot reach the router at {router} ({hint})"))
+        cep_transport::control::request(&self.context, router, request, self.timeout, &AtomicBool::new(false)).map_err(
+            |error| {
+                // A refusal says why itself; silence needs the hint.
+                let hint = match (&error, self.context.is_secure()) {
+                    (cep_transport::TransportError::Refused { .. }, _) => String::new(),
+                    (_, true) => {
+                        format!(" (is the endpoint right, and {}?)", cep_transport::control::UNADMITTED_KEY_HINT)
+                    }
+                    (_, false) => {
+                        " (is the endpoint right? A secure cluster answers only --key and --keys)".to_string()
+                    }
+                };
+                anyhow::Error::new(error).context(format!("cannot reach the router at {router}{hint}"))
+            },
+        )
     }
 
     /// One request; its answer decoded as `B`, or the router's refusal as the error.

@@ -160,11 +160,17 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
         answer_of(&request(context, &control, body, Duration::from_secs(10), &never).unwrap())
     };
 
-    // Before the start: a stranger is not even answered; a worker's key cannot register a
-    // collector; an injector's key cannot deploy rules.
+    // Before the start: a stranger is turned away in the handshake (and told so); a worker's
+    // key cannot register a collector; an injector's key cannot deploy rules.
     let rogue_worker = registration(Role::Worker, "rogue", "tcp://127.0.0.1:1", 0);
-    let unanswered = register(&stranger, &control, &rogue_worker, Duration::from_millis(1500), &never).unwrap_err();
-    assert!(unanswered.to_string().contains("no answer from"), "{unanswered}");
+    let turned_away = register(&stranger, &control, &rogue_worker, Duration::from_secs(30), &never).unwrap_err();
+    assert_eq!(
+        turned_away.to_string(),
+        format!(
+            "cannot register with the router at {control}: {control} refused the handshake: \
+             this process's key is not listed among the cluster's public keys"
+        )
+    );
     let rogue_collector = registration(Role::Collector, "rogue", "tcp://127.0.0.1:1", 0);
     let (kind, reason) = ask(&spare_worker, &rogue_collector.encode(0));
     assert_eq!(kind, FrameKind::Refused);

@@ -191,7 +191,9 @@ fn wait_until_resolvable(endpoint: &str, deadline: Instant, shutdown: &dyn StopF
 }
 
 /// Sends one request to the router's control socket and waits for the answer, at most
-/// `timeout`, giving up early if `shutdown` is raised.
+/// `timeout`, giving up early if `shutdown` is raised. A router that turns the connection
+/// away in the handshake (a key it does not admit, or CURVE on one side only) is said at once
+/// ([`TransportError::Refused`]), not after the whole `timeout`.
 pub fn request(
     context: &Context,
     endpoint: &str,
@@ -202,24 +204,166 @@ pub fn request(
     let started = Instant::now();
     let deadline = started + timeout;
     wait_until_resolvable(endpoint, deadline, shutdown)?;
+    let mut asked_again = false;
+    loop {
+        let reason = match ask_once(context, endpoint, body, deadline, shutdown)? {
+            Asked::Answer(answer) => return Ok(answer),
+            Asked::TimedOut => return Err(TransportError::Timeout { peer: endpoint.to_string(), timeout }),
+            Asked::Stopped => {
+                return Err(TransportError::Stopped { peer: endpoint.to_string(), waited: started.elapsed() })
+            }
+            // The server reads its public keys again at most once a second: a key listed a
+            // moment ago is admitted when asked again after that (the request never reached
+            // the server, so asking again repeats nothing). A second refusal is the answer.
+            Asked::TurnedAway(TurnedAway::Key(reason)) if !asked_again => {
+                asked_again = true;
+                let again = Instant::now() + KEY_RELOAD_WAIT;
+                while Instant::now() < again.min(deadline) && !shutdown.raised() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                if Instant::now() < deadline && !shutdown.raised() {
+                    continue;
+                }
+                reason
+            }
+            Asked::TurnedAway(TurnedAway::Key(reason) | TurnedAway::Mechanism(reason)) => reason,
+        };
+        return Err(TransportError::Refused { peer: endpoint.to_string(), reason });
+    }
+}
+
+/// How one attempt at a request ended.
+enum Asked {
+    Answer(Vec<u8>),
+    TurnedAway(TurnedAway),
+    TimedOut,
+    Stopped,
+}
+
+/// One connection's attempt at a request, until `deadline`. libzmq does not connect again
+/// after a handshake that failed this way, so a refusal ends the attempt.
+fn ask_once(
+    context: &Context,
+    endpoint: &str,
+    body: &[u8],
+    deadline: Instant,
+    shutdown: &dyn StopFlag,
+) -> Result<Asked, TransportError> {
     let socket = context.socket(zmq::REQ, SocketRole::Connects { server: Server::Router, endpoint })?;
     socket.set_linger(0).map_err(socket_err("set linger"))?;
     socket.set_maxmsgsize(MAX_CONTROL_FRAME_BYTES as i64).map_err(socket_err("set maximum message size"))?;
+    let socket = WatchedRequest::watch(context, socket)?;
     socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
     socket.send(body, 0).map_err(socket_err("send control request"))?;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if shutdown.raised() {
-            return Err(TransportError::Stopped { peer: endpoint.to_string(), waited: started.elapsed() });
+            return Ok(Asked::Stopped);
+        }
+        if let Some(turned_away) = socket.turned_away(context.is_secure()) {
+            return Ok(Asked::TurnedAway(turned_away));
         }
         if left.is_zero() {
-            return Err(TransportError::Timeout { peer: endpoint.to_string(), timeout });
+            return Ok(Asked::TimedOut);
         }
         match socket.poll(zmq::POLLIN, left.min(Duration::from_millis(100)).as_millis() as i64) {
             Ok(0) | Err(zmq::Error::EINTR) => continue,
-            Ok(_) => return socket.recv_bytes(0).map_err(socket_err("receive control answer")),
+            Ok(_) => return socket.recv_bytes(0).map(Asked::Answer).map_err(socket_err("receive control answer")),
             Err(source) => return Err(TransportError::Socket { what: "poll control", source }),
         }
+    }
+}
+
+/// How long a request whose key was refused waits before it asks again: a little more than
+/// the second within which a server's authentication handler reads its public keys again.
+const KEY_RELOAD_WAIT: Duration = Duration::from_millis(1_200);
+
+/// Why the server turned a request's connection away in the handshake.
+#[derive(Debug, PartialEq, Eq)]
+enum TurnedAway {
+    /// Its authentication handler refused this process's key (a key listed since is admitted
+    /// when asked again).
+    Key(String),
+    /// One side runs CURVE and the other does not: waiting changes nothing.
+    Mechanism(String),
+}
+
+/// A request's socket with a monitor of its handshakes, so that a server that turns it away
+/// is said at once instead of as a time-out. The monitor is stopped before either socket
+/// closes: libzmq (4.3) sends monitor events with a blocking send, so an event for a reader
+/// already gone would stall its I/O thread.
+struct WatchedRequest {
+    /// The reader of the socket's events (dropped before the socket: fields drop in order).
+    events: zmq::Socket,
+    socket: crate::context::Socket,
+}
+
+impl WatchedRequest {
+    fn watch(context: &Context, socket: crate::context::Socket) -> Result<WatchedRequest, TransportError> {
+        let name = monitor_endpoint();
+        let failures =
+            zmq::SocketEvent::HANDSHAKE_FAILED_AUTH as i32 | zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL as i32;
+        socket.monitor(&name, failures).map_err(socket_err("monitor the handshake"))?;
+        let events = context.zmq().socket(zmq::PAIR).map_err(socket_err("create handshake monitor"))?;
+        events.set_linger(0).map_err(socket_err("set linger"))?;
+        events.connect(&name).map_err(socket_err("connect handshake monitor"))?;
+        Ok(WatchedRequest { events, socket })
+    }
+
+    /// The first refusal among the handshake events so far (`secure`: this process runs CURVE).
+    fn turned_away(&self, secure: bool) -> Option<TurnedAway> {
+        // Each event is two frames: (event u16 LE, value u32 LE), then the endpoint.
+        while let Ok(parts) = self.events.recv_multipart(zmq::DONTWAIT) {
+            let Some(head) = parts.first().filter(|head| head.len() >= 6) else { continue };
+            let event = zmq::SocketEvent::from_raw(u16::from_le_bytes([head[0], head[1]]));
+            let value = u32::from_le_bytes([head[2], head[3], head[4], head[5]]);
+            match event {
+                zmq::SocketEvent::HANDSHAKE_FAILED_AUTH => {
+                    return Some(TurnedAway::Key(match value {
+                        400 => "this process's key is not listed among the cluster's public keys".to_string(),
+                        status => format!("its authentication handler answered status {status}"),
+                    }));
+                }
+                zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL if value == MECHANISM_MISMATCH => {
+                    return Some(TurnedAway::Mechanism(match secure {
+                        true => {
+                            "it runs open (no CURVE): give it --key and --keys too, or run this process with --insecure"
+                                .to_string()
+                        }
+                        false => "it runs under CURVE: give this process --key and --keys".to_string(),
+                    }));
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+/// ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH (zmq.h): the peers' greetings name different
+/// security mechanisms.
+const MECHANISM_MISMATCH: u32 = 0x1100_0002;
+
+/// A name of its own for a monitor's inproc endpoint (two monitors cannot share one).
+fn monitor_endpoint() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("inproc://cep-request-handshakes-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+impl std::ops::Deref for WatchedRequest {
+    type Target = zmq::Socket;
+
+    fn deref(&self) -> &zmq::Socket {
+        &self.socket
+    }
+}
+
+impl Drop for WatchedRequest {
+    fn drop(&mut self) {
+        // A new monitor of no events replaces the old one (libzmq stops one for a null
+        // endpoint, which the zmq crate cannot pass): no event is sent from here on, whichever
+        // socket closes first.
+        let _ = self.socket.monitor(&monitor_endpoint(), 0);
     }
 }
 
@@ -280,6 +424,90 @@ mod tests {
         let error = request(&context, silent.endpoint(), b"x", Duration::from_secs(60), &shutdown).unwrap_err();
         assert!(matches!(error, TransportError::Stopped { waited, .. } if waited < Duration::from_secs(60)), "{error}");
         assert!(error.to_string().starts_with("stopped while waiting for an answer from tcp://127.0.0.1:"), "{error}");
+    }
+
+    /// A server answering every request that reaches it with `answer`, in a thread, until
+    /// `stop`; its endpoint.
+    fn answering(context: Context, stop: std::sync::Arc<AtomicBool>) -> (String, std::thread::JoinHandle<()>) {
+        let (endpoint_tx, endpoint_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let server = ControlServer::bind(&context, "tcp://127.0.0.1:*").unwrap();
+            endpoint_tx.send(server.endpoint().to_string()).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(request) = server.recv(Duration::from_millis(50)).unwrap() {
+                    server.reply(&request.client, b"answer").unwrap();
+                }
+            }
+        });
+        (endpoint_rx.recv().unwrap(), thread)
+    }
+
+    #[test]
+    fn a_router_that_turns_the_connection_away_is_said_at_once_and_a_key_listed_since_gets_in() {
+        use crate::security::{write_public, Credentials, KeyPair};
+        let dir = tempfile::tempdir().unwrap();
+        let [router, operator, stranger, late] = [(); 4].map(|()| KeyPair::generate().unwrap());
+        write_public(router.public(), &dir.path().join("router/router.pub")).unwrap();
+        write_public(operator.public(), &dir.path().join("operator/operator.pub")).unwrap();
+        let secure = |own: &KeyPair| {
+            let credentials =
+                Credentials { own: own.clone(), keys_dir: dir.path().to_path_buf(), router: router.public().clone() };
+            Context::secure(credentials).unwrap()
+        };
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let server_context = secure(&router);
+        let (endpoint, server) = answering(server_context.clone(), stop.clone());
+        let (open_endpoint, open_server) = answering(Context::new(), stop.clone());
+        let never = AtomicBool::new(false);
+        let ask = |context: &Context, endpoint: &str| request(context, endpoint, b"x", Duration::from_secs(60), &never);
+        let refusals = || {
+            server_context
+                .refusals()
+                .iter()
+                .filter(|(cause, _)| cause.starts_with("unauthenticated_"))
+                .map(|(_, n)| n)
+                .sum::<u64>()
+        };
+
+        assert_eq!(ask(&secure(&operator), &endpoint).unwrap(), b"answer");
+        // A key nobody listed: refused, asked once more after the handler could have read the
+        // keys again, refused again, and said (not a time-out).
+        let error = ask(&secure(&stranger), &endpoint).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{endpoint} refused the handshake: this process's key is not listed among the cluster's public keys"
+            )
+        );
+        assert_eq!(refusals(), 2, "{:?}", server_context.refusals());
+        // CURVE on one side only: said at once.
+        let error = ask(&Context::new(), &endpoint).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("{endpoint} refused the handshake: it runs under CURVE: give this process --key and --keys")
+        );
+        let error = ask(&secure(&operator), &open_endpoint).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("{open_endpoint} refused the handshake: it runs open (no CURVE): give it --key and --keys too, or run this process with --insecure")
+        );
+        // A key listed just after its first refusal gets in when it asks again.
+        let late_context = secure(&late);
+        let asking = std::thread::spawn({
+            let endpoint = endpoint.clone();
+            move || request(&late_context, &endpoint, b"x", Duration::from_secs(60), &AtomicBool::new(false))
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while refusals() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(refusals(), 3, "the late key was refused once");
+        write_public(late.public(), &dir.path().join("operator/late.pub")).unwrap();
+        assert_eq!(asking.join().unwrap().unwrap(), b"answer");
+        assert_eq!(refusals(), 3);
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap();
+        open_server.join().unwrap();
     }
 }
 

@@ -89,6 +89,15 @@ pub enum TransportError {
         /// How long this process had waited.
         waited: Duration,
     },
+    /// The peer turned this process's connection away in the handshake: its key is not
+    /// admitted, or one side runs CURVE and the other does not.
+    #[error("{peer} refused the handshake: {reason}")]
+    Refused {
+        /// The peer's endpoint.
+        peer: String,
+        /// Why, and what to do about it.
+        reason: String,
+    },
     /// The peer did not answer in time.
     #[error("no answer from {peer} within {timeout:?}")]
     Timeout {
