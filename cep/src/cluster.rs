@@ -88,15 +88,10 @@ impl<'a> Asking<'a> {
         let router = self.router;
         cep_transport::control::request(&self.context, router, request, self.timeout, &AtomicBool::new(false)).map_err(
             |error| {
-                // A refusal says why itself; silence needs the hint.
-                let hint = match (&error, self.context.is_secure()) {
-                    (cep_transport::TransportError::Refused { .. }, _) => String::new(),
-                    (_, true) => {
-                        format!(" (is the endpoint right, and {}?)", cep_transport::control::UNADMITTED_KEY_HINT)
-                    }
-                    (_, false) => {
-                        " (is the endpoint right? A secure cluster answers only --key and --keys)".to_string()
-                    }
+                // A refused handshake says why itself; silence needs the hint.
+                let hint = match &error {
+                    cep_transport::TransportError::Timeout { .. } => " (is the endpoint right?)",
+                    _ => "",
                 };
                 anyhow::Error::new(error).context(format!("cannot reach the router at {router}{hint}"))
             },

@@ -167,8 +167,9 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
     assert_eq!(
         turned_away.to_string(),
         format!(
-            "cannot register with the router at {control}: {control} refused the handshake: \
-             this process's key is not listed among the cluster's public keys"
+            "cannot register with the router at {control}: {control} refused the handshake: this process's key is \
+             not admitted there: not listed among the cluster's public keys, or not for a role that endpoint admits \
+             (is it the router's control endpoint, and the right --key?)"
         )
     );
     let rogue_collector = registration(Role::Collector, "rogue", "tcp://127.0.0.1:1", 0);

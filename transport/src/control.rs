@@ -192,8 +192,9 @@ fn wait_until_resolvable(endpoint: &str, deadline: Instant, shutdown: &dyn StopF
 
 /// Sends one request to the router's control socket and waits for the answer, at most
 /// `timeout`, giving up early if `shutdown` is raised. A router that turns the connection
-/// away in the handshake (a key it does not admit, or CURVE on one side only) is said at once
-/// ([`TransportError::Refused`]), not after the whole `timeout`.
+/// away in the handshake (a key it does not admit, CURVE on one side only, a handshake it
+/// does not accept) is said at once ([`TransportError::HandshakeRefused`]), and one that
+/// closed every handshake is said at the time-out, not as silence.
 pub fn request(
     context: &Context,
     endpoint: &str,
@@ -204,13 +205,26 @@ pub fn request(
     let started = Instant::now();
     let deadline = started + timeout;
     wait_until_resolvable(endpoint, deadline, shutdown)?;
+    let stopped = || TransportError::Stopped { peer: endpoint.to_string(), waited: started.elapsed() };
+    let refused = |reason: String| TransportError::HandshakeRefused { peer: endpoint.to_string(), reason };
     let mut asked_again = false;
     loop {
-        let reason = match ask_once(context, endpoint, body, deadline, shutdown)? {
+        match ask_once(context, endpoint, body, deadline, shutdown)? {
             Asked::Answer(answer) => return Ok(answer),
-            Asked::TimedOut => return Err(TransportError::Timeout { peer: endpoint.to_string(), timeout }),
-            Asked::Stopped => {
-                return Err(TransportError::Stopped { peer: endpoint.to_string(), waited: started.elapsed() })
+            Asked::Stopped => return Err(stopped()),
+            Asked::TimedOut { closed_handshakes: 0 } => {
+                return Err(TransportError::Timeout { peer: endpoint.to_string(), timeout })
+            }
+            Asked::TimedOut { closed_handshakes } => {
+                let hint = match context.is_secure() {
+                    // A CURVE server that cannot read the HELLO (a client told another
+                    // server key) closes the connection without a word.
+                    true => "does --keys hold its current public key (router/router.pub)?",
+                    false => "is it a cep router's control endpoint?",
+                };
+                return Err(refused(format!(
+                    "it closed the connection in every handshake ({closed_handshakes} tries in {timeout:?}): {hint}"
+                )));
             }
             // The server reads its public keys again at most once a second: a key listed a
             // moment ago is admitted when asked again after that (the request never reached
@@ -221,14 +235,15 @@ pub fn request(
                 while Instant::now() < again.min(deadline) && !shutdown.raised() {
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                if Instant::now() < deadline && !shutdown.raised() {
-                    continue;
+                if shutdown.raised() {
+                    return Err(stopped());
                 }
-                reason
+                if Instant::now() >= deadline {
+                    return Err(refused(reason));
+                }
             }
-            Asked::TurnedAway(TurnedAway::Key(reason) | TurnedAway::Mechanism(reason)) => reason,
-        };
-        return Err(TransportError::Refused { peer: endpoint.to_string(), reason });
+            Asked::TurnedAway(TurnedAway::Key(reason) | TurnedAway::Handshake(reason)) => return Err(refused(reason)),
+        }
     }
 }
 
@@ -236,12 +251,15 @@ pub fn request(
 enum Asked {
     Answer(Vec<u8>),
     TurnedAway(TurnedAway),
-    TimedOut,
+    /// No answer by the deadline; the server closed this many handshakes meanwhile.
+    TimedOut {
+        closed_handshakes: u32,
+    },
     Stopped,
 }
 
 /// One connection's attempt at a request, until `deadline`. libzmq does not connect again
-/// after a handshake that failed this way, so a refusal ends the attempt.
+/// after a handshake the server refused (a protocol error), so a refusal ends the attempt.
 fn ask_once(
     context: &Context,
     endpoint: &str,
@@ -252,7 +270,7 @@ fn ask_once(
     let socket = context.socket(zmq::REQ, SocketRole::Connects { server: Server::Router, endpoint })?;
     socket.set_linger(0).map_err(socket_err("set linger"))?;
     socket.set_maxmsgsize(MAX_CONTROL_FRAME_BYTES as i64).map_err(socket_err("set maximum message size"))?;
-    let socket = WatchedRequest::watch(context, socket)?;
+    let mut socket = WatchedRequest::watch(context, socket)?;
     socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
     socket.send(body, 0).map_err(socket_err("send control request"))?;
     loop {
@@ -264,7 +282,7 @@ fn ask_once(
             return Ok(Asked::TurnedAway(turned_away));
         }
         if left.is_zero() {
-            return Ok(Asked::TimedOut);
+            return Ok(Asked::TimedOut { closed_handshakes: socket.closed_handshakes });
         }
         match socket.poll(zmq::POLLIN, left.min(Duration::from_millis(100)).as_millis() as i64) {
             Ok(0) | Err(zmq::Error::EINTR) => continue,
@@ -284,8 +302,9 @@ enum TurnedAway {
     /// Its authentication handler refused this process's key (a key listed since is admitted
     /// when asked again).
     Key(String),
-    /// One side runs CURVE and the other does not: waiting changes nothing.
-    Mechanism(String),
+    /// The handshake itself failed (CURVE on one side only, another socket type, a malformed
+    /// command): asking again changes nothing.
+    Handshake(String),
 }
 
 /// A request's socket with a monitor of its handshakes, so that a server that turns it away
@@ -296,53 +315,66 @@ struct WatchedRequest {
     /// The reader of the socket's events (dropped before the socket: fields drop in order).
     events: zmq::Socket,
     socket: crate::context::Socket,
+    /// Handshakes the server closed without a word (ZeroMQ connects again after each).
+    closed_handshakes: u32,
 }
 
 impl WatchedRequest {
     fn watch(context: &Context, socket: crate::context::Socket) -> Result<WatchedRequest, TransportError> {
+        use crate::security::{
+            EVENT_HANDSHAKE_FAILED_AUTH, EVENT_HANDSHAKE_FAILED_NO_DETAIL, EVENT_HANDSHAKE_FAILED_PROTOCOL,
+        };
         let name = monitor_endpoint();
-        let failures =
-            zmq::SocketEvent::HANDSHAKE_FAILED_AUTH as i32 | zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL as i32;
-        socket.monitor(&name, failures).map_err(socket_err("monitor the handshake"))?;
+        let failures = EVENT_HANDSHAKE_FAILED_AUTH | EVENT_HANDSHAKE_FAILED_PROTOCOL | EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+        socket.monitor(&name, failures as i32).map_err(socket_err("monitor the handshake"))?;
         let events = context.zmq().socket(zmq::PAIR).map_err(socket_err("create handshake monitor"))?;
         events.set_linger(0).map_err(socket_err("set linger"))?;
         events.connect(&name).map_err(socket_err("connect handshake monitor"))?;
-        Ok(WatchedRequest { events, socket })
+        Ok(WatchedRequest { events, socket, closed_handshakes: 0 })
     }
 
-    /// The first refusal among the handshake events so far (`secure`: this process runs CURVE).
-    fn turned_away(&self, secure: bool) -> Option<TurnedAway> {
+    /// The first refusal among the handshake events so far (`secure`: this process runs
+    /// CURVE); counts the handshakes closed without one.
+    fn turned_away(&mut self, secure: bool) -> Option<TurnedAway> {
+        use crate::security::{
+            EVENT_HANDSHAKE_FAILED_AUTH, EVENT_HANDSHAKE_FAILED_NO_DETAIL, EVENT_HANDSHAKE_FAILED_PROTOCOL,
+            MECHANISM_MISMATCH,
+        };
         // Each event is two frames: (event u16 LE, value u32 LE), then the endpoint.
         while let Ok(parts) = self.events.recv_multipart(zmq::DONTWAIT) {
             let Some(head) = parts.first().filter(|head| head.len() >= 6) else { continue };
-            let event = zmq::SocketEvent::from_raw(u16::from_le_bytes([head[0], head[1]]));
+            let event = u32::from(u16::from_le_bytes([head[0], head[1]]));
             let value = u32::from_le_bytes([head[2], head[3], head[4], head[5]]);
             match event {
-                zmq::SocketEvent::HANDSHAKE_FAILED_AUTH => {
+                EVENT_HANDSHAKE_FAILED_AUTH => {
                     return Some(TurnedAway::Key(match value {
-                        400 => "this process's key is not listed among the cluster's public keys".to_string(),
+                        400 => "this process's key is not admitted there: not listed among the cluster's public keys, \
+                                or not for a role that endpoint admits (is it the router's control endpoint, and the \
+                                right --key?)"
+                            .to_string(),
                         status => format!("its authentication handler answered status {status}"),
                     }));
                 }
-                zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL if value == MECHANISM_MISMATCH => {
-                    return Some(TurnedAway::Mechanism(match secure {
-                        true => {
+                EVENT_HANDSHAKE_FAILED_PROTOCOL => {
+                    return Some(TurnedAway::Handshake(match (value, secure) {
+                        (MECHANISM_MISMATCH, true) => {
                             "it runs open (no CURVE): give it --key and --keys too, or run this process with --insecure"
                                 .to_string()
                         }
-                        false => "it runs under CURVE: give this process --key and --keys".to_string(),
+                        (MECHANISM_MISMATCH, false) => "it runs under CURVE: give this process --key and --keys".to_string(),
+                        (code, _) => format!(
+                            "ZeroMQ protocol error {code:#x} (another kind of socket, or not ZeroMQ): is it the router's \
+                             control endpoint?"
+                        ),
                     }));
                 }
+                EVENT_HANDSHAKE_FAILED_NO_DETAIL => self.closed_handshakes += 1,
                 _ => {}
             }
         }
         None
     }
 }
-
-/// ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH (zmq.h): the peers' greetings name different
-/// security mechanisms.
-const MECHANISM_MISMATCH: u32 = 0x1100_0002;
 
 /// A name of its own for a monitor's inproc endpoint (two monitors cannot share one).
 fn monitor_endpoint() -> String {
@@ -476,7 +508,9 @@ mod tests {
         assert_eq!(
             error.to_string(),
             format!(
-                "{endpoint} refused the handshake: this process's key is not listed among the cluster's public keys"
+                "{endpoint} refused the handshake: this process's key is not admitted there: not listed among the \
+                 cluster's public keys, or not for a role that endpoint admits (is it the router's control endpoint, \
+                 and the right --key?)"
             )
         );
         assert_eq!(refusals(), 2, "{:?}", server_context.refusals());
@@ -491,6 +525,18 @@ mod tests {
             error.to_string(),
             format!("{open_endpoint} refused the handshake: it runs open (no CURVE): give it --key and --keys too, or run this process with --insecure")
         );
+        // A client told another router key: the router cannot read its HELLO and closes every
+        // handshake without a word; said at the time-out, not as silence.
+        let misinformed = Context::secure(Credentials {
+            own: operator.clone(),
+            keys_dir: dir.path().to_path_buf(),
+            router: KeyPair::generate().unwrap().public().clone(),
+        })
+        .unwrap();
+        let error = request(&misinformed, &endpoint, b"x", Duration::from_secs(2), &never).unwrap_err();
+        let TransportError::HandshakeRefused { reason, .. } = &error else { panic!("{error}") };
+        assert!(reason.starts_with("it closed the connection in every handshake ("), "{reason}");
+        assert!(reason.ends_with("does --keys hold its current public key (router/router.pub)?"), "{reason}");
         // A key listed just after its first refusal gets in when it asks again.
         let late_context = secure(&late);
         let asking = std::thread::spawn({
@@ -565,14 +611,12 @@ impl<T: StopFlag + ?Sized> StopFlag for std::sync::Arc<T> {
 #[derive(Debug, thiserror::Error)]
 pub enum RegistrationError {
     /// The router could not be reached or did not answer in time.
-    #[error("cannot register with the router at {router}: {source}{hint}")]
+    #[error("cannot register with the router at {router}: {source}")]
     Unreachable {
         /// The router's control endpoint.
         router: String,
-        /// What went wrong.
+        /// What went wrong (a refused handshake says why).
         source: TransportError,
-        /// What may cause it, where that is known (or empty).
-        hint: String,
     },
     /// The router refused this process.
     #[error("the router at {router} refused this process: {reason}")]
@@ -592,11 +636,6 @@ pub enum RegistrationError {
     },
 }
 
-/// What a request under CURVE that got no answer asks of its key: a router that does not
-/// admit a key never answers it (ZeroMQ drops the connection at the handshake), so a missing
-/// key and a missing router look the same to the client.
-pub const UNADMITTED_KEY_HINT: &str = "is this process's key listed among the cluster's public keys";
-
 /// Registers with the router and waits until the run starts (the router answers once the
 /// whole cluster is present).
 pub fn register(
@@ -609,13 +648,8 @@ pub fn register(
     use cep_core::control::{Ready, Refused};
     use cep_core::frame::{Body, Frame};
     use cep_core::wire::FrameKind;
-    let answer = request(context, router, &registration.encode(0), timeout, shutdown).map_err(|source| {
-        let hint = match (&source, context.is_secure()) {
-            (TransportError::Timeout { .. }, true) => format!(" (is the router running, and {UNADMITTED_KEY_HINT}?)"),
-            _ => String::new(),
-        };
-        RegistrationError::Unreachable { router: router.to_string(), source, hint }
-    })?;
+    let answer = request(context, router, &registration.encode(0), timeout, shutdown)
+        .map_err(|source| RegistrationError::Unreachable { router: router.to_string(), source })?;
     let bad = |source| RegistrationError::BadAnswer { router: router.to_string(), source };
     let frame = Frame::read(&answer, MAX_CONTROL_FRAME_BYTES).map_err(bad)?;
     if frame.kind() == FrameKind::Refused {

@@ -28,9 +28,16 @@ pub const Z85_KEY_LEN: usize = 40;
 const MAX_KEY_FILE_BYTES: u64 = 4096;
 /// How often the public keys directory may be read again.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
-/// zmq.h's `ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL` and `ZMQ_EVENT_MONITOR_STOPPED`.
-const EVENT_HANDSHAKE_FAILED_PROTOCOL: u32 = 0x2000;
+/// zmq.h's `ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL` (its value a `ZMQ_PROTOCOL_ERROR_*`),
+/// `_HANDSHAKE_FAILED_AUTH` (the ZAP status code), `_HANDSHAKE_FAILED_NO_DETAIL` (the
+/// connection closed mid-handshake) and `ZMQ_EVENT_MONITOR_STOPPED`.
+pub(crate) const EVENT_HANDSHAKE_FAILED_PROTOCOL: u32 = 0x2000;
+pub(crate) const EVENT_HANDSHAKE_FAILED_AUTH: u32 = 0x4000;
+pub(crate) const EVENT_HANDSHAKE_FAILED_NO_DETAIL: u32 = 0x0800;
 const EVENT_MONITOR_STOPPED: u32 = 0x0400;
+/// zmq.h's `ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH`: the peers' greetings name different
+/// security mechanisms (CURVE on one side only).
+pub(crate) const MECHANISM_MISMATCH: u32 = 0x1100_0002;
 /// Where libzmq sends its authentication requests (RFC 27).
 const ZAP_ENDPOINT: &str = "inproc://zeromq.zap.01";
 
@@ -628,7 +635,7 @@ const ZAP_ERRORS: std::ops::RangeInclusive<u32> = 0x2000_0000..=0x2000_0005;
 fn handshake_failure(code: u32) -> &'static str {
     match code {
         0x1100_0001 => "its messages do not decrypt: it does not know this server's key",
-        0x1100_0002 => "it does not run CURVE (a client without --key, or another mechanism)",
+        MECHANISM_MISMATCH => "it does not run CURVE (a client without --key, or another mechanism)",
         0x1000_0001..=0x1000_0018 => "a malformed or out-of-order handshake command",
         code if ZAP_ERRORS.contains(&code) => "this process's authentication handler answered badly",
         _ => "a handshake that is not ZeroMQ's CURVE",

@@ -90,9 +90,9 @@ pub enum TransportError {
         waited: Duration,
     },
     /// The peer turned this process's connection away in the handshake: its key is not
-    /// admitted, or one side runs CURVE and the other does not.
+    /// admitted, one side runs CURVE and the other does not, or it closed every handshake.
     #[error("{peer} refused the handshake: {reason}")]
-    Refused {
+    HandshakeRefused {
         /// The peer's endpoint.
         peer: String,
         /// Why, and what to do about it.
