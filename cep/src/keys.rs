@@ -49,7 +49,7 @@ pub enum KeysCommand {
 pub fn run(args: KeysArgs) -> anyhow::Result<()> {
     match args.command {
         KeysCommand::Generate { file } => {
-            check_generate(&file).map_err(|error| Usage::of(&error))?;
+            check_generate(&file)?;
             let public = public_path(&file);
             let pair = KeyPair::generate()?;
             pair.write(&file)?;
@@ -65,7 +65,7 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
             let layout = if folders { Layout::Folders } else { Layout::Flat };
             // (The public folder may be an empty mount point: what was written is its router key.)
             if keep && dir.join("public").join(Role::Router.name()).exists() {
-                ClusterKeys::check_complete(&dir, &workers, layout).map_err(|error| Usage::of(&error))?;
+                ClusterKeys::check_complete(&dir, &workers, layout)?;
                 println!("keeping the keys in {}", dir.display());
                 return Ok(());
             }
@@ -82,17 +82,31 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
     }
 }
 
-/// What `cep keys generate FILE` refuses before writing anything: a `.pub` name, a file in the
-/// way, or a folder that is not there (a mistyped path is not made into folders).
+/// What `cep keys generate FILE` refuses before writing anything, as usage errors: a `.pub`
+/// name, a file in the way, or a folder that is not there (a mistyped path is not made into
+/// folders). A folder it cannot look at is a plain error.
 fn check_generate(file: &Path) -> anyhow::Result<()> {
+    let refuse = |message: String| -> anyhow::Result<()> { Err(Usage(message).into()) };
     if file.extension().is_some_and(|extension| extension == "pub") {
-        bail!("{}: a key pair file is not a .pub file (name it NAME.key; NAME.pub is its public half)", file.display());
+        return refuse(format!(
+            "{}: a key pair file is not a .pub file (name it NAME.key; NAME.pub is its public half)",
+            file.display()
+        ));
     }
     let folder = file.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if !folder.is_dir() {
-        bail!("{}: no folder {} to write it in (create it first)", file.display(), folder.display());
+    match std::fs::metadata(folder) {
+        Ok(metadata) if metadata.is_dir() => {}
+        Ok(_) => return refuse(format!("{}: {} is not a folder", file.display(), folder.display())),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return refuse(format!(
+                "{}: no folder {} to write it in (create it first)",
+                file.display(),
+                folder.display()
+            ))
+        }
+        Err(error) => bail!("{}: cannot look at {}: {error}", file.display(), folder.display()),
     }
-    refuse_existing(&[file, &public_path(file)], &[])
+    refuse_existing(&[file, &public_path(file)], &[]).map_err(|error| Usage::of(&error))
 }
 
 /// The key pairs of a cluster: one per role, one per named worker (or one `worker` for all).

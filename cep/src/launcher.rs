@@ -234,7 +234,7 @@ impl LaunchArgs {
                     self.out.display()
                 ),
                 RunKeys::NotARun => bail!(
-                    "--out {}: keys holds files no `cep run --secure` wrote (no {RUN_KEYS_MARK}); they are not replaced: move them or choose another --out",
+                    "--out {}: keys holds files no `cep run --secure` marked as its own (no {RUN_KEYS_MARK}: keys of yours, or of a cep older than the mark); they are not replaced: move them or choose another --out",
                     self.out.display()
                 ),
             }
@@ -312,7 +312,7 @@ fn clear_previous_run(out: &Path) -> anyhow::Result<()> {
     })?;
     let keys = out.join("keys");
     match RunKeys::in_folder(out) {
-        RunKeys::OfARun => std::fs::remove_dir_all(&keys).map_err(|error| {
+        RunKeys::OfARun => remove_run_keys(&keys).map_err(|error| {
             anyhow::anyhow!(
                 "cannot remove the keys of an earlier run in {}: {}",
                 keys.display(),
@@ -321,6 +321,23 @@ fn clear_previous_run(out: &Path) -> anyhow::Result<()> {
         }),
         RunKeys::None | RunKeys::NotARun | RunKeys::NotAFolder => Ok(()),
     }
+}
+
+/// Removes a run's keys folder, its mark last: a removal that fails half-way leaves a folder
+/// still marked as a run's, which the next run removes (never one that looks like a user's).
+fn remove_run_keys(keys: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(keys)? {
+        let entry = entry?;
+        if entry.file_name() == RUN_KEYS_MARK {
+            continue;
+        }
+        match entry.file_type()?.is_dir() {
+            true => std::fs::remove_dir_all(entry.path())?,
+            false => std::fs::remove_file(entry.path())?,
+        }
+    }
+    std::fs::remove_file(keys.join(RUN_KEYS_MARK))?;
+    std::fs::remove_dir(keys)
 }
 
 /// `cep run`: launches, prints the report, fails if anything was lost.
@@ -341,7 +358,7 @@ pub fn launch(args: LaunchArgs) -> anyhow::Result<()> {
     };
     let report = std::fs::read_to_string(args.out.join("report.txt")).unwrap_or_else(|_| summary.ycsb_report());
     print!("{report}");
-    match args.secure {
+    match summary.secure {
         true => println!(
             "results: {} (secure: every socket under CURVE; keys in {})",
             args.out.display(),
@@ -445,11 +462,7 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
     if !args.quiet {
         tracing::info!("writing results to {}", args.out.display());
         if let Some(keys) = &endpoints.keys {
-            tracing::info!(
-                "secure: every socket under CURVE; an operator reaches this run with --key {} --keys {}",
-                keys.key("operator").display(),
-                keys.public.display()
-            );
+            tracing::info!("secure: every socket under CURVE, the run's keys in {}", keys.dir.display());
         }
     }
     if args.transport == LocalTransport::Inproc {
@@ -515,7 +528,8 @@ fn secured<T>(
 /// one per role and one per worker, and the mark that says a run wrote them.
 fn fresh_keys(dir: &Path, workers: usize) -> anyhow::Result<crate::keys::ClusterKeys> {
     let names: Vec<String> = (0..workers).map(default_worker_id).collect();
-    let keys = crate::keys::ClusterKeys::create(dir, &names)?;
+    // The mark first: keys written half-way (a kill, a full disk) are still a run's.
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mark = dir.join(RUN_KEYS_MARK);
     std::fs::write(
         &mark,
@@ -524,7 +538,7 @@ fn fresh_keys(dir: &Path, workers: usize) -> anyhow::Result<crate::keys::Cluster
          removes this folder; keys of your own belong elsewhere.\n",
     )
     .with_context(|| format!("cannot write {}", mark.display()))?;
-    Ok(keys)
+    crate::keys::ClusterKeys::create(dir, &names)
 }
 
 /// One process of the local cluster: its name and the role it runs.
@@ -686,6 +700,14 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
+    if !args.quiet {
+        // Kernel-chosen unless --control fixed it: how `cep cluster` and `cep rules deploy` reach this run.
+        let operator = match &endpoints.keys {
+            Some(keys) => format!(" --key {} --keys {}", keys.key("operator").display(), keys.public.display()),
+            None => String::new(),
+        };
+        tracing::info!("the router's control endpoint is {control}: `cep cluster status --router {control}{operator}` reaches this run");
+    }
     // A collector that dies is started again with the same flags: it resumes from its saved
     // state while the others hold what it had not saved.
     let mut collector_args: Option<Vec<String>> = None;

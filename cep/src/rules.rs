@@ -72,7 +72,7 @@ fn check(files: &[PathBuf]) -> anyhow::Result<()> {
     for file in files {
         let source = cep_query::RulesSource::load(Some(file)).map_err(anyhow::Error::msg)?;
         match source.compile() {
-            Ok(rules) => println!("{}: ok, {} queries", file.display(), rules.queries.len()),
+            Ok(rules) => println!("{}: ok, {}", file.display(), queries(rules.queries.len())),
             Err(error) => {
                 eprintln!("{}", error.render());
                 failed += 1;
@@ -101,11 +101,19 @@ fn deploy(file: &std::path::Path, asking: &crate::cluster::Asking<'_>) -> anyhow
     let deployed: Deployed = frame.body().with_context(|| format!("bad answer from the router at {router}"))?;
     let at: Vec<String> = deployed.at.iter().map(|(stream, seq)| format!("stream {stream} from seq {seq}")).collect();
     println!(
-        "deployed {} ({} queries) as rules version {}; switch: {}",
+        "deployed {} ({}) as rules version {}; switch: {}",
         file.display(),
-        rules.queries.len(),
+        queries(rules.queries.len()),
         deployed.epoch,
         if at.is_empty() { "the run starts with them".to_string() } else { at.join(", ") }
     );
     Ok(())
+}
+
+/// "1 query", "3 queries".
+fn queries(count: usize) -> String {
+    match count {
+        1 => "1 query".to_string(),
+        count => format!("{count} queries"),
+    }
 }

@@ -176,6 +176,10 @@ fn the_oracle_generator_writes_only_files_that_check() {
     let output = cep(&["rules", "check", one.to_str().unwrap()]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(String::from_utf8_lossy(&output.stdout), format!("{}: ok, 2 queries\n", one.display()));
+    let single = dir.path().join("one.rules");
+    std::fs::write(&single, "@name('p') SELECT symbol, price AS value FROM StockTick;\n").unwrap();
+    let output = cep(&["rules", "check", single.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), format!("{}: ok, 1 query\n", single.display()));
 }
 
 #[test]

@@ -120,7 +120,7 @@ fn bad_flags_and_files_are_refused_before_anything_starts() {
     assert_eq!(
         line,
         format!(
-            "error: --out {}: keys holds files no `cep run --secure` wrote (no RUN-KEYS.txt); they are not replaced: move them or choose another --out",
+            "error: --out {}: keys holds files no `cep run --secure` marked as its own (no RUN-KEYS.txt: keys of yours, or of a cep older than the mark); they are not replaced: move them or choose another --out",
             out.display()
         )
     );
@@ -175,6 +175,11 @@ fn a_secure_run_says_so_and_the_next_run_removes_its_keys_only() {
     assert!(stdout.contains("[OVERALL], Secure, true\n"), "{stdout}");
     assert_eq!(summary(&out)["secure"], true);
     assert!(keys.join("operator.key").is_file() && keys.join("RUN-KEYS.txt").is_file());
+    // A secure run after it replaces its keys with fresh ones.
+    let first_operator = std::fs::read_to_string(keys.join("operator.key")).unwrap();
+    let output = cep_run(&out, &[&small[..], &["--secure"]].concat());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_ne!(std::fs::read_to_string(keys.join("operator.key")).unwrap(), first_operator);
     // An open run into the same folder leaves no key of the secure one behind, and says it ran open.
     let output = cep_run(&out, &small);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -187,4 +192,13 @@ fn a_secure_run_says_so_and_the_next_run_removes_its_keys_only() {
     let output = cep_run(&out, &small);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(keys.join("mine.key").is_file());
+    // So does a link to a run's keys folder elsewhere: neither followed nor removed.
+    std::fs::remove_dir_all(&keys).unwrap();
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("RUN-KEYS.txt"), "").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &keys).unwrap();
+    let output = cep_run(&out, &small);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(keys.symlink_metadata().unwrap().file_type().is_symlink() && elsewhere.join("RUN-KEYS.txt").is_file());
 }

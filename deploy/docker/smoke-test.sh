@@ -86,7 +86,7 @@ check_mounts() {
 }
 check_mounts
 # An injector whose key is in no list, meanwhile (docker-compose v1 takes seconds to start it):
-# the router does not even answer it. Its verdict is read at the end.
+# the router turns it away in the handshake. Its verdict is read at the end.
 (
     ! compose -f docker-compose.yml run --rm --no-deps -v "$stranger":/stranger \
         -e CEP_KEY=/stranger/stranger.key -e CEP_START_TIMEOUT=3s injector >/dev/null 2>&1
@@ -123,6 +123,8 @@ results = sys.argv[1]
 summary = json.load(open(f"{results}/summary.json"))
 workers = summary["workers"]
 problems = []
+if not summary["secure"]:
+    problems.append("summary.json says the run was not secure")
 if not summary["complete"]:
     problems.append("run incomplete")
 if summary["events_sent"] == 0 or summary["events_processed"] != summary["events_sent"]:

@@ -105,6 +105,8 @@ problems = []
 log = open(sys.argv[2]).read()
 if "[progress]" not in log or "[OVERALL], Throughput(ops/sec)," not in log:
     problems.append("the collector's output lacks its progress lines or the report")
+if not summary["secure"]:
+    problems.append("summary.json says the run was not secure")
 if not summary["complete"]:
     problems.append("run incomplete")
 if summary["events_sent"] != 200000 or summary["events_processed"] != 200000:
