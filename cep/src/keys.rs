@@ -69,8 +69,8 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
                 println!("keeping the keys in {}", dir.display());
                 return Ok(());
             }
-            ClusterKeys::check_creatable(&dir, &workers, layout).map_err(|error| Usage::of(&error))?;
-            let keys = ClusterKeys::create_as(&dir, &workers, layout)?;
+            let keys = ClusterKeys::check_creatable(&dir, &workers, layout).map_err(|error| Usage::of(&error))?;
+            keys.write_pairs(&workers)?;
             println!("wrote one key pair per role into {}", dir.display());
             println!(
                 "every process takes --keys {} and --key {} (a worker given --worker: <id> for <role>)",
@@ -197,14 +197,19 @@ impl ClusterKeys {
     pub fn create_as(dir: &Path, workers: &[String], layout: Layout) -> anyhow::Result<ClusterKeys> {
         // Every name is checked before any file is written: a refusal leaves nothing behind.
         let keys = ClusterKeys::check_creatable(dir, workers, layout)?;
+        keys.write_pairs(workers)?;
+        Ok(keys)
+    }
+
+    /// Writes the key pairs [`Self::check_creatable`] found room for.
+    fn write_pairs(&self, workers: &[String]) -> anyhow::Result<()> {
         for (role, name) in key_names(workers)? {
             let pair = KeyPair::generate()?;
-            let secret = keys.key(&name);
-            pair.write(&secret)
-                .and_then(|()| write_public(pair.public(), &keys.public.join(role.name()).join(format!("{name}.pub"))))
+            pair.write(&self.key(&name))
+                .and_then(|()| write_public(pair.public(), &self.public.join(role.name()).join(format!("{name}.pub"))))
                 .with_context(|| format!("cannot write the {name} key"))?;
         }
-        Ok(keys)
+        Ok(())
     }
 
     /// Fails, naming why, where [`Self::create_as`] would refuse: a bad worker name, `dir` not

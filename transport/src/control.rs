@@ -3,6 +3,10 @@
 //! complete) while it keeps serving other clients.
 
 use crate::context::SocketRole;
+use crate::monitor::{
+    Event, EVENT_HANDSHAKE_FAILED_AUTH, EVENT_HANDSHAKE_FAILED_NO_DETAIL, EVENT_HANDSHAKE_FAILED_PROTOCOL,
+    MECHANISM_MISMATCH,
+};
 use crate::security::{Peer, Role, Server};
 use crate::socket::{socket_err, TransportError};
 use crate::Context;
@@ -321,10 +325,7 @@ struct WatchedRequest {
 
 impl WatchedRequest {
     fn watch(context: &Context, socket: crate::context::Socket) -> Result<WatchedRequest, TransportError> {
-        use crate::security::{
-            EVENT_HANDSHAKE_FAILED_AUTH, EVENT_HANDSHAKE_FAILED_NO_DETAIL, EVENT_HANDSHAKE_FAILED_PROTOCOL,
-        };
-        let name = monitor_endpoint();
+        let name = crate::monitor::endpoint("request-handshakes");
         let failures = EVENT_HANDSHAKE_FAILED_AUTH | EVENT_HANDSHAKE_FAILED_PROTOCOL | EVENT_HANDSHAKE_FAILED_NO_DETAIL;
         socket.monitor(&name, failures as i32).map_err(socket_err("monitor the handshake"))?;
         let events = context.zmq().socket(zmq::PAIR).map_err(socket_err("create handshake monitor"))?;
@@ -336,16 +337,8 @@ impl WatchedRequest {
     /// The first refusal among the handshake events so far (`secure`: this process runs
     /// CURVE); counts the handshakes closed without one.
     fn turned_away(&mut self, secure: bool) -> Option<TurnedAway> {
-        use crate::security::{
-            EVENT_HANDSHAKE_FAILED_AUTH, EVENT_HANDSHAKE_FAILED_NO_DETAIL, EVENT_HANDSHAKE_FAILED_PROTOCOL,
-            MECHANISM_MISMATCH,
-        };
-        // Each event is two frames: (event u16 LE, value u32 LE), then the endpoint.
-        while let Ok(parts) = self.events.recv_multipart(zmq::DONTWAIT) {
-            let Some(head) = parts.first().filter(|head| head.len() >= 6) else { continue };
-            let event = u32::from(u16::from_le_bytes([head[0], head[1]]));
-            let value = u32::from_le_bytes([head[2], head[3], head[4], head[5]]);
-            match event {
+        while let Some(Event { kind, value, .. }) = Event::next(&self.events) {
+            match kind {
                 EVENT_HANDSHAKE_FAILED_AUTH => {
                     return Some(TurnedAway::Key(match value {
                         400 => "this process's key is not admitted there: not listed among the cluster's public keys, \
@@ -376,12 +369,6 @@ impl WatchedRequest {
     }
 }
 
-/// A name of its own for a monitor's inproc endpoint (two monitors cannot share one).
-fn monitor_endpoint() -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    format!("inproc://cep-request-handshakes-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
 impl std::ops::Deref for WatchedRequest {
     type Target = zmq::Socket;
 
@@ -395,7 +382,7 @@ impl Drop for WatchedRequest {
         // A new monitor of no events replaces the old one (libzmq stops one for a null
         // endpoint, which the zmq crate cannot pass): no event is sent from here on, whichever
         // socket closes first.
-        let _ = self.socket.monitor(&monitor_endpoint(), 0);
+        let _ = self.socket.monitor(&crate::monitor::endpoint("request-handshakes-off"), 0);
     }
 }
 

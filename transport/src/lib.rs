@@ -15,6 +15,7 @@ pub mod control;
 pub mod delivery;
 pub mod driving;
 pub mod liveness;
+mod monitor;
 pub mod security;
 pub mod socket;
 

@@ -16,9 +16,9 @@
 //! process goes on can stall ZeroMQ's I/O thread (libzmq 4.3; seen as another socket of the
 //! process that never connected), so a short-lived socket is made with no failure time-out.
 
+use crate::monitor::{Event, EVENT_CONNECTED, EVENT_DISCONNECTED};
 use crate::socket::{socket_err, TransportError};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a peer may be unreachable before it counts as dead, by default.
@@ -75,10 +75,9 @@ impl PeerWatch {
             return Ok(PeerWatch { monitor: None, link, connections: Cell::new(1), timeout });
         }
         keepalive(socket, timeout)?;
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let name = format!("inproc://cep-monitor-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let events = zmq::SocketEvent::CONNECTED as i32 | zmq::SocketEvent::DISCONNECTED as i32;
-        socket.monitor(&name, events).map_err(socket_err("monitor a connection"))?;
+        let name = crate::monitor::endpoint("monitor");
+        let events = EVENT_CONNECTED | EVENT_DISCONNECTED;
+        socket.monitor(&name, events as i32).map_err(socket_err("monitor a connection"))?;
         let monitor = context.socket(zmq::PAIR).map_err(socket_err("create monitor socket"))?;
         monitor.connect(&name).map_err(socket_err("connect monitor socket"))?;
         Ok(PeerWatch { monitor: Some(monitor), link, connections: Cell::new(0), timeout })
@@ -115,22 +114,17 @@ impl PeerWatch {
 
     fn read_events(&self) {
         let Some(monitor) = self.monitor.as_ref() else { return };
-        // Each event is two frames: (event u16 LE, value u32 LE), then the endpoint.
-        while let Ok(parts) = monitor.recv_multipart(zmq::DONTWAIT) {
-            let Some(event) = parts.first().and_then(|head| head.get(..2)) else { continue };
-            let event = zmq::SocketEvent::from_raw(u16::from_le_bytes([event[0], event[1]]));
-            tracing::trace!(?event, "connection event");
-            match event {
-                zmq::SocketEvent::CONNECTED => {
+        while let Some(event) = Event::next(monitor) {
+            tracing::trace!(event = event.kind, "connection event");
+            match event.kind {
+                EVENT_CONNECTED => {
                     self.connections.set(self.connections.get() + 1);
                     if let Link::Never(since) = self.link.get() {
                         tracing::debug!(after = ?since.elapsed(), "first connection");
                     }
                     self.link.set(Link::Up)
                 }
-                zmq::SocketEvent::DISCONNECTED if self.link.get() == Link::Up => {
-                    self.link.set(Link::Down(Instant::now()))
-                }
+                EVENT_DISCONNECTED if self.link.get() == Link::Up => self.link.set(Link::Down(Instant::now())),
                 _ => {}
             }
         }

@@ -15,6 +15,7 @@
 //! `operator/`) of `*.pub` files; it is read again at most once a second, so adding or
 //! removing a file admits or refuses new connections without a restart.
 
+use crate::monitor::{Event, EVENT_HANDSHAKE_FAILED_PROTOCOL, EVENT_MONITOR_STOPPED, MECHANISM_MISMATCH};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,16 +29,6 @@ pub const Z85_KEY_LEN: usize = 40;
 const MAX_KEY_FILE_BYTES: u64 = 4096;
 /// How often the public keys directory may be read again.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
-/// zmq.h's `ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL` (its value a `ZMQ_PROTOCOL_ERROR_*`),
-/// `_HANDSHAKE_FAILED_AUTH` (the ZAP status code), `_HANDSHAKE_FAILED_NO_DETAIL` (the
-/// connection closed mid-handshake) and `ZMQ_EVENT_MONITOR_STOPPED`.
-pub(crate) const EVENT_HANDSHAKE_FAILED_PROTOCOL: u32 = 0x2000;
-pub(crate) const EVENT_HANDSHAKE_FAILED_AUTH: u32 = 0x4000;
-pub(crate) const EVENT_HANDSHAKE_FAILED_NO_DETAIL: u32 = 0x0800;
-const EVENT_MONITOR_STOPPED: u32 = 0x0400;
-/// zmq.h's `ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH`: the peers' greetings name different
-/// security mechanisms (CURVE on one side only).
-pub(crate) const MECHANISM_MISMATCH: u32 = 0x1100_0002;
 /// Where libzmq sends its authentication requests (RFC 27).
 const ZAP_ENDPOINT: &str = "inproc://zeromq.zap.01";
 
@@ -702,8 +693,7 @@ impl Zap {
         domain: &str,
     ) -> Result<(), crate::TransportError> {
         use crate::socket::socket_err;
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let name = format!("inproc://cep-handshakes-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let name = crate::monitor::endpoint("handshakes");
         // (MONITOR_STOPPED only if asked for: it tells the reader the socket has closed.)
         let events = EVENT_HANDSHAKE_FAILED_PROTOCOL | EVENT_MONITOR_STOPPED;
         socket.monitor(&name, events as i32).map_err(socket_err("monitor handshakes"))?;
@@ -833,18 +823,14 @@ fn answer_zap(socket: &zmq::Socket, cache: &mut KeyCache, refusals: &Refusals) {
 
 /// Counts the handshake failures a monitor reports; true once its socket has closed.
 fn read_handshake_events(monitor: &zmq::Socket, domain: &str, refusals: &Refusals) -> bool {
-    // Each event is two frames: (event u16 LE, value u32 LE), then the peer's address.
-    while let Ok(parts) = monitor.recv_multipart(zmq::DONTWAIT) {
-        let Some(head) = parts.first().and_then(|head| head.get(..6)) else { continue };
-        // (Read as the number it is: the binding's enum panics on a value it does not know.)
-        let event = u32::from(u16::from_le_bytes([head[0], head[1]]));
-        let code = u32::from_le_bytes([head[2], head[3], head[4], head[5]]);
-        match event {
+    while let Some(event) = Event::next(monitor) {
+        match event.kind {
             EVENT_HANDSHAKE_FAILED_PROTOCOL => {
+                let code = event.value;
                 let cause = if ZAP_ERRORS.contains(&code) { ZAP_FAILED } else { HANDSHAKE_FAILED };
                 let count = refusals.count(cause, domain);
                 if count <= 5 || count % 1000 == 0 {
-                    let peer = parts.get(1).map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or_default();
+                    let peer = event.address();
                     let reason = handshake_failure(code);
                     tracing::warn!(socket = domain, at = peer, refused = count, "a handshake failed: {reason}");
                 }
