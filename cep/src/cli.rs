@@ -138,7 +138,7 @@ impl Command {
             // Numbered once the router assigns its streams.
             Command::Injector { .. } => named("injector"),
             Command::Node(node) => match (node.role, &node.id) {
-                (crate::node::NodeRole::Worker, Some(id)) => ("worker".into(), id.clone()),
+                (cep_core::identity::Role::Worker, Some(id)) => ("worker".into(), id.clone()),
                 (role, _) => named(role.name()),
             },
             _ => named("cep"),
@@ -171,9 +171,9 @@ pub fn from_environment<T: clap::Args + clap::FromArgMatches>() -> anyhow::Resul
 
 /// One role of the cluster and everything it runs with: what `cep router|worker|collector|
 /// injector` make of their flags, what `cep node` makes of the cluster file, and what `cep
-/// run` starts as processes ([`Role::to_args`]). [`run_role`] runs it here.
+/// run` starts as processes ([`RoleConfig::to_args`]). [`run_role`] runs it here.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Role {
+pub enum RoleConfig {
     Router(cep_router::RouterConfig),
     Worker(cep_worker::WorkerConfig),
     /// `print_report`: the report on stdout at the end (`--print-report`).
@@ -184,24 +184,24 @@ pub enum Role {
     Injector(cep_injector::InjectorConfig),
 }
 
-impl Role {
+impl RoleConfig {
     /// The subcommand that runs it.
     pub fn command(&self) -> &'static str {
         match self {
-            Role::Router(_) => "router",
-            Role::Worker(_) => "worker",
-            Role::Collector { .. } => "collector",
-            Role::Injector(_) => "injector",
+            RoleConfig::Router(_) => "router",
+            RoleConfig::Worker(_) => "worker",
+            RoleConfig::Collector { .. } => "collector",
+            RoleConfig::Injector(_) => "injector",
         }
     }
 
     /// Its configuration's checks, the reason in the error.
     pub fn validate(&self) -> Result<(), String> {
         match self {
-            Role::Router(config) => config.validate(),
-            Role::Worker(config) => config.validate(),
-            Role::Collector { config, .. } => config.validate(),
-            Role::Injector(config) => config.validate(),
+            RoleConfig::Router(config) => config.validate(),
+            RoleConfig::Worker(config) => config.validate(),
+            RoleConfig::Collector { config, .. } => config.validate(),
+            RoleConfig::Injector(config) => config.validate(),
         }
     }
 
@@ -209,12 +209,12 @@ impl Role {
     /// then its flags.
     pub fn to_args(&self, metrics: &MetricsArgs) -> Vec<String> {
         let flags = match self {
-            Role::Router(config) => config.to_args(),
-            Role::Worker(config) => config.to_args(),
-            Role::Collector { config, print_report } => {
+            RoleConfig::Router(config) => config.to_args(),
+            RoleConfig::Worker(config) => config.to_args(),
+            RoleConfig::Collector { config, print_report } => {
                 Flags::new().extend(config.to_args()).switch("print-report", *print_report).into_args()
             }
-            Role::Injector(config) => config.to_args(),
+            RoleConfig::Injector(config) => config.to_args(),
         };
         [vec![self.command().to_string()], flags, metrics.to_args()].concat()
     }
@@ -243,12 +243,12 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
     match cli.command {
         Command::Run(args) => crate::launcher::launch(args),
-        Command::Router { config, metrics } => run_role(Role::Router(config), &metrics),
-        Command::Worker { config, metrics } => run_role(Role::Worker(config), &metrics),
+        Command::Router { config, metrics } => run_role(RoleConfig::Router(config), &metrics),
+        Command::Worker { config, metrics } => run_role(RoleConfig::Worker(config), &metrics),
         Command::Collector { config, metrics, print_report } => {
-            run_role(Role::Collector { config, print_report }, &metrics)
+            run_role(RoleConfig::Collector { config, print_report }, &metrics)
         }
-        Command::Injector { config, metrics } => run_role(Role::Injector(config), &metrics),
+        Command::Injector { config, metrics } => run_role(RoleConfig::Injector(config), &metrics),
         Command::Rules(args) => crate::rules::run(args),
         Command::Cluster(args) => crate::cluster::run(args),
         Command::Engine(args) => crate::standalone::run(args),
@@ -261,20 +261,20 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
 
 /// Runs one role in this process, its metrics served as `metrics` says: what `cep <role>`
 /// and `cep node` do. A mistake in the configuration is a usage error (exit status 2).
-pub fn run_role(role: Role, metrics: &MetricsArgs) -> anyhow::Result<()> {
+pub fn run_role(role: RoleConfig, metrics: &MetricsArgs) -> anyhow::Result<()> {
     match role {
-        Role::Router(config) => observed(metrics, crate::telemetry::shutdown_flag()?, |shutdown| {
+        RoleConfig::Router(config) => observed(metrics, crate::telemetry::shutdown_flag()?, |shutdown| {
             use cep_router::RouterError;
             cep_router::run(config, shutdown)
                 .map_err(|e| role_error(e, |e| matches!(e, RouterError::Config(_) | RouterError::Rules(_))))?;
             Ok(())
         }),
-        Role::Worker(config) => observed(metrics, crate::telemetry::shutdown_flag()?, |shutdown| {
+        RoleConfig::Worker(config) => observed(metrics, crate::telemetry::shutdown_flag()?, |shutdown| {
             use cep_worker::WorkerError;
             cep_worker::run(config, shutdown).map_err(|e| role_error(e, |e| matches!(e, WorkerError::Config(_))))?;
             Ok(())
         }),
-        Role::Collector { config, print_report } => {
+        RoleConfig::Collector { config, print_report } => {
             let summary = observed(metrics, crate::telemetry::shutdown_flag()?, |shutdown| {
                 use cep_collector::CollectorError;
                 let summary = cep_collector::run(config, shutdown)
@@ -289,7 +289,7 @@ pub fn run_role(role: Role, metrics: &MetricsArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Role::Injector(config) => {
+        RoleConfig::Injector(config) => {
             // The first SIGINT/SIGTERM ends the streams gracefully (nothing lost), a second
             // stops at once.
             let stop = crate::telemetry::stop_flags()?;
@@ -340,14 +340,16 @@ mod tests {
     use std::time::Duration;
 
     /// A role's command back as the role it runs.
-    fn parsed_role(args: Vec<String>) -> (Role, MetricsArgs) {
+    fn parsed_role(args: Vec<String>) -> (RoleConfig, MetricsArgs) {
         let cli = Cli::try_parse_from(std::iter::once("cep".to_string()).chain(args.clone()))
             .unwrap_or_else(|error| panic!("{args:?}: {error}"));
         match cli.command {
-            Command::Router { config, metrics } => (Role::Router(config), metrics),
-            Command::Worker { config, metrics } => (Role::Worker(config), metrics),
-            Command::Collector { config, metrics, print_report } => (Role::Collector { config, print_report }, metrics),
-            Command::Injector { config, metrics } => (Role::Injector(config), metrics),
+            Command::Router { config, metrics } => (RoleConfig::Router(config), metrics),
+            Command::Worker { config, metrics } => (RoleConfig::Worker(config), metrics),
+            Command::Collector { config, metrics, print_report } => {
+                (RoleConfig::Collector { config, print_report }, metrics)
+            }
+            Command::Injector { config, metrics } => (RoleConfig::Injector(config), metrics),
             other => panic!("{args:?} is not a role: {other:?}"),
         }
     }
@@ -360,13 +362,13 @@ mod tests {
             metrics_announce: None,
         };
         let roles = [
-            Role::Router(cep_router::RouterConfig { workers: 3, streams: 2, ..Default::default() }),
-            Role::Worker(cep_worker::WorkerConfig { id: Some("worker-2".into()), ..Default::default() }),
-            Role::Collector {
+            RoleConfig::Router(cep_router::RouterConfig { workers: 3, streams: 2, ..Default::default() }),
+            RoleConfig::Worker(cep_worker::WorkerConfig { id: Some("worker-2".into()), ..Default::default() }),
+            RoleConfig::Collector {
                 config: cep_collector::CollectorConfig { progress: true, ..Default::default() },
                 print_report: true,
             },
-            Role::Injector(cep_injector::InjectorConfig { count: Some(1000), ..Default::default() }),
+            RoleConfig::Injector(cep_injector::InjectorConfig { count: Some(1000), ..Default::default() }),
         ];
         for role in roles {
             assert_eq!(role.validate(), Ok(()), "{role:?}");

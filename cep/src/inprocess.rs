@@ -4,7 +4,7 @@
 //! same typed configurations; only the context and the endpoints differ, so the results
 //! folder, the accounting and the outputs are those of a run over tcp.
 
-use crate::cli::Role;
+use crate::cli::RoleConfig;
 use crate::launcher::{FINISH_GRACE, STOP_GRACE};
 use cep_injector::Stop;
 use cep_transport::Context;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// Ctrl-C) stops the injector only: it ends its streams, the rest drain and finish, nothing is
 /// lost; if they have not within [`STOP_GRACE`], or on `stop.now` (a second Ctrl-C), every
 /// role stops at once (results so far are still written).
-pub fn run(roles: Vec<(String, Role)>, stop: Stop) -> anyhow::Result<()> {
+pub fn run(roles: Vec<(String, RoleConfig)>, stop: Stop) -> anyhow::Result<()> {
     let context = Context::new();
     let shutdown = stop.now.clone();
     let (done, finished) = mpsc::channel::<(String, anyhow::Result<()>)>();
@@ -86,14 +86,14 @@ pub fn run(roles: Vec<(String, Role)>, stop: Stop) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_role(context: &Context, name: &str, role: Role, stop: Stop) -> anyhow::Result<()> {
+fn run_role(context: &Context, name: &str, role: RoleConfig, stop: Stop) -> anyhow::Result<()> {
     let shutdown = stop.now.clone();
     cep_telemetry::identity::set_for_thread(role.command(), name);
     match role {
-        Role::Router(config) => cep_router::run_in(context, config, shutdown).map(drop)?,
-        Role::Worker(config) => cep_worker::run_in(context, config, shutdown).map(drop)?,
-        Role::Collector { config, .. } => cep_collector::run_in(context, config, shutdown).map(drop)?,
-        Role::Injector(config) => cep_injector::run_in(context, config, stop).map(drop)?,
+        RoleConfig::Router(config) => cep_router::run_in(context, config, shutdown).map(drop)?,
+        RoleConfig::Worker(config) => cep_worker::run_in(context, config, shutdown).map(drop)?,
+        RoleConfig::Collector { config, .. } => cep_collector::run_in(context, config, shutdown).map(drop)?,
+        RoleConfig::Injector(config) => cep_injector::run_in(context, config, stop).map(drop)?,
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 //! Everything a user can get wrong (flags, rules, the replay file, the results folder) is
 //! checked before any process starts, and reported as one line with exit status 2.
 
-use crate::cli::{Role, Usage};
+use crate::cli::{RoleConfig, Usage};
 use anyhow::{bail, Context as _};
 use cep_collector::{CollectorConfig, CsvMode};
 use cep_core::duration::parse_duration;
@@ -468,7 +468,7 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
     if args.transport == LocalTransport::Inproc {
         let router = RouterConfig { announce: None, ..router_config(args, &endpoints)? };
         let (data, control) = (router.listen.clone(), router.control.clone());
-        let mut roles = vec![("router".to_string(), Role::Router(router))];
+        let mut roles = vec![("router".to_string(), RoleConfig::Router(router))];
         roles.extend(role_configs(args, &endpoints, &data, &control)?.into_iter().map(|p| (p.name, p.role)));
         crate::inprocess::run(roles, crate::telemetry::stop_flags()?)?;
     } else {
@@ -489,7 +489,7 @@ fn check_roles(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<()> {
     let router = router_config(args, endpoints)?;
     let (data, control) = (router.listen.clone(), router.control.clone());
     let others = role_configs(args, endpoints, &data, &control)?.into_iter().map(|process| process.role);
-    for role in std::iter::once(Role::Router(router)).chain(others) {
+    for role in std::iter::once(RoleConfig::Router(router)).chain(others) {
         role.validate().map_err(|reason| anyhow::anyhow!("invalid {} configuration: {reason}", role.command()))?;
     }
     Ok(())
@@ -544,7 +544,7 @@ fn fresh_keys(dir: &Path, workers: usize) -> anyhow::Result<crate::keys::Cluster
 /// One process of the local cluster: its name and the role it runs.
 struct Process {
     name: String,
-    role: Role,
+    role: RoleConfig,
 }
 
 /// The other roles, given where the router listens: what `cep run` decides, the rest as each
@@ -565,8 +565,10 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
             &mut c.security
         })
     };
-    processes
-        .push(Process { name: "collector".into(), role: Role::Collector { config: collector, print_report: false } });
+    processes.push(Process {
+        name: "collector".into(),
+        role: RoleConfig::Collector { config: collector, print_report: false },
+    });
     let worker: WorkerConfig = crate::cli::from_environment()?;
     for index in 0..args.workers {
         let id = default_worker_id(index);
@@ -578,7 +580,7 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
             batch: args.batch,
             ..secured(worker.clone(), endpoints.security(&id), |c| &mut c.security)
         };
-        processes.push(Process { name: id, role: Role::Worker(config) });
+        processes.push(Process { name: id, role: RoleConfig::Worker(config) });
     }
     let injector: InjectorConfig = crate::cli::from_environment()?;
     let injector = InjectorConfig {
@@ -603,7 +605,7 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         record: if args.record_input { Some(args.out.join("input.csv")) } else { injector.record.clone() },
         ..secured(injector, endpoints.security("injector"), |c| &mut c.security)
     };
-    processes.push(Process { name: "injector".into(), role: Role::Injector(injector) });
+    processes.push(Process { name: "injector".into(), role: RoleConfig::Injector(injector) });
     Ok(processes)
 }
 
@@ -678,13 +680,13 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
     let unobserved: MetricsArgs = crate::cli::from_environment()?;
     // A process's arguments: its role, its metrics, and the global flags (every process logs
     // the way the launcher does; worker-0 may run with its clock off, a test hook).
-    let process_args = |name: &str, role: &Role| {
+    let process_args = |name: &str, role: &RoleConfig| {
         let observed = metrics.as_ref().map(|plan| plan.metrics(name));
         let clock_skew = args.worker0_clock_skew.filter(|_| name == default_worker_id(0));
         let globals = crate::cli::global_args(cep_telemetry::logging::format(), clock_skew);
         [role.to_args(observed.as_ref().unwrap_or(&unobserved)), globals].concat()
     };
-    let router = Role::Router(router_config(args, endpoints)?);
+    let router = RoleConfig::Router(router_config(args, endpoints)?);
     spawn(program, "router".into(), process_args("router", &router), &mut children, &mut pids)?;
     let started = tokio::time::Instant::now();
     let (data, control) = loop {
@@ -832,7 +834,7 @@ mod tests {
     }
 
     /// A role's process arguments, parsed as `cep` parses them.
-    fn parsed(role: &Role) -> crate::cli::Command {
+    fn parsed(role: &RoleConfig) -> crate::cli::Command {
         let args = std::iter::once("cep".to_string()).chain(role.to_args(&MetricsArgs::default()));
         <crate::cli::Cli as clap::Parser>::try_parse_from(args).unwrap().command
     }
@@ -861,15 +863,15 @@ mod tests {
         for process in &processes {
             // What the process parses is what the launcher decided.
             match (&process.role, parsed(&process.role)) {
-                (Role::Collector { config, .. }, crate::cli::Command::Collector { config: got, .. }) => {
+                (RoleConfig::Collector { config, .. }, crate::cli::Command::Collector { config: got, .. }) => {
                     assert_eq!(&got, config);
                     assert!(!got.progress && got.out == args.out);
                 }
-                (Role::Worker(config), crate::cli::Command::Worker { config: got, .. }) => {
+                (RoleConfig::Worker(config), crate::cli::Command::Worker { config: got, .. }) => {
                     assert_eq!(&got, config);
                     assert_eq!((got.id.as_deref(), got.batch), (Some(process.name.as_str()), 64));
                 }
-                (Role::Injector(config), crate::cli::Command::Injector { config: got, .. }) => {
+                (RoleConfig::Injector(config), crate::cli::Command::Injector { config: got, .. }) => {
                     assert_eq!(&got, config);
                     assert_eq!((got.count, got.duration, got.warmup), (Some(5000), None, Duration::ZERO));
                     assert_eq!(got.record, Some(args.out.join("input.csv")));
@@ -880,12 +882,12 @@ mod tests {
         }
         // Without a duration or a count the injector sends until stopped, after a 1 s warm-up.
         let endless = role_configs(&LaunchArgs::default(), &endpoints, "d", "c").unwrap();
-        let Some(Role::Injector(injector)) = endless.last().map(|p| &p.role) else { panic!() };
+        let Some(RoleConfig::Injector(injector)) = endless.last().map(|p| &p.role) else { panic!() };
         assert_eq!((injector.duration, injector.count, injector.warmup), (None, None, Duration::from_secs(1)));
         assert_eq!(injector.validate(), Ok(()));
         let timed = LaunchArgs { duration: Some(Duration::from_secs(3)), ..LaunchArgs::default() };
         let timed = role_configs(&timed, &endpoints, "d", "c").unwrap();
-        let Some(Role::Injector(injector)) = timed.last().map(|p| &p.role) else { panic!() };
+        let Some(RoleConfig::Injector(injector)) = timed.last().map(|p| &p.role) else { panic!() };
         assert_eq!((injector.duration, injector.warmup), (Some(Duration::from_secs(3)), Duration::from_secs(1)));
     }
 }

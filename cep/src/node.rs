@@ -2,9 +2,10 @@
 //! host shares (`deploy/hosts/cluster.toml`), so hosts differ only in `--role` (and `--id`).
 //! The file becomes the role's typed configuration, which runs as `cep <role>` runs it.
 
-use crate::cli::{Role, Usage};
+use crate::cli::{RoleConfig, Usage};
 use anyhow::{bail, Context as _};
 use cep_collector::{CollectorConfig, CsvMode};
+use cep_core::identity::Role;
 use cep_injector::InjectorConfig;
 use cep_router::RouterConfig;
 use cep_telemetry::MetricsArgs;
@@ -20,29 +21,20 @@ pub struct NodeArgs {
     #[arg(long, env = "CEP_CLUSTER", default_value = "/etc/cep/cluster.toml")]
     pub config: PathBuf,
     /// Which role this process plays.
-    #[arg(long, env = "CEP_ROLE", value_enum)]
-    pub role: NodeRole,
+    #[arg(long, env = "CEP_ROLE", value_parser = node_role)]
+    pub role: Role,
     /// For a worker: its id in the cluster file.
     #[arg(long, env = "CEP_WORKER_ID")]
     pub id: Option<String>,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeRole {
-    Router,
-    Collector,
-    Worker,
-    Injector,
-}
-
-impl NodeRole {
-    pub fn name(self) -> &'static str {
-        match self {
-            NodeRole::Router => "router",
-            NodeRole::Collector => "collector",
-            NodeRole::Worker => "worker",
-            NodeRole::Injector => "injector",
+/// A role `cep node` can run (every role but the operator's).
+fn node_role(name: &str) -> Result<Role, String> {
+    match Role::from_name(name) {
+        Some(Role::Operator) | None => {
+            Err(format!("`{name}` is not a role a node runs (router, collector, worker, injector)"))
         }
+        Some(role) => Ok(role),
     }
 }
 
@@ -266,13 +258,14 @@ impl ClusterFile {
 
     /// One role of this cluster as its typed configuration, with its metrics; the settings
     /// the file does not give come from `unsaid`.
-    pub fn role(&self, role: NodeRole, id: Option<&str>, unsaid: Unsaid) -> anyhow::Result<(Role, MetricsArgs)> {
+    pub fn role(&self, role: Role, id: Option<&str>, unsaid: Unsaid) -> anyhow::Result<(RoleConfig, MetricsArgs)> {
         let config = self.role_config(role, id, unsaid)?;
         let metrics_port = match role {
-            NodeRole::Router => self.router.metrics_port,
-            NodeRole::Collector => self.collector.metrics_port,
-            NodeRole::Worker => self.workers.iter().find(|w| Some(w.id.as_str()) == id).and_then(|w| w.metrics_port),
-            NodeRole::Injector => self.injector.metrics_port,
+            Role::Router => self.router.metrics_port,
+            Role::Collector => self.collector.metrics_port,
+            Role::Worker => self.workers.iter().find(|w| Some(w.id.as_str()) == id).and_then(|w| w.metrics_port),
+            Role::Injector => self.injector.metrics_port,
+            Role::Operator => None,
         };
         let mut metrics: MetricsArgs = unsaid.settings()?;
         if let Some(port) = metrics_port {
@@ -284,13 +277,14 @@ impl ClusterFile {
         Ok((config, metrics))
     }
 
-    fn role_config(&self, role: NodeRole, id: Option<&str>, unsaid: Unsaid) -> anyhow::Result<Role> {
+    fn role_config(&self, role: Role, id: Option<&str>, unsaid: Unsaid) -> anyhow::Result<RoleConfig> {
         let router = self.router_control();
         Ok(match role {
-            NodeRole::Router => {
+            Role::Operator => anyhow::bail!("an operator is not a role a node runs"),
+            Role::Router => {
                 let base: RouterConfig = unsaid.settings()?;
                 let streams = self.injector.connections;
-                Role::Router(RouterConfig {
+                RoleConfig::Router(RouterConfig {
                     listen: format!("tcp://0.0.0.0:{}", self.router.data_port),
                     control: format!("tcp://0.0.0.0:{}", self.router.control_port),
                     workers: self.workers.len(),
@@ -302,9 +296,9 @@ impl ClusterFile {
                     ..base
                 })
             }
-            NodeRole::Collector => {
+            Role::Collector => {
                 let base: CollectorConfig = unsaid.settings()?;
-                Role::Collector {
+                RoleConfig::Collector {
                     config: CollectorConfig {
                         listen: format!("tcp://0.0.0.0:{}", self.collector.port),
                         router,
@@ -321,7 +315,7 @@ impl ClusterFile {
                     print_report: true,
                 }
             }
-            NodeRole::Worker => {
+            Role::Worker => {
                 let Some(id) = id else {
                     bail!("--role worker needs --id (one of the cluster file's [[workers]] ids)")
                 };
@@ -329,7 +323,7 @@ impl ClusterFile {
                     let known: Vec<&str> = self.workers.iter().map(|w| w.id.as_str()).collect();
                     bail!("worker id `{id}` is not in the cluster file (it has {})", known.join(", "));
                 };
-                Role::Worker(WorkerConfig {
+                RoleConfig::Worker(WorkerConfig {
                     router,
                     id: Some(id.to_string()),
                     listen: format!("tcp://0.0.0.0:{}", worker.port),
@@ -338,13 +332,13 @@ impl ClusterFile {
                     ..unsaid.settings()?
                 })
             }
-            NodeRole::Injector => {
+            Role::Injector => {
                 let i = &self.injector;
                 if i.count.is_none() && i.duration.is_none() {
                     bail!("[injector] needs `duration` or `count`");
                 }
                 let base: InjectorConfig = unsaid.settings()?;
-                Role::Injector(InjectorConfig {
+                RoleConfig::Injector(InjectorConfig {
                     router,
                     router_data: format!("tcp://{}:{}", self.router.host, self.router.data_port),
                     rate: i.rate,
@@ -389,7 +383,7 @@ mod tests {
         toml::from_str(EXAMPLE).unwrap()
     }
 
-    fn role(cluster: &ClusterFile, role: NodeRole, id: Option<&str>) -> anyhow::Result<(Role, MetricsArgs)> {
+    fn role(cluster: &ClusterFile, role: Role, id: Option<&str>) -> anyhow::Result<(RoleConfig, MetricsArgs)> {
         cluster.role(role, id, Unsaid::Defaults)
     }
 
@@ -397,24 +391,24 @@ mod tests {
     fn the_shipped_example_gives_every_role_a_valid_configuration() {
         let cluster = example();
         let roles = [
-            (NodeRole::Router, None),
-            (NodeRole::Collector, None),
-            (NodeRole::Worker, Some(cluster.workers[0].id.as_str())),
-            (NodeRole::Injector, None),
+            (Role::Router, None),
+            (Role::Collector, None),
+            (Role::Worker, Some(cluster.workers[0].id.as_str())),
+            (Role::Injector, None),
         ];
         for (node_role, id) in roles {
             let (role, _) = role(&cluster, node_role, id).unwrap();
             assert_eq!(role.command(), node_role.name());
             assert_eq!(role.validate(), Ok(()), "{role:?}");
         }
-        assert!(role(&cluster, NodeRole::Worker, Some("nobody")).is_err());
-        assert!(role(&cluster, NodeRole::Worker, None).is_err());
+        assert!(role(&cluster, Role::Worker, Some("nobody")).is_err());
+        assert!(role(&cluster, Role::Worker, None).is_err());
     }
 
     #[test]
     fn the_file_says_what_each_role_runs_with() {
         let cluster = example();
-        let Role::Router(router) = role(&cluster, NodeRole::Router, None).unwrap().0 else { panic!() };
+        let RoleConfig::Router(router) = role(&cluster, Role::Router, None).unwrap().0 else { panic!() };
         assert_eq!(
             router,
             RouterConfig {
@@ -430,7 +424,7 @@ mod tests {
                 ..RouterConfig::default()
             }
         );
-        let Role::Worker(worker) = role(&cluster, NodeRole::Worker, Some("worker-1")).unwrap().0 else { panic!() };
+        let RoleConfig::Worker(worker) = role(&cluster, Role::Worker, Some("worker-1")).unwrap().0 else { panic!() };
         assert_eq!(
             worker,
             WorkerConfig {
@@ -446,7 +440,7 @@ mod tests {
                 ..WorkerConfig::default()
             }
         );
-        let Role::Injector(injector) = role(&cluster, NodeRole::Injector, None).unwrap().0 else { panic!() };
+        let RoleConfig::Injector(injector) = role(&cluster, Role::Injector, None).unwrap().0 else { panic!() };
         assert_eq!(
             injector,
             InjectorConfig {
@@ -465,31 +459,31 @@ mod tests {
         );
         let mut counted = cluster.clone();
         counted.injector.duration = None;
-        assert!(role(&counted, NodeRole::Injector, None).unwrap_err().to_string().contains("`duration` or `count`"));
+        assert!(role(&counted, Role::Injector, None).unwrap_err().to_string().contains("`duration` or `count`"));
         counted.injector.count = Some(5_000_000);
-        let Role::Injector(injector) = role(&counted, NodeRole::Injector, None).unwrap().0 else { panic!() };
+        let RoleConfig::Injector(injector) = role(&counted, Role::Injector, None).unwrap().0 else { panic!() };
         assert_eq!((injector.count, injector.duration), (Some(5_000_000), None));
         // The explicit opt-out.
         let mut open = cluster.clone();
         open.security.insecure = true;
-        let Role::Router(router) = role(&open, NodeRole::Router, None).unwrap().0 else { panic!() };
+        let RoleConfig::Router(router) = role(&open, Role::Router, None).unwrap().0 else { panic!() };
         assert!(router.security.insecure);
     }
 
     #[test]
     fn metrics_ports_and_the_collector_journal() {
         let cluster = example();
-        let (_, metrics) = role(&cluster, NodeRole::Worker, Some("worker-1")).unwrap();
+        let (_, metrics) = role(&cluster, Role::Worker, Some("worker-1")).unwrap();
         assert_eq!(metrics.metrics_listen.as_deref(), Some("0.0.0.0:9100"));
         assert_eq!(metrics.metrics_linger, Duration::from_secs(10));
-        let (collector, _) = role(&cluster, NodeRole::Collector, None).unwrap();
-        let Role::Collector { config, print_report } = collector else { panic!("{collector:?}") };
+        let (collector, _) = role(&cluster, Role::Collector, None).unwrap();
+        let RoleConfig::Collector { config, print_report } = collector else { panic!("{collector:?}") };
         assert!(config.progress && print_report);
         assert_eq!((config.csv, config.idle_timeout), (CsvMode::Alerts, Duration::from_secs(30)));
         // Without metrics_port, no metrics.
         let mut quiet = cluster.clone();
         quiet.router.metrics_port = None;
-        assert_eq!(role(&quiet, NodeRole::Router, None).unwrap().1, MetricsArgs::default());
+        assert_eq!(role(&quiet, Role::Router, None).unwrap().1, MetricsArgs::default());
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! cause, nothing crashes, and the valid traffic around them is processed in full. The test
 //! plays the injector and the collector itself, so it controls the order of every frame.
 
-use cep_core::control::{Ready, Register, Role};
+use cep_core::control::{Ready, Register};
+
 use cep_core::delivery::Saved;
 use cep_core::frame::{Body, Frame};
+use cep_core::identity::Role;
 use cep_core::report::{CauseCounts, EndOfStream, RouterReport, WorkerProgress, WorkerReport};
 use cep_core::wire::{FrameKind, OutputBatchWriter, TickBatchWriter};
 use cep_router::RouterConfig;
@@ -134,7 +136,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     };
     let context = Context::new();
     let options = SocketOptions::default();
-    let collector = Pull::bind(&context, "tcp://127.0.0.1:*", &options, &cep_transport::Role::ALL).unwrap();
+    let collector = Pull::bind(&context, "tcp://127.0.0.1:*", &options, &cep_core::identity::Role::ALL).unwrap();
     let as_collector = register_as(&context, &control, Role::Collector, collector.endpoint(), 0);
     let as_injector = register_as(&context, &control, Role::Injector, "", 1);
     let ready = as_injector.join().unwrap();

@@ -6,9 +6,11 @@
 
 use cep::keys::ClusterKeys;
 use cep_collector::CollectorConfig;
-use cep_core::control::{Deploy, Ready, Register, Role};
-use cep_core::delivery::{DeliveryLog, ROUTER_SOURCE};
+use cep_core::control::{Deploy, Ready, Register};
+use cep_core::delivery::DeliveryLog;
 use cep_core::frame::{Body, Frame};
+use cep_core::identity::Role;
+use cep_core::identity::ROUTER_ID;
 use cep_core::report::{EndOfStream, WorkerReport};
 use cep_core::rescale::{ClusterStatus, StatusRequest};
 use cep_core::wire::{FrameKind, TickBatchWriter};
@@ -222,7 +224,7 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
     }
     .encode(0);
     let as_worker_0 = DeliveryLog::new(0, 1, 1 << 20).push(&forged_report).to_vec();
-    let as_router = DeliveryLog::new(ROUTER_SOURCE, 1, 1 << 20).push(&forged_report).to_vec();
+    let as_router = DeliveryLog::new(ROUTER_ID, 1, 1 << 20).push(&forged_report).to_vec();
     let collector = Server::Key(&ready.collector_key);
     send_once(&spare_worker, &ready.collector, collector, &[as_worker_0, as_router]);
     send_once(&injector, &ready.collector, collector, std::slice::from_ref(&forged_report));

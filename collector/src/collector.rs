@@ -5,16 +5,18 @@
 //! unit tests and the in-process harness drive it the same way.
 
 use crate::accounting::{summarize, Observed};
-use crate::config::CsvMode;
+use crate::csv::CsvMode;
 use crate::csv::OutputsCsv;
 use crate::failovers::{FailoverWatch, Replay};
 use crate::intervals::{IntervalRecorder, IntervalState};
 use crate::latency::HopHistograms;
 use crate::rules::RuleTable;
 use cep_core::control::Ready;
-use cep_core::delivery::{Arrival, Positions, Saved, ROUTER_SOURCE};
+use cep_core::delivery::{Arrival, Positions, Saved};
 use cep_core::failover::{CheckpointMark, OutputsConfirmed, Restored, WorkerFailed};
 use cep_core::frame::OutputBatch;
+use cep_core::identity::ROUTER_ID;
+use cep_core::identity::{Role, Sender};
 use cep_core::report::{
     CauseCounts, ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport,
 };
@@ -22,7 +24,6 @@ use cep_core::rescale::{RescaleStarted, Rescaled, WorkerJoined, MAX_STREAMS};
 use cep_core::results::{ClockOffset, Summary};
 use cep_core::tick::OutputRecord;
 use cep_core::wire::FrameKind;
-use cep_transport::security::{Role as KeyRole, Sender};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -131,13 +132,13 @@ enum Admission {
 impl Senders {
     /// Whether `sender` may send source `source`'s frames.
     fn check(&mut self, source: u32, sender: Sender<'_>) -> Admission {
-        if source == ROUTER_SOURCE {
-            return match sender.is(KeyRole::Router) {
+        if source == ROUTER_ID {
+            return match sender.is(Role::Router) {
                 true => Admission::Take,
                 false => Admission::Refuse(format!("the router's frames from `{}`, not a router key", sender.name())),
             };
         }
-        if !sender.is(KeyRole::Worker) {
+        if !sender.is(Role::Worker) {
             return Admission::Refuse(format!("worker {source}'s frames from `{}`, not a worker key", sender.name()));
         }
         match self.worker_keys.get(source as usize).map(String::as_str).filter(|key| !key.is_empty()) {
@@ -223,7 +224,7 @@ fn names_a_worker(node: &str) -> bool {
 /// name no other worker has).
 fn source_may_send(source: u32, frame: &cep_core::frame::Frame<'_>, workers: &[String]) -> Result<(), String> {
     let kind = frame.kind();
-    let from_router = source == ROUTER_SOURCE;
+    let from_router = source == ROUTER_ID;
     let routers = matches!(
         kind,
         FrameKind::RouterReport
@@ -396,7 +397,7 @@ impl<W: Write> Collector<W> {
                 self.rejections.reject("unsequenced", Some(frame.sender()), &detail);
                 return Ok(());
             }
-            if let Some(sender) = sender.filter(|sender| !sender.is(KeyRole::Injector)) {
+            if let Some(sender) = sender.filter(|sender| !sender.is(Role::Injector)) {
                 let detail = format_args!("a clock report from `{}`, not an injector key", sender.name());
                 self.rejections.reject("unauthorized_sender", Some(frame.sender()), &detail);
                 return Ok(());
@@ -435,10 +436,10 @@ impl<W: Write> Collector<W> {
             }
         }
         let inner = cep_core::frame::Frame::read(sequenced.frame, self.max_frame_bytes);
-        // A worker speaks for itself only (the router's frames carry sender 0), and each sends
+        // A worker speaks for itself only (the router's frames carry ROUTER_ID), and each sends
         // only its own kinds: a frame that does not takes no place in the source's stream.
         if let Ok(inner) = &inner {
-            if inner.sender() != sequenced.source && sequenced.source != ROUTER_SOURCE {
+            if inner.sender() != sequenced.source && sequenced.source != ROUTER_ID {
                 let detail = format_args!("a frame of sender {} from source {}", inner.sender(), sequenced.source);
                 self.rejections.reject("sender_mismatch", Some(sequenced.source), &detail);
                 return Ok(());
@@ -975,7 +976,7 @@ impl<W: Write> Collector<W> {
             earlier_refusals: state
                 .rejected
                 .iter()
-                .filter(|(cause, _)| cep_transport::security::is_refusal(cause))
+                .filter(|(cause, _)| cep_core::identity::is_refusal(cause))
                 .map(|(cause, count)| (cause.clone(), *count))
                 .collect(),
             rejections: Rejections::restore("collector", state.rejected),
@@ -1476,14 +1477,15 @@ mod tests {
 
     #[test]
     fn a_joined_workers_frames_are_taken_from_its_own_key_only_even_when_they_come_first() {
-        use cep_core::delivery::{DeliveryLog, ROUTER_SOURCE};
+        use cep_core::delivery::DeliveryLog;
+        use cep_core::identity::ROUTER_ID;
         let key = |digit: char| digit.to_string().repeat(40);
         let (w0, w1, forger) = (key('0'), key('1'), key('9'));
         let id = |name: &str, key: &str| format!("worker {name} {key}");
         let (w0_id, w1_id, forger_id, router_id) =
             (id("w0", &w0), id("w1", &w1), id("w9", &forger), format!("router router {}", key('r')));
         let mut collector = collector(CsvMode::All).authenticating(vec![w0.clone()]);
-        let mut router = DeliveryLog::new(ROUTER_SOURCE, 1, 1 << 20);
+        let mut router = DeliveryLog::new(ROUTER_ID, 1, 1 << 20);
         let mut joiner = DeliveryLog::new(1, 1, 1 << 20);
         let from = |id| Some(Sender::new(id));
         // Worker 1's first frames arrive before the router's word on it: held back, asked again.
@@ -1574,7 +1576,7 @@ mod tests {
         collector.handle(w3.push(&clock("w3", 3)), 2_100).unwrap();
         collector.handle(&refused(3, "w3b"), 2_100).unwrap();
         collector.handle(w3.push(&clock("w3", 3)), 2_100).unwrap();
-        collector.handle(DeliveryLog::new(ROUTER_SOURCE, 1, 1 << 20).push(&clock("router", 0)), 2_200).unwrap();
+        collector.handle(DeliveryLog::new(ROUTER_ID, 1, 1 << 20).push(&clock("router", 0)), 2_200).unwrap();
         assert_eq!(collector.workers()[3], "w3");
         let summary = collector.finish(|_| {}).unwrap().summary;
         let nodes: Vec<&str> = summary.clock_offsets.iter().map(|offset| offset.node.as_str()).collect();
@@ -1603,7 +1605,7 @@ mod tests {
         collector.handle(worker.push(&outputs(4, &[0])), 2_500).unwrap();
         let (_, saved, _) = collector.save().unwrap();
         assert_eq!(saved.resend, [0]);
-        assert_eq!(saved.positions, [(0, 3), (cep_core::delivery::ROUTER_SOURCE, 0)], "the forged ones took no place");
+        assert_eq!(saved.positions, [(0, 3), (cep_core::identity::ROUTER_ID, 0)], "the forged ones took no place");
         let summary = collector.finish(|_| {}).unwrap().summary;
         assert_eq!(summary.outputs.get("perc"), Some(&1), "one output, once");
         assert_eq!(summary.resent_frames, 2);

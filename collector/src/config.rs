@@ -1,23 +1,11 @@
 //! The collector's flags.
 
+use crate::csv::CsvMode;
 use cep_core::duration::parse_duration;
 use cep_telemetry::args::{failure_timeout, Flags};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// Which outputs go to `outputs.csv`.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CsvMode {
-    /// Every output, those of queries that emit on every tick included (volatility): for
-    /// correctness runs.
-    All,
-    /// Outputs of queries that emit on a condition (HAVING, or WHERE on the event: perc and
-    /// trend), not those without one (volatility on every tick, a tumbling window's every pane).
-    Alerts,
-    /// No rows (header only): for throughput runs.
-    None,
-}
 
 /// Collector settings; every flag can also be set from the environment. `Default` is the
 /// flags' defaults.

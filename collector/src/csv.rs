@@ -6,6 +6,19 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
 
+/// Which outputs go to `outputs.csv`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CsvMode {
+    /// Every output, those of queries that emit on every tick included (volatility): for
+    /// correctness runs.
+    All,
+    /// Outputs of queries that emit on a condition (HAVING, or WHERE on the event: perc and
+    /// trend), not those without one (volatility on every tick, a tumbling window's every pane).
+    Alerts,
+    /// No rows (header only): for throughput runs.
+    None,
+}
+
 /// The first line of `outputs.csv`: the output, its tick's place in its stream, then every
 /// hop's timestamp in ns (empty where the hop does not apply).
 pub const OUTPUTS_HEADER: &str =

@@ -7,17 +7,16 @@ use crate::config::CollectorConfig;
 use crate::csv::OutputsCsv;
 use crate::intervals::IntervalRecorder;
 use cep_core::clock::now_ns;
-use cep_core::control::{Register, Role};
+use cep_core::control::Register;
 use cep_core::delivery::Saved;
 use cep_core::failover::OutputsConfirmed;
 use cep_core::frame::Body;
+use cep_core::identity::Role;
 use cep_core::results::Summary;
 use cep_transport::clock::ClockServer;
 use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError};
 use cep_transport::driving::{receive_loop, Flow, Received};
-use cep_transport::{
-    advertise_host, advertised_endpoint, Context, Pull, Role as KeyRole, SocketOptions, TransportError,
-};
+use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, SocketOptions, TransportError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -98,7 +97,7 @@ pub fn run_in(
         Err(error) => return Err(CollectorError::State { path: state_path, reason: error.to_string() }),
     };
     // Workers and the router send outputs and reports; injectors their clock reports.
-    const ADMITS: &[KeyRole] = &[KeyRole::Worker, KeyRole::Router, KeyRole::Injector];
+    const ADMITS: &[Role] = &[Role::Worker, Role::Router, Role::Injector];
     let options = SocketOptions {
         max_message_bytes: cep_transport::socket::message_limit(config.max_frame_bytes),
         ..SocketOptions::default()

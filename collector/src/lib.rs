@@ -17,8 +17,10 @@
 
 pub mod accounting;
 pub mod collector;
+#[cfg(feature = "driver")]
 pub mod config;
 pub mod csv;
+#[cfg(feature = "driver")]
 pub mod driver;
 pub mod failovers;
 mod histogram_serde;
@@ -29,5 +31,8 @@ pub mod rescales;
 pub mod rules;
 
 pub use collector::Collector;
-pub use config::{CollectorConfig, CsvMode};
+#[cfg(feature = "driver")]
+pub use config::CollectorConfig;
+pub use csv::CsvMode;
+#[cfg(feature = "driver")]
 pub use driver::{run, run_in, write_results, write_summary, CollectorError};

@@ -6,41 +6,12 @@
 //! tick is sent before every peer is known. A process arriving after the start is answered
 //! [`Refused`] with the reason.
 
+use crate::identity::Role;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Most bytes of a control frame anyone reads (a Deploy or a Ready frame carries a rules file).
 pub const MAX_CONTROL_FRAME_BYTES: usize = 16 << 20;
-
-/// Which role a process registers as.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(into = "u8", try_from = "u8")]
-pub enum Role {
-    /// Runs the rules on the symbols the router sends it.
-    Worker = 0,
-    /// Receives every output and report, and writes the run's results.
-    Collector = 1,
-    /// Sends ticks, on one or more streams.
-    Injector = 2,
-}
-
-impl From<Role> for u8 {
-    fn from(role: Role) -> u8 {
-        role as u8
-    }
-}
-
-impl TryFrom<u8> for Role {
-    type Error = String;
-    fn try_from(byte: u8) -> Result<Self, Self::Error> {
-        match byte {
-            0 => Ok(Role::Worker),
-            1 => Ok(Role::Collector),
-            2 => Ok(Role::Injector),
-            other => Err(format!("unknown role {other}")),
-        }
-    }
-}
 
 /// A process asks to join the next run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

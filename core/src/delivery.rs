@@ -17,18 +17,16 @@
 //! itself a MessagePack array, is its last element as it is, so nothing is copied to read it,
 //! and incarnation and position are 9-byte unsigned integers, patched in place on resend.
 
+use crate::identity::ROUTER_ID;
 use crate::msgpack::{self, Reader};
 use crate::wire::{write_header, FrameKind, WireError};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
-/// The source id of the router's frames (workers are sources `0..`, by index).
-pub const ROUTER_SOURCE: u32 = u32::MAX;
-
 /// A frame to the collector in its envelope, as read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sequenced<'a> {
-    /// A worker's index, or [`ROUTER_SOURCE`].
+    /// A worker's index, or [`ROUTER_ID`].
     pub source: u32,
     /// The collector incarnation the sender meant it for.
     pub incarnation: u64,
@@ -220,7 +218,7 @@ impl Positions {
     /// advances the source. `None`: a worker index beyond `max_workers` (refused, no table
     /// grows).
     pub fn arrive(&mut self, frame: &Sequenced<'_>, incarnation: u64, max_workers: usize) -> Option<Arrival> {
-        let last = if frame.source == ROUTER_SOURCE {
+        let last = if frame.source == ROUTER_ID {
             &mut self.router
         } else {
             let index = frame.source as usize;
@@ -263,7 +261,7 @@ impl Positions {
         self.asked
             .iter()
             .map(|&source| {
-                let last = if source == ROUTER_SOURCE { self.router } else { self.workers[source as usize] };
+                let last = if source == ROUTER_ID { self.router } else { self.workers[source as usize] };
                 (source, last)
             })
             .collect()
@@ -274,7 +272,7 @@ impl Positions {
     pub fn saved(&mut self) -> Saved {
         let mut positions: Vec<(u32, u64)> =
             self.workers.iter().enumerate().map(|(index, &position)| (index as u32, position)).collect();
-        positions.push((ROUTER_SOURCE, self.router));
+        positions.push((ROUTER_ID, self.router));
         Saved { positions, resend: std::mem::take(&mut self.missed) }
     }
 }
@@ -315,6 +313,7 @@ pub struct DeliveryStatus {
 mod tests {
     use super::*;
     use crate::frame::Frame;
+    use crate::identity::ROUTER_ID;
 
     fn read(envelope: &[u8]) -> Sequenced<'_> {
         let frame = Frame::read(envelope, usize::MAX).unwrap();
@@ -348,7 +347,7 @@ mod tests {
 
     #[test]
     fn the_log_is_full_at_its_bound() {
-        let mut log = DeliveryLog::new(ROUTER_SOURCE, 1, 100);
+        let mut log = DeliveryLog::new(ROUTER_ID, 1, 100);
         log.push(&[0x90; 60]);
         assert!(!log.full());
         log.push(&[0x90; 60]);
@@ -368,9 +367,9 @@ mod tests {
         // A gap: dropped, not taken, and its source is asked to send again once.
         assert_eq!(positions.arrive(&frame(0, 2, 5), 2, 8), Some(Arrival::OutOfTurn));
         assert_eq!(positions.arrive(&frame(0, 2, 6), 2, 8), Some(Arrival::OutOfTurn));
-        assert_eq!(positions.arrive(&frame(ROUTER_SOURCE, 2, 1), 2, 8), Some(Arrival::Next));
+        assert_eq!(positions.arrive(&frame(ROUTER_ID, 2, 1), 2, 8), Some(Arrival::Next));
         assert_eq!(positions.arrive(&frame(9, 2, 1), 2, 8), None);
-        assert_eq!(positions.saved(), Saved { positions: vec![(0, 2), (ROUTER_SOURCE, 1)], resend: vec![0] });
+        assert_eq!(positions.saved(), Saved { positions: vec![(0, 2), (ROUTER_ID, 1)], resend: vec![0] });
         assert_eq!(positions.open_gaps(), [(0, 2)]);
         // Not asked again before the resend comes.
         assert_eq!(positions.arrive(&frame(0, 2, 7), 2, 8), Some(Arrival::OutOfTurn));

@@ -272,7 +272,8 @@ impl<'a> OutputBatch<'a> {
 mod tests {
     use super::*;
     use crate::clock::OffsetEstimate;
-    use crate::control::{Role, WorkerInfo};
+    use crate::control::WorkerInfo;
+    use crate::identity::Role;
     use crate::report::{RuleInfo, StreamAtWorker};
     use crate::results::RulesEpoch;
     use std::collections::BTreeMap;
@@ -529,7 +530,7 @@ mod tests {
 
     #[test]
     fn delivery_frames() {
-        let saved = Saved { positions: vec![(0, 5), (crate::delivery::ROUTER_SOURCE, 2)], resend: vec![0] };
+        let saved = Saved { positions: vec![(0, 5), (crate::identity::ROUTER_ID, 2)], resend: vec![0] };
         golden(saved, 0, &[0x92, 0x92, 0x92, 0x00, 0x05, 0x92, 0xce, 0xff, 0xff, 0xff, 0xff, 0x02, 0x91, 0x00]);
         golden(DeliveryQuery { worker: 3 }, 3, &[0x91, 0x03]);
         let status = DeliveryStatus { incarnation: 2, endpoint: "e".into(), saved: 9, resend: true };

@@ -5,6 +5,7 @@
 //! - [`wire`]: the versioned MessagePack frame format (the only place that encodes or decodes bytes).
 //! - [`frame`]: typed frames: each body knows its kind; a decoded batch carries its frame.
 //! - [`outbox`]: where a role's core sends frames, and the clock it stamps them with.
+//! - [`identity`]: the one `Role`, role sets, public keys, and who sent a frame (no socket library).
 //! - [`control`]: registration and start-up messages exchanged with the router.
 //! - [`report`]: end-of-run reports that workers and the router send to the collector.
 //! - [`rescale`]: live rescaling: symbols' state moving between workers, membership requests.
@@ -26,6 +27,7 @@ pub mod duration;
 pub mod failover;
 pub mod frame;
 pub mod gbm;
+pub mod identity;
 pub mod io_text;
 pub mod msgpack;
 pub mod outbox;

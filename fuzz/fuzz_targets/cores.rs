@@ -13,29 +13,32 @@
 //! the router, worker 0, worker 1 or open; or a tick of the router's clock.
 #![no_main]
 
-use cep_core::control::{Ready, Register, Role};
-use cep_core::delivery::{DeliveryLog, ROUTER_SOURCE};
+use cep_core::control::{Ready, Register};
+
+use cep_core::identity::Role;
+use cep_core::delivery::{DeliveryLog};
+use cep_core::identity::ROUTER_ID;
 use cep_core::frame::{Body, Frame};
 use cep_core::outbox::{Peer, Recorded};
 use cep_router::deploying::Deployments;
 use cep_router::rendezvous::WorkerCount;
 use cep_router::router::RouterSettings;
-use cep_transport::security::{Peer as Authenticated, PublicKey, Role as KeyRole, Roles, Sender};
+use cep_core::identity::{Identity, PublicKey, Roles, Sender};
 use libfuzzer_sys::fuzz_target;
 
 /// Each process's key (Z85: any 40 digits decode), and how its messages name it.
-const KEYS: [(&str, KeyRole, &str); 5] = [
-    ("w0", KeyRole::Worker, "0000000000000000000000000000000000000000"),
-    ("w1", KeyRole::Worker, "1111111111111111111111111111111111111111"),
-    ("c", KeyRole::Collector, "2222222222222222222222222222222222222222"),
-    ("i", KeyRole::Injector, "3333333333333333333333333333333333333333"),
-    ("ops", KeyRole::Operator, "4444444444444444444444444444444444444444"),
+const KEYS: [(&str, Role, &str); 5] = [
+    ("w0", Role::Worker, "0000000000000000000000000000000000000000"),
+    ("w1", Role::Worker, "1111111111111111111111111111111111111111"),
+    ("c", Role::Collector, "2222222222222222222222222222222222222222"),
+    ("i", Role::Injector, "3333333333333333333333333333333333333333"),
+    ("ops", Role::Operator, "4444444444444444444444444444444444444444"),
 ];
 const ROUTER_KEY: &str = "router router 5555555555555555555555555555555555555555";
 
-fn peer(name: &str) -> Authenticated {
+fn peer(name: &str) -> Identity {
     let (name, role, key) = KEYS.iter().find(|(n, _, _)| *n == name).expect("a known process");
-    Authenticated { roles: Roles::of(&[*role]), name: (*name).into(), key: PublicKey::parse(key).expect("a key") }
+    Identity { roles: Roles::of(&[*role]), name: (*name).into(), key: PublicKey::parse(key).expect("a key") }
 }
 
 /// The `User-Id` of a message from `name`, as the ZAP handler writes it.
@@ -129,7 +132,7 @@ impl Cluster {
             router_out,
             worker_out,
             now: 1_000,
-            router_log: DeliveryLog::new(ROUTER_SOURCE, 1, usize::MAX),
+            router_log: DeliveryLog::new(ROUTER_ID, 1, usize::MAX),
             worker_log: DeliveryLog::new(0, 1, usize::MAX),
             ids: [ROUTER_KEY.to_string(), user_id("w0"), user_id("w1"), user_id("i")],
         };

@@ -13,13 +13,17 @@
 //! - [`sending`]: the per-stream send loop and the run.
 //! - [`stop`]: how it is told to stop (gracefully, or at once).
 
+#[cfg(feature = "driver")]
 pub mod config;
 pub mod metrics;
 pub mod pacing;
+#[cfg(feature = "driver")]
 pub mod sending;
 pub mod source;
 pub mod stop;
 
+#[cfg(feature = "driver")]
 pub use config::InjectorConfig;
+#[cfg(feature = "driver")]
 pub use sending::{run, run_in, InjectorReport};
 pub use stop::Stop;

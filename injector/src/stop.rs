@@ -42,6 +42,7 @@ impl Stop {
 }
 
 /// Either stop ends a wait that comes before anything was sent (the registration).
+#[cfg(feature = "driver")]
 impl cep_transport::control::StopFlag for Stop {
     fn raised(&self) -> bool {
         self.requested()

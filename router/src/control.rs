@@ -2,11 +2,12 @@
 //! runs, and the end-of-run exchange. Requests arrive with the identity of the client to
 //! answer; answers go to the [`Outbox`] as [`Peer::Client`] frames.
 
-use crate::data_path::{DataPath, ROUTER_SENDER};
+use crate::data_path::DataPath;
 use crate::deploying::Deployments;
 use crate::rendezvous::{Rendezvous, Verdict};
 use cep_core::control::{Deploy, Deployed, Refused, Register, MAX_CONTROL_FRAME_BYTES};
 use cep_core::frame::{Body, EndAck, Frame};
+use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::wire::FrameKind;
 
@@ -105,12 +106,12 @@ impl Control {
                     Err(error) => Err(format!("bad deploy frame: {error}")),
                 };
                 let answer = match answer {
-                    Ok(deployed) => deployed.encode(ROUTER_SENDER),
+                    Ok(deployed) => deployed.encode(ROUTER_ID),
                     Err(reason) => {
                         out.event(Event::DeploymentRefused {
                             reason: reason.lines().next().unwrap_or_default().into(),
                         });
-                        Refused { reason }.encode(ROUTER_SENDER)
+                        Refused { reason }.encode(ROUTER_ID)
                     }
                 };
                 out.send(Peer::Client(client), &answer);
@@ -120,7 +121,7 @@ impl Control {
                 self.count_refused("malformed_control");
                 out.event(Event::BadControlFrame { reason: error.to_string() });
                 let reason = format!("bad control frame: {error}");
-                out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+                out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_ID));
             }
         }
         if self.ending.finished {
@@ -136,7 +137,7 @@ impl Control {
     /// Answers every node waiting for the end of the run.
     pub fn release(&mut self, out: &mut impl Outbox) {
         for client in self.ending.waiting.drain(..) {
-            out.send(Peer::Client(client), &EndAck.encode(ROUTER_SENDER));
+            out.send(Peer::Client(client), &EndAck.encode(ROUTER_ID));
         }
     }
 
@@ -191,7 +192,7 @@ impl Control {
         };
         if let Verdict::Refuse(reason) = verdict {
             self.count_refused("refused_control");
-            out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+            out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_ID));
         }
     }
 }

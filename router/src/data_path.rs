@@ -14,6 +14,7 @@ use crate::failover::ReplayLog;
 use cep_core::control::RulesText;
 use cep_core::failover::{Checkpoint, Restore, Snapshot};
 use cep_core::frame::{Body, TickBatch};
+use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::partition::Partitioner;
 use cep_core::report::{EndOfStream, Rejections};
@@ -22,9 +23,6 @@ use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, TickBatchWriter};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
-
-/// Sender id the router puts on its frames.
-pub const ROUTER_SENDER: u32 = 0;
 
 /// Per-run routing state.
 pub struct DataPath {
@@ -125,7 +123,7 @@ impl DataPath {
             held_ticks: 0,
             retired: vec![false; workers.len()],
             deferred_ends: Vec::new(),
-            batches: (0..workers.len()).map(|_| TickBatchWriter::new(ROUTER_SENDER)).collect(),
+            batches: (0..workers.len()).map(|_| TickBatchWriter::new(ROUTER_ID)).collect(),
             batch_limit: batch_limit.max(1),
             max_frame_bytes,
             streams,
@@ -164,7 +162,7 @@ impl DataPath {
     pub fn barrier(&mut self, worker: usize, id: u64, base: u64, out: &mut impl Outbox) {
         self.flush(worker, out);
         self.logs[worker].barrier(id);
-        out.send(Peer::Worker(worker as u32), &Checkpoint { id, base }.encode(ROUTER_SENDER));
+        out.send(Peer::Worker(worker as u32), &Checkpoint { id, base }.encode(ROUTER_ID));
     }
 
     /// `worker`'s checkpoint `id` completed: its log before the barrier is released.
@@ -271,7 +269,7 @@ impl DataPath {
         self.ended.resize(total, false);
         self.end_sent.resize(total, 0);
         self.stream_keys.resize(total, String::new());
-        let marker = StreamsOpened { first, count }.encode(ROUTER_SENDER);
+        let marker = StreamsOpened { first, count }.encode(ROUTER_ID);
         for worker in (0..workers).filter(|worker| !self.retired[*worker]) {
             out.send(Peer::Worker(worker as u32), &marker);
         }
@@ -287,7 +285,7 @@ impl DataPath {
     /// until [`Self::set_ring`] includes it, and is told at once of the streams that have
     /// already ended (the others' markers will reach it with everyone's).
     pub fn add_worker(&mut self, out: &mut impl Outbox) -> usize {
-        self.batches.push(TickBatchWriter::new(ROUTER_SENDER));
+        self.batches.push(TickBatchWriter::new(ROUTER_ID));
         self.retired.push(false);
         self.logs.push(ReplayLog::default());
         for routed in &mut self.routed {
@@ -298,7 +296,7 @@ impl DataPath {
         for stream in 0..self.ended.len() {
             if self.ended[stream] && !deferred.contains(&(stream as u32)) {
                 let marker = EndOfStream { stream: stream as u32, sent: self.end_sent[stream], routed: 0 };
-                out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_SENDER));
+                out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_ID));
             }
         }
         worker
@@ -397,7 +395,7 @@ impl DataPath {
         self.retired[worker] = true;
         let routed =
             self.routed.iter().enumerate().map(|(stream, per_worker)| (stream as u32, per_worker[worker])).collect();
-        out.send(Peer::Worker(worker as u32), &Retire { routed }.encode(ROUTER_SENDER));
+        out.send(Peer::Worker(worker as u32), &Retire { routed }.encode(ROUTER_ID));
     }
 
     /// Forgets `worker`, which never owned anything (a joiner the router cannot reach): no
@@ -545,7 +543,7 @@ impl DataPath {
     fn hold(&mut self, part: u32, batch: &TickBatch<'_>, tick: &TickRecord, t_in: u64) {
         let held = self.held.get_mut(&part).expect("a moving symbol's part holds its ticks");
         if held.batches.last().is_none_or(|last| last.is_full(self.batch_limit)) {
-            held.batches.push(TickBatchWriter::new(ROUTER_SENDER));
+            held.batches.push(TickBatchWriter::new(ROUTER_ID));
         }
         held.batches.last_mut().expect("pushed above").push_encoded(batch.encoded(tick), tick, t_in);
         *held.per_stream.entry(tick.injector).or_default() += 1;
@@ -592,7 +590,7 @@ impl DataPath {
         self.flush_all(out);
         for worker in (0..self.batches.len()).filter(|worker| !self.retired[*worker]) {
             let marker = EndOfStream { stream: eos.stream, sent: eos.sent, routed: self.routed[stream][worker] };
-            out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_SENDER));
+            out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_ID));
         }
         out.event(Event::StreamEnded { stream: eos.stream, sent: eos.sent, received: self.received[stream] });
     }
@@ -605,7 +603,7 @@ impl DataPath {
     /// Sends the rule-switch marker to every worker behind everything routed so far.
     pub fn switch_rules(&mut self, marker: &RulesText, out: &mut impl Outbox) {
         self.flush_all(out);
-        let frame = marker.encode(ROUTER_SENDER);
+        let frame = marker.encode(ROUTER_ID);
         for worker in (0..self.batches.len()).filter(|worker| !self.retired[*worker]) {
             out.send(Peer::Worker(worker as u32), &frame);
         }
@@ -644,6 +642,6 @@ fn send_restores(from: u32, symbols: impl Iterator<Item = (u32, MovedSymbol)>, e
     }
     for (to, symbols) in per_owner {
         let restore = Restore { from, symbols, engine: engine.to_vec() };
-        out.send(Peer::Worker(to), &restore.encode(ROUTER_SENDER));
+        out.send(Peer::Worker(to), &restore.encode(ROUTER_ID));
     }
 }

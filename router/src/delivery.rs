@@ -3,7 +3,8 @@
 //! and drop what is saved), and a restarted collector taking over.
 
 use cep_core::control::Register;
-use cep_core::delivery::{DeliveryStatus, Saved, ROUTER_SOURCE};
+use cep_core::delivery::{DeliveryStatus, Saved};
+use cep_core::identity::ROUTER_ID;
 
 /// The collector as the router knows it once the run has started.
 #[derive(Debug)]
@@ -34,7 +35,7 @@ impl CollectorDelivery {
         }
         let mut router = None;
         for &(source, position) in &saved.positions {
-            if source == ROUTER_SOURCE {
+            if source == ROUTER_ID {
                 router = Some(position);
             } else if (source as usize) < workers {
                 self.saved[source as usize] = position;
@@ -42,7 +43,7 @@ impl CollectorDelivery {
         }
         let mut router_resends = false;
         for &source in &saved.resend {
-            if source == ROUTER_SOURCE {
+            if source == ROUTER_ID {
                 router_resends = true;
             } else if (source as usize) < workers {
                 self.resend[source as usize] = true;
@@ -88,7 +89,7 @@ impl CollectorDelivery {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cep_core::control::Role;
+    use cep_core::identity::Role;
 
     fn register(resuming: u64) -> Register {
         Register {
@@ -105,14 +106,14 @@ mod tests {
     #[test]
     fn a_collector_resuming_this_run_takes_over_and_workers_learn_what_it_saved() {
         let mut delivery = CollectorDelivery::new("tcp://c1:1".into(), 77);
-        let saved = Saved { positions: vec![(0, 4), (1, 9), (7, 100), (ROUTER_SOURCE, 2)], resend: vec![1, 7] };
+        let saved = Saved { positions: vec![(0, 4), (1, 9), (7, 100), (ROUTER_ID, 2)], resend: vec![1, 7] };
         assert_eq!(delivery.saved(&saved, 2), (Some(2), false));
         let status = |saved, resend| DeliveryStatus { incarnation: 1, endpoint: "tcp://c1:1".into(), saved, resend };
         assert_eq!(delivery.status(1), status(9, true));
         assert_eq!(delivery.status(1), status(9, false), "asked to send again once");
         // Beyond the run's workers: nothing kept, nothing grows.
         assert_eq!(delivery.status(7).saved, 0);
-        assert_eq!(delivery.saved(&Saved { positions: vec![], resend: vec![ROUTER_SOURCE] }, 2), (None, true));
+        assert_eq!(delivery.saved(&Saved { positions: vec![], resend: vec![ROUTER_ID] }, 2), (None, true));
         assert!(delivery.take_over(&register(0)).unwrap_err().contains("already started"));
         assert!(delivery.take_over(&register(78)).unwrap_err().contains("another run"));
         assert_eq!(delivery.take_over(&register(77)), Ok(2));

@@ -7,13 +7,14 @@ use crate::deploying::Deployments;
 use crate::rendezvous::WorkerCount;
 use crate::router::{Router, RouterSettings};
 use cep_core::clock::now_ns;
-use cep_core::delivery::ROUTER_SOURCE;
+use cep_core::identity::Role;
+use cep_core::identity::ROUTER_ID;
 use cep_core::report::RouterReport;
 use cep_transport::clock::synchronise;
 use cep_transport::control::ControlServer;
 use cep_transport::delivery::CollectorLink;
 use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
-use cep_transport::{Context, Pull, Push, Role as KeyRole, Server, SocketOptions, TransportError};
+use cep_transport::{Context, Pull, Push, Server, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -87,7 +88,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         ..SocketOptions::default()
     };
     let control = ControlServer::bind(context, &config.control)?;
-    let input = Pull::bind(context, &config.listen, &options, &[KeyRole::Injector])?;
+    let input = Pull::bind(context, &config.listen, &options, &[Role::Injector])?;
     if let Some(path) = &config.announce {
         announce(path, input.endpoint(), control.endpoint())?;
     }
@@ -133,7 +134,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         &start.collector,
         &start.collector_key,
         &options,
-        ROUTER_SOURCE,
+        ROUTER_ID,
         1,
         ROUTER_MAX_UNSAVED,
     )?;

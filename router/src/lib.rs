@@ -14,11 +14,13 @@
 //! - [`driver`]: sockets, clock and the run loop around the core.
 //! - [`metrics`]: what the router exposes to Prometheus.
 
+#[cfg(feature = "driver")]
 pub mod config;
 pub mod control;
 pub mod data_path;
 pub mod delivery;
 pub mod deploying;
+#[cfg(feature = "driver")]
 pub mod driver;
 pub mod failover;
 pub mod metrics;
@@ -26,6 +28,8 @@ pub mod rendezvous;
 pub mod rescaling;
 pub mod router;
 
+#[cfg(feature = "driver")]
 pub use config::RouterConfig;
+#[cfg(feature = "driver")]
 pub use driver::{run, run_in, RouterError};
 pub use router::Router;

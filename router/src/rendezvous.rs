@@ -2,7 +2,9 @@
 //! collector and the expected injector streams are all present, so no tick can reach a
 //! half-built cluster (ZeroMQ's slow joiner). A pure state machine: the caller does the I/O.
 
-use cep_core::control::{Ready, Register, Role, RulesText, WorkerInfo};
+use cep_core::control::{Ready, Register, RulesText, WorkerInfo};
+
+use cep_core::identity::Role;
 use std::time::Duration;
 
 /// How many workers a run waits for.
@@ -117,6 +119,9 @@ impl<C: Clone> Rendezvous<C> {
                     ));
                 }
                 self.injectors.push((client, streams, registration.warmup_ns, key.into()));
+            }
+            Role::Router | Role::Operator => {
+                return Verdict::Refuse(format!("a {} does not register", registration.role));
             }
         }
         Verdict::Hold

@@ -14,8 +14,9 @@
 //! nothing is left to move: the rest of a rescale is given up and the symbols stay where they
 //! are.
 
-use crate::data_path::{DataPath, ROUTER_SENDER};
+use crate::data_path::DataPath;
 use cep_core::frame::Body;
+use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::rescale::{ClusterStatus, HandOff, MemberStatus, MoveProgress, RescaleStarted, Rescaled, SymbolState};
 use std::collections::{BTreeMap, VecDeque};
@@ -290,7 +291,7 @@ impl Rescaling {
                 index: worker as u32,
                 symbols: moves.iter().map(|(symbol, _, to)| (lossy(symbol), *to as u32)).collect(),
             };
-            out.send(Peer::Collector, &started.encode(ROUTER_SENDER));
+            out.send(Peer::Collector, &started.encode(ROUTER_ID));
             out.event(Event::RescaleStarted {
                 kind: kind.name(),
                 worker: started.worker,
@@ -346,7 +347,7 @@ impl Rescaling {
             self.next_part += 1;
             path.begin_part(part, &symbols, from, out);
             let hand_off = HandOff { part, to: to as u32, symbols: symbols.iter().map(|s| lossy(s)).collect() };
-            out.send(Peer::Worker(from as u32), &hand_off.encode(ROUTER_SENDER));
+            out.send(Peer::Worker(from as u32), &hand_off.encode(ROUTER_ID));
             rescale.parts.insert(part, Part { from, to, symbols });
         }
     }
@@ -471,7 +472,7 @@ impl Rescaling {
             longest_slice_ns: rescale.longest_slice_ns,
             state_lost: rescale.state_lost,
         };
-        out.send(Peer::Collector, &record.encode(ROUTER_SENDER));
+        out.send(Peer::Collector, &record.encode(ROUTER_ID));
         out.event(Event::RescaleFinished {
             kind: rescale.kind.name(),
             worker: member.id.clone(),

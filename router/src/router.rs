@@ -6,22 +6,24 @@
 //! what it puts in the [`Outbox`].
 
 use crate::control::{ClientId, Control};
-use crate::data_path::{DataPath, ROUTER_SENDER};
+use crate::data_path::DataPath;
 use crate::delivery::CollectorDelivery;
 use crate::deploying::Deployments;
 use crate::failover::Checkpoints;
 use crate::rendezvous::{Rendezvous, WorkerCount};
 use crate::rescaling::Rescaling;
 use cep_core::clock::OffsetEstimate;
-use cep_core::control::{Ready, Refused, Register, Role, WorkerInfo, MAX_CONTROL_FRAME_BYTES};
+use cep_core::control::{Ready, Refused, Register, WorkerInfo, MAX_CONTROL_FRAME_BYTES};
 use cep_core::delivery::{DeliveryQuery, Saved};
 use cep_core::failover::{OutputsConfirmed, Snapshot, WorkerFailed};
 use cep_core::frame::{Body, EndAck, Frame};
+use cep_core::identity::Role;
+use cep_core::identity::ROUTER_ID;
+use cep_core::identity::{Identity, Sender, SHARED_WORKER_KEY};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{CauseCounts, ClockReport, RouterReport};
 use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, WorkerJoined, MAX_STREAMS};
 use cep_core::wire::FrameKind;
-use cep_transport::security::{Peer as Authenticated, Role as KeyRole, Sender, SHARED_WORKER_KEY};
 use std::collections::BTreeMap;
 
 /// A joining worker's advertised endpoint must be one the router can connect to
@@ -149,7 +151,7 @@ impl Router {
     pub fn control_from(
         &mut self,
         client: ClientId,
-        peer: Option<&Authenticated>,
+        peer: Option<&Identity>,
         body: &[u8],
         now: u64,
         out: &mut impl Outbox,
@@ -158,7 +160,7 @@ impl Router {
             if let Err(reason) = self.authorize(peer, body) {
                 *self.denied.entry("unauthorized_control".into()).or_insert(0) += 1;
                 out.event(Event::Refused { who: format!("a request from {peer}"), reason: reason.clone() });
-                return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+                return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_ID));
             }
         }
         self.caller_key = peer.map(|peer| peer.key.as_str().to_string()).unwrap_or_default();
@@ -168,10 +170,10 @@ impl Router {
     /// Whether `peer` may send `body`: its roles, and for frames a worker or the collector
     /// sends about itself, whether it is that worker or that collector. Frames that do not
     /// decode pass here and are refused where they are read.
-    fn authorize(&self, peer: &Authenticated, body: &[u8]) -> Result<(), String> {
+    fn authorize(&self, peer: &Identity, body: &[u8]) -> Result<(), String> {
         let Ok(frame) = Frame::read(body, MAX_CONTROL_FRAME_BYTES) else { return Ok(()) };
         let kind = frame.kind();
-        let needs = |role: KeyRole| match peer.is(role) {
+        let needs = |role: Role| match peer.is(role) {
             true => Ok(()),
             false => Err(format!("{peer} may not send {kind:?}: its key is not listed under {}/", role.name())),
         };
@@ -183,11 +185,7 @@ impl Router {
         match kind {
             FrameKind::Register => {
                 let register = frame.body::<Register>().map_err(|error| format!("bad registration frame: {error}"))?;
-                needs(match register.role {
-                    Role::Worker => KeyRole::Worker,
-                    Role::Collector => KeyRole::Collector,
-                    Role::Injector => KeyRole::Injector,
-                })?;
+                needs(register.role)?;
                 // A worker's own key names it; only the workers' shared key takes any id.
                 match register.role == Role::Worker && peer.name != SHARED_WORKER_KEY && peer.name != register.id {
                     true => Err(format!(
@@ -198,10 +196,10 @@ impl Router {
                     false => Ok(()),
                 }
             }
-            FrameKind::Deploy | FrameKind::StatusRequest => needs(KeyRole::Operator),
-            FrameKind::Leave if peer.is(KeyRole::Operator) => Ok(()),
+            FrameKind::Deploy | FrameKind::StatusRequest => needs(Role::Operator),
+            FrameKind::Leave if peer.is(Role::Operator) => Ok(()),
             FrameKind::Leave => {
-                needs(KeyRole::Worker)?;
+                needs(Role::Worker)?;
                 let leave = frame.body::<Leave>().map_err(|error| format!("bad leave frame: {error}"))?;
                 match self.workers.iter().find(|worker| worker.id == leave.worker) {
                     Some(worker) if worker.key == peer.key.as_str() => Ok(()),
@@ -209,19 +207,19 @@ impl Router {
                 }
             }
             FrameKind::SymbolState | FrameKind::Reached | FrameKind::Snapshot | FrameKind::DeliveryQuery => {
-                needs(KeyRole::Worker)?;
+                needs(Role::Worker)?;
                 is_worker(frame.sender())
             }
             FrameKind::OutputsConfirmed | FrameKind::Saved | FrameKind::RunFinished => {
-                needs(KeyRole::Collector)?;
+                needs(Role::Collector)?;
                 match self.collector_key.as_str() {
                     "" => Ok(()),
                     key if key == peer.key.as_str() => Ok(()),
                     _ => Err(format!("{peer} is not the run's collector")),
                 }
             }
-            FrameKind::AwaitEnd if peer.is(KeyRole::Worker) || peer.is(KeyRole::Injector) => Ok(()),
-            FrameKind::AwaitEnd => needs(KeyRole::Injector),
+            FrameKind::AwaitEnd if peer.is(Role::Worker) || peer.is(Role::Injector) => Ok(()),
+            FrameKind::AwaitEnd => needs(Role::Injector),
             _ => Ok(()),
         }
     }
@@ -255,7 +253,7 @@ impl Router {
             ) {
                 let reason = format!("the run has not started: waiting for {}", self.waiting_for());
                 self.control.count_refused("refused_control");
-                return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_SENDER));
+                return out.send(Peer::Client(client), &Refused { reason }.encode(ROUTER_ID));
             }
             return self.control.serve(client, &self.caller_key, body, now, self.path.as_mut(), out);
         };
@@ -273,7 +271,7 @@ impl Router {
                 .body::<SymbolState>()
                 .map_err(|error| format!("bad state frame: {error}"))
                 .and_then(|state| rescaling.state_arrived(frame.sender(), &state, body, path, out))
-                .map(|()| StateTaken.encode(ROUTER_SENDER)),
+                .map(|()| StateTaken.encode(ROUTER_ID)),
             FrameKind::Leave => frame
                 .body::<Leave>()
                 .map_err(|error| format!("bad leave frame: {error}"))
@@ -281,7 +279,7 @@ impl Router {
             FrameKind::Reached => match frame.body::<Reached>() {
                 Ok(reached) if reached.index == frame.sender() => rescaling.reached(reached.index).map(|()| {
                     rescaling.step(path, out);
-                    StateTaken.encode(ROUTER_SENDER)
+                    StateTaken.encode(ROUTER_ID)
                 }),
                 Ok(_) => Err("a Reached frame must come from the worker it names".into()),
                 Err(error) => Err(format!("bad reached frame: {error}")),
@@ -305,7 +303,7 @@ impl Router {
                         );
                         out.event(Event::CheckpointTrouble { reason });
                     }
-                    Ok(StateTaken.encode(ROUTER_SENDER))
+                    Ok(StateTaken.encode(ROUTER_ID))
                 })
             }
             FrameKind::OutputsConfirmed => frame
@@ -323,7 +321,7 @@ impl Router {
                         left = path.replay_bytes(),
                         "outputs confirmed"
                     );
-                    StateTaken.encode(ROUTER_SENDER)
+                    StateTaken.encode(ROUTER_ID)
                 }),
             FrameKind::Saved => {
                 frame.body::<Saved>().map_err(|error| format!("bad saved frame: {error}")).map(|saved| {
@@ -331,19 +329,19 @@ impl Router {
                     if let (Some(position), resend) = delivery.saved(&saved, self.workers.len()) {
                         out.collector_saved(position, resend);
                     }
-                    StateTaken.encode(ROUTER_SENDER)
+                    StateTaken.encode(ROUTER_ID)
                 })
             }
             FrameKind::DeliveryQuery => match frame.body::<DeliveryQuery>() {
                 Ok(query) if query.worker == frame.sender() && (query.worker as usize) < self.workers.len() => {
-                    Ok(self.delivery.as_mut().expect("running").status(query.worker).encode(ROUTER_SENDER))
+                    Ok(self.delivery.as_mut().expect("running").status(query.worker).encode(ROUTER_ID))
                 }
                 Ok(_) => Err("a delivery query must come from a worker of the run, naming itself".into()),
                 Err(error) => Err(format!("bad delivery query: {error}")),
             },
             FrameKind::StatusRequest => {
                 let status = rescaling.status(Some(path), now, self.settings.streams);
-                Ok(status.encode(ROUTER_SENDER))
+                Ok(status.encode(ROUTER_ID))
             }
             // An injector that joined is released as soon as its streams have ended at the
             // router (all it sent has arrived), not at the end of a run that may go on for days.
@@ -353,7 +351,7 @@ impl Router {
                 }) =>
             {
                 self.control.asked_and_answered();
-                Ok(EndAck.encode(ROUTER_SENDER))
+                Ok(EndAck.encode(ROUTER_ID))
             }
             FrameKind::Deploy if rescaling.busy() => {
                 Err("a worker is joining or leaving; deploy again once the rescale has finished".into())
@@ -372,7 +370,7 @@ impl Router {
         let answer = answer.unwrap_or_else(|reason| {
             self.control.count_refused("refused_control");
             out.event(Event::Refused { who: format!("a {:?} request", frame.kind()), reason: reason.clone() });
-            Refused { reason }.encode(ROUTER_SENDER)
+            Refused { reason }.encode(ROUTER_ID)
         });
         out.send(Peer::Client(client), &answer);
         self.count_retirements();
@@ -403,7 +401,7 @@ impl Router {
                 .into(),
         });
         out.collector_moved(&register.endpoint, &self.collector_key, incarnation);
-        Ok(answer.encode(ROUTER_SENDER))
+        Ok(answer.encode(ROUTER_ID))
     }
 
     /// State moving between workers is not in the replay logs: once a rescale starts, no
@@ -436,11 +434,11 @@ impl Router {
         // Before the worker is answered, so ahead of anything it sends the collector (which
         // holds that index's frames until it knows the key, should they come first).
         let joined = WorkerJoined { index: index as u32, id: register.id.clone(), key: key.clone() };
-        out.send(Peer::Collector, &joined.encode(ROUTER_SENDER));
+        out.send(Peer::Collector, &joined.encode(ROUTER_ID));
         self.workers.push(WorkerInfo { id: register.id.clone(), endpoint: register.endpoint.clone(), key });
         out.connect_worker(index as u32, &register.endpoint, &self.caller_key);
         // First on its socket: the Welcome it must answer before anything is routed to it.
-        out.send(Peer::Worker(index as u32), &Welcome { index: index as u32 }.encode(ROUTER_SENDER));
+        out.send(Peer::Worker(index as u32), &Welcome { index: index as u32 }.encode(ROUTER_ID));
         let added = path.add_worker(out);
         debug_assert_eq!(added, index);
         self.checkpoints.add_worker();
@@ -454,7 +452,7 @@ impl Router {
             who: format!("worker {} at {}", register.id, register.endpoint),
             waiting_for: "its answer to the Welcome on its data socket, then it joins the running cluster".into(),
         });
-        Ok(ready.encode(ROUTER_SENDER))
+        Ok(ready.encode(ROUTER_ID))
     }
 
     /// An injector registered while the run goes on: its streams open (every worker is told,
@@ -490,7 +488,7 @@ impl Router {
             who: format!("injector {} with streams {first}..{}", register.id, first + register.streams),
             waiting_for: "nothing: its streams join the running cluster".into(),
         });
-        Ok(ready.encode(ROUTER_SENDER))
+        Ok(ready.encode(ROUTER_ID))
     }
 
     /// Asks a worker to leave: its symbols move to the others, then it retires.
@@ -503,7 +501,7 @@ impl Router {
         let symbols = path.owned().get(index).copied().unwrap_or(0);
         rescaling.step(path, out);
         Ok(RescaleAccepted { symbols, slices: symbols.div_ceil(self.settings.slice_symbols.max(1) as u64) as u32 }
-            .encode(ROUTER_SENDER))
+            .encode(ROUTER_ID))
     }
 
     /// Gives up a move whose state is overdue at `now` (monotonic ns; the driver calls it
@@ -582,7 +580,7 @@ impl Router {
             Err(reason) => {
                 // No worker left: the collector is told what was lost, and the run ends.
                 let record = WorkerFailed { reason: format!("{reason} ({why})"), ..unrecovered };
-                out.send(Peer::Collector, &record.encode(ROUTER_SENDER));
+                out.send(Peer::Collector, &record.encode(ROUTER_ID));
                 return Err(reason);
             }
         };
@@ -607,7 +605,7 @@ impl Router {
             ..unrecovered
         };
         // Before any replayed output can exist.
-        out.send(Peer::Collector, &record.encode(ROUTER_SENDER));
+        out.send(Peer::Collector, &record.encode(ROUTER_ID));
         let replayed = match &restore {
             Some(parts) => path.replay(worker, parts.as_deref().unwrap_or_default(), &record.moved, out),
             None => {
@@ -710,10 +708,10 @@ impl Router {
     /// registered process: the run starts.
     pub fn announce(&mut self, clock: Option<OffsetEstimate>, out: &mut impl Outbox) {
         if let Some(estimate) = clock {
-            out.send(Peer::Collector, &ClockReport { node: "router".into(), estimate }.encode(ROUTER_SENDER));
+            out.send(Peer::Collector, &ClockReport { node: "router".into(), estimate }.encode(ROUTER_ID));
         }
         for (client, ready) in self.answers.drain(..) {
-            out.send(Peer::Client(client), &ready.encode(ROUTER_SENDER));
+            out.send(Peer::Client(client), &ready.encode(ROUTER_ID));
         }
     }
 
@@ -785,7 +783,7 @@ impl Router {
     pub fn finish(&mut self, out: &mut impl Outbox) -> RouterReport {
         let report = self.report();
         if self.path.is_some() {
-            out.send(Peer::Collector, &report.encode(ROUTER_SENDER));
+            out.send(Peer::Collector, &report.encode(ROUTER_ID));
         }
         report
     }
@@ -818,8 +816,9 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cep_core::control::{Deploy, Deployed, Register, Role};
+    use cep_core::control::{Deploy, Deployed, Register};
     use cep_core::frame::{AwaitEnd, EndAck, Frame, RunFinished};
+    use cep_core::identity::Role;
     use cep_core::outbox::{Event, Recorded};
     use cep_core::partition::Partitioner;
     use cep_core::report::EndOfStream;
@@ -1422,20 +1421,17 @@ mod tests {
 
     #[test]
     fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
-        use cep_transport::security::{KeyPair, Roles};
-        let peer = |role: KeyRole, name: &str| Authenticated {
+        use cep_core::identity::{PublicKey, Roles};
+        // A distinct key per name: 40 Z85 digits of the name's first letter.
+        let peer = |role: Role, name: &str| Identity {
             roles: Roles::of(&[role]),
             name: name.into(),
-            key: KeyPair::generate().unwrap().public().clone(),
+            key: PublicKey::parse(&name[..1].repeat(40)).unwrap(),
         };
-        let (a, b, c, i) = (
-            peer(KeyRole::Worker, "a"),
-            peer(KeyRole::Worker, "b"),
-            peer(KeyRole::Collector, "c"),
-            peer(KeyRole::Injector, "i"),
-        );
-        let ops = peer(KeyRole::Operator, "ops");
-        let sender = |peer: &Authenticated, role: &str| format!("{role} {} {}", peer.name, peer.key);
+        let (a, b, c, i) =
+            (peer(Role::Worker, "a"), peer(Role::Worker, "b"), peer(Role::Collector, "c"), peer(Role::Injector, "i"));
+        let ops = peer(Role::Operator, "ops");
+        let sender = |peer: &Identity, role: &str| format!("{role} {} {}", peer.name, peer.key);
         let settings = RouterSettings {
             workers: WorkerCount::Exactly(2),
             streams: 1,
@@ -1451,7 +1447,7 @@ mod tests {
         };
         let mut router = Router::new(settings, Deployments::start(&cep_query::RulesSource::reference()).unwrap());
         let mut out = Recorded { clock: 777, ..Default::default() };
-        let refused = |router: &mut Router, from: &Authenticated, body: &[u8], out: &mut Recorded| {
+        let refused = |router: &mut Router, from: &Identity, body: &[u8], out: &mut Recorded| {
             router.control_from(b"x".to_vec(), Some(from), body, 2, out);
             let answer = out.take().pop().unwrap().1;
             let frame = Frame::read(&answer, usize::MAX).unwrap();
@@ -1463,7 +1459,7 @@ mod tests {
         // A worker's own key registers the id it is named after; the shared key any id.
         let reason = refused(&mut router, &a, &register(Role::Worker, "b", 0), &mut out);
         assert!(reason.starts_with("worker `a` may register only as worker `a`, not `b`"), "{reason}");
-        let shared = peer(KeyRole::Worker, SHARED_WORKER_KEY);
+        let shared = peer(Role::Worker, SHARED_WORKER_KEY);
         assert_eq!(router.authorize(&shared, &register(Role::Worker, "any-id", 0)), Ok(()));
         for (client, from, body) in [
             (b"a", &a, register(Role::Worker, "a", 0)),

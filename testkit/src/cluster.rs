@@ -5,9 +5,11 @@ use cep_collector::collector::{Collector, RunShape, SavedState, Sinks};
 use cep_collector::csv::OutputsCsv;
 use cep_collector::intervals::IntervalRecorder;
 use cep_core::clock::OffsetEstimate;
-use cep_core::control::{Ready, Refused, Register, Role};
-use cep_core::delivery::{DeliveryLog, Saved, ROUTER_SOURCE};
+use cep_core::control::{Ready, Refused, Register};
+use cep_core::delivery::{DeliveryLog, Saved};
 use cep_core::frame::{AwaitEnd, Body, Frame, RunFinished};
+use cep_core::identity::Role;
+use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer, Recorded};
 use cep_core::report::{EndOfStream, RouterReport, WorkerReport};
 use cep_core::results::Summary;
@@ -127,6 +129,9 @@ enum Scheduled {
     InjectorStep(u32),
     /// The router notices that this worker died.
     Detect(usize),
+    /// A paused member goes on (unless its pause was made longer): what arrived meanwhile,
+    /// in order.
+    Unpause(Member),
     /// A frame held back for a reorder is sent anyway if no frame overtook it by now.
     Release {
         from: Member,
@@ -218,6 +223,8 @@ pub struct LocalCluster {
     stats: BTreeMap<LinkKind, LinkStats>,
     dead: BTreeSet<Member>,
     paused_until: BTreeMap<Member, u64>,
+    /// What arrived for a paused member, in order.
+    parked: BTreeMap<Member, Vec<(Member, Payload)>>,
     router: Router,
     ring: Vec<usize>,
     router_report: Option<RouterReport>,
@@ -276,6 +283,7 @@ impl LocalCluster {
             stats: BTreeMap::new(),
             dead: BTreeSet::new(),
             paused_until: BTreeMap::new(),
+            parked: BTreeMap::new(),
             router,
             ring: Vec::new(),
             router_report: None,
@@ -341,7 +349,10 @@ impl LocalCluster {
 
     /// Pauses `member` for `pause` of virtual time: what arrives meanwhile waits, in order.
     pub fn pause(&mut self, member: Member, pause: Duration) {
-        self.paused_until.insert(member, self.now + pause.as_nanos() as u64);
+        let until = self.now + pause.as_nanos() as u64;
+        let until = self.paused_until.get(&member).map_or(until, |&already| already.max(until));
+        self.paused_until.insert(member, until);
+        self.schedule(until, Scheduled::Unpause(member));
     }
 
     /// Starts another worker, which registers with the running cluster (a join); returns it.
@@ -403,8 +414,38 @@ impl LocalCluster {
         self.outcome.take().expect("checked above")
     }
 
-    /// Handles the next event; false when there is none left.
-    fn step(&mut self) -> bool {
+    /// Whether the run is over (the collector finished; [`Self::run`] returns at once).
+    pub fn is_over(&self) -> bool {
+        self.outcome.is_some()
+    }
+
+    /// Every tick the injector sent so far, in order per stream.
+    pub fn sent(&self) -> &[SentTick] {
+        match &self.outcome {
+            Some(outcome) => &outcome.sent,
+            None => &self.sent,
+        }
+    }
+
+    /// outputs.csv as the collector has written it so far (cut back when a restarted
+    /// collector resumes).
+    pub fn outputs_csv(&self) -> std::cell::Ref<'_, Vec<u8>> {
+        self.collector_disk.csv.0.borrow()
+    }
+
+    /// Whether the collector has saved a state it could resume from.
+    pub fn collector_saved(&self) -> bool {
+        self.collector_disk.state.is_some()
+    }
+
+    /// Events handled so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Handles the next event; false when there is none left. A test that checks invariants
+    /// between events drives the run with this ([`crate::sweep`]).
+    pub fn step(&mut self) -> bool {
         self.steps += 1;
         assert!(self.steps < MAX_EVENTS, "the run did not end within {MAX_EVENTS} events");
         let Some(((at, _), event)) = self.queue.pop_first() else {
@@ -428,6 +469,14 @@ impl LocalCluster {
                 }
                 self.route_from(Member::Router, out);
                 self.maybe_finish_router();
+            }
+            Scheduled::Unpause(member) => {
+                if self.paused_until.get(&member).is_some_and(|&until| until <= self.now) {
+                    self.paused_until.remove(&member);
+                    for (from, payload) in self.parked.remove(&member).unwrap_or_default() {
+                        self.deliver(from, member, payload);
+                    }
+                }
             }
             Scheduled::Release { from, to, control } => {
                 let link = self.links.get_mut(&(from, to, control)).expect("a held frame's link exists");
@@ -555,14 +604,12 @@ impl LocalCluster {
                 1;
             return;
         }
-        if let Some(&until) = self.paused_until.get(&to) {
-            if self.now < until {
-                // Waits, in order: everything on its links arrives no earlier than this.
-                let link = self.links.entry((from, to, !matches!(payload, Payload::Data(_)))).or_default();
-                link.last_at = link.last_at.max(until);
-                self.schedule(until, Scheduled::Deliver { from, to, payload });
-                return;
-            }
+        if self.paused_until.contains_key(&to) {
+            // Waits in its queue, in arrival order, for the end of the pause. (Scheduling each
+            // frame again for the pause's end would put a frame that was delayed, and so
+            // arrives during the pause, behind frames sent after it: the seed sweep found that.)
+            self.parked.entry(to).or_default().push((from, payload));
+            return;
         }
         match (to, payload) {
             (Member::Router, Payload::Request(client, body)) => {
@@ -686,7 +733,7 @@ impl LocalCluster {
     /// The source a sender's envelopes name: a worker's index in the run, or the router's.
     fn source_of(&self, member: Member) -> u32 {
         match member {
-            Member::Router => ROUTER_SOURCE,
+            Member::Router => ROUTER_ID,
             Member::Worker(index) => self.ring.iter().position(|&m| m == index).expect("a worker of the ring") as u32,
             other => panic!("{other:?} sends the collector nothing"),
         }

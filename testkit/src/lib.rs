@@ -13,6 +13,7 @@
 //!
 //! - [`spec`]: the cluster to build and the faults to inject.
 //! - [`cluster`]: the simulation.
+//! - [`sweep`]: runs drawn from seeds, with invariants checked after every event.
 //!
 //! ```
 //! use cep_testkit::{Action, ClusterSpec, FrameKind, Fault, LinkKind, LocalCluster, Member};
@@ -36,6 +37,7 @@
 
 pub mod cluster;
 pub mod spec;
+pub mod sweep;
 
 pub use cep_core::wire::FrameKind;
 pub use cluster::{LocalCluster, Outcome};

@@ -122,7 +122,7 @@ pub(crate) enum SocketRole<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::security::{write_public, KeyPair, Peer};
+    use crate::security::{identity_of, write_public, KeyPair};
     use crate::{Pull, Push, SocketOptions};
     use std::path::Path;
     use std::sync::atomic::AtomicBool;
@@ -173,7 +173,7 @@ mod tests {
         let mut message = zmq::Message::new();
         assert!(pull.recv(&mut message, Duration::from_secs(10)).unwrap());
         assert_eq!(&message[..], b"ticks", "neither the stranger's nor the plain frame got in");
-        let peer = Peer::of(&mut message).unwrap();
+        let peer = identity_of(&mut message).unwrap();
         assert_eq!((peer.name.as_str(), &peer.key), ("i1", injector.public()));
         assert!(peer.is(Role::Injector) && !peer.is(Role::Worker));
         assert!(!pull.recv(&mut message, Duration::from_millis(300)).unwrap());

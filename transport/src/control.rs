@@ -7,7 +7,7 @@ use crate::monitor::{
     Event, EVENT_HANDSHAKE_FAILED_AUTH, EVENT_HANDSHAKE_FAILED_NO_DETAIL, EVENT_HANDSHAKE_FAILED_PROTOCOL,
     MECHANISM_MISMATCH,
 };
-use crate::security::{Peer, Role, Server};
+use crate::security::{identity_of, Identity, Role, Server};
 use crate::socket::{socket_err, TransportError};
 use crate::Context;
 use cep_core::control::MAX_CONTROL_FRAME_BYTES;
@@ -33,7 +33,7 @@ impl ControlServer {
     }
 
     /// Binds the ROUTER socket at `endpoint`. On a secure context it admits every role but the
-    /// router's; what each may ask is the router's to decide, by the [`Peer`] of each request.
+    /// router's; what each may ask is the router's to decide, by the [`Identity`] of each request.
     pub fn bind(context: &Context, endpoint: &str) -> Result<ControlServer, TransportError> {
         const ADMITS: &[Role] = &[Role::Worker, Role::Collector, Role::Injector, Role::Operator];
         let socket = context.socket(zmq::ROUTER, SocketRole::Binds(ADMITS))?;
@@ -73,7 +73,7 @@ impl ControlServer {
             self.socket.recv(&mut body, zmq::DONTWAIT).map_err(socket_err("receive control"))?;
             more = body.get_more();
         }
-        let peer = Peer::of(&mut body);
+        let peer = identity_of(&mut body);
         if self.secure && peer.is_none() {
             tracing::warn!("dropped a control request that names no authenticated sender");
             return Ok(None);
@@ -96,7 +96,7 @@ pub struct Request {
     /// The frame.
     pub body: Vec<u8>,
     /// The sender as authenticated, on a secure context (`None` when open).
-    pub peer: Option<Peer>,
+    pub peer: Option<Identity>,
 }
 
 /// A standing line to the router's control socket (DEALER) for requests the sender must not

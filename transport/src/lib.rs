@@ -19,5 +19,5 @@ mod monitor;
 pub mod security;
 pub mod socket;
 
-pub use security::{Peer, Role, Sender, Server};
+pub use security::Server;
 pub use socket::{advertise_host, advertised_endpoint, Context, Message, Pull, Push, SocketOptions, TransportError};

@@ -5,7 +5,7 @@
 //! CURVE server whose ZAP domain names the roles it admits; a connecting socket is a CURVE
 //! client that must be told the public key of the process it reaches. The ZAP handler (one
 //! thread per context) admits a connection only when the client's public key is listed for one
-//! of the socket's roles, and names the peer in every message it sends ([`Peer`], ZeroMQ's
+//! of the socket's roles, and names the peer in every message it sends ([`Identity`], ZeroMQ's
 //! `User-Id`), so the role code can bind what a frame claims to who sent it. Refused
 //! connections are counted ([`Refusals`]) and logged.
 //!
@@ -16,6 +16,10 @@
 //! removing a file admits or refuses new connections without a restart.
 
 use crate::monitor::{Event, EVENT_HANDSHAKE_FAILED_PROTOCOL, EVENT_MONITOR_STOPPED, MECHANISM_MISMATCH};
+pub use cep_core::identity::{
+    decode_key, is_refusal, Identity, PublicKey, Role, Roles, Sender, SHARED_WORKER_KEY, Z85_KEY_LEN,
+};
+use cep_core::identity::{HANDSHAKE_FAILED, UNAUTHENTICATED, ZAP_FAILED};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,105 +27,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// A key as ZeroMQ writes it: 40 Z85 characters for 32 bytes.
-pub const Z85_KEY_LEN: usize = 40;
 /// Key files are a few lines; anything longer is not one.
 const MAX_KEY_FILE_BYTES: u64 = 4096;
 /// How often the public keys directory may be read again.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
 /// Where libzmq sends its authentication requests (RFC 27).
 const ZAP_ENDPOINT: &str = "inproc://zeromq.zap.01";
-
-/// The name of the workers' shared key (`worker/worker.pub`, what `cep keys init` writes when no
-/// worker is named): a worker holding it may take any id. Any other worker key is its
-/// worker's own, and its name is the one id it may register.
-pub const SHARED_WORKER_KEY: &str = "worker";
-
-/// The roles of a cluster, as the public keys directory names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    /// The router (its key is the one every other process is given to reach it).
-    Router,
-    /// An engine worker.
-    Worker,
-    /// The collector.
-    Collector,
-    /// An injector.
-    Injector,
-    /// An operator: deploys rules, changes membership, asks the cluster's status.
-    Operator,
-}
-
-impl Role {
-    /// Every role, in the order folders are read.
-    pub const ALL: [Role; 5] = [Role::Router, Role::Worker, Role::Collector, Role::Injector, Role::Operator];
-
-    /// The role's folder name in the public keys directory, and its name in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Router => "router",
-            Role::Worker => "worker",
-            Role::Collector => "collector",
-            Role::Injector => "injector",
-            Role::Operator => "operator",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Role> {
-        Role::ALL.into_iter().find(|role| role.name() == name)
-    }
-
-    fn bit(self) -> u8 {
-        1 << self as u8
-    }
-}
-
-/// A set of roles (a key listed in several folders has several).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Roles(u8);
-
-impl Roles {
-    /// These roles.
-    pub fn of(roles: &[Role]) -> Roles {
-        Roles(roles.iter().fold(0, |bits, role| bits | role.bit()))
-    }
-
-    /// Whether `role` is one of them.
-    pub fn has(self, role: Role) -> bool {
-        self.0 & role.bit() != 0
-    }
-
-    /// Whether any role is in both sets.
-    pub fn meets(self, other: Roles) -> bool {
-        self.0 & other.0 != 0
-    }
-
-    fn insert(&mut self, role: Role) {
-        self.0 |= role.bit();
-    }
-
-    /// `worker,injector`: how a ZAP domain and a peer's identity write them.
-    pub(crate) fn joined(self) -> String {
-        Role::ALL.into_iter().filter(|role| self.has(*role)).map(Role::name).collect::<Vec<_>>().join(",")
-    }
-
-    fn parse(text: &str) -> Roles {
-        let mut roles = Roles::default();
-        for role in text.split(',').filter_map(Role::from_name) {
-            roles.insert(role);
-        }
-        roles
-    }
-}
-
-impl std::fmt::Display for Roles {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            0 => f.write_str("no role"),
-            _ => f.write_str(&self.joined()),
-        }
-    }
-}
 
 /// A key file that cannot be used, with where and why.
 #[derive(Debug, thiserror::Error)]
@@ -155,42 +66,6 @@ fn invalid(path: &Path, line: Option<usize>, reason: impl Into<String>) -> KeyEr
     KeyError::Invalid { path, reason: reason.into() }
 }
 
-/// A public key, as the Z85 text ZeroMQ takes.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PublicKey(String);
-
-impl PublicKey {
-    /// A key from its Z85 text: 40 characters that decode to 32 bytes.
-    pub fn parse(text: &str) -> Result<PublicKey, String> {
-        decode_key(text).map(|_| PublicKey(text.to_string()))
-    }
-
-    /// The Z85 text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for PublicKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PublicKey({})", self.0)
-    }
-}
-
-impl std::fmt::Display for PublicKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-fn decode_key(text: &str) -> Result<[u8; 32], String> {
-    if text.len() != Z85_KEY_LEN {
-        return Err(format!("a key is {Z85_KEY_LEN} Z85 characters, this one has {}", text.chars().count()));
-    }
-    let bytes = zmq::z85_decode(text).map_err(|_| "the key is not valid Z85".to_string())?;
-    bytes.try_into().map_err(|_| "the key does not decode to 32 bytes".to_string())
-}
-
 /// A process's own key pair. The secret half never appears in `Debug` output or logs.
 #[derive(Clone)]
 pub struct KeyPair {
@@ -210,7 +85,8 @@ impl KeyPair {
         curve_available()?;
         let pair = zmq::CurveKeyPair::new().map_err(|_| KeyError::NoCurve)?;
         let encode = |bytes: &[u8; 32]| zmq::z85_encode(bytes).expect("32 bytes encode");
-        Ok(KeyPair { public: PublicKey(encode(&pair.public_key)), secret: encode(&pair.secret_key) })
+        let public = PublicKey::parse(&encode(&pair.public_key)).expect("libzmq's own Z85 is a key");
+        Ok(KeyPair { public, secret: encode(&pair.secret_key) })
     }
 
     /// The public half.
@@ -499,76 +375,6 @@ impl SecurityArgs {
     }
 }
 
-/// The peer that sent a message, as the ZAP handler admitted it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Peer {
-    /// The roles its key is listed for.
-    pub roles: Roles,
-    /// Its key file's name (for messages).
-    pub name: String,
-    /// Its public key.
-    pub key: PublicKey,
-}
-
-impl Peer {
-    /// ZeroMQ's `User-Id` of a message, as the ZAP handler wrote it: `roles name key`.
-    fn user_id(roles: Roles, name: &str, key: &PublicKey) -> String {
-        format!("{} {name} {key}", roles.joined())
-    }
-
-    /// The peer named by a `User-Id`, if it is one the ZAP handler wrote.
-    pub fn from_user_id(text: &str) -> Option<Peer> {
-        let (roles, rest) = text.split_once(' ')?;
-        let split = rest.len().checked_sub(Z85_KEY_LEN)?;
-        let (name, key) = (rest.get(..split)?.strip_suffix(' ')?, rest.get(split..)?);
-        Some(Peer { roles: Roles::parse(roles), name: name.to_string(), key: PublicKey::parse(key).ok()? })
-    }
-
-    /// The sender of `message` (`None` on an open socket).
-    pub fn of(message: &mut zmq::Message) -> Option<Peer> {
-        message.gets("User-Id").and_then(Peer::from_user_id)
-    }
-
-    /// Whether it is listed for `role`.
-    pub fn is(&self, role: Role) -> bool {
-        self.roles.has(role)
-    }
-}
-
-impl std::fmt::Display for Peer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} `{}`", self.roles, self.name)
-    }
-}
-
-/// The sender of a message on a secure socket, as its `User-Id` names it, read without a copy:
-/// what the hot paths check (roles, key) per frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sender<'a>(&'a str);
-
-impl<'a> Sender<'a> {
-    /// A `User-Id` as the ZAP handler wrote it (`roles name key`; empty if there was none).
-    pub fn new(user_id: &'a str) -> Sender<'a> {
-        Sender(user_id)
-    }
-
-    /// Its public key (Z85), empty if the identity is not one the handler wrote.
-    pub fn key(&self) -> &'a str {
-        self.0.len().checked_sub(Z85_KEY_LEN).and_then(|start| self.0.get(start..)).unwrap_or_default()
-    }
-
-    /// Whether its key is listed for `role`.
-    pub fn is(&self, role: Role) -> bool {
-        self.0.split_once(' ').is_some_and(|(roles, _)| roles.split(',').any(|name| name == role.name()))
-    }
-
-    /// Its key file's name, for messages.
-    pub fn name(&self) -> &'a str {
-        let Some((_, rest)) = self.0.split_once(' ') else { return "" };
-        rest.len().checked_sub(Z85_KEY_LEN + 1).and_then(|end| rest.get(..end)).unwrap_or_default()
-    }
-}
-
 /// Connections refused, by the roles the socket admits: by the ZAP handler (a key not listed
 /// for them) and by the handshake itself (a client without CURVE, or one that does not know the
 /// server's key, or a malformed handshake: ZeroMQ's protocol errors, seen by a socket monitor).
@@ -578,19 +384,9 @@ pub struct Refusals {
     counts: Mutex<BTreeMap<(&'static str, String), u64>>,
 }
 
-/// The cause of a connection the ZAP handler refused.
-const UNAUTHENTICATED: &str = "unauthenticated";
-/// The cause of a connection whose CURVE handshake failed before any key could be judged.
-const HANDSHAKE_FAILED: &str = "handshake_failed";
-/// The cause of a connection dropped because this process's own ZAP handler answered badly:
-/// counted, but not as a client's failure.
-const ZAP_FAILED: &str = "zap_failed";
-
-/// Whether a rejection cause is one of the connection refusals [`Refusals::by_socket`] names.
-pub fn is_refusal(cause: &str) -> bool {
-    [UNAUTHENTICATED, HANDSHAKE_FAILED, ZAP_FAILED]
-        .iter()
-        .any(|prefix| cause.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('_')))
+/// The identity the authentication handler wrote on `message` (`None` on an open socket).
+pub fn identity_of(message: &mut zmq::Message) -> Option<Identity> {
+    message.gets("User-Id").and_then(Identity::from_user_id)
 }
 
 impl Refusals {
@@ -756,11 +552,13 @@ fn judge(frames: &[Vec<u8>], keys: &PublicKeys) -> Verdict {
     if text(5).as_deref() != Some("CURVE") {
         return Verdict::Refuse(format!("mechanism {:?} is not CURVE", text(5).unwrap_or_default()));
     }
-    let Some(key) = frames.get(6).and_then(|key| zmq::z85_encode(key).ok()).map(PublicKey) else {
+    let Some(key) =
+        frames.get(6).and_then(|key| zmq::z85_encode(key).ok()).and_then(|text| PublicKey::parse(&text).ok())
+    else {
         return Verdict::Refuse("no client key".into());
     };
     match keys.lookup(&key) {
-        Some((roles, name)) if roles.meets(admitted) => Verdict::Admit(Peer::user_id(roles, name, &key)),
+        Some((roles, name)) if roles.meets(admitted) => Verdict::Admit(Identity::user_id(roles, name, &key)),
         Some((roles, name)) => Verdict::Refuse(format!("key `{name}` ({roles}) is not admitted here ({admitted})")),
         None => Verdict::Refuse(format!("key {key} is not listed (this socket admits {admitted})")),
     }
@@ -952,7 +750,7 @@ mod tests {
         assert_eq!((sender.key(), sender.name()), (worker.public().as_str(), "w1"));
         assert!(sender.is(Role::Worker) && !sender.is(Role::Router));
         assert_eq!((Sender::new("").key(), Sender::new("").name(), Sender::new("x").is(Role::Worker)), ("", "", false));
-        let peer = Peer::from_user_id(&user_id).unwrap();
+        let peer = Identity::from_user_id(&user_id).unwrap();
         assert_eq!((peer.roles, peer.name.as_str(), &peer.key), (Roles::of(&[Role::Worker]), "w1", worker.public()));
         assert!(
             matches!(judge(&request("injector", "CURVE", &worker), &keys), Verdict::Refuse(r) if r.contains("not admitted here"))
@@ -963,7 +761,7 @@ mod tests {
         assert!(
             matches!(judge(&request("worker", "NULL", &worker), &keys), Verdict::Refuse(r) if r.contains("not CURVE"))
         );
-        assert!(Peer::from_user_id("worker").is_none());
-        assert!(Peer::from_user_id("").is_none());
+        assert!(Identity::from_user_id("worker").is_none());
+        assert!(Identity::from_user_id("").is_none());
     }
 }

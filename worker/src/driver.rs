@@ -5,11 +5,12 @@
 use crate::config::WorkerConfig;
 use crate::worker::Worker;
 use cep_core::clock::now_ns;
+use cep_core::control::Register;
 use cep_core::control::{Refused, MAX_CONTROL_FRAME_BYTES};
-use cep_core::control::{Register, Role};
 use cep_core::delivery::{DeliveryQuery, DeliveryStatus};
 use cep_core::frame::Body;
 use cep_core::frame::Frame;
+use cep_core::identity::Role;
 use cep_core::outbox::{Outbox, Peer};
 use cep_core::report::{ClockReport, WorkerReport};
 use cep_core::rescale::{Leave, RescaleAccepted};
@@ -18,9 +19,7 @@ use cep_transport::clock::synchronise;
 use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError};
 use cep_transport::delivery::CollectorLink;
 use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
-use cep_transport::{
-    advertise_host, advertised_endpoint, Context, Pull, Role as KeyRole, SocketOptions, TransportError,
-};
+use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, SocketOptions, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -249,7 +248,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         max_message_bytes: cep_transport::socket::message_limit(config.max_frame_bytes),
         ..SocketOptions::default()
     };
-    let input = Pull::bind(context, &config.listen, &options, &[KeyRole::Router])?;
+    let input = Pull::bind(context, &config.listen, &options, &[Role::Router])?;
     let host = advertise_host(&config.advertise, &config.router).map_err(WorkerError::Advertise)?;
     let endpoint = advertised_endpoint(input.endpoint(), &host);
     let registration = Register {

@@ -6,11 +6,15 @@
 //! - [`driver`]: sockets, clock and the run loop around the core.
 //! - [`metrics`]: what the worker exposes to Prometheus.
 
+#[cfg(feature = "driver")]
 pub mod config;
+#[cfg(feature = "driver")]
 pub mod driver;
 pub mod metrics;
 pub mod worker;
 
+#[cfg(feature = "driver")]
 pub use config::WorkerConfig;
+#[cfg(feature = "driver")]
 pub use driver::{run, run_in, WorkerError};
 pub use worker::Worker;

@@ -7,6 +7,7 @@ use cep_core::control::MAX_CONTROL_FRAME_BYTES;
 use cep_core::control::{Ready, RulesText};
 use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, SNAPSHOT_PART_SYMBOLS};
 use cep_core::frame::{Body, TickBatch};
+use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{
     EndOfStream, Rejections, RuleInfo, RulesInstalled, StreamAtWorker, SwitchRules, WorkerProgress, WorkerReport,
@@ -181,8 +182,10 @@ impl Worker {
                     self.open_streams(opened, frame.sender());
                 }
             }
-            // Only the router (sender 0) checkpoints and restores.
-            FrameKind::Checkpoint | FrameKind::Restore if frame.sender() != 0 => self.rejections.unexpected(&frame),
+            // Only the router checkpoints and restores.
+            FrameKind::Checkpoint | FrameKind::Restore if frame.sender() != ROUTER_ID => {
+                self.rejections.unexpected(&frame)
+            }
             FrameKind::Checkpoint => {
                 if let Some(checkpoint) = self.rejections.decode::<Checkpoint>(&frame) {
                     self.take_checkpoint(checkpoint, out);
@@ -616,7 +619,7 @@ mod tests {
         }
     }
 
-    /// A tick batch from the router (sender 0) sent at `t_sent`: (symbol, price, stream, seq).
+    /// A tick batch from the router (ROUTER_ID) sent at `t_sent`: (symbol, price, stream, seq).
     fn ticks(t_sent: u64, ticks: &[(&str, f64, u32, u64)]) -> Vec<u8> {
         let mut writer = TickBatchWriter::new(0);
         for &(symbol, price, stream, seq) in ticks {
@@ -707,20 +710,21 @@ mod tests {
         let (mut worker, mut out) = started(1);
         worker.handle(&ticks(0, &[("AAA", 10.0, 0, 0)]), 1, &mut out);
         out.take();
-        // Sender 3 is not the router: no export, no import.
+        // Senders 3 and 0 (a worker's index) are not the router: no export, no import.
         worker.handle(&Checkpoint { id: 1, base: 0 }.encode(3), 2, &mut out);
         worker.handle(&Restore { from: 2, symbols: vec![], engine: vec![1, 2, 3] }.encode(3), 2, &mut out);
+        worker.handle(&Checkpoint { id: 1, base: 0 }.encode(0), 2, &mut out);
         assert!(out.take().is_empty(), "nothing sent");
-        assert_eq!(worker.report().rejected.get("unexpected_kind"), Some(&2));
+        assert_eq!(worker.report().rejected.get("unexpected_kind"), Some(&3));
         // From the router, a checkpoint goes to the router, its mark to the collector.
-        worker.handle(&Checkpoint { id: 1, base: 0 }.encode(0), 3, &mut out);
+        worker.handle(&Checkpoint { id: 1, base: 0 }.encode(ROUTER_ID), 3, &mut out);
         let to: Vec<Peer> = out.take().into_iter().map(|(to, _)| to).collect();
         assert_eq!(to, [Peer::Router, Peer::Collector]);
     }
 
     /// Checkpoint `id` over `base` at `worker`: its snapshot's parts.
     fn snapshot_parts(worker: &mut Worker, id: u64, base: u64, out: &mut Recorded) -> Vec<Snapshot> {
-        worker.handle(&Checkpoint { id, base }.encode(0), 1, out);
+        worker.handle(&Checkpoint { id, base }.encode(ROUTER_ID), 1, out);
         out.take()
             .into_iter()
             .filter(|(to, _)| *to == Peer::Router)
@@ -775,7 +779,7 @@ mod tests {
         let mut survivor = with_window();
         for part in whole.iter().chain(&changes) {
             let restore = Restore { from: 0, symbols: part.symbols.clone(), engine: part.engine.clone() };
-            survivor.handle(&restore.encode(0), 3, &mut out);
+            survivor.handle(&restore.encode(ROUTER_ID), 3, &mut out);
         }
         out.take();
         assert!(survivor.report().rejected.is_empty(), "{:?}", survivor.report().rejected);

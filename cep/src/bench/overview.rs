@@ -4,11 +4,12 @@
 
 use anyhow::Context as _;
 use cep_core::gbm::{symbol_names, GbmStream};
+use cep_core::identity::Role;
 use cep_core::reference::{SEED, SYMBOLS};
 use cep_core::results::Summary;
 use cep_core::wire::TickBatchWriter;
 use cep_engine::Engine;
-use cep_transport::{Context, Message, Pull, Push, Role, Server, SocketOptions};
+use cep_transport::{Context, Message, Pull, Push, Server, SocketOptions};
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;

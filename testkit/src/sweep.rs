@@ -1,0 +1,529 @@
+//! Seed sweeps: a whole run drawn from one seed (cluster shape, link faults, kills, pauses,
+//! collector restarts, joins and leaves at observed points), with invariants checked after
+//! every event of the simulation and at the end. A failing seed is a one-line reproduction
+//! (`cargo run --release -p cep-testkit --bin sweep -- --seed N`), since everything follows
+//! from it.
+//!
+//! After every event:
+//! - **no output twice**: each row of outputs.csv names an output (rule, symbol, stream,
+//!   sequence number) no earlier row names (a resumed collector's file is read again);
+//! - **no output of a tick not sent**, and none that differs from the engine alone over
+//!   the ticks sent so far (counted, and fatal unless the run is one that may lose state);
+//! - **progress**: the run ends within its virtual time bound and event budget.
+//!
+//! At the end: every tick sent is processed or counted as lost, by cause, and the figures
+//! add up; a run whose disturbances all recover (the scenario's `lossless`) is complete and
+//! its outputs are exactly the engine's over what was sent.
+
+use crate::cluster::SentTick;
+use crate::spec::{Action, ClusterSpec, Fault, LinkKind, Member};
+use crate::LocalCluster;
+use cep_collector::CsvMode;
+use cep_core::wire::FrameKind;
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+/// A disturbance of a run, applied once the cluster reached a point it can observe.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Disruption {
+    /// Kill the worker once it has processed this many ticks.
+    KillWorker {
+        /// Its index.
+        worker: usize,
+        /// Ticks it processed first.
+        after_processed: u64,
+    },
+    /// Pause the worker once it has processed this many ticks.
+    PauseWorker {
+        /// Its index.
+        worker: usize,
+        /// Ticks it processed first.
+        after_processed: u64,
+        /// For how long (virtual ns).
+        pause_ns: u64,
+    },
+    /// Kill the collector once this many ticks were sent (and it saved a state), and start
+    /// it again `down_ns` later.
+    RestartCollector {
+        /// Ticks sent first.
+        after_sent: u64,
+        /// How long it stays down (virtual ns).
+        down_ns: u64,
+    },
+    /// A worker joins once this many ticks were sent.
+    Join {
+        /// Ticks sent first.
+        after_sent: u64,
+    },
+    /// The worker is drained once this many ticks were sent.
+    Leave {
+        /// Its index.
+        worker: usize,
+        /// Ticks sent first.
+        after_sent: u64,
+    },
+}
+
+/// One run, drawn from a seed.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// The seed everything was drawn from (also the price model's and the faults').
+    pub seed: u64,
+    /// The cluster.
+    pub spec: ClusterSpec,
+    /// Faults on its links.
+    pub faults: Vec<Fault>,
+    /// Disturbances, each applied once when its point is reached.
+    pub disruptions: Vec<Disruption>,
+    /// Whether every fault and disturbance drawn is one the cluster recovers from without a
+    /// loss: then the run must be complete, with exactly the engine's outputs.
+    pub lossless: bool,
+}
+
+/// SplitMix64 over a counter: the scenario's draws, from the seed alone.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `low..=high`.
+    fn range(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low + 1)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+
+    fn probability(&mut self) -> f64 {
+        // 0.1 % to 5 % of the matching frames.
+        self.range(1, 50) as f64 / 1000.0
+    }
+}
+
+impl Scenario {
+    /// The scenario of `seed`.
+    pub fn from_seed(seed: u64) -> Scenario {
+        let mut draw = Draw(seed ^ 0x5eed_5eed_5eed_5eed);
+        let workers = draw.range(1, 3) as usize;
+        let count = draw.range(1_000, 6_000);
+        let spec = ClusterSpec {
+            workers,
+            streams: draw.range(1, 2) as u32,
+            symbols: draw.range(8, 96) as usize,
+            count,
+            batch: draw.range(4, 64) as usize,
+            seed,
+            csv: CsvMode::All,
+            move_slice: draw.range(2, 16) as usize,
+            checkpoint_every_ns: draw.range(5, 30) * 1_000_000,
+            sequenced: draw.chance(50),
+            ..ClusterSpec::default()
+        };
+        let mut lossless = true;
+        let mut faults = Vec::new();
+        for _ in 0..draw.range(0, 3) {
+            let p = draw.probability();
+            let fault = match draw.range(0, 7) {
+                0 => Fault::on(LinkKind::InjectorToRouter, Action::Delay(draw.range(1, 5_000) * 1_000)),
+                1 => Fault::on(LinkKind::RouterToWorker, Action::Delay(draw.range(1, 5_000) * 1_000)),
+                2 => Fault::on(LinkKind::WorkerToCollector, Action::Delay(draw.range(1, 5_000) * 1_000)),
+                3 => Fault::on(LinkKind::InjectorToRouter, Action::Duplicate).kind(FrameKind::Ticks),
+                4 => Fault::on(LinkKind::RouterToWorker, Action::Duplicate).kind(FrameKind::Ticks),
+                // Frames to the collector in envelopes are asked for again; bare, they are lost.
+                5 => {
+                    lossless &= spec.sequenced;
+                    Fault::on(LinkKind::WorkerToCollector, Action::Drop).kind(FrameKind::Outputs)
+                }
+                6 => {
+                    lossless = false;
+                    Fault::on(LinkKind::RouterToWorker, Action::Drop).kind(FrameKind::Ticks)
+                }
+                _ => {
+                    lossless = false;
+                    Fault::on(LinkKind::RouterToWorker, Action::Reorder).kind(FrameKind::Ticks)
+                }
+            };
+            faults.push(fault.probability(p));
+        }
+        let per_worker = count / workers as u64;
+        let mut disruptions = Vec::new();
+        let mut killed = false;
+        for _ in 0..draw.range(0, 2) {
+            let worker = draw.range(0, workers as u64 - 1) as usize;
+            let after_sent = draw.range(1, count);
+            let after_processed = draw.range(1, per_worker.max(2));
+            match draw.range(0, 4) {
+                0 if workers > 1 && !killed => {
+                    killed = true;
+                    disruptions.push(Disruption::KillWorker { worker, after_processed });
+                }
+                1 => {
+                    let pause_ns = draw.range(1, 200) * 1_000_000;
+                    disruptions.push(Disruption::PauseWorker { worker, after_processed, pause_ns });
+                }
+                2 if spec.sequenced => {
+                    let down_ns = draw.range(1, 100) * 1_000_000;
+                    disruptions.push(Disruption::RestartCollector { after_sent, down_ns });
+                }
+                3 if workers > 1 => disruptions.push(Disruption::Leave { worker, after_sent }),
+                _ => disruptions.push(Disruption::Join { after_sent }),
+            }
+        }
+        Scenario { seed, spec, faults, disruptions, lossless }
+    }
+
+    /// Runs it, checking the invariants after every event and at the end.
+    pub fn run(&self) -> Result<Verdict, Failure> {
+        let mut run = CheckedRun::new(self);
+        let mut pending = self.disruptions.clone();
+        let mut collector_back_at = None;
+        while !run.cluster.is_over() {
+            if run.cluster.steps() >= MAX_STEPS {
+                return Err(run.fail(format!("no end after {MAX_STEPS} events: the run hangs")));
+            }
+            if run.cluster.now() > run.deadline {
+                return Err(run.fail("the run is past its virtual time bound: it hangs".into()));
+            }
+            if collector_back_at.is_some_and(|at| run.cluster.now() >= at) {
+                collector_back_at = None;
+                run.cluster.restart_collector();
+            }
+            let cluster = &mut run.cluster;
+            pending.retain(|disruption| !apply(cluster, disruption, &mut collector_back_at));
+            let progressed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run.cluster.step()));
+            match progressed {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(run.fail("the simulation ran out of events before the collector finished".into()))
+                }
+                Err(panic) => return Err(run.fail(format!("a core panicked: {}", panic_text(&panic)))),
+            }
+            run.check_outputs()?;
+        }
+        run.check_end()
+    }
+}
+
+/// A run that uses more events than this hangs (a run of 6,000 ticks takes well under 1 M).
+const MAX_STEPS: u64 = 5_000_000;
+
+/// Applies `disruption` if its point is reached; true once applied.
+fn apply(cluster: &mut LocalCluster, disruption: &Disruption, collector_back_at: &mut Option<u64>) -> bool {
+    match *disruption {
+        Disruption::KillWorker { worker, after_processed } => {
+            let reached = cluster.is_running(worker) && cluster.processed_by(worker) >= after_processed;
+            if reached {
+                cluster.kill(Member::Worker(worker));
+            }
+            reached
+        }
+        Disruption::PauseWorker { worker, after_processed, pause_ns } => {
+            let reached = cluster.is_running(worker) && cluster.processed_by(worker) >= after_processed;
+            if reached {
+                cluster.pause(Member::Worker(worker), Duration::from_nanos(pause_ns));
+            }
+            reached
+        }
+        Disruption::RestartCollector { after_sent, down_ns } => {
+            // Only once it has saved a state to resume from, and not while it is down.
+            let reached =
+                cluster.sent_so_far() >= after_sent && cluster.collector_saved() && collector_back_at.is_none();
+            if reached {
+                cluster.kill(Member::Collector);
+                *collector_back_at = Some(cluster.now() + down_ns);
+            }
+            reached
+        }
+        Disruption::Join { after_sent } => {
+            let reached = cluster.sent_so_far() >= after_sent && !cluster.rescaling();
+            if reached {
+                cluster.join();
+            }
+            reached
+        }
+        Disruption::Leave { worker, after_sent } => {
+            let reached = cluster.sent_so_far() >= after_sent && !cluster.rescaling() && cluster.is_running(worker);
+            if reached {
+                cluster.leave(worker);
+            }
+            reached
+        }
+    }
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    match (panic.downcast_ref::<String>(), panic.downcast_ref::<&str>()) {
+        (Some(text), _) => text.clone(),
+        (None, Some(text)) => (*text).to_string(),
+        _ => "(no message)".into(),
+    }
+}
+
+/// What a passing run did, for the sweep's totals.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Ticks sent.
+    pub sent: u64,
+    /// Output rows in outputs.csv.
+    pub outputs: u64,
+    /// Events of the simulation.
+    pub steps: u64,
+    /// Failovers, and how many recovered.
+    pub failovers: (usize, usize),
+    /// Whether the summary said complete.
+    pub complete: bool,
+}
+
+/// A broken invariant: the seed, where, and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The seed that reproduces it.
+    pub seed: u64,
+    /// The simulation's event at which it was seen.
+    pub step: u64,
+    /// Virtual time since the epoch of the run's clock, in ms.
+    pub at_ms: u64,
+    /// What broke.
+    pub what: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seed {} broke an invariant at event {} ({} ms virtual): {}\n  reproduce: cargo run --release -p cep-testkit --bin sweep -- --seed {}",
+            self.seed, self.step, self.at_ms, self.what, self.seed
+        )
+    }
+}
+
+/// An output's identity: rule, symbol, stream, sequence number.
+type OutputKey = (String, String, u32, u64);
+
+/// A run under watch: the cluster, the engine alone over what was sent so far, and what
+/// outputs.csv held at the last check.
+struct CheckedRun<'a> {
+    scenario: &'a Scenario,
+    cluster: LocalCluster,
+    deadline: u64,
+    engine: cep_engine::Engine,
+    rule_names: Vec<String>,
+    /// Ticks of `cluster.sent()` given to `engine` so far.
+    fed: usize,
+    /// The engine's outputs so far: (price, value) as outputs.csv writes them.
+    expected: BTreeMap<OutputKey, (String, String)>,
+    /// The ticks sent so far, by (stream, sequence number).
+    sent_ids: HashSet<(u32, u64)>,
+    /// outputs.csv bytes read so far, and the outputs they name.
+    read: usize,
+    seen: HashSet<OutputKey>,
+    rows: u64,
+    /// Rows that differ from the engine's.
+    differing: Vec<String>,
+    start_ms: u64,
+}
+
+impl<'a> CheckedRun<'a> {
+    fn new(scenario: &'a Scenario) -> CheckedRun<'a> {
+        let rules = cep_engine::compile(cep_query::REFERENCE, "reference").expect("the reference rules compile");
+        let engine = cep_engine::Engine::new(rules);
+        let rule_names = engine.queries().map(|q| q.name.clone()).collect();
+        let cluster = LocalCluster::new(scenario.spec.clone(), scenario.faults.clone());
+        let spec = &scenario.spec;
+        // Sending takes count / rate; each pause, restart or failure at most adds its length;
+        // the collector's idle time-out ends any run whose end went missing.
+        let sending = (spec.count as f64 / spec.rate * 1e9) as u64;
+        let disturbed: u64 = scenario
+            .disruptions
+            .iter()
+            .map(|d| match d {
+                Disruption::PauseWorker { pause_ns, .. } => *pause_ns,
+                Disruption::RestartCollector { down_ns, .. } => *down_ns,
+                _ => spec.move_timeout_ns,
+            })
+            .sum();
+        let deadline = cluster.now() + sending + disturbed + spec.idle_timeout_ns + 10_000_000_000;
+        let start_ms = cluster.now() / 1_000_000;
+        CheckedRun {
+            scenario,
+            cluster,
+            deadline,
+            engine,
+            rule_names,
+            fed: 0,
+            expected: BTreeMap::new(),
+            sent_ids: HashSet::new(),
+            read: 0,
+            seen: HashSet::new(),
+            rows: 0,
+            differing: Vec::new(),
+            start_ms,
+        }
+    }
+
+    fn fail(&self, what: String) -> Failure {
+        Failure {
+            seed: self.scenario.seed,
+            step: self.cluster.steps(),
+            at_ms: (self.cluster.now() / 1_000_000).saturating_sub(self.start_ms),
+            what,
+        }
+    }
+
+    /// Gives the engine the ticks sent since the last check.
+    fn feed(&mut self) {
+        let sent = self.cluster.sent();
+        let (mut prices, mut values) = (ryu::Buffer::new(), ryu::Buffer::new());
+        for tick in &sent[self.fed..] {
+            let SentTick { stream, seq, symbol, price, t_event } = tick;
+            self.sent_ids.insert((*stream, *seq));
+            let id = self.engine.intern(symbol);
+            let (names, expected) = (&self.rule_names, &mut self.expected);
+            self.engine.process(id, *price, *t_event, |query, price, value| {
+                let key = (names[query as usize].clone(), symbol.clone(), *stream, *seq);
+                expected.insert(key, (prices.format(price).to_string(), values.format(value).to_string()));
+            });
+        }
+        self.fed = sent.len();
+    }
+
+    /// The rows outputs.csv gained since the last check: none twice, none of a tick not sent,
+    /// and those that differ from the engine's counted.
+    fn check_outputs(&mut self) -> Result<(), Failure> {
+        self.feed();
+        let csv = self.cluster.outputs_csv();
+        if csv.len() < self.read {
+            // A resumed collector cut its file back to its last save: read it again.
+            drop(csv);
+            self.read = 0;
+            self.seen.clear();
+            self.rows = 0;
+            self.differing.clear();
+            return self.check_outputs();
+        }
+        let new = &csv[self.read..];
+        // Whole lines only: a row may be half-written at this event.
+        let Some(end) = new.iter().rposition(|&b| b == b'\n') else { return Ok(()) };
+        let text = std::str::from_utf8(&new[..=end]).map_err(|_| self.fail("outputs.csv is not UTF-8".into()))?;
+        let mut problem = None;
+        let mut differing = Vec::new();
+        let mut rows = 0;
+        let mut keys = Vec::new();
+        for line in text.lines() {
+            if line.starts_with("rule,") {
+                continue;
+            }
+            let fields: Vec<&str> = line.split(',').collect();
+            let parsed = match fields.as_slice() {
+                [rule, symbol, price, value, stream, seq, ..] => {
+                    stream.parse::<u32>().ok().zip(seq.parse::<u64>().ok()).map(|(stream, seq)| {
+                        ((rule.to_string(), symbol.to_string(), stream, seq), (price.to_string(), value.to_string()))
+                    })
+                }
+                _ => None,
+            };
+            let Some((key, columns)) = parsed else {
+                problem = Some(format!("a row that does not parse: {line}"));
+                break;
+            };
+            rows += 1;
+            match self.expected.get(&key) {
+                _ if self.seen.contains(&key) || keys.contains(&key) => {
+                    problem = Some(format!("an output written twice: {line}"));
+                    break;
+                }
+                Some(expected) if *expected == columns => {}
+                Some(_) => differing.push(line.to_string()),
+                None if self.sent_ids.contains(&(key.2, key.3)) => differing.push(line.to_string()),
+                None => {
+                    problem = Some(format!("an output of a tick never sent: {line}"));
+                    break;
+                }
+            }
+            keys.push(key);
+        }
+        let read = self.read + end + 1;
+        drop(csv);
+        if let Some(problem) = problem {
+            return Err(self.fail(problem));
+        }
+        self.seen.extend(keys);
+        self.rows += rows;
+        self.read = read;
+        self.differing.extend(differing);
+        Ok(())
+    }
+
+    /// The end: accounts that add up, and for a lossless scenario the engine's outputs.
+    fn check_end(mut self) -> Result<Verdict, Failure> {
+        self.check_outputs()?;
+        let sent = self.cluster.sent().len() as u64;
+        let failure = self.fail(String::new());
+        let fail = |what: String| Failure { what, ..failure.clone() };
+        let CheckedRun { scenario, cluster, expected, seen, rows, differing, .. } = self;
+        let steps = cluster.steps();
+        let outcome = cluster.run();
+        let summary = &outcome.summary;
+        let failovers = (summary.failovers.len(), summary.failovers.iter().filter(|f| f.recovered).count());
+        if summary.events_sent.is_some_and(|reported| reported != sent) {
+            return Err(fail(format!("{sent} ticks sent, the summary says {:?}", summary.events_sent)));
+        }
+        if let Some(lost) = summary.events_lost {
+            let by_cause: u64 = summary.lost_by_cause.values().sum();
+            if lost != by_cause {
+                return Err(fail(format!("{lost} lost, but {by_cause} by cause: {:?}", summary.lost_by_cause)));
+            }
+            if summary.events_processed + lost != sent {
+                return Err(fail(format!(
+                    "{} processed + {lost} lost != {sent} sent ({:?})",
+                    summary.events_processed, summary.lost_by_cause
+                )));
+            }
+        }
+        if scenario.lossless && failovers.0 == failovers.1 {
+            if !summary.complete || summary.events_lost != Some(0) {
+                return Err(fail(format!(
+                    "a lossless run ended incomplete: complete {}, lost {:?} {:?}, failure {:?}",
+                    summary.complete, summary.events_lost, summary.lost_by_cause, summary.failure
+                )));
+            }
+            if let Some(row) = differing.first() {
+                return Err(fail(format!("{} rows differ from the engine's, first: {row}", differing.len())));
+            }
+            if rows != expected.len() as u64 {
+                let missing = expected.keys().find(|key| !seen.contains(*key));
+                return Err(fail(format!(
+                    "{rows} outputs written, the engine gives {}; first missing: {missing:?}",
+                    expected.len()
+                )));
+            }
+        }
+        Ok(Verdict { sent, outputs: rows, steps, failovers, complete: summary.complete })
+    }
+}
+
+/// The seeds `from..from + count`, each run and checked; the failures, in seed order.
+pub fn sweep(from: u64, count: u64) -> (Vec<Failure>, Verdict) {
+    let mut failures = Vec::new();
+    let mut total = Verdict::default();
+    for seed in from..from + count {
+        match Scenario::from_seed(seed).run() {
+            Ok(verdict) => {
+                total.sent += verdict.sent;
+                total.outputs += verdict.outputs;
+                total.steps += verdict.steps;
+                total.failovers.0 += verdict.failovers.0;
+                total.failovers.1 += verdict.failovers.1;
+            }
+            Err(failure) => failures.push(failure),
+        }
+    }
+    (failures, total)
+}
