@@ -438,6 +438,11 @@ impl LocalCluster {
         self.collector_disk.state.is_some()
     }
 
+    /// Whether the collector is running (registered, and not finished or dead).
+    pub fn collector_running(&self) -> bool {
+        matches!(self.collector, CollectorState::Running(_)) && !self.dead.contains(&Member::Collector)
+    }
+
     /// Events handled so far.
     pub fn steps(&self) -> u64 {
         self.steps

@@ -61,6 +61,8 @@ fn main() -> std::process::ExitCode {
                         total.sent += verdict.sent;
                         total.outputs += verdict.outputs;
                         total.steps += verdict.steps;
+                        total.failovers.0 += verdict.failovers.0;
+                        total.failovers.1 += verdict.failovers.1;
                     }
                     Err(failure) => {
                         eprintln!("{failure}");
@@ -77,14 +79,16 @@ fn main() -> std::process::ExitCode {
     let failures = failures.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     let total = total.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     println!(
-        "sweep: seeds {}..{end}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events)",
+        "sweep: seeds {}..{end}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events, {} failovers of which {} recovered)",
         args.from,
         args.seeds - failures.len() as u64,
         failures.len(),
         started.elapsed().as_secs_f64(),
         total.sent,
         total.outputs,
-        total.steps
+        total.steps,
+        total.failovers.0,
+        total.failovers.1
     );
     match failures.is_empty() {
         true => std::process::ExitCode::SUCCESS,
