@@ -238,7 +238,7 @@ fn malformed(error: DecodeError) -> WireError {
 pub struct FrameHeader {
     /// What the frame carries.
     pub kind: FrameKind,
-    /// Who sent it: an injector stream id, a worker index, or 0 for the router; logged with
+    /// Who sent it: an injector stream id, a worker index, or `ROUTER_ID` for the router; logged with
     /// every rejection.
     pub sender: u32,
     /// Number of elements in the frame's top-level array.

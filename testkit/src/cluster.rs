@@ -371,9 +371,10 @@ impl LocalCluster {
         self.send(member, Member::Router, Payload::Request(member, leave.encode(0)));
     }
 
-    /// Whether the worker with this index is running (registered, and not finished).
+    /// Whether the worker with this index is running (registered, not finished, not killed).
     pub fn is_running(&self, worker: usize) -> bool {
         matches!(self.workers.get(worker), Some(WorkerState::Running(_)))
+            && !self.dead.contains(&Member::Worker(worker))
     }
 
     /// Whether the router is moving symbols (a worker joining or leaving).
