@@ -3,7 +3,6 @@
 //! plays the injector and the collector itself, so it controls the order of every frame.
 
 use cep_core::control::{Ready, Register};
-
 use cep_core::delivery::Saved;
 use cep_core::frame::{Body, Frame};
 use cep_core::identity::Role;

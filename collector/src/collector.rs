@@ -5,8 +5,7 @@
 //! unit tests and the in-process harness drive it the same way.
 
 use crate::accounting::{summarize, Observed};
-use crate::csv::CsvMode;
-use crate::csv::OutputsCsv;
+use crate::csv::{CsvMode, OutputsCsv};
 use crate::failovers::{FailoverWatch, Replay};
 use crate::intervals::{IntervalRecorder, IntervalState};
 use crate::latency::HopHistograms;
@@ -15,8 +14,7 @@ use cep_core::control::Ready;
 use cep_core::delivery::{Arrival, Positions, Saved};
 use cep_core::failover::{CheckpointMark, OutputsConfirmed, Restored, WorkerFailed};
 use cep_core::frame::OutputBatch;
-use cep_core::identity::ROUTER_ID;
-use cep_core::identity::{Role, Sender};
+use cep_core::identity::{Role, Sender, ROUTER_ID};
 use cep_core::report::{
     CauseCounts, ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport,
 };

@@ -21,11 +21,16 @@ pub fn splitmix64_mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Output `k` (from 0) of SplitMix64 started at state `seed`, computed from the counter alone.
+#[inline]
+pub fn splitmix64(seed: u64, k: u64) -> u64 {
+    splitmix64_mix(seed.wrapping_add(k.wrapping_add(1).wrapping_mul(GOLDEN_GAMMA)))
+}
+
 /// Output `k` of the counter-based generator, uniform in [0, 1).
 #[inline]
 pub fn uniform(seed: u64, k: u64) -> f64 {
-    let bits = splitmix64_mix(seed.wrapping_add(k.wrapping_add(1).wrapping_mul(GOLDEN_GAMMA)));
-    (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    (splitmix64(seed, k) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// The standard normal draw of global tick `i` (Box-Muller on `u(2i)`, `u(2i+1)`).

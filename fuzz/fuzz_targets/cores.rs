@@ -14,16 +14,13 @@
 #![no_main]
 
 use cep_core::control::{Ready, Register};
-
-use cep_core::identity::Role;
-use cep_core::delivery::{DeliveryLog};
-use cep_core::identity::ROUTER_ID;
+use cep_core::delivery::DeliveryLog;
 use cep_core::frame::{Body, Frame};
+use cep_core::identity::{Identity, PublicKey, Role, Roles, Sender, ROUTER_ID};
 use cep_core::outbox::{Peer, Recorded};
 use cep_router::deploying::Deployments;
 use cep_router::rendezvous::WorkerCount;
 use cep_router::router::RouterSettings;
-use cep_core::identity::{Identity, PublicKey, Roles, Sender};
 use libfuzzer_sys::fuzz_target;
 
 /// Each process's key (Z85: any 40 digits decode), and how its messages name it.

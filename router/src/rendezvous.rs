@@ -3,7 +3,6 @@
 //! half-built cluster (ZeroMQ's slow joiner). A pure state machine: the caller does the I/O.
 
 use cep_core::control::{Ready, Register, RulesText, WorkerInfo};
-
 use cep_core::identity::Role;
 use std::time::Duration;
 

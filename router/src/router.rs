@@ -17,9 +17,7 @@ use cep_core::control::{Ready, Refused, Register, WorkerInfo, MAX_CONTROL_FRAME_
 use cep_core::delivery::{DeliveryQuery, Saved};
 use cep_core::failover::{OutputsConfirmed, Snapshot, WorkerFailed};
 use cep_core::frame::{Body, EndAck, Frame};
-use cep_core::identity::Role;
-use cep_core::identity::ROUTER_ID;
-use cep_core::identity::{Identity, Sender, SHARED_WORKER_KEY};
+use cep_core::identity::{Identity, Role, Sender, ROUTER_ID, SHARED_WORKER_KEY};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{CauseCounts, ClockReport, RouterReport};
 use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, WorkerJoined, MAX_STREAMS};

@@ -8,8 +8,7 @@ use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register};
 use cep_core::delivery::{DeliveryLog, Saved};
 use cep_core::frame::{AwaitEnd, Body, Frame, RunFinished};
-use cep_core::identity::Role;
-use cep_core::identity::ROUTER_ID;
+use cep_core::identity::{Role, ROUTER_ID};
 use cep_core::outbox::{Event, Outbox, Peer, Recorded};
 use cep_core::report::{EndOfStream, RouterReport, WorkerReport};
 use cep_core::results::Summary;
@@ -215,7 +214,8 @@ struct LinkState {
 pub struct LocalCluster {
     spec: ClusterSpec,
     faults: Vec<Fault>,
-    rng: u64,
+    /// Random draws made so far (for the probabilistic faults).
+    drawn: u64,
     now: u64,
     queue: BTreeMap<(u64, u64), Scheduled>,
     next_event: u64,
@@ -275,7 +275,7 @@ impl LocalCluster {
         let sources = model(spec.seed, spec.symbols, spec.streams as usize, None);
         let mut cluster = LocalCluster {
             faults,
-            rng: spec.seed ^ 0x9e37_79b9_7f4a_7c15,
+            drawn: 0,
             now: EPOCH_NS,
             queue: BTreeMap::new(),
             next_event: 0,
@@ -502,12 +502,9 @@ impl LocalCluster {
     }
 
     fn random(&mut self) -> f64 {
-        // splitmix64: deterministic from the seed, no dependency.
-        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) as f64 / u64::MAX as f64
+        // Deterministic from the seed: SplitMix64 outputs 0, 1, 2, ...
+        self.drawn += 1;
+        cep_core::gbm::splitmix64(self.spec.seed ^ 0x9e37_79b9_7f4a_7c15, self.drawn - 1) as f64 / u64::MAX as f64
     }
 
     /// Sends a frame on the link from `from` to `to`, through the faults.

@@ -21,6 +21,8 @@ use crate::LocalCluster;
 use cep_collector::CsvMode;
 use cep_core::wire::FrameKind;
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// A disturbance of a run, applied once the cluster reached a point it can observe.
@@ -80,16 +82,16 @@ pub struct Scenario {
     pub lossless: bool,
 }
 
-/// SplitMix64 over a counter: the scenario's draws, from the seed alone.
-struct Draw(u64);
+/// The scenario's draws, from the seed alone: SplitMix64 outputs 0, 1, 2, ...
+struct Draw {
+    seed: u64,
+    drawn: u64,
+}
 
 impl Draw {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.drawn += 1;
+        cep_core::gbm::splitmix64(self.seed, self.drawn - 1)
     }
 
     /// Uniform in `low..=high`.
@@ -110,7 +112,7 @@ impl Draw {
 impl Scenario {
     /// The scenario of `seed`.
     pub fn from_seed(seed: u64) -> Scenario {
-        let mut draw = Draw(seed ^ 0x5eed_5eed_5eed_5eed);
+        let mut draw = Draw { seed: seed ^ 0x5eed_5eed_5eed_5eed, drawn: 0 };
         let workers = draw.range(1, 3) as usize;
         let count = draw.range(1_000, 6_000);
         let spec = ClusterSpec {
@@ -296,6 +298,17 @@ pub struct Verdict {
     pub complete: bool,
 }
 
+impl Verdict {
+    /// Adds another run's figures to these totals.
+    pub fn add(&mut self, other: &Verdict) {
+        self.sent += other.sent;
+        self.outputs += other.outputs;
+        self.steps += other.steps;
+        self.failovers.0 += other.failovers.0;
+        self.failovers.1 += other.failovers.1;
+    }
+}
+
 /// A broken invariant: the seed, where, and what.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
@@ -322,6 +335,14 @@ impl std::fmt::Display for Failure {
 /// An output's identity: rule, symbol, stream, sequence number.
 type OutputKey = (String, String, u32, u64);
 
+/// An outputs.csv row's identity and its (price, value) columns.
+fn parse_row(line: &str) -> Option<(OutputKey, (String, String))> {
+    let mut fields = line.split(',');
+    let (rule, symbol, price, value) = (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
+    let (stream, seq) = (fields.next()?.parse().ok()?, fields.next()?.parse().ok()?);
+    Some(((rule.to_string(), symbol.to_string(), stream, seq), (price.to_string(), value.to_string())))
+}
+
 /// A run under watch: the cluster, the engine alone over what was sent so far, and what
 /// outputs.csv held at the last check.
 struct CheckedRun<'a> {
@@ -339,7 +360,6 @@ struct CheckedRun<'a> {
     /// outputs.csv bytes read so far, and the outputs they name.
     read: usize,
     seen: HashSet<OutputKey>,
-    rows: u64,
     /// Rows that differ from the engine's.
     differing: Vec<String>,
     start_ms: u64,
@@ -377,7 +397,6 @@ impl<'a> CheckedRun<'a> {
             sent_ids: HashSet::new(),
             read: 0,
             seen: HashSet::new(),
-            rows: 0,
             differing: Vec::new(),
             start_ms,
         }
@@ -413,66 +432,31 @@ impl<'a> CheckedRun<'a> {
     /// and those that differ from the engine's counted.
     fn check_outputs(&mut self) -> Result<(), Failure> {
         self.feed();
-        let csv = self.cluster.outputs_csv();
-        if csv.len() < self.read {
+        if self.cluster.outputs_csv().len() < self.read {
             // A resumed collector cut its file back to its last save: read it again.
-            drop(csv);
             self.read = 0;
             self.seen.clear();
-            self.rows = 0;
             self.differing.clear();
-            return self.check_outputs();
         }
+        let csv = self.cluster.outputs_csv();
         let new = &csv[self.read..];
         // Whole lines only: a row may be half-written at this event.
         let Some(end) = new.iter().rposition(|&b| b == b'\n') else { return Ok(()) };
         let text = std::str::from_utf8(&new[..=end]).map_err(|_| self.fail("outputs.csv is not UTF-8".into()))?;
-        let mut problem = None;
-        let mut differing = Vec::new();
-        let mut rows = 0;
-        let mut keys = Vec::new();
-        for line in text.lines() {
-            if line.starts_with("rule,") {
-                continue;
-            }
-            let fields: Vec<&str> = line.split(',').collect();
-            let parsed = match fields.as_slice() {
-                [rule, symbol, price, value, stream, seq, ..] => {
-                    stream.parse::<u32>().ok().zip(seq.parse::<u64>().ok()).map(|(stream, seq)| {
-                        ((rule.to_string(), symbol.to_string(), stream, seq), (price.to_string(), value.to_string()))
-                    })
-                }
-                _ => None,
+        for line in text.lines().filter(|line| !line.starts_with("rule,")) {
+            let Some((key, columns)) = parse_row(line) else {
+                return Err(self.fail(format!("a row that does not parse: {line}")));
             };
-            let Some((key, columns)) = parsed else {
-                problem = Some(format!("a row that does not parse: {line}"));
-                break;
-            };
-            rows += 1;
             match self.expected.get(&key) {
-                _ if self.seen.contains(&key) || keys.contains(&key) => {
-                    problem = Some(format!("an output written twice: {line}"));
-                    break;
-                }
+                _ if self.seen.contains(&key) => return Err(self.fail(format!("an output written twice: {line}"))),
                 Some(expected) if *expected == columns => {}
-                Some(_) => differing.push(line.to_string()),
-                None if self.sent_ids.contains(&(key.2, key.3)) => differing.push(line.to_string()),
-                None => {
-                    problem = Some(format!("an output of a tick never sent: {line}"));
-                    break;
-                }
+                Some(_) => self.differing.push(line.to_string()),
+                None if self.sent_ids.contains(&(key.2, key.3)) => self.differing.push(line.to_string()),
+                None => return Err(self.fail(format!("an output of a tick never sent: {line}"))),
             }
-            keys.push(key);
+            self.seen.insert(key);
         }
-        let read = self.read + end + 1;
-        drop(csv);
-        if let Some(problem) = problem {
-            return Err(self.fail(problem));
-        }
-        self.seen.extend(keys);
-        self.rows += rows;
-        self.read = read;
-        self.differing.extend(differing);
+        self.read += end + 1;
         Ok(())
     }
 
@@ -482,7 +466,8 @@ impl<'a> CheckedRun<'a> {
         let sent = self.cluster.sent().len() as u64;
         let failure = self.fail(String::new());
         let fail = |what: String| Failure { what, ..failure.clone() };
-        let CheckedRun { scenario, cluster, expected, seen, rows, differing, .. } = self;
+        let CheckedRun { scenario, cluster, expected, seen, differing, .. } = self;
+        let rows = seen.len() as u64;
         let steps = cluster.steps();
         let outcome = cluster.run();
         let summary = &outcome.summary;
@@ -520,21 +505,36 @@ impl<'a> CheckedRun<'a> {
     }
 }
 
-/// The seeds `from..from + count`, each run and checked; the failures, in seed order.
-pub fn sweep(from: u64, count: u64) -> (Vec<Failure>, Verdict) {
-    let mut failures = Vec::new();
-    let mut total = Verdict::default();
-    for seed in from..from + count {
-        match Scenario::from_seed(seed).run() {
-            Ok(verdict) => {
-                total.sent += verdict.sent;
-                total.outputs += verdict.outputs;
-                total.steps += verdict.steps;
-                total.failovers.0 += verdict.failovers.0;
-                total.failovers.1 += verdict.failovers.1;
-            }
-            Err(failure) => failures.push(failure),
+/// The seeds `from..from + count`, each run and checked, on `threads` threads; each run's result
+/// is handed to `on_run` as it ends. Returns the failures, in seed order, and the passing runs'
+/// totals.
+pub fn sweep(
+    from: u64,
+    count: u64,
+    threads: usize,
+    on_run: impl Fn(&Result<Verdict, Failure>) + Sync,
+) -> (Vec<Failure>, Verdict) {
+    let next = AtomicU64::new(from);
+    let end = from.saturating_add(count);
+    let results = Mutex::new((Vec::new(), Verdict::default()));
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| loop {
+                let seed = next.fetch_add(1, Ordering::Relaxed);
+                if seed >= end {
+                    return;
+                }
+                let outcome = Scenario::from_seed(seed).run();
+                on_run(&outcome);
+                let mut results = results.lock().unwrap_or_else(PoisonError::into_inner);
+                match outcome {
+                    Ok(verdict) => results.1.add(&verdict),
+                    Err(failure) => results.0.push(failure),
+                }
+            });
         }
-    }
+    });
+    let (mut failures, total) = results.into_inner().unwrap_or_else(PoisonError::into_inner);
+    failures.sort_by_key(|failure| failure.seed);
     (failures, total)
 }

@@ -7,7 +7,7 @@ use cep_testkit::sweep::{sweep, Scenario};
 #[test]
 fn a_thousand_seeded_runs_keep_every_invariant() {
     let seeds = std::env::var("CEP_SWEEP_SEEDS").ok().and_then(|n| n.parse().ok()).unwrap_or(1_000);
-    let (failures, total) = sweep(0, seeds);
+    let (failures, total) = sweep(0, seeds, 1, |_| {});
     let report: Vec<String> = failures.iter().map(ToString::to_string).collect();
     assert!(failures.is_empty(), "{} of {seeds} seeds failed:\n{}", failures.len(), report.join("\n"));
     assert!(

@@ -2,10 +2,9 @@
 //! seed again (`sweep --seed 42`, what a failure prints). Exits non-zero if any seed fails,
 //! each failure on its own lines with its reproduction.
 
-use cep_testkit::sweep::{Failure, Scenario, Verdict};
+use cep_testkit::sweep::{sweep, Scenario};
 use clap::Parser;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 /// Runs simulated clusters drawn from seeds and checks their invariants after every event.
@@ -42,45 +41,21 @@ fn main() -> std::process::ExitCode {
         };
     }
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let next = AtomicU64::new(args.from);
-    let end = args.from.saturating_add(args.seeds);
-    let failures: Mutex<Vec<Failure>> = Mutex::new(Vec::new());
-    let total: Mutex<Verdict> = Mutex::new(Verdict::default());
     let started = Instant::now();
     let done = AtomicU64::new(0);
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let seed = next.fetch_add(1, Ordering::Relaxed);
-                if seed >= end {
-                    return;
-                }
-                match Scenario::from_seed(seed).run() {
-                    Ok(verdict) => {
-                        let mut total = total.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                        total.sent += verdict.sent;
-                        total.outputs += verdict.outputs;
-                        total.steps += verdict.steps;
-                        total.failovers.0 += verdict.failovers.0;
-                        total.failovers.1 += verdict.failovers.1;
-                    }
-                    Err(failure) => {
-                        eprintln!("{failure}");
-                        failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(failure);
-                    }
-                }
-                let done = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if done % 10_000 == 0 {
-                    eprintln!("{done} seeds in {:.0} s", started.elapsed().as_secs_f64());
-                }
-            });
+    let (failures, total) = sweep(args.from, args.seeds, threads, |outcome| {
+        if let Err(failure) = outcome {
+            eprintln!("{failure}");
+        }
+        let done = done.fetch_add(1, Ordering::Relaxed) + 1;
+        if done % 10_000 == 0 {
+            eprintln!("{done} seeds in {:.0} s", started.elapsed().as_secs_f64());
         }
     });
-    let failures = failures.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let total = total.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     println!(
-        "sweep: seeds {}..{end}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events, {} failovers of which {} recovered)",
+        "sweep: seeds {}..{}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events, {} failovers of which {} recovered)",
         args.from,
+        args.from.saturating_add(args.seeds),
         args.seeds - failures.len() as u64,
         failures.len(),
         started.elapsed().as_secs_f64(),
