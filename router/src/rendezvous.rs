@@ -75,6 +75,9 @@ impl<C: Clone> Rendezvous<C> {
     /// Takes a registration arriving at `now` (ns) from the holder of CURVE key `key` (empty
     /// when open).
     pub fn offer(&mut self, client: C, registration: Register, key: &str, now: u64) -> Verdict {
+        if matches!(registration.role, Role::Router | Role::Operator) {
+            return does_not_register(registration.role);
+        }
         if self.started {
             return Verdict::Refuse(format!(
                 "the run has already started with {} workers; its injector streams were fixed at the start (a worker arriving late joins the running cluster)",
@@ -119,9 +122,7 @@ impl<C: Clone> Rendezvous<C> {
                 }
                 self.injectors.push((client, streams, registration.warmup_ns, key.into()));
             }
-            Role::Router | Role::Operator => {
-                return Verdict::Refuse(format!("a {} does not register", registration.role));
-            }
+            Role::Router | Role::Operator => return does_not_register(registration.role),
         }
         Verdict::Hold
     }
@@ -206,6 +207,12 @@ impl<C: Clone> Rendezvous<C> {
     }
 }
 
+/// The answer to a registration from a role that never registers (router, operator), before or
+/// after the start.
+fn does_not_register(role: Role) -> Verdict {
+    Verdict::Refuse(format!("a {role} does not register"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +241,8 @@ mod tests {
         assert!(matches!(rendezvous.offer(2, register(Role::Worker, "b", 0), "", now), Verdict::Refuse(_)));
         assert_eq!(rendezvous.offer(3, register(Role::Injector, "i", 2), "", now), Verdict::Hold);
         assert!(matches!(rendezvous.offer(4, register(Role::Injector, "j", 2), "", now), Verdict::Refuse(_)));
+        // Bytes 3 and 4 decode (the router's and the operator's roles) but never register.
+        assert_eq!(rendezvous.offer(11, register(Role::Operator, "o", 0), "", now), does_not_register(Role::Operator));
         assert_eq!(rendezvous.offer(5, register(Role::Collector, "c", 0), "", now), Verdict::Hold);
         assert!(!rendezvous.is_complete(now));
         assert_eq!(rendezvous.offer(6, register(Role::Worker, "a", 0), "", now), Verdict::Hold);
@@ -245,6 +254,10 @@ mod tests {
         let assigned: Vec<(i32, u32)> = start.answers.iter().map(|(c, r)| (*c, r.assigned)).collect();
         assert_eq!(assigned, vec![(6, 0), (1, 1), (5, 0), (3, 0), (7, 2)]);
         assert!(start.answers.iter().all(|(_, r)| r.start_ns == 99 && r.warmup_ns == 2 && r.streams == 3));
+        for role in [Role::Router, Role::Operator] {
+            let refused = Verdict::Refuse(format!("a {role} does not register"));
+            assert_eq!(rendezvous.offer(10, register(role, "r", 0), "", now), refused, "after the start too");
+        }
         match rendezvous.offer(8, register(Role::Worker, "late", 0), "", now) {
             Verdict::Refuse(reason) => assert!(reason.contains("already started"), "{reason}"),
             other => panic!("{other:?}"),
