@@ -4,7 +4,8 @@
 //! beyond a cache of the ring's answers.
 //!
 //! - [`config`]: command-line flags and their validation.
-//! - [`router`]: the core, a state machine over the run's phases.
+//! - [`router`]: the core, a state machine over the run's phases (gathering, running).
+//! - [`admission`]: who may ask the router what, by the roles of its key; endpoints it can reach.
 //! - [`control`]: control and membership: registrations, deployments, the end of the run.
 //! - [`rendezvous`]: who has registered, and when the run may start.
 //! - [`deploying`]: the run's rules, checked deployments and their switch points.
@@ -12,8 +13,10 @@
 //! - [`rescaling`]: workers joining and leaving the running cluster, their symbols moving with their state.
 //! - [`delivery`]: the collector's incarnations, what it saved, a restarted one taking over.
 //! - [`driver`]: sockets, clock and the run loop around the core.
+//! - [`failover`]: checkpoints of each worker's state, and a dead worker's symbols restored.
 //! - [`metrics`]: what the router exposes to Prometheus.
 
+pub mod admission;
 #[cfg(feature = "driver")]
 pub mod config;
 pub mod control;
