@@ -271,75 +271,6 @@ fn refuse_replaying_a_run_file(file: &Path, out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Written into `<out>/keys` with a `--secure` run's keys: a later run into the same folder
-/// removes a keys folder only if it holds this file, so keys someone put there are never lost.
-const RUN_KEYS_MARK: &str = "RUN-KEYS.txt";
-
-/// What `<out>/keys` is before a run.
-#[derive(Debug, PartialEq, Eq)]
-enum RunKeys {
-    /// Nothing there (or an empty folder).
-    None,
-    /// An earlier `--secure` run's keys (marked with [`RUN_KEYS_MARK`]).
-    OfARun,
-    /// A folder of files no run wrote.
-    NotARun,
-    /// A file or a link where the folder goes.
-    NotAFolder,
-}
-
-impl RunKeys {
-    fn in_folder(out: &Path) -> RunKeys {
-        let dir = out.join("keys");
-        match dir.symlink_metadata() {
-            Err(_) => RunKeys::None,
-            Ok(metadata) if !metadata.is_dir() => RunKeys::NotAFolder,
-            Ok(_) if dir.join(RUN_KEYS_MARK).is_file() => RunKeys::OfARun,
-            Ok(_) => match std::fs::read_dir(&dir).map(|mut entries| entries.next().is_none()) {
-                Ok(true) => RunKeys::None,
-                _ => RunKeys::NotARun,
-            },
-        }
-    }
-}
-
-/// Removes the files an earlier run left in `out`, so none passes for this run's: its results
-/// and, if a `--secure` run wrote them, its keys (a run open or secure never leaves another
-/// run's keys beside its results).
-fn clear_previous_run(out: &Path) -> anyhow::Result<()> {
-    cep_core::results::remove_files(out, cep_core::results::RUN_FILES).map_err(|(path, error)| {
-        anyhow::anyhow!("cannot remove {} of an earlier run: {}", path.display(), cep_core::io_text::plain(&error))
-    })?;
-    let keys = out.join("keys");
-    match RunKeys::in_folder(out) {
-        RunKeys::OfARun => remove_run_keys(&keys).map_err(|error| {
-            anyhow::anyhow!(
-                "cannot remove the keys of an earlier run in {}: {}",
-                keys.display(),
-                cep_core::io_text::plain(&error)
-            )
-        }),
-        RunKeys::None | RunKeys::NotARun | RunKeys::NotAFolder => Ok(()),
-    }
-}
-
-/// Removes a run's keys folder, its mark last: a removal that fails half-way leaves a folder
-/// still marked as a run's, which the next run removes (never one that looks like a user's).
-fn remove_run_keys(keys: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(keys)? {
-        let entry = entry?;
-        if entry.file_name() == RUN_KEYS_MARK {
-            continue;
-        }
-        match entry.file_type()?.is_dir() {
-            true => std::fs::remove_dir_all(entry.path())?,
-            false => std::fs::remove_file(entry.path())?,
-        }
-    }
-    std::fs::remove_file(keys.join(RUN_KEYS_MARK))?;
-    std::fs::remove_dir(keys)
-}
-
 /// `cep run`: launches, prints the report, fails if anything was lost.
 pub fn launch(args: LaunchArgs) -> anyhow::Result<()> {
     let program = std::env::current_exe().context("cannot find the cep executable")?;
@@ -522,23 +453,6 @@ fn secured<T>(
         *field(&mut config) = security;
     }
     config
-}
-
-/// New keys for a `--secure` run in `dir` (an earlier run's were removed with its results):
-/// one per role and one per worker, and the mark that says a run wrote them.
-fn fresh_keys(dir: &Path, workers: usize) -> anyhow::Result<crate::keys::ClusterKeys> {
-    let names: Vec<String> = (0..workers).map(default_worker_id).collect();
-    // The mark first: keys written half-way (a kill, a full disk) are still a run's.
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mark = dir.join(RUN_KEYS_MARK);
-    std::fs::write(
-        &mark,
-        "The keys of one `cep run --secure` (a key pair per process, operator.key for `cep rules deploy`\n\
-         and `cep cluster`, the public keys in public/). The next `cep run` into this results folder\n\
-         removes this folder; keys of your own belong elsewhere.\n",
-    )
-    .with_context(|| format!("cannot write {}", mark.display()))?;
-    crate::keys::ClusterKeys::create(dir, &names)
 }
 
 /// One process of the local cluster: its name and the role it runs.
@@ -823,71 +737,9 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
     Ok(())
 }
 
+mod run_keys;
+
+use run_keys::{clear_previous_run, fresh_keys, RunKeys, RUN_KEYS_MARK};
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use cep_telemetry::args::parse_flags;
-
-    #[test]
-    fn default_is_what_no_flags_give() {
-        assert_eq!(parse_flags::<LaunchArgs>(&[]).unwrap(), LaunchArgs::default());
-    }
-
-    /// A role's process arguments, parsed as `cep` parses them.
-    fn parsed(role: &RoleConfig) -> crate::cli::Command {
-        let args = std::iter::once("cep".to_string()).chain(role.to_args(&MetricsArgs::default()));
-        <crate::cli::Cli as clap::Parser>::try_parse_from(args).unwrap().command
-    }
-
-    #[test]
-    fn every_process_gets_what_the_run_says() {
-        let args = LaunchArgs {
-            workers: 3,
-            connections: 2,
-            rate: 0.0,
-            count: Some(5000),
-            batch: 64,
-            quiet: true,
-            record_input: true,
-            out: PathBuf::from("/tmp/somewhere"),
-            ..LaunchArgs::default()
-        };
-        let endpoints = Endpoints::new(LocalTransport::Ipc);
-        check_roles(&args, &endpoints).unwrap();
-        let router = router_config(&args, &endpoints).unwrap();
-        assert_eq!((router.workers, router.streams, router.batch), (3, 2, 64));
-        assert_eq!(router.announce, Some(endpoints.announce_file()));
-        let processes = role_configs(&args, &endpoints, "ipc:///data", "ipc:///control").unwrap();
-        let names: Vec<&str> = processes.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["collector", "worker-0", "worker-1", "worker-2", "injector"]);
-        for process in &processes {
-            // What the process parses is what the launcher decided.
-            match (&process.role, parsed(&process.role)) {
-                (RoleConfig::Collector { config, .. }, crate::cli::Command::Collector { config: got, .. }) => {
-                    assert_eq!(&got, config);
-                    assert!(!got.progress && got.out == args.out);
-                }
-                (RoleConfig::Worker(config), crate::cli::Command::Worker { config: got, .. }) => {
-                    assert_eq!(&got, config);
-                    assert_eq!((got.id.as_deref(), got.batch), (Some(process.name.as_str()), 64));
-                }
-                (RoleConfig::Injector(config), crate::cli::Command::Injector { config: got, .. }) => {
-                    assert_eq!(&got, config);
-                    assert_eq!((got.count, got.duration, got.warmup), (Some(5000), None, Duration::ZERO));
-                    assert_eq!(got.record, Some(args.out.join("input.csv")));
-                    assert_eq!(got.router_data, "ipc:///data");
-                }
-                (role, command) => panic!("{role:?} became {command:?}"),
-            }
-        }
-        // Without a duration or a count the injector sends until stopped, after a 1 s warm-up.
-        let endless = role_configs(&LaunchArgs::default(), &endpoints, "d", "c").unwrap();
-        let Some(RoleConfig::Injector(injector)) = endless.last().map(|p| &p.role) else { panic!() };
-        assert_eq!((injector.duration, injector.count, injector.warmup), (None, None, Duration::from_secs(1)));
-        assert_eq!(injector.validate(), Ok(()));
-        let timed = LaunchArgs { duration: Some(Duration::from_secs(3)), ..LaunchArgs::default() };
-        let timed = role_configs(&timed, &endpoints, "d", "c").unwrap();
-        let Some(RoleConfig::Injector(injector)) = timed.last().map(|p| &p.role) else { panic!() };
-        assert_eq!((injector.duration, injector.warmup), (Some(Duration::from_secs(3)), Duration::from_secs(1)));
-    }
-}
+mod tests;

@@ -1,0 +1,302 @@
+//! Tests of `worker`.
+
+use super::*;
+use cep_core::frame::Frame;
+use cep_core::outbox::Recorded;
+use cep_core::tick::OutputRecord;
+use cep_core::wire::TickBatchWriter;
+
+const PERC: &str = "@name('perc') SELECT symbol, price, perc(price) AS value FROM StockTick \
+                    PARTITION BY symbol RETAIN 2 EVENTS HAVING perc(price) > 2.0 OR perc(price) < -2.0;";
+
+fn ready(streams: u32) -> Ready {
+    Ready {
+        assigned: 1,
+        workers: vec![],
+        collector: "c".into(),
+        streams,
+        start_ns: 0,
+        warmup_ns: 0,
+        collector_clock: String::new(),
+        rules: RulesText { epoch: 0, origin: "test".into(), text: PERC.into() },
+        allowed_lateness_ns: None,
+        joining: false,
+        collector_incarnation: 1,
+        collector_key: String::new(),
+    }
+}
+
+/// A tick batch from the router (ROUTER_ID) sent at `t_sent`: (symbol, price, stream, seq).
+fn ticks(t_sent: u64, ticks: &[(&str, f64, u32, u64)]) -> Vec<u8> {
+    let mut writer = TickBatchWriter::new(0);
+    for &(symbol, price, stream, seq) in ticks {
+        writer.push(symbol.as_bytes(), price, 1_000 + seq, 1_000 + seq, stream, seq, 2_000 + seq);
+    }
+    writer.seal(t_sent).to_vec()
+}
+
+fn kinds(sent: &[(Peer, Vec<u8>)]) -> Vec<FrameKind> {
+    sent.iter()
+        .map(|(to, frame)| {
+            assert_eq!(*to, Peer::Collector);
+            Frame::read(frame, usize::MAX).unwrap().kind()
+        })
+        .collect()
+}
+
+fn outputs(frame: &[u8]) -> (Vec<OutputRecord>, bool) {
+    let mut records = Vec::new();
+    let closed_by_end = Frame::read(frame, usize::MAX).unwrap().outputs(&mut records).unwrap().closed_by_end;
+    (records, closed_by_end)
+}
+
+fn started(streams: u32) -> (Worker, Recorded) {
+    let mut out = Recorded { clock: 7_000, ..Default::default() };
+    let worker = Worker::start("w".into(), &ready(streams), 4096, 1 << 20, &mut out).unwrap();
+    assert_eq!(kinds(&out.take()), vec![FrameKind::Rules]);
+    (worker, out)
+}
+
+#[test]
+fn one_output_frame_per_input_batch_with_the_batch_stamps() {
+    let (mut worker, mut out) = started(1);
+    worker.handle(&ticks(5_000, &[("A", 100.0, 0, 0), ("B", 50.0, 0, 1), ("A", 103.0, 0, 2)]), 6_000, &mut out);
+    let sent = out.take();
+    assert_eq!(kinds(&sent), vec![FrameKind::Outputs]);
+    let (records, final_) = outputs(&sent[0].1);
+    assert!(!final_);
+    assert_eq!(records.len(), 1, "A rose 3 %: one perc output");
+    let output = &records[0];
+    assert_eq!((output.rule, output.seq, output.injector, output.price), (0, 2, 0, 103.0));
+    assert_eq!(output.stamps.t_router_out, 5_000);
+    assert_eq!(output.stamps.t_worker_in, 6_000);
+    assert_eq!(output.stamps.t_engine_out, 7_000, "engine exit: the outbox's clock at send");
+    assert_eq!((output.stamps.t_inject, output.stamps.t_router_in), (1_002, 2_002));
+    // A batch without outputs sends nothing.
+    worker.handle(&ticks(5_001, &[("B", 50.1, 0, 3)]), 6_001, &mut out);
+    assert!(out.take().is_empty());
+    assert_eq!(worker.report().processed, 4);
+}
+
+#[test]
+fn duplicates_order_and_bad_input_are_counted_not_processed() {
+    let (mut worker, mut out) = started(1);
+    worker.handle(&ticks(1, &[("A", 100.0, 0, 5), ("A", 100.0, 0, 5), ("A", 101.0, 0, 3)]), 1, &mut out);
+    worker.handle(&ticks(1, &[("A", 100.0, 7, 0), ("A", -1.0, 0, 9)]), 1, &mut out);
+    worker.handle(b"garbage", 1, &mut out);
+    worker.handle(&EndOfStream { stream: 3, sent: 1, routed: 1 }.encode(0), 1, &mut out);
+    let report = worker.report();
+    assert_eq!((report.processed, report.duplicates, report.out_of_order), (1, 1, 1));
+    let rejected: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(rejected, vec![("malformed", 1), ("non_positive_price", 1), ("unknown_stream", 2)]);
+}
+
+#[test]
+fn forged_rescale_markers_are_counted_and_change_nothing() {
+    use cep_core::rescale::{StreamsOpened, Welcome};
+    let (mut worker, mut out) = started(1);
+    // A Welcome for another worker, streams opened out of order or beyond the limit.
+    worker.handle(&Welcome { index: 7 }.encode(0), 1, &mut out);
+    worker.handle(&StreamsOpened { first: 5, count: 1 }.encode(0), 1, &mut out);
+    worker.handle(&StreamsOpened { first: 1, count: u32::MAX }.encode(0), 1, &mut out);
+    assert!(out.take().is_empty(), "nothing answered to the router");
+    let report = worker.report();
+    let rejected: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(rejected, vec![("unexpected_kind", 1), ("unknown_stream", 2)]);
+    assert_eq!(report.streams.len(), 1);
+    // The right ones are taken: streams 1 and 2 open, the Welcome is answered.
+    worker.handle(&StreamsOpened { first: 1, count: 2 }.encode(0), 1, &mut out);
+    worker.handle(&Welcome { index: 1 }.encode(0), 1, &mut out);
+    assert_eq!(worker.report().streams.len(), 3);
+    assert_eq!(out.take().iter().map(|(to, _)| to.clone()).collect::<Vec<_>>(), [Peer::Router]);
+}
+
+#[test]
+fn a_checkpoint_or_restore_not_from_the_router_is_counted_and_changes_nothing() {
+    use cep_core::failover::{Checkpoint, Restore};
+    let (mut worker, mut out) = started(1);
+    worker.handle(&ticks(0, &[("AAA", 10.0, 0, 0)]), 1, &mut out);
+    out.take();
+    // Senders 3 and 0 (a worker's index) are not the router: no export, no import.
+    worker.handle(&Checkpoint { id: 1, base: 0 }.encode(3), 2, &mut out);
+    worker.handle(&Restore { from: 2, symbols: vec![], engine: vec![1, 2, 3] }.encode(3), 2, &mut out);
+    worker.handle(&Checkpoint { id: 1, base: 0 }.encode(0), 2, &mut out);
+    assert!(out.take().is_empty(), "nothing sent");
+    assert_eq!(worker.report().rejected.get("unexpected_kind"), Some(&3));
+    // From the router, a checkpoint goes to the router, its mark to the collector.
+    worker.handle(&Checkpoint { id: 1, base: 0 }.encode(ROUTER_ID), 3, &mut out);
+    let to: Vec<Peer> = out.take().into_iter().map(|(to, _)| to).collect();
+    assert_eq!(to, [Peer::Router, Peer::Collector]);
+}
+
+/// Checkpoint `id` over `base` at `worker`: its snapshot's parts.
+fn snapshot_parts(worker: &mut Worker, id: u64, base: u64, out: &mut Recorded) -> Vec<Snapshot> {
+    worker.handle(&Checkpoint { id, base }.encode(ROUTER_ID), 1, out);
+    out.take()
+        .into_iter()
+        .filter(|(to, _)| *to == Peer::Router)
+        .map(|(_, frame)| Frame::read(&frame, usize::MAX).unwrap().body::<Snapshot>().unwrap())
+        .collect()
+}
+
+/// Ticks of symbols S0..S99 (a stream's seq from `first`), 1 ms apart, prices wandering.
+fn many_ticks(first: u64, count: u64) -> Vec<u8> {
+    let mut writer = TickBatchWriter::new(0);
+    for seq in first..first + count {
+        let (symbol, price) = (format!("S{}", seq % 100), 100.0 + ((seq * 37) % 11) as f64);
+        writer.push(symbol.as_bytes(), price, seq * 1_000_000, seq * 1_000_000, 0, seq, 0);
+    }
+    writer.seal(1).to_vec()
+}
+
+/// A worker running perc and a 10-second volatility window.
+fn with_window() -> Worker {
+    let text = format!(
+        "{PERC} @name('vol') SELECT symbol, price, stddev(price) AS value FROM StockTick PARTITION BY symbol \
+         RETAIN 10 SECONDS;"
+    );
+    let ready = Ready { rules: RulesText { epoch: 0, origin: "t".into(), text }, ..ready(1) };
+    Worker::start("w".into(), &ready, 4096, 1 << 20, &mut Recorded::default()).unwrap()
+}
+
+/// A barrier naming the worker's last snapshot gets the changes since, any other its
+/// whole state; a survivor restoring the whole snapshot then the changes, part by part,
+/// goes on exactly as the worker would have.
+#[test]
+fn checkpoints_send_changes_over_the_named_base_and_restore_exactly() {
+    let (mut worker, mut out) = (with_window(), Recorded::default());
+    worker.handle(&many_ticks(0, 3_000), 2, &mut out);
+    let whole = snapshot_parts(&mut worker, 1, 0, &mut out);
+    assert_eq!(whole.len(), 2, "100 symbols: two parts");
+    assert!(whole.iter().all(|part| part.base == 0));
+    worker.handle(&many_ticks(3_000, 300), 2, &mut out);
+    let changes = snapshot_parts(&mut worker, 2, 1, &mut out);
+    assert!(changes.iter().all(|part| part.base == 1));
+    let bytes = |parts: &[Snapshot]| parts.iter().map(|part| part.engine.len()).sum::<usize>();
+    assert!(bytes(&changes) * 3 < bytes(&whole), "changes {} bytes, whole {}", bytes(&changes), bytes(&whole));
+    // The router does not hold checkpoint 2: it names 1 again, and gets the whole state.
+    let mut other = with_window();
+    other.handle(&many_ticks(0, 3_000), 2, &mut out);
+    snapshot_parts(&mut other, 1, 0, &mut out);
+    other.handle(&many_ticks(3_000, 300), 2, &mut out);
+    snapshot_parts(&mut other, 2, 1, &mut out);
+    assert!(snapshot_parts(&mut other, 3, 1, &mut out).iter().all(|part| part.base == 0));
+
+    // A survivor takes every symbol from the chain.
+    let mut survivor = with_window();
+    for part in whole.iter().chain(&changes) {
+        let restore = Restore { from: 0, symbols: part.symbols.clone(), engine: part.engine.clone() };
+        survivor.handle(&restore.encode(ROUTER_ID), 3, &mut out);
+    }
+    out.take();
+    assert!(survivor.report().rejected.is_empty(), "{:?}", survivor.report().rejected);
+    let next = many_ticks(3_300, 2_000);
+    worker.handle(&next, 4, &mut out);
+    let expected: Vec<Vec<u8>> = out.take().into_iter().map(|(_, frame)| frame).collect();
+    survivor.handle(&next, 4, &mut out);
+    let got: Vec<Vec<u8>> = out.take().into_iter().map(|(_, frame)| frame).collect();
+    assert!(!expected.is_empty());
+    assert_eq!(got, expected);
+    assert_eq!((survivor.report().duplicates, survivor.report().out_of_order), (0, 0));
+}
+
+#[test]
+fn the_end_of_every_stream_closes_windows_then_reports() {
+    let mut out = Recorded::default();
+    let rules = RulesText {
+        epoch: 0,
+        origin: "t".into(),
+        text: "@name('avg') SELECT symbol, price, avg(price) AS value FROM StockTick PARTITION BY symbol \
+               RETAIN TUMBLING 10 SECONDS;"
+            .into(),
+    };
+    let ready = Ready { rules, ..ready(2) };
+    let mut worker = Worker::start("w".into(), &ready, 4096, 1 << 20, &mut out).unwrap();
+    out.take();
+    worker.handle(&ticks(1, &[("A", 100.0, 1, 0), ("A", 102.0, 1, 1)]), 1, &mut out);
+    assert!(out.take().is_empty(), "the window is still open");
+    worker.handle(&EndOfStream { stream: 1, sent: 2, routed: 2 }.encode(0), 9, &mut out);
+    assert!(!worker.all_ended());
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 10, &mut out);
+    assert!(worker.all_ended());
+    let report = worker.finish(&mut out);
+    let sent = out.take();
+    assert_eq!(kinds(&sent), vec![FrameKind::FinalOutputs, FrameKind::WorkerReport]);
+    let (records, final_) = outputs(&sent[0].1);
+    assert!(final_);
+    assert_eq!((records[0].value, records[0].injector, records[0].seq), (101.0, 1, 2));
+    assert_eq!(records[0].stamps.t_worker_in, 10, "arrival of the last end marker");
+    let decoded: WorkerReport = Frame::read(&sent[1].1, usize::MAX).unwrap().body().unwrap();
+    assert_eq!(decoded, report);
+    assert_eq!(report.streams[1], StreamAtWorker { stream: 1, sent: Some(2), routed: Some(2), processed: 2 });
+}
+
+#[test]
+fn a_rule_switch_is_announced_and_progress_is_periodic() {
+    let (mut worker, mut out) = started(1);
+    let switch = RulesText { epoch: 1, origin: "new".into(), text: PERC.replace("'perc'", "'jump'") };
+    worker.handle(&switch.encode(0), 1, &mut out);
+    let sent = out.take();
+    let installed: RulesInstalled = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
+    assert_eq!((installed.epoch, installed.queries[0].name.as_str()), (1, "jump"));
+    assert_eq!(std::mem::take(&mut out.events), [Event::RulesSwitched { epoch: 1, origin: "new".into() }]);
+    let broken = RulesText { epoch: 2, origin: "bad".into(), text: "SELECT".into() };
+    worker.handle(&broken.encode(0), 1, &mut out);
+    assert!(out.take().is_empty());
+    assert_eq!(worker.report().rejected.get("bad_rules"), Some(&1));
+    worker.progress(&mut out);
+    let sent = out.take();
+    assert_eq!(kinds(&sent), vec![FrameKind::WorkerProgress]);
+    let progress: WorkerProgress = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
+    assert_eq!(progress, WorkerProgress { processed: 0, outputs: 0, rejected: 1 });
+}
+
+#[test]
+fn handed_off_symbols_carry_on_at_their_new_owner_as_if_they_never_moved() {
+    use cep_core::rescale::{HandOff, Retire, SymbolState};
+    let (mut stay, mut out) = started(1);
+    let (mut old, mut old_out) = started(1);
+    let (mut new, mut new_out) = started(1);
+    // `stay` sees every tick; `old` then `new` see them with a move of A in between.
+    let first = ticks(1, &[("A", 100.0, 0, 0), ("B", 50.0, 0, 1), ("A", 101.0, 0, 2)]);
+    stay.handle(&first, 1, &mut out);
+    old.handle(&first, 1, &mut old_out);
+    let hand_off = HandOff { part: 7, to: 2, symbols: vec!["A".into(), "never-seen".into()] };
+    old.handle(&hand_off.encode(0), 2, &mut old_out);
+    let sent = old_out.take();
+    let state_frame = sent.iter().find(|(to, _)| *to == Peer::Router).expect("the state goes to the router");
+    let state: SymbolState = Frame::read(&state_frame.1, usize::MAX).unwrap().body().unwrap();
+    assert_eq!((state.part, state.from, state.symbols.len()), (7, 1, 1));
+    assert_eq!((state.symbols[0].symbol.as_str(), state.symbols[0].next_seq), ("A", 3));
+    assert_eq!(old.report().symbols, 1, "A is forgotten, B stays");
+    new.handle(&state_frame.1, 3, &mut new_out);
+    // A jumps 3 % at its new owner: the output needs A's history from the old one.
+    let second = ticks(4, &[("A", 104.03, 0, 3)]);
+    stay.handle(&second, 4, &mut out);
+    new.handle(&second, 4, &mut new_out);
+    let strip = |sent: Vec<(Peer, Vec<u8>)>| -> Vec<(u32, u64, u64, u64)> {
+        sent.iter()
+            .filter(|(_, f)| Frame::read(f, usize::MAX).unwrap().kind() == FrameKind::Outputs)
+            .flat_map(|(_, f)| outputs(f).0)
+            .map(|o| (o.rule, o.seq, o.price.to_bits(), o.value.to_bits()))
+            .collect()
+    };
+    let (expected, moved) = (strip(out.take()), strip(new_out.take()));
+    assert_eq!(expected.len(), 1);
+    assert_eq!(moved, expected);
+    // The order check moved too: A's ticks 3 and 2 again are a duplicate and out of order.
+    new.handle(&ticks(5, &[("A", 104.03, 0, 3), ("A", 101.0, 0, 2)]), 5, &mut new_out);
+    assert_eq!((new.report().duplicates, new.report().out_of_order), (1, 1));
+    // Retired: nothing more comes; the report says what the router routed here.
+    let retire = Retire { routed: [(0, 3)].into() };
+    old.handle(&retire.encode(0), 6, &mut old_out);
+    assert!(old.retired() && old.done() && !old.all_ended());
+    let report = old.finish(&mut old_out);
+    assert_eq!(report.streams[0], StreamAtWorker { stream: 0, sent: None, routed: Some(3), processed: 3 });
+    // State that does not import (another rule set's) is counted, never a crash.
+    let mut bad = state.clone();
+    bad.engine[8] ^= 0xff;
+    let (mut other, mut other_out) = started(1);
+    other.handle(&bad.encode(1), 7, &mut other_out);
+    assert_eq!(other.report().rejected.get("bad_state"), Some(&1));
+}
