@@ -1,6 +1,6 @@
 //! The simulation: members, links, faults and the virtual clock.
 
-use crate::spec::{Action, ClusterSpec, Fault, LinkKind, Member};
+use crate::spec::{ClusterSpec, Fault, LinkKind, Member};
 use cep_collector::collector::{Collector, RunShape, SavedState, Sinks};
 use cep_collector::csv::OutputsCsv;
 use cep_collector::intervals::IntervalRecorder;
@@ -10,19 +10,25 @@ use cep_core::delivery::{DeliveryLog, Saved};
 use cep_core::frame::{AwaitEnd, Body, Frame, RunFinished};
 use cep_core::identity::{Role, ROUTER_ID};
 use cep_core::outbox::{Event, Outbox, Peer, Recorded};
-use cep_core::report::{EndOfStream, RouterReport, WorkerReport};
-use cep_core::results::Summary;
-use cep_core::wire::{FrameKind, TickBatchWriter};
-use cep_injector::source::{model, StreamSource};
+use cep_core::report::{RouterReport, WorkerReport};
+use cep_core::wire::FrameKind;
+use cep_injector::source::model;
 use cep_router::deploying::Deployments;
 use cep_router::rendezvous::WorkerCount;
 use cep_router::router::{Router, RouterSettings};
 use cep_worker::Worker;
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::rc::Rc;
 use std::time::Duration;
+
+mod disk;
+mod injector;
+mod links;
+mod outcome;
+
+use disk::{CollectorDisk, SharedFile};
+use injector::Stream;
+use links::LinkState;
+pub use outcome::{LinkStats, Outcome, SentTick};
 
 /// Virtual time starts here (ns since the epoch, a realistic wall clock).
 const EPOCH_NS: u64 = 1_700_000_000_000_000_000;
@@ -39,72 +45,6 @@ const PROGRESS_NS: u64 = 500_000_000;
 const HOLD_NS: u64 = 1_000_000_000;
 /// A run that has not ended after this many events is stuck: the harness says so.
 const MAX_EVENTS: u64 = 50_000_000;
-
-/// A tick as the injector sent it: what a reference evaluation needs.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SentTick {
-    /// Its stream.
-    pub stream: u32,
-    /// Its sequence number in the stream.
-    pub seq: u64,
-    /// Its symbol.
-    pub symbol: String,
-    /// Its price.
-    pub price: f64,
-    /// Its event time (its send time: the ticks are generated).
-    pub t_event: u64,
-}
-
-/// What the faults did to the frames of one link kind.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LinkStats {
-    /// Frames offered to the links.
-    pub frames: u64,
-    /// Frames lost by a fault.
-    pub dropped: u64,
-    /// Frames delivered twice by a fault.
-    pub duplicated: u64,
-    /// Frames delayed by a fault.
-    pub delayed: u64,
-    /// Frames that overtook, or were overtaken, by a fault.
-    pub reordered: u64,
-    /// Frames sent to a member that was dead.
-    pub to_the_dead: u64,
-}
-
-/// How a run ended.
-#[derive(Debug)]
-pub struct Outcome {
-    /// The collector's summary (what `summary.json` would hold).
-    pub summary: Summary,
-    /// The collector's outputs.csv.
-    pub outputs_csv: String,
-    /// Every tick the injector sent, in order per stream.
-    pub sent: Vec<SentTick>,
-    /// What the faults did, per link kind.
-    pub links: BTreeMap<LinkKind, LinkStats>,
-    /// The reports the workers sent (a killed worker sends none).
-    pub worker_reports: Vec<WorkerReport>,
-    /// The report the router sent, if it did.
-    pub router_report: Option<RouterReport>,
-    /// Virtual time from the start of the run to the collector's end, in ns.
-    pub elapsed_ns: u64,
-    /// What the cores reported (what their drivers would log), by member, in order.
-    pub events: Vec<(Member, Event)>,
-    /// Control requests the router refused, by asker, with the reason.
-    pub refusals: Vec<(Member, String)>,
-}
-
-impl Outcome {
-    /// outputs.csv's rows without the timestamps (rule, symbol, price, value, injector,
-    /// seq), sorted: what must not depend on timing.
-    pub fn output_rows(&self) -> Vec<String> {
-        let mut rows: Vec<String> =
-            self.outputs_csv.lines().skip(1).map(|row| row.split(',').take(6).collect::<Vec<_>>().join(",")).collect();
-        rows.sort();
-        rows
-    }
-}
 
 /// What travels on a link.
 #[derive(Clone, Debug)]
@@ -152,62 +92,6 @@ enum CollectorState {
     Registering,
     Running(Box<Collector<SharedFile>>),
     Done,
-}
-
-/// A file the collector writes: what was written stays when the collector is killed, as on
-/// disk.
-#[derive(Clone, Default)]
-struct SharedFile(Rc<RefCell<Vec<u8>>>);
-
-impl Write for SharedFile {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl SharedFile {
-    /// Cuts the file back to `len` bytes, as a resumed collector does.
-    fn truncate(&self, len: u64) {
-        let mut bytes = self.0.borrow_mut();
-        assert!(len <= bytes.len() as u64, "a saved length beyond what was written");
-        bytes.truncate(len as usize);
-    }
-
-    fn contents(&self) -> Vec<u8> {
-        self.0.borrow().clone()
-    }
-}
-
-/// What the collector leaves on disk: its three files and its last saved state.
-#[derive(Default)]
-struct CollectorDisk {
-    csv: SharedFile,
-    intervals: SharedFile,
-    log: SharedFile,
-    state: Option<Vec<u8>>,
-}
-
-struct Stream {
-    source: StreamSource,
-    sent: u64,
-    ended: bool,
-}
-
-/// Per-link fault state and FIFO order.
-#[derive(Default)]
-struct LinkState {
-    /// Frames of each kind seen on this link, for `nth`.
-    seen: BTreeMap<u8, u64>,
-    seen_any: u64,
-    /// No frame on this link arrives before this time (first in, first out).
-    last_at: u64,
-    /// A frame held back to arrive after the next one (Reorder).
-    held: Option<Payload>,
 }
 
 /// A cluster in one process on a virtual clock. See the crate docs.
@@ -499,86 +383,6 @@ impl LocalCluster {
     fn schedule(&mut self, at: u64, event: Scheduled) {
         self.next_event += 1;
         self.queue.insert((at, self.next_event), event);
-    }
-
-    fn random(&mut self) -> f64 {
-        // Deterministic from the seed: SplitMix64 outputs 0, 1, 2, ...
-        self.drawn += 1;
-        cep_core::gbm::splitmix64(self.spec.seed ^ 0x9e37_79b9_7f4a_7c15, self.drawn - 1) as f64 / u64::MAX as f64
-    }
-
-    /// Sends a frame on the link from `from` to `to`, through the faults.
-    fn send(&mut self, from: Member, to: Member, payload: Payload) {
-        let control = !matches!(payload, Payload::Data(_));
-        let kind = LinkKind::of(from, to, control);
-        let bytes = match &payload {
-            Payload::Data(bytes) | Payload::Request(_, bytes) | Payload::Answer(bytes) => bytes,
-        };
-        let frame_kind = bytes.get(2).copied().unwrap_or(0);
-        let endpoint_index = match (from, to) {
-            (_, Member::Worker(i)) | (Member::Worker(i), _) => Some(i),
-            (Member::Injector(s), _) => Some(s as usize),
-            _ => None,
-        };
-        let link = self.links.entry((from, to, control)).or_default();
-        let nth_of_kind = *link.seen.entry(frame_kind).and_modify(|n| *n += 1).or_insert(0);
-        let nth_any = link.seen_any;
-        link.seen_any += 1;
-        self.stats.entry(kind).or_default().frames += 1;
-        let mut action = None;
-        for index in 0..self.faults.len() {
-            let fault = self.faults[index];
-            let matches = fault.link == kind
-                && fault.only.is_none_or(|only| endpoint_index == Some(only))
-                && fault.frame_kind.is_none_or(|k| k as u8 == frame_kind);
-            if !matches {
-                continue;
-            }
-            let nth = if fault.frame_kind.is_some() { nth_of_kind } else { nth_any };
-            let hit = match fault.nth {
-                Some(n) => n == nth,
-                None => fault.probability > 0.0 && self.random() < fault.probability,
-            };
-            if hit {
-                action = Some(fault.action);
-                break;
-            }
-        }
-        let stats = self.stats.entry(kind).or_default();
-        if self.dead.contains(&to) {
-            stats.to_the_dead += 1;
-            return;
-        }
-        let mut at = self.now + self.spec.link_latency_ns;
-        match action {
-            Some(Action::Drop) => {
-                stats.dropped += 1;
-                return;
-            }
-            Some(Action::Delay(delay)) => {
-                stats.delayed += 1;
-                at += delay;
-            }
-            Some(Action::Duplicate) => stats.duplicated += 1,
-            Some(Action::Reorder) => stats.reordered += 1,
-            None => {}
-        }
-        let link = self.links.get_mut(&(from, to, control)).expect("created above");
-        if action == Some(Action::Reorder) && link.held.is_none() {
-            link.held = Some(payload);
-            self.schedule(at + HOLD_NS, Scheduled::Release { from, to, control });
-            return;
-        }
-        let at = at.max(link.last_at);
-        link.last_at = at;
-        let held = link.held.take();
-        if action == Some(Action::Duplicate) {
-            self.schedule(at, Scheduled::Deliver { from, to, payload: payload.clone() });
-        }
-        self.schedule(at, Scheduled::Deliver { from, to, payload });
-        if let Some(held) = held {
-            self.schedule(at, Scheduled::Deliver { from, to, payload: held });
-        }
     }
 
     fn register(&mut self, member: Member, role: Role, streams: u32) {
@@ -962,64 +766,6 @@ impl LocalCluster {
             events: std::mem::take(&mut self.events),
             refusals: std::mem::take(&mut self.refusals),
         });
-    }
-
-    fn start_injector(&mut self, start_ns: u64) {
-        if self.injector_started {
-            return;
-        }
-        self.injector_started = true;
-        for stream in 0..self.spec.streams {
-            self.schedule(start_ns, Scheduled::InjectorStep(stream));
-        }
-    }
-
-    /// One batch of a stream, at the pace of its share of the rate; the end marker after
-    /// its last tick.
-    fn injector_step(&mut self, stream: u32) {
-        let member = Member::Injector(stream);
-        if self.dead.contains(&member) {
-            return;
-        }
-        let streams = u64::from(self.spec.streams);
-        let quota = self.spec.count / streams + u64::from(u64::from(stream) < self.spec.count % streams);
-        let state = &mut self.streams[stream as usize];
-        if state.ended {
-            return;
-        }
-        let mut writer = TickBatchWriter::new(stream);
-        let per_stream_rate = self.spec.rate / streams as f64;
-        while writer.len() < self.spec.batch && state.sent < quota {
-            let tick = state.source.next_tick().expect("the model never ends");
-            let name = &self.names[tick.symbol as usize];
-            writer.push(name.as_bytes(), tick.price, self.now, self.now, stream, state.sent, 0);
-            self.sent.push(SentTick {
-                stream,
-                seq: state.sent,
-                symbol: name.clone(),
-                price: tick.price,
-                t_event: self.now,
-            });
-            state.sent += 1;
-        }
-        let sent = state.sent;
-        let batch_len = writer.len() as f64;
-        if !writer.is_empty() {
-            let frame = writer.seal(self.now).to_vec();
-            self.send(member, Member::Router, Payload::Data(frame));
-        }
-        if sent >= quota {
-            self.streams[stream as usize].ended = true;
-            let marker = EndOfStream { stream, sent, routed: 0 };
-            self.send(member, Member::Router, Payload::Data(marker.encode(stream)));
-            if self.streams.iter().all(|s| s.ended) {
-                let first = Member::Injector(0);
-                self.send(first, Member::Router, Payload::Request(first, AwaitEnd.encode(0)));
-            }
-        } else {
-            let gap = (batch_len / per_stream_rate * 1e9).max(1.0) as u64;
-            self.schedule(self.now + gap, Scheduled::InjectorStep(stream));
-        }
     }
 }
 
