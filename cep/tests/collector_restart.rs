@@ -6,7 +6,10 @@
 
 mod common;
 
-use common::{announced, cep, cep_run_recorded, child_pid, sigkill, sorted_rows, standalone_rows, Running};
+use common::{
+    announced, cep, cep_run_recorded, child_pid, sigkill, sorted_rows, standalone_rows, wait_for_summary, Running,
+    SUMMARY_EVERY,
+};
 
 use cep_core::results::Summary;
 use std::path::Path;
@@ -23,6 +26,7 @@ fn collector(control: &str, port: u16, out: &Path) -> Command {
     let mut command = cep();
     command
         .args(["collector", "--router", control, "--csv", "all", "--advertise", "127.0.0.1"])
+        .args(["--summary-every", SUMMARY_EVERY])
         .args(["--listen", &format!("tcp://127.0.0.1:{port}"), "--clock-listen", "tcp://127.0.0.1:*"])
         .arg("--out")
         .arg(out);
@@ -107,17 +111,13 @@ fn kill_collector(worker_first: Option<&str>, max_unsaved: Option<&str>, down: D
         .spawn();
     others.push(("injector", Running(injector.unwrap())));
 
-    // Killed once it has saved its state a few times, mid-run.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::exists(out.join("collector.state")).unwrap() {
-        assert!(Instant::now() < deadline, "the collector never saved its state");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(2_500));
+    // Killed mid-run, once it has saved its state many times (every 100 ms).
+    wait_for_summary(&out, "500,000 ticks processed", Duration::from_secs(60), |s| s.events_processed >= 500_000);
     if let Some(worker) = &mut victim {
-        // Noticed within 250 ms, then restored and replayed: the collector dies meanwhile.
+        // Noticed within 250 ms, then restored and replayed: the collector dies once the
+        // failover has reached it, while the replayed ticks' outputs come.
         kill(worker);
-        std::thread::sleep(Duration::from_millis(300));
+        wait_for_summary(&out, "the failover", Duration::from_secs(30), |s| !s.failovers.is_empty());
     }
     kill(&mut first);
     // Down for longer than the failure time-out's detection (250 ms): the senders notice.
@@ -167,12 +167,8 @@ fn cep_run_starts_a_killed_collector_again_and_the_run_completes_with_the_standa
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let mut cluster = cep_run_recorded(2, count, &out);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::exists(out.join("collector.state")).unwrap() {
-        assert!(Instant::now() < deadline, "the collector never saved its state");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(2_500));
+    // Mid-run, once it has saved its state many times (every 100 ms).
+    wait_for_summary(&out, "500,000 ticks processed", Duration::from_secs(60), |s| s.events_processed >= 500_000);
     let pid = child_pid(cluster.0.id(), |args| args.get(1).is_some_and(|role| role == "collector"))
         .expect("the collector runs");
     sigkill(pid);

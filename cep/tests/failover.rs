@@ -5,18 +5,21 @@
 
 mod common;
 
-use common::{announced, cep, cep_run_recorded, child_pid, sigkill, sorted_rows, standalone_rows, Running};
+use common::{
+    announced, cep, cep_run_recorded, child_pid, sigkill, sorted_rows, standalone_rows, wait_for_summary, Running,
+    SUMMARY_EVERY,
+};
 
 use cep_core::results::Summary;
 use std::time::{Duration, Instant};
 
-/// A run of `count` ticks at 200k/s over `workers` workers; `victim` is killed once `after`
-/// has passed since its process appeared.
+/// A run of `count` ticks at 200k/s over `workers` workers; `victim` is killed once the run
+/// has processed `after_processed` ticks (its rolling summary says so).
 fn kill_one_worker(
     count: u64,
     workers: u32,
     victim: &str,
-    after: Duration,
+    after_processed: u64,
 ) -> (Summary, std::path::PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
@@ -31,7 +34,8 @@ fn kill_one_worker(
         assert!(Instant::now() < deadline, "{victim} never started");
         std::thread::sleep(Duration::from_millis(20));
     };
-    std::thread::sleep(after);
+    let reached = |s: &Summary| s.events_processed >= after_processed;
+    wait_for_summary(&out, &format!("{after_processed} ticks processed"), Duration::from_secs(60), reached);
     sigkill(pid);
     let finished = cluster.0.wait().unwrap();
     assert!(finished.success(), "cep run failed: {finished}");
@@ -41,12 +45,13 @@ fn kill_one_worker(
 
 #[test]
 fn a_worker_killed_under_load_fails_over_with_the_standalone_outputs() {
-    // Early (before or at the first checkpoints); between two checkpoints; and once the
-    // 10-second windows are full (two workers: each snapshot takes many control frames).
+    // Early (before or at the first checkpoints, 1 s apart); between two checkpoints; and
+    // once the 10-second windows are full (two workers: each snapshot takes many control
+    // frames). Points in ticks processed, at 200k ticks/s.
     let cases = [
-        (1_200_000, 3, "worker-1", Duration::from_millis(700)),
-        (1_200_000, 3, "worker-2", Duration::from_millis(3_300)),
-        (2_800_000, 2, "worker-0", Duration::from_millis(11_500)),
+        (1_200_000, 3, "worker-1", 100_000),
+        (1_200_000, 3, "worker-2", 500_000),
+        (2_800_000, 2, "worker-0", 2_200_000),
     ];
     for (count, workers, victim, after) in cases {
         let (summary, out, _dir) = kill_one_worker(count, workers, victim, after);
@@ -83,7 +88,13 @@ fn a_killed_router_ends_every_other_role_with_the_cause_in_the_summary() {
     let (data, control) = announced(&announce);
     let mut others = vec![(
         "collector",
-        Running(cep().args(["collector", "--router", &control, "--out"]).arg(&out).spawn().unwrap()),
+        Running(
+            cep()
+                .args(["collector", "--router", &control, "--summary-every", SUMMARY_EVERY, "--out"])
+                .arg(&out)
+                .spawn()
+                .unwrap(),
+        ),
     )];
     for id in ["w0", "w1"] {
         let worker = cep().args(["worker", "--router", &control, "--id", id, "--listen", "tcp://127.0.0.1:*"]).spawn();
@@ -92,13 +103,8 @@ fn a_killed_router_ends_every_other_role_with_the_cause_in_the_summary() {
     // Runs until stopped: the router's death is what ends it.
     let injector = cep().args(["injector", "--router", &control, "--router-data", &data, "--rate", "200000"]).spawn();
     others.push(("injector", Running(injector.unwrap())));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::exists(out.join("summary.json")).unwrap() {
-        // The rolling summary appears once the run goes.
-        assert!(Instant::now() < deadline, "the run never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_secs(1));
+    // Killed once the run has processed a second's worth of ticks.
+    wait_for_summary(&out, "200,000 ticks processed", Duration::from_secs(60), |s| s.events_processed >= 200_000);
     router.0.kill().unwrap();
     let killed = Instant::now();
     for (role, process) in &mut others {

@@ -18,12 +18,38 @@ pub fn cep_run_recorded(workers: u32, count: u64, out: &std::path::Path) -> Runn
     Running(
         cep()
             .args(["run", "--workers", &workers.to_string(), "--rate", "200000", "--count", &count.to_string()])
-            .args(["--csv", "all", "--record-input", "--quiet"])
+            .args(["--csv", "all", "--record-input", "--quiet", "--summary-every", SUMMARY_EVERY])
             .arg("--out")
             .arg(out)
             .spawn()
             .unwrap(),
     )
+}
+
+/// How often the runs the failure tests start rewrite their rolling summary.json: what those
+/// tests watch to strike at a point of the run.
+pub const SUMMARY_EVERY: &str = "200ms";
+
+/// Waits until the rolling `summary.json` in `out` shows what `ready` looks for (the collector
+/// rewrites it atomically every [`SUMMARY_EVERY`]): a test strikes on what the run did, not
+/// after a time that a slow machine stretches.
+pub fn wait_for_summary(
+    out: &std::path::Path,
+    what: &str,
+    within: Duration,
+    ready: impl Fn(&cep_core::results::Summary) -> bool,
+) -> cep_core::results::Summary {
+    let deadline = Instant::now() + within;
+    loop {
+        let text = std::fs::read_to_string(out.join("summary.json")).unwrap_or_default();
+        if let Ok(summary) = serde_json::from_str::<cep_core::results::Summary>(&text) {
+            if ready(&summary) {
+                return summary;
+            }
+        }
+        assert!(Instant::now() < deadline, "{what}: not seen in {}/summary.json within {within:?}", out.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// SIGKILL to process `pid`.
