@@ -33,6 +33,10 @@ mod senders;
 pub use saving::{SavedState, SinkMarks};
 use senders::{known_id, names_a_worker, source_may_send, unnamed_worker, Admission, Senders};
 
+/// How often the collector saves its state while frames arrive (ns): its driver and the
+/// simulation both keep this cadence; senders hold what it has not saved.
+pub const SAVE_EVERY_NS: u64 = 100_000_000;
+
 /// The run as the collector learned it from the router's Ready answer.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunShape {

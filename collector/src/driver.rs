@@ -295,7 +295,7 @@ pub fn run_in(
 pub const STATE_FILE: &str = "collector.state";
 
 /// How often the collector saves its state (when frames arrived since the last save).
-const SAVE_EVERY: Duration = Duration::from_millis(100);
+const SAVE_EVERY: Duration = Duration::from_nanos(crate::collector::SAVE_EVERY_NS);
 
 fn remove_state(out: &Path) -> Result<(), CollectorError> {
     cep_core::results::remove_files(out, &[STATE_FILE]).map_err(|(path, source)| CollectorError::Write { path, source })

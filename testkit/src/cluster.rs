@@ -32,15 +32,16 @@ pub use outcome::{LinkStats, Outcome, SentTick};
 
 /// Virtual time starts here (ns since the epoch, a realistic wall clock).
 const EPOCH_NS: u64 = 1_700_000_000_000_000_000;
-/// How far ahead of the Ready answers the run starts, as the router's driver does.
+/// How far ahead of the Ready answers the run starts (the router's driver leaves 100 ms for the
+/// nodes' clock samples; the harness has one clock and needs none).
 const START_DELAY_NS: u64 = 1_000_000;
 /// How often the collector checks its idle time-out (and saves its state, with
-/// [`ClusterSpec::sequenced`], as its driver does).
-const TIMER_NS: u64 = 100_000_000;
+/// [`ClusterSpec::sequenced`]): the core's cadence.
+const TIMER_NS: u64 = cep_collector::collector::SAVE_EVERY_NS;
 /// How often the router's timer runs (moves given up, checkpoints due).
 const ROUTER_TIMER_NS: u64 = 10_000_000;
-/// How often a worker reports its progress, as its driver does.
-const PROGRESS_NS: u64 = 500_000_000;
+/// How often a worker reports its progress: the core's cadence.
+const PROGRESS_NS: u64 = cep_worker::worker::PROGRESS_EVERY_NS;
 /// How long a frame held back for a reorder waits for a frame to overtake it.
 const HOLD_NS: u64 = 1_000_000_000;
 /// A run that has not ended after this many events is stuck: the harness says so.
@@ -554,7 +555,7 @@ impl LocalCluster {
         }
     }
 
-    /// The collector saves its state, as its driver does every 100 ms: the bytes go to disk,
+    /// The collector saves its state, at its core's cadence ([`TIMER_NS`]): the bytes go to disk,
     /// then the router learns what it saved and which checkpoints that confirms, and the
     /// senders drop what is saved (as the transport does when the router passes it on) and
     /// send again what came out of turn.

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often the worker reports its progress to the collector (and publishes its metrics).
-const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+const PROGRESS_EVERY: Duration = Duration::from_nanos(crate::worker::PROGRESS_EVERY_NS);
 
 /// How often the worker asks whether the router and the collector are alive.
 const LIVENESS_EVERY: Duration = Duration::from_millis(100);

@@ -9,6 +9,10 @@ use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot
 use cep_core::frame::{Body, TickBatch};
 use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer};
+
+/// How often a worker reports its progress to the collector (ns): its driver and the
+/// simulation both keep this cadence.
+pub const PROGRESS_EVERY_NS: u64 = 500_000_000;
 use cep_core::report::{
     EndOfStream, Rejections, RuleInfo, RulesInstalled, StreamAtWorker, SwitchRules, WorkerProgress, WorkerReport,
 };
