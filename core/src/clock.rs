@@ -5,9 +5,75 @@
 //! starts ([`estimate_offset`] over samples taken by the transport) and [`set_offset`]s it,
 //! so that every stamp it takes from then on is in the collector's time. For tests, a node can
 //! be given an artificial skew ([`set_skew`]) that the estimate must then cancel.
+//!
+//! Timers are another matter: a deadline must not fire or hold because the wall clock stepped.
+//! Cores take the time their timers run on as a [`Monotonic`], a point on the process's
+//! monotonic clock (in the simulation, the virtual clock); stamps stay wall-clock nanoseconds.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A point on a monotonic clock, nanoseconds from an origin of the driver's choosing (the first
+/// reading in the process; the simulation's start). What every timer and deadline of a core
+/// runs on; never compared with a wall-clock stamp.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Monotonic(u64);
+
+impl Monotonic {
+    /// The point `ns` nanoseconds after the origin.
+    pub const fn from_ns(ns: u64) -> Monotonic {
+        Monotonic(ns)
+    }
+
+    /// Nanoseconds since the origin.
+    pub const fn as_ns(self) -> u64 {
+        self.0
+    }
+
+    /// The process's monotonic clock now (its origin: the first call).
+    pub fn now() -> Monotonic {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        Monotonic(u64::try_from(ORIGIN.get_or_init(std::time::Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// How long after `earlier` this is (zero if it is not after).
+    pub fn since(self, earlier: Monotonic) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+
+    /// The point `duration` after this one (saturating).
+    pub fn after(self, duration: std::time::Duration) -> Monotonic {
+        Monotonic(self.0.saturating_add(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)))
+    }
+}
+
+/// A cadence on the monotonic clock: due once `period` has passed since it last fired.
+#[derive(Clone, Copy, Debug)]
+pub struct Every {
+    period: std::time::Duration,
+    last: Monotonic,
+}
+
+impl Every {
+    /// A cadence of `period`, first due `period` after `start`.
+    pub fn new(period: std::time::Duration, start: Monotonic) -> Every {
+        Every { period, last: start }
+    }
+
+    /// Whether it is due at `now`; if so, it fires (the next one is `period` later).
+    pub fn fire(&mut self, now: Monotonic) -> bool {
+        let due = now.since(self.last) >= self.period;
+        if due {
+            self.last = now;
+        }
+        due
+    }
+
+    /// How long since it last fired (or started).
+    pub fn elapsed(&self, now: Monotonic) -> std::time::Duration {
+        now.since(self.last)
+    }
+}
 
 static SKEW_NS: AtomicI64 = AtomicI64::new(0);
 static OFFSET_NS: AtomicI64 = AtomicI64::new(0);

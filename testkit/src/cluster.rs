@@ -7,7 +7,7 @@ use cep_collector::intervals::IntervalRecorder;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register};
 use cep_core::delivery::{DeliveryLog, Saved};
-use cep_core::frame::{AwaitEnd, Body, Frame, RunFinished};
+use cep_core::frame::{Body, Frame, RunFinished};
 use cep_core::identity::{Role, ROUTER_ID};
 use cep_core::outbox::{Event, Outbox, Peer, Recorded};
 use cep_core::report::{RouterReport, WorkerReport};
@@ -16,7 +16,6 @@ use cep_injector::source::model;
 use cep_router::deploying::Deployments;
 use cep_router::rendezvous::WorkerCount;
 use cep_router::router::{Router, RouterSettings};
-use cep_worker::Worker;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -24,11 +23,13 @@ mod disk;
 mod injector;
 mod links;
 mod outcome;
+mod workers;
 
 use disk::{CollectorDisk, SharedFile};
 use injector::Stream;
 use links::LinkState;
 pub use outcome::{LinkStats, Outcome, SentTick};
+use workers::SimWorker;
 
 /// Virtual time starts here (ns since the epoch, a realistic wall clock).
 const EPOCH_NS: u64 = 1_700_000_000_000_000_000;
@@ -40,8 +41,6 @@ const START_DELAY_NS: u64 = 1_000_000;
 const TIMER_NS: u64 = cep_collector::collector::SAVE_EVERY_NS;
 /// How often the router's timer runs (moves given up, checkpoints due).
 const ROUTER_TIMER_NS: u64 = 10_000_000;
-/// How often a worker reports its progress: the core's cadence.
-const PROGRESS_NS: u64 = cep_worker::worker::PROGRESS_EVERY_NS;
 /// How long a frame held back for a reorder waits for a frame to overtake it.
 const HOLD_NS: u64 = 1_000_000_000;
 /// A run that has not ended after this many events is stuck: the harness says so.
@@ -85,7 +84,7 @@ enum WorkerState {
     /// Frames that arrived before its Ready answer wait in its socket's queue, as they do
     /// for a real worker (it binds before it registers).
     Registering(Vec<Vec<u8>>),
-    Running(Box<Worker>),
+    Running(Box<SimWorker>),
     Done,
 }
 
@@ -248,18 +247,28 @@ impl LocalCluster {
         member
     }
 
-    /// Asks the router to drain `worker` (as its driver does on SIGTERM): its symbols move to
-    /// the others, then it is retired.
+    /// Stops `worker` as SIGTERM does: its policy asks the router to drain it, its symbols
+    /// move to the others, then it is retired.
     pub fn leave(&mut self, worker: usize) {
-        let member = Member::Worker(worker);
+        self.stop_worker(worker);
+    }
+
+    /// Asks the router to remove `worker`, as `cep cluster remove` does: the answer goes to
+    /// the operator, and refusals are kept with the others.
+    pub fn remove(&mut self, worker: usize) {
         let leave = cep_core::rescale::Leave { worker: worker_id(worker) };
-        self.send(member, Member::Router, Payload::Request(member, leave.encode(0)));
+        self.send(Member::Operator, Member::Router, Payload::Request(Member::Operator, leave.encode(0)));
     }
 
     /// Whether the worker with this index is running (registered, not finished, not killed).
     pub fn is_running(&self, worker: usize) -> bool {
         matches!(self.workers.get(worker), Some(WorkerState::Running(_)))
             && !self.dead.contains(&Member::Worker(worker))
+    }
+
+    /// How many workers are running.
+    pub fn running_workers(&self) -> usize {
+        (0..self.workers.len()).filter(|&index| self.is_running(index)).count()
     }
 
     /// Whether the router is moving symbols (a worker joining or leaving).
@@ -270,7 +279,7 @@ impl LocalCluster {
     /// Ticks processed so far by the worker with this index (0 before it starts).
     pub fn processed_by(&self, worker: usize) -> u64 {
         match &self.workers[worker] {
-            WorkerState::Running(core) => core.report().processed,
+            WorkerState::Running(worker) => worker.processed(),
             _ => self.worker_reports.iter().find(|r| r.id == worker_id(worker)).map_or(0, |r| r.processed),
         }
     }
@@ -444,15 +453,7 @@ impl LocalCluster {
                     queued.push(bytes);
                     return;
                 }
-                let mut out = self.outbox();
-                if let WorkerState::Running(worker) = &mut self.workers[index] {
-                    worker.handle(&bytes, self.now, &mut out);
-                    let done = worker.done();
-                    self.route_from(Member::Worker(index), out);
-                    if done {
-                        self.finish_worker(index);
-                    }
-                }
+                self.worker_data(index, &bytes);
             }
             (Member::Collector, Payload::Answer(answer)) => self.collector_answer(&answer),
             (Member::Collector, Payload::Data(bytes)) => {
@@ -469,6 +470,13 @@ impl LocalCluster {
                     if done {
                         self.finish_collector();
                     }
+                }
+            }
+            (Member::Operator, Payload::Answer(answer)) => {
+                let frame = Frame::read(&answer, usize::MAX).expect("the router answers with frames");
+                if frame.kind() == FrameKind::Refused {
+                    let reason = frame.body::<Refused>().expect("a reason").reason;
+                    self.refusals.push((Member::Operator, reason));
                 }
             }
             (Member::Injector(stream), Payload::Answer(answer)) => {
@@ -520,7 +528,10 @@ impl LocalCluster {
                     let frame = if self.spec.sequenced { self.sequence(from, &frame) } else { frame };
                     self.send(from, Member::Collector, Payload::Data(frame))
                 }
-                Peer::Router => self.send(from, Member::Router, Payload::Request(from, frame)),
+                Peer::Router => {
+                    self.worker_asks(from, &frame);
+                    self.send(from, Member::Router, Payload::Request(from, frame))
+                }
                 Peer::Client(client) => {
                     let to = self.member_of_client(&client);
                     self.send(from, to, Payload::Answer(frame));
@@ -583,7 +594,7 @@ impl LocalCluster {
     fn member_of_client(&self, client: &[u8]) -> Member {
         let members = (0..self.workers.len())
             .map(Member::Worker)
-            .chain([Member::Collector, Member::Router])
+            .chain([Member::Collector, Member::Router, Member::Operator])
             .chain((0..self.spec.streams).map(Member::Injector));
         members.into_iter().find(|m| m.client_id() == client).expect("every client is a member")
     }
@@ -605,32 +616,6 @@ impl LocalCluster {
         self.router.announce(Some(OffsetEstimate { offset_ns: 0, uncertainty_ns: 0 }), &mut out);
         self.route_from(Member::Router, out);
         self.schedule(self.now + ROUTER_TIMER_NS, Scheduled::Timer(Member::Router));
-    }
-
-    fn worker_answer(&mut self, index: usize, answer: &[u8]) {
-        let frame = Frame::read(answer, usize::MAX).expect("the router answers with frames");
-        match frame.kind() {
-            FrameKind::Ready => {
-                let ready: Ready = frame.body().expect("a Ready frame");
-                let mut out = self.outbox();
-                let worker = Worker::start(worker_id(index), &ready, self.spec.batch, usize::MAX, &mut out)
-                    .expect("the rules compile");
-                let queued = match std::mem::replace(&mut self.workers[index], WorkerState::Running(Box::new(worker))) {
-                    WorkerState::Registering(queued) => queued,
-                    _ => Vec::new(),
-                };
-                self.route_from(Member::Worker(index), out);
-                for bytes in queued {
-                    self.deliver(Member::Router, Member::Worker(index), Payload::Data(bytes));
-                }
-                self.schedule(self.now + PROGRESS_NS, Scheduled::Timer(Member::Worker(index)));
-            }
-            FrameKind::EndAck | FrameKind::StateTaken | FrameKind::RescaleAccepted => {}
-            FrameKind::Refused => {
-                self.refusals.push((Member::Worker(index), frame.body::<Refused>().expect("a reason").reason))
-            }
-            other => panic!("worker {index}: unexpected answer {other:?}"),
-        }
     }
 
     fn collector_answer(&mut self, answer: &[u8]) {
@@ -701,14 +686,7 @@ impl LocalCluster {
             return;
         }
         match member {
-            Member::Worker(index) => {
-                let mut out = self.outbox();
-                if let WorkerState::Running(worker) = &mut self.workers[index] {
-                    worker.progress(&mut out);
-                    self.route_from(member, out);
-                    self.schedule(self.now + PROGRESS_NS, Scheduled::Timer(member));
-                }
-            }
+            Member::Worker(index) => self.worker_timer(index),
             Member::Router => {
                 // As its driver does between frames: a move whose state is overdue is given up.
                 let mut out = self.outbox();
@@ -732,19 +710,6 @@ impl LocalCluster {
                 }
             }
             _ => {}
-        }
-    }
-
-    fn finish_worker(&mut self, index: usize) {
-        if let WorkerState::Running(mut worker) = std::mem::replace(&mut self.workers[index], WorkerState::Done) {
-            let mut out = self.outbox();
-            self.worker_reports.push(worker.finish(&mut out));
-            self.route_from(Member::Worker(index), out);
-            // A retired worker leaves at once; the others wait for the end of the run.
-            if !worker.retired() {
-                let member = Member::Worker(index);
-                self.send(member, Member::Router, Payload::Request(member, AwaitEnd.encode(0)));
-            }
         }
     }
 

@@ -14,6 +14,8 @@ pub enum Member {
     Collector,
     /// The injector's connection for this stream (stream 0 also registers the injector).
     Injector(u32),
+    /// An operator's `cep cluster` command.
+    Operator,
 }
 
 impl Member {

@@ -266,7 +266,11 @@ fn apply(cluster: &mut LocalCluster, disruption: &Disruption, collector_back_at:
             reached
         }
         Disruption::Leave { worker, after_sent } => {
-            let reached = cluster.sent_so_far() >= after_sent && !cluster.rescaling() && cluster.is_running(worker);
+            // A stopped worker drains to the others: one stays (the last one, refused, stops).
+            let reached = cluster.sent_so_far() >= after_sent
+                && !cluster.rescaling()
+                && cluster.is_running(worker)
+                && cluster.running_workers() > 1;
             if reached {
                 cluster.leave(worker);
             }

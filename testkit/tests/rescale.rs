@@ -96,11 +96,11 @@ fn faults_on_the_links_during_the_moves_change_nothing_but_time_and_counted_dupl
 fn a_join_a_duplicate_id_and_a_bad_leave_are_answered_clearly() {
     let mut cluster = LocalCluster::new(ClusterSpec { workers: 2, ..spec() }, vec![]);
     assert!(cluster.run_until(|c| c.sent_so_far() >= COUNT / 4));
-    // The last worker cannot leave; an unknown one is named; a second leave of one leaving is refused.
-    cluster.leave(1);
-    cluster.leave(1);
+    // The last worker cannot leave; a second leave of one leaving is refused.
+    cluster.remove(1);
+    cluster.remove(1);
     assert!(cluster.run_until(|c| !c.is_running(1)));
-    cluster.leave(0);
+    cluster.remove(0);
     cluster.pause(Member::Worker(0), Duration::from_millis(1));
     let outcome = cluster.run();
     assert_whole(&outcome, COUNT);

@@ -42,12 +42,16 @@ impl Waiting<'_> {
 pub enum Flow {
     /// Receive the next frame.
     Continue,
+    /// Read no input at the next turn (the core holds it back): wait a moment, then turn
+    /// with [`Received::Idle`].
+    Hold,
     /// Leave the loop.
     Stop,
 }
 
 /// Receives frames from `input` and hands each to `step` (or [`Received::Idle`] when none
-/// came within `poll`), until `step` says stop. The one receive loop of every role.
+/// came within `poll`), until `step` says stop; a `step` that says hold is turned again after
+/// [`HOLD_WAIT`] without reading. The one receive loop of every role.
 pub fn receive_loop<E: From<TransportError>>(
     input: &Pull,
     poll: Duration,
@@ -57,7 +61,16 @@ pub fn receive_loop<E: From<TransportError>>(
     // The sender's identity, copied out of each message (ZeroMQ lends it only with the message
     // itself mutably borrowed); one buffer for the whole loop.
     let mut user_id = String::new();
+    let mut hold = false;
     loop {
+        if std::mem::take(&mut hold) {
+            std::thread::sleep(HOLD_WAIT);
+            match step(Received::Idle)? {
+                Flow::Stop => return Ok(()),
+                flow => hold = flow == Flow::Hold,
+            }
+            continue;
+        }
         let received = if input.recv(&mut message, poll)? {
             let sender = if input.is_secure() {
                 user_id.clear();
@@ -70,11 +83,15 @@ pub fn receive_loop<E: From<TransportError>>(
         } else {
             Received::Idle
         };
-        if step(received)? == Flow::Stop {
-            return Ok(());
+        match step(received)? {
+            Flow::Stop => return Ok(()),
+            flow => hold = flow == Flow::Hold,
         }
     }
 }
+
+/// How long the receive loop waits between turns while a core holds its input.
+pub const HOLD_WAIT: Duration = Duration::from_millis(10);
 
 /// Sends a core's frames over the process's sockets: a frame for a worker whose queue is full
 /// waits in the outbox ([`SocketOutbox::has_pending`]: the driver reads no input meanwhile,

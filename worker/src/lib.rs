@@ -3,13 +3,15 @@
 //!
 //! - [`config`]: flags and their validation.
 //! - [`worker`]: the core, a state machine from the router's frames to the collector's.
-//! - [`driver`]: sockets, clock and the run loop around the core.
+//! - [`lifecycle`]: the policy around the core: holding, leaving, ending, and its cadences.
+//! - [`driver`]: sockets, clock and the run loop around the two.
 //! - [`metrics`]: what the worker exposes to Prometheus.
 
 #[cfg(feature = "driver")]
 pub mod config;
 #[cfg(feature = "driver")]
 pub mod driver;
+pub mod lifecycle;
 pub mod metrics;
 pub mod worker;
 

@@ -1,0 +1,170 @@
+//! The simulation's workers: each runs the worker's core and its policy
+//! ([`cep_worker::lifecycle`]) as the process does; the harness only carries their frames and
+//! hands them the virtual time.
+
+use super::{LocalCluster, Payload, Scheduled, WorkerState};
+use crate::spec::Member;
+use cep_core::clock::Monotonic;
+use cep_core::control::{Ready, Refused};
+use cep_core::frame::{AwaitEnd, Body, Frame};
+use cep_core::wire::FrameKind;
+use cep_worker::lifecycle::{Lifecycle, Links};
+use cep_worker::Worker;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// How often a worker's policy gets a turn without a frame: its shortest cadence (the
+/// liveness check and the delivery question).
+const WORKER_TIMER_NS: u64 = 100_000_000;
+
+/// A running worker member.
+pub(super) struct SimWorker {
+    core: Worker,
+    life: Lifecycle,
+    /// The kinds of its requests to the router not answered yet, in order: the router answers
+    /// each in turn (the end-of-run request, answered last, is sent after the policy's last).
+    asked: VecDeque<u8>,
+}
+
+impl SimWorker {
+    pub(super) fn processed(&self) -> u64 {
+        self.core.report().processed
+    }
+}
+
+impl LocalCluster {
+    /// Starts worker `index` on the router's Ready answer.
+    pub(super) fn start_worker(&mut self, index: usize, ready: &Ready) {
+        let mut out = self.outbox();
+        let id = super::worker_id(index);
+        let core = Worker::start(id.clone(), ready, self.spec.batch, usize::MAX, &mut out).expect("the rules compile");
+        // A joiner the router never reaches gives up after ten failure time-outs; the end waits
+        // for the collector's saves as long as the collector waits for frames.
+        let timeouts = (
+            Duration::from_nanos(self.spec.failure_timeout_ns.saturating_mul(10)),
+            Duration::from_nanos(self.spec.idle_timeout_ns),
+        );
+        let life = Lifecycle::new(id, ready.assigned, ready.collector_key.clone(), timeouts, self.monotonic());
+        let worker = SimWorker { core, life, asked: VecDeque::new() };
+        let queued = match std::mem::replace(&mut self.workers[index], WorkerState::Running(Box::new(worker))) {
+            WorkerState::Registering(queued) => queued,
+            _ => Vec::new(),
+        };
+        self.route_from(Member::Worker(index), out);
+        for bytes in queued {
+            self.deliver(Member::Router, Member::Worker(index), Payload::Data(bytes));
+        }
+        self.schedule(self.now + WORKER_TIMER_NS, Scheduled::Timer(Member::Worker(index)));
+    }
+
+    /// A frame from the router for worker `index`.
+    pub(super) fn worker_data(&mut self, index: usize, bytes: &[u8]) {
+        let mut out = self.outbox();
+        if let WorkerState::Running(worker) = &mut self.workers[index] {
+            worker.core.handle(bytes, self.now, &mut out);
+            self.route_from(Member::Worker(index), out);
+            if self.workers_core_done(index) {
+                self.worker_turn(index);
+            }
+        }
+    }
+
+    fn workers_core_done(&self, index: usize) -> bool {
+        matches!(&self.workers[index], WorkerState::Running(worker) if worker.core.done())
+    }
+
+    /// The router's answer to a request of worker `index`.
+    pub(super) fn worker_answer(&mut self, index: usize, answer: &[u8]) {
+        let frame = Frame::read(answer, usize::MAX).expect("the router answers with frames");
+        if frame.kind() == FrameKind::Ready {
+            return self.start_worker(index, &frame.body().expect("a Ready frame"));
+        }
+        if frame.kind() == FrameKind::Refused {
+            self.refusals.push((Member::Worker(index), frame.body::<Refused>().expect("a reason").reason));
+        }
+        let now = self.monotonic();
+        let mut out = self.outbox();
+        match &mut self.workers[index] {
+            WorkerState::Running(worker) => {
+                let asked = worker.asked.pop_front().and_then(FrameKind::from_byte);
+                worker.life.answer(asked, answer, now, &mut out);
+            }
+            _ => assert!(
+                matches!(
+                    frame.kind(),
+                    FrameKind::EndAck
+                        | FrameKind::StateTaken
+                        | FrameKind::Refused
+                        | FrameKind::DeliveryStatus
+                        | FrameKind::RescaleAccepted
+                ),
+                "worker {index}: unexpected answer {:?}",
+                frame.kind()
+            ),
+        }
+        self.route_from(Member::Worker(index), out);
+    }
+
+    /// Worker `index` is asked to stop (a signal): its policy asks the router to drain it.
+    pub(super) fn stop_worker(&mut self, index: usize) {
+        if let WorkerState::Running(worker) = &mut self.workers[index] {
+            worker.life.stop_requested();
+            self.worker_turn(index);
+        }
+    }
+
+    /// The worker's timer: a turn of its policy, and the next timer while it runs.
+    pub(super) fn worker_timer(&mut self, index: usize) {
+        self.worker_turn(index);
+        if let WorkerState::Running(_) = &self.workers[index] {
+            self.schedule(self.now + WORKER_TIMER_NS, Scheduled::Timer(Member::Worker(index)));
+        }
+    }
+
+    /// A turn of worker `index`'s policy at the virtual time, carried out as its driver does
+    /// with the sockets' answers: progress reported, and once over, the end-of-run request.
+    fn worker_turn(&mut self, index: usize) {
+        let member = Member::Worker(index);
+        let all_saved = self.delivery.get(&member).is_none_or(|log| log.is_empty());
+        let links = Links { collector_full: false, all_saved };
+        let now = self.monotonic();
+        let mut out = self.outbox();
+        let WorkerState::Running(worker) = &mut self.workers[index] else { return };
+        let turn = worker.life.turn(now, &mut worker.core, links, &mut out);
+        if turn.report_progress {
+            worker.core.progress(&mut out);
+        }
+        let over = worker.life.is_over();
+        self.route_from(member, out);
+        if over {
+            self.finish_worker(index);
+        }
+    }
+
+    /// A worker whose run is over: its report is kept; one not retired waits for the end of
+    /// the run.
+    fn finish_worker(&mut self, index: usize) {
+        let WorkerState::Running(worker) = std::mem::replace(&mut self.workers[index], WorkerState::Done) else {
+            return;
+        };
+        self.worker_reports.push(worker.core.report());
+        if !worker.core.retired() {
+            let member = Member::Worker(index);
+            self.send(member, Member::Router, Payload::Request(member, AwaitEnd.encode(0)));
+        }
+    }
+
+    /// Records a request worker `from` sends the router, to pair the answer with it.
+    pub(super) fn worker_asks(&mut self, from: Member, frame: &[u8]) {
+        if let (Member::Worker(index), Some(&kind)) = (from, frame.get(2)) {
+            if let WorkerState::Running(worker) = &mut self.workers[index] {
+                worker.asked.push_back(kind);
+            }
+        }
+    }
+
+    /// The virtual time as the monotonic clock the cores' timers run on.
+    pub(super) fn monotonic(&self) -> Monotonic {
+        Monotonic::from_ns(self.now)
+    }
+}

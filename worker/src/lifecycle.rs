@@ -1,0 +1,307 @@
+//! When a worker asks, holds, leaves and stops: the policy around its core
+//! ([`crate::worker`]), as a state machine of its own. It owns no socket and reads no clock:
+//! the driver ([`crate::driver`]) and the simulation each hand it the time ([`Monotonic`]),
+//! what they see of the collector's link ([`Links`]) and the router's answers, and carry out
+//! the [`Turn`] it returns. Its requests to the router go through the [`Outbox`].
+//!
+//! ```text
+//!  Running ──collector full──▶ Holding ──saved below the bound──▶ Running
+//!     │ shutdown: Leave ──▶ accepted: draining ──▶ retired ─┐
+//!     │ every stream ended ──────────────────────────────────┤
+//!     ▼                                                      ▼
+//!  Ending (report sent; waits until the collector saved all, at most end_timeout) ──▶ Over
+//! ```
+
+use crate::worker::{Worker, PROGRESS_EVERY_NS};
+use cep_core::clock::{Every, Monotonic};
+use cep_core::control::{Refused, MAX_CONTROL_FRAME_BYTES};
+use cep_core::delivery::{DeliveryQuery, DeliveryStatus};
+use cep_core::frame::{Body, Frame};
+use cep_core::outbox::{Outbox, Peer};
+use cep_core::rescale::{Leave, RescaleAccepted};
+use cep_core::wire::FrameKind;
+use std::time::Duration;
+use tracing::{debug, info, warn};
+
+/// How often the worker reports its progress to the collector (and publishes its metrics).
+const PROGRESS_EVERY: Duration = Duration::from_nanos(PROGRESS_EVERY_NS);
+
+/// How often the worker asks whether the router and the collector are alive.
+const LIVENESS_EVERY: Duration = Duration::from_millis(100);
+
+/// How often the worker asks the router what the collector saved (and which collector serves).
+const DELIVERY_EVERY: Duration = Duration::from_millis(100);
+
+/// How long a worker asked to stop waits for the router to accept that it leaves (a router
+/// that is stopping too never answers): then it stops at once.
+const LEAVE_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the driver sees of its link to the collector at a turn.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Links {
+    /// It holds as many unsaved frames as `--max-unsaved` allows.
+    pub collector_full: bool,
+    /// The collector has saved every frame sent.
+    pub all_saved: bool,
+}
+
+/// What the driver does at this turn, besides sending what went into the outbox.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Turn {
+    /// Ask the transport whether the router and the collector are alive.
+    pub check_liveness: bool,
+    /// Report the progress so far ([`Worker::progress`]) and publish the metrics.
+    pub report_progress: bool,
+    /// Read the next frame of input; false while holding (the collector must save first) and
+    /// once the run is ending.
+    pub read_input: bool,
+}
+
+/// How the run ended, once [`Lifecycle::is_over`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Every stream ended (or the worker was retired) and the report went out.
+    Finished,
+    /// Stopped before its course: asked to stop and not drained in time, or the router would
+    /// not let it leave. What is queued for the collector gets a short linger only.
+    Stopped,
+    /// It joined a running cluster and the router never reached it within the start time-out.
+    Unreached,
+}
+
+/// The phases of a worker's run.
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    /// Taking ticks.
+    Running,
+    /// Taking no ticks until the collector saves below the bound.
+    Holding,
+    /// The report is out; waiting since this instant for the collector to save everything.
+    Ending(Monotonic),
+    Over(Ended),
+}
+
+/// A worker asked to stop (SIGTERM, Ctrl-C) asks the router to drain it and goes on until it
+/// is retired; bounded at each step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leaving {
+    /// Not asked to stop.
+    No,
+    /// Asked to stop; the Leave goes at the next turn.
+    Requested,
+    /// Asked the router at this instant; no answer yet.
+    Asked(Monotonic),
+    /// The router accepted at this instant: symbols are moving away.
+    Draining(Monotonic),
+    /// The router would not let it leave: it stops.
+    Refused,
+}
+
+/// The worker's run policy. See the module docs.
+pub struct Lifecycle {
+    id: String,
+    index: u32,
+    /// The collector's CURVE key, from the start (empty when open): a collector that takes
+    /// over holds the key of the one before (the router makes sure).
+    collector_key: String,
+    start_timeout: Duration,
+    end_timeout: Duration,
+    started: Monotonic,
+    phase: Phase,
+    leaving: Leaving,
+    liveness: Every,
+    progress: Every,
+    delivery: Every,
+    /// A [`DeliveryQuery`] is out, not answered yet: one at a time.
+    asking_delivery: bool,
+    /// Whether reaching `--max-unsaved` was logged already.
+    warned_full: bool,
+}
+
+impl Lifecycle {
+    /// The policy of worker `id` (index `index`), started at `now`.
+    pub fn new(
+        id: String,
+        index: u32,
+        collector_key: String,
+        (start_timeout, end_timeout): (Duration, Duration),
+        now: Monotonic,
+    ) -> Lifecycle {
+        Lifecycle {
+            id,
+            index,
+            collector_key,
+            start_timeout,
+            end_timeout,
+            started: now,
+            phase: Phase::Running,
+            leaving: Leaving::No,
+            liveness: Every::new(LIVENESS_EVERY, now),
+            progress: Every::new(PROGRESS_EVERY, now),
+            delivery: Every::new(DELIVERY_EVERY, now),
+            asking_delivery: false,
+            warned_full: false,
+        }
+    }
+
+    /// Asked to stop (a signal): the worker asks the router to drain it at the next turn.
+    pub fn stop_requested(&mut self) {
+        if self.leaving == Leaving::No {
+            self.leaving = Leaving::Requested;
+        }
+    }
+
+    /// Whether the run is over, and how.
+    pub fn ended(&self) -> Option<Ended> {
+        match self.phase {
+            Phase::Over(ended) => Some(ended),
+            _ => None,
+        }
+    }
+
+    /// Whether the run is over.
+    pub fn is_over(&self) -> bool {
+        self.ended().is_some()
+    }
+
+    /// One turn at `now`: decides what is due, sends the requests due through `out`, and, once
+    /// the worker is done, sends its report ([`Worker::finish`]) and waits for the collector.
+    pub fn turn(&mut self, now: Monotonic, worker: &mut Worker, links: Links, out: &mut impl Outbox) -> Turn {
+        if self.is_over() {
+            return Turn::default();
+        }
+        let mut turn = Turn {
+            check_liveness: self.liveness.fire(now),
+            report_progress: matches!(self.phase, Phase::Running | Phase::Holding) && self.progress.fire(now),
+            read_input: false,
+        };
+        if !self.asking_delivery && self.delivery.fire(now) {
+            out.send(Peer::Router, &DeliveryQuery { worker: self.index }.encode(self.index));
+            self.asking_delivery = true;
+        }
+        self.leave(now, worker, out);
+        // A joining worker the router never reaches (its Welcome does not come): a wrong
+        // --advertise. Say so and stop rather than wait for ever.
+        if !worker.welcomed() && !self.is_over() && now.since(self.started) > self.start_timeout {
+            self.phase = Phase::Over(Ended::Unreached);
+        }
+        if worker.done() && matches!(self.phase, Phase::Running | Phase::Holding) {
+            // Every stream ended, or retired: the report goes, then everything must be saved.
+            worker.finish(out);
+            self.phase = Phase::Ending(now);
+        }
+        self.phase = match self.phase {
+            Phase::Running if links.collector_full && self.leaving == Leaving::No => {
+                // Once in the log; a small bound is reached at every save.
+                if std::mem::replace(&mut self.warned_full, true) {
+                    debug!(id = self.id, "at --max-unsaved: waiting for the collector to save");
+                } else {
+                    warn!(
+                        id = self.id,
+                        "holding as many frames as --max-unsaved allows: waiting for the collector to save them (said once)"
+                    );
+                }
+                Phase::Holding
+            }
+            Phase::Holding if !links.collector_full => Phase::Running,
+            // Asked to stop while holding: it leaves, which takes its input again.
+            Phase::Holding if self.leaving != Leaving::No => Phase::Running,
+            Phase::Ending(_) if links.all_saved => Phase::Over(Ended::Finished),
+            Phase::Ending(since) if now.since(since) > self.end_timeout => {
+                warn!(
+                    id = self.id,
+                    waited = ?self.end_timeout,
+                    "the collector has not saved every frame of this worker: ending anyway"
+                );
+                Phase::Over(Ended::Finished)
+            }
+            phase => phase,
+        };
+        turn.read_input = matches!(self.phase, Phase::Running);
+        turn
+    }
+
+    /// The leave of a worker asked to stop, bounded at each step.
+    fn leave(&mut self, now: Monotonic, worker: &mut Worker, out: &mut impl Outbox) {
+        if worker.done() || self.is_over() {
+            return;
+        }
+        let stop = match self.leaving {
+            Leaving::Requested => {
+                out.send(Peer::Router, &Leave { worker: self.id.clone() }.encode(self.index));
+                self.leaving = Leaving::Asked(now);
+                false
+            }
+            Leaving::Asked(at) if now.since(at) > LEAVE_ANSWER_TIMEOUT => {
+                warn!(id = self.id, "asked to stop; the router did not answer the leave: stopping");
+                true
+            }
+            Leaving::Draining(at) if now.since(at) > self.end_timeout => {
+                warn!(id = self.id, waited = ?self.end_timeout, "asked to stop; not drained in time: stopping");
+                true
+            }
+            Leaving::Refused => true,
+            _ => false,
+        };
+        if stop {
+            // What it processed is reported all the same.
+            worker.finish(out);
+            self.phase = Phase::Over(Ended::Stopped);
+        }
+    }
+
+    /// The router's answer, at `now`, to this worker's request of kind `asked` (state
+    /// hand-offs, snapshots, leaving, where the collector is).
+    pub fn answer(&mut self, asked: Option<FrameKind>, answer: &[u8], now: Monotonic, out: &mut impl Outbox) {
+        // Whatever the answer, the question is answered: the next one may go.
+        if asked == Some(FrameKind::DeliveryQuery) {
+            self.asking_delivery = false;
+        }
+        let frame = match Frame::read(answer, MAX_CONTROL_FRAME_BYTES) {
+            Ok(frame) => frame,
+            Err(error) => {
+                warn!(%error, "bad answer from the router");
+                return;
+            }
+        };
+        let id = &self.id;
+        let refused = || frame.body::<Refused>().map(|refused| refused.reason).unwrap_or_default();
+        match (asked, frame.kind()) {
+            (Some(FrameKind::SymbolState | FrameKind::Reached | FrameKind::Snapshot), FrameKind::StateTaken) => {}
+            (Some(FrameKind::Snapshot), FrameKind::Refused) => {
+                // A checkpoint the router dropped (a rescale began): the next one counts.
+                debug!(id, "the router did not take this worker's snapshot: {}", refused());
+            }
+            (Some(FrameKind::Reached), FrameKind::Refused) => {
+                warn!(id, "the router did not take this worker's answer to its Welcome: {}", refused());
+            }
+            (Some(FrameKind::SymbolState), FrameKind::Refused) => {
+                // The symbols are gone from here already; the router names them as lost.
+                warn!(id, "the router did not take this worker's hand-off: {}", refused());
+            }
+            (Some(FrameKind::DeliveryQuery), FrameKind::DeliveryStatus) => match frame.body::<DeliveryStatus>() {
+                Ok(status) => {
+                    out.collector_moved(&status.endpoint, &self.collector_key, status.incarnation);
+                    out.collector_saved(status.saved, status.resend);
+                }
+                Err(error) => warn!(id, %error, "bad delivery status from the router"),
+            },
+            (Some(FrameKind::DeliveryQuery), FrameKind::Refused) => {
+                warn!(id, "the router did not answer where the collector is: {}", refused());
+            }
+            (Some(FrameKind::Leave), FrameKind::RescaleAccepted) => {
+                let symbols = frame.body::<RescaleAccepted>().map_or(0, |accepted| accepted.symbols);
+                info!(id, symbols, "leaving the cluster: its symbols move to the other workers");
+                self.leaving = Leaving::Draining(now);
+            }
+            (Some(FrameKind::Leave), FrameKind::Refused) => {
+                warn!(id, "the router would not let this worker leave ({}): stopping", refused());
+                self.leaving = Leaving::Refused;
+            }
+            (_, kind) => warn!(id, ?kind, "unexpected answer from the router"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,155 @@
+//! Tests of `lifecycle`: each policy decision from the time and the links, with no socket.
+
+use super::*;
+use cep_core::control::{Ready, RulesText};
+use cep_core::outbox::Recorded;
+use cep_core::report::EndOfStream;
+
+const PERC: &str = "@name('perc') SELECT symbol, price, perc(price) AS value FROM StockTick \
+                    PARTITION BY symbol RETAIN 2 EVENTS HAVING perc(price) > 2.0;";
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+const END_TIMEOUT: Duration = Duration::from_secs(3);
+
+fn ready(joining: bool) -> Ready {
+    Ready {
+        assigned: 2,
+        workers: vec![],
+        collector: "c".into(),
+        streams: 1,
+        start_ns: 0,
+        warmup_ns: 0,
+        collector_clock: String::new(),
+        rules: RulesText { epoch: 0, origin: "test".into(), text: PERC.into() },
+        allowed_lateness_ns: None,
+        joining,
+        collector_incarnation: 1,
+        collector_key: "key".into(),
+    }
+}
+
+fn at(ms: u64) -> Monotonic {
+    Monotonic::from_ns(ms * 1_000_000)
+}
+
+fn started(joining: bool) -> (Worker, Lifecycle, Recorded) {
+    let mut out = Recorded::default();
+    let worker = Worker::start("w2".into(), &ready(joining), 64, 1 << 20, &mut out).unwrap();
+    out.take();
+    let life = Lifecycle::new("w2".into(), 2, "key".into(), (START_TIMEOUT, END_TIMEOUT), at(0));
+    (worker, life, out)
+}
+
+/// The kinds of the frames sent to the router so far.
+fn to_router(out: &mut Recorded) -> Vec<FrameKind> {
+    out.take()
+        .into_iter()
+        .filter(|(to, _)| *to == Peer::Router)
+        .map(|(_, frame)| Frame::read(&frame, usize::MAX).unwrap().kind())
+        .collect()
+}
+
+const FREE: Links = Links { collector_full: false, all_saved: false };
+
+#[test]
+fn cadences_fire_on_the_monotonic_clock_and_one_delivery_question_is_out_at_a_time() {
+    let (mut worker, mut life, mut out) = started(false);
+    let turn = life.turn(at(50), &mut worker, FREE, &mut out);
+    assert_eq!(turn, Turn { check_liveness: false, report_progress: false, read_input: true });
+    assert!(to_router(&mut out).is_empty());
+    let turn = life.turn(at(100), &mut worker, FREE, &mut out);
+    assert!(turn.check_liveness && !turn.report_progress);
+    assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
+    // Not answered: no second question, however long it takes.
+    life.turn(at(300), &mut worker, FREE, &mut out);
+    assert!(to_router(&mut out).is_empty());
+    let status = DeliveryStatus { incarnation: 2, endpoint: "c2".into(), saved: 7, resend: false };
+    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(0), at(310), &mut out);
+    let turn = life.turn(at(500), &mut worker, FREE, &mut out);
+    assert!(turn.report_progress, "every 500 ms");
+    assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
+}
+
+#[test]
+fn a_full_collector_link_holds_the_input_until_it_saves() {
+    let (mut worker, mut life, mut out) = started(false);
+    let full = Links { collector_full: true, all_saved: false };
+    assert!(!life.turn(at(1), &mut worker, full, &mut out).read_input);
+    assert!(!life.turn(at(2), &mut worker, full, &mut out).read_input);
+    assert!(life.turn(at(3), &mut worker, FREE, &mut out).read_input);
+}
+
+#[test]
+fn the_end_sends_the_report_and_waits_for_every_save_at_most_the_end_timeout() {
+    let (mut worker, mut life, mut out) = started(false);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+    out.take();
+    let turn = life.turn(at(1), &mut worker, FREE, &mut out);
+    assert!(!turn.read_input);
+    let sent: Vec<FrameKind> = out.take().iter().map(|(_, f)| Frame::read(f, usize::MAX).unwrap().kind()).collect();
+    assert!(sent.contains(&FrameKind::WorkerReport), "{sent:?}");
+    assert_eq!(life.ended(), None, "waits for the collector to save");
+    life.turn(at(2), &mut worker, Links { collector_full: false, all_saved: true }, &mut out);
+    assert_eq!(life.ended(), Some(Ended::Finished));
+
+    // Never saved: it ends all the same after the end time-out, and sends one report only.
+    let (mut worker, mut life, mut out) = started(false);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+    life.turn(at(1), &mut worker, FREE, &mut out);
+    out.take();
+    life.turn(at(3_000), &mut worker, FREE, &mut out);
+    assert_eq!(life.ended(), None);
+    life.turn(at(3_002), &mut worker, FREE, &mut out);
+    assert_eq!(life.ended(), Some(Ended::Finished));
+    assert!(out.take().iter().all(|(_, f)| Frame::read(f, usize::MAX).unwrap().kind() != FrameKind::WorkerReport));
+}
+
+#[test]
+fn asked_to_stop_it_asks_to_leave_once_and_stops_if_the_router_never_answers() {
+    let (mut worker, mut life, mut out) = started(false);
+    life.stop_requested();
+    life.turn(at(1), &mut worker, FREE, &mut out);
+    assert_eq!(to_router(&mut out), vec![FrameKind::Leave]);
+    life.stop_requested();
+    life.turn(at(2_001), &mut worker, FREE, &mut out);
+    assert!(!to_router(&mut out).contains(&FrameKind::Leave), "one Leave");
+    assert_eq!(life.ended(), None);
+    life.turn(at(2_002), &mut worker, FREE, &mut out);
+    assert_eq!(life.ended(), Some(Ended::Stopped));
+}
+
+#[test]
+fn a_leave_accepted_drains_until_retired_or_the_end_timeout_and_a_refused_one_stops() {
+    let (mut worker, mut life, mut out) = started(false);
+    life.stop_requested();
+    // Even a full link: it goes on taking input, which is how it drains.
+    assert!(life.turn(at(1), &mut worker, Links { collector_full: true, all_saved: false }, &mut out).read_input);
+    let accepted = RescaleAccepted { symbols: 4, slices: 1 };
+    life.answer(Some(FrameKind::Leave), &accepted.encode(0), at(10), &mut out);
+    life.turn(at(3_000), &mut worker, FREE, &mut out);
+    assert_eq!(life.ended(), None, "draining, within the end time-out");
+    life.turn(at(3_011), &mut worker, FREE, &mut out);
+    assert_eq!(life.ended(), Some(Ended::Stopped));
+
+    let (mut worker, mut life, mut out) = started(false);
+    life.stop_requested();
+    life.turn(at(1), &mut worker, FREE, &mut out);
+    let refused = Refused { reason: "the last worker".into() };
+    life.answer(Some(FrameKind::Leave), &refused.encode(0), at(2), &mut out);
+    life.turn(at(3), &mut worker, FREE, &mut out);
+    assert_eq!(life.ended(), Some(Ended::Stopped));
+    let sent: Vec<FrameKind> = out.take().iter().map(|(_, f)| Frame::read(f, usize::MAX).unwrap().kind()).collect();
+    assert!(sent.contains(&FrameKind::WorkerReport), "what it processed is reported: {sent:?}");
+}
+
+#[test]
+fn a_joining_worker_never_reached_ends_unreached_after_the_start_timeout() {
+    let (mut worker, mut life, mut out) = started(true);
+    life.turn(at(10_000), &mut worker, FREE, &mut out);
+    assert_eq!(life.ended(), None);
+    life.turn(at(10_001), &mut worker, FREE, &mut out);
+    assert_eq!(life.ended(), Some(Ended::Unreached));
+    // A worker of the first set is reached by definition.
+    let (mut worker, mut life, mut out) = started(false);
+    life.turn(at(60_000), &mut worker, FREE, &mut out);
+    assert_eq!(life.ended(), None);
+}
