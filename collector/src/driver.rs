@@ -6,11 +6,11 @@ use crate::collector::{Collector, RunShape, SavedState, Sinks};
 use crate::config::CollectorConfig;
 use crate::csv::OutputsCsv;
 use crate::intervals::IntervalRecorder;
-use cep_core::clock::now_ns;
+use crate::lifecycle::{Ended, Lifecycle, Observed};
+use crate::storing::Saving;
+pub use crate::storing::{write_results, write_summary};
+use cep_core::clock::{now_ns, Monotonic};
 use cep_core::control::Register;
-use cep_core::delivery::Saved;
-use cep_core::failover::OutputsConfirmed;
-use cep_core::frame::Body;
 use cep_core::identity::Role;
 use cep_core::results::Summary;
 use cep_transport::clock::ClockServer;
@@ -20,14 +20,8 @@ use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, SocketOp
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tracing::{error, info, warn};
-
-/// How long a stopping collector still takes the reports of the processes stopping with it.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
-
-/// How often the receive loop asks whether the router is still there.
-const ROUTER_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// Errors that stop the collector.
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +60,7 @@ pub enum CollectorError {
     },
 }
 
-fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> CollectorError + '_ {
+pub(crate) fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> CollectorError + '_ {
     move |source| CollectorError::Write { path: path.to_path_buf(), source }
 }
 
@@ -120,8 +114,6 @@ pub fn run_in(
     let ready = register(context, &config.router, &registration, config.start_timeout, &shutdown)?;
     // From now on the router is watched: if it dies, the collector says so and ends.
     let router_link = ControlLink::connect(context, &config.router, Some(config.failure_timeout))?;
-    let mut router_checked = Instant::now();
-    let mut router_lost: Option<String> = None;
     let mut collector = match saved {
         // The router took this collector over its lost one: go on from the saved state.
         Some(state) if ready.collector_incarnation > 1 => {
@@ -167,95 +159,62 @@ pub fn run_in(
     saving.save_now(&mut collector, &router_link, &shutdown)?;
 
     let metrics = crate::metrics::CollectorMetrics::register();
-    let mut last_publish = Instant::now();
-    let started = Instant::now();
-    let mut last_progress = (Instant::now(), 0u64);
-    let mut stopping: Option<Instant> = None;
-    let mut last_frame = Instant::now();
-    let mut last_summary = Instant::now();
+    let mut life = Lifecycle::new(config.idle_timeout, config.summary_every, Monotonic::now());
+    let mut progress = config.progress.then(|| Progress::start(Monotonic::now()));
     receive_loop(&input, Duration::from_millis(100), |received| {
+        let now = Monotonic::now();
         if let Received::Frame { bytes, sender, .. } = received {
             collector.handle_from(bytes, sender, now_ns()).map_err(write_err(&csv_path))?;
-            last_frame = Instant::now();
-            saving.dirty = true;
+            life.frame_arrived(now);
         }
         // What arrived is saved, then the router is told: senders drop what is saved, and
         // checkpoints whose outputs are all saved may be restored from.
         saving.tell(&router_link, &shutdown, false)?;
-        if saving.due() {
+        let observed = Observed {
+            has_everything: collector.has_everything(),
+            router_reported: collector.router_reported(),
+            shutdown: shutdown.load(Ordering::Relaxed),
+            save_in_flight: saving.in_flight(),
+        };
+        let turn = life.turn(now, observed);
+        if turn.save && life.ended().is_some() {
+            saving.save_now(&mut collector, &router_link, &shutdown)?;
+        } else if turn.save {
             saving.save(&mut collector)?;
         }
-        if collector.has_everything() {
-            saving.save_now(&mut collector, &router_link, &shutdown)?;
-            return Ok(Flow::Stop);
-        }
-        // A router that has reported, or is stopping with us, may go: only a router still due
-        // to report is watched.
-        if router_checked.elapsed() >= ROUTER_CHECK_EVERY
-            && !collector.router_reported()
-            && !shutdown.load(Ordering::Relaxed)
-        {
-            router_checked = Instant::now();
+        if turn.check_router {
             if let Err(lost) = router_link.check_alive() {
                 let cause = format!("the router is lost: {lost}");
                 error!("{cause}: writing partial results");
                 collector.fail(cause.clone());
-                router_lost = Some(cause);
-                return Ok(Flow::Stop);
+                life.router_lost(cause);
             }
         }
         // A look at the running cluster: the figures so far, replaced by the final ones.
-        if !config.summary_every.is_zero() && last_summary.elapsed() >= config.summary_every {
+        if turn.write_summary {
             let snapshot = Summary { secure: context.is_secure(), ..collector.snapshot(now_ns()) };
             if let Err(error) = write_summary(&config.out, &snapshot) {
                 warn!(%error, "cannot write the rolling summary");
             }
-            last_summary = Instant::now();
         }
-        // The other processes stop with us and send their reports as they go: wait a moment
-        // for them, so that a partial summary holds what they knew.
-        if shutdown.load(Ordering::Relaxed) {
-            let since = *stopping.get_or_insert_with(|| {
-                warn!(grace = ?SHUTDOWN_GRACE, "shutdown requested: taking the last reports, then writing partial results");
-                Instant::now()
-            });
-            if since.elapsed() >= SHUTDOWN_GRACE {
-                return Ok(Flow::Stop);
+        if turn.publish {
+            if let Some(progress) = &mut progress {
+                progress.print(&collector, now);
             }
-        }
-        if last_frame.elapsed() > config.idle_timeout {
-            warn!(idle = ?config.idle_timeout, "no message for the idle time-out: what is missing is reported as lost");
-            return Ok(Flow::Stop);
-        }
-        if config.progress && last_progress.0.elapsed() >= Duration::from_secs(1) {
-            let by_worker = collector.processed_by_worker();
-            let processed: u64 = by_worker.iter().sum();
-            let rate = (processed - last_progress.1) as f64 / last_progress.0.elapsed().as_secs_f64();
-            let per_worker: Vec<String> =
-                collector.workers().iter().zip(&by_worker).map(|(id, count)| format!("{id} {count}")).collect();
-            cep_telemetry::logging::progress(format_args!(
-                "{:>5.1}s  processed {processed}  ({rate:.0} ev/s)  outputs {}  | {}",
-                started.elapsed().as_secs_f64(),
-                collector.outputs_total(),
-                per_worker.join(" | ")
-            ));
-            last_progress = (Instant::now(), processed);
-        }
-        if last_publish.elapsed() >= Duration::from_secs(1) {
             // Refused connections are rejections like any other, in the metrics as they come.
             collector.refused_connections(&context.refusals());
             collector.publish(&metrics);
-            last_publish = Instant::now();
         }
-        Ok::<_, CollectorError>(Flow::Continue)
+        Ok::<_, CollectorError>(if life.ended().is_some() { Flow::Stop } else { Flow::Continue })
     })?;
+    let ended = life.ended().cloned().unwrap_or(Ended::Shutdown);
     if let Err(error) = saving.finish(&router_link, &shutdown) {
         warn!(%error, "the last save of the state did not complete");
     }
     drop(clock);
     drop(router_link);
     // Everyone keeps their sockets open until the collector has everything: say so now.
-    if !shutdown.load(Ordering::Relaxed) && router_lost.is_none() {
+    if ended.tells_router() {
         if let Err(error) =
             end_of_run(context, &config.router, EndOfRun::RunFinished, Duration::from_secs(5), &shutdown)
         {
@@ -266,13 +225,13 @@ pub fn run_in(
     let finished = collector.finish(|collector| collector.publish(&metrics)).map_err(write_err(&csv_path))?;
     crate::latency::write_distribution(&config.out, &finished.hops.end_to_end).map_err(write_err(&config.out))?;
     let mut summary = Summary { secure: context.is_secure(), ..finished.summary };
-    if stopping.is_some() {
+    if !ended.ran_its_course() {
         // Stopped before it had everything: whatever balanced, the run did not run its course.
         summary.complete = false;
     }
     write_results(&config.out, &summary)?;
     // The results are written: nothing is left to resume.
-    if router_lost.is_none() && !shutdown.load(Ordering::Relaxed) {
+    if ended.removes_state() {
         remove_state(&config.out)?;
     }
     metrics.complete(summary.complete);
@@ -284,9 +243,37 @@ pub fn run_in(
         complete = summary.complete,
         "collector done"
     );
-    match router_lost {
-        Some(cause) => Err(CollectorError::RouterLost(cause)),
-        None => Ok(summary),
+    match ended {
+        Ended::RouterLost(cause) => Err(CollectorError::RouterLost(cause)),
+        _ => Ok(summary),
+    }
+}
+
+/// The progress line of `--progress`, once a second: ticks processed, the rate since the last
+/// line, outputs, and each worker's count.
+struct Progress {
+    started: Monotonic,
+    last: (Monotonic, u64),
+}
+
+impl Progress {
+    fn start(now: Monotonic) -> Progress {
+        Progress { started: now, last: (now, 0) }
+    }
+
+    fn print<W: std::io::Write>(&mut self, collector: &Collector<W>, now: Monotonic) {
+        let by_worker = collector.processed_by_worker();
+        let processed: u64 = by_worker.iter().sum();
+        let rate = processed.saturating_sub(self.last.1) as f64 / now.since(self.last.0).as_secs_f64().max(1e-9);
+        let per_worker: Vec<String> =
+            collector.workers().iter().zip(&by_worker).map(|(id, count)| format!("{id} {count}")).collect();
+        cep_telemetry::logging::progress(format_args!(
+            "{:>5.1}s  processed {processed}  ({rate:.0} ev/s)  outputs {}  | {}",
+            now.since(self.started).as_secs_f64(),
+            collector.outputs_total(),
+            per_worker.join(" | ")
+        ));
+        self.last = (now, processed);
     }
 }
 
@@ -294,156 +281,8 @@ pub fn run_in(
 /// `--out` while its run goes on resumes from it.
 pub const STATE_FILE: &str = "collector.state";
 
-/// How often the collector saves its state (when frames arrived since the last save).
-const SAVE_EVERY: Duration = Duration::from_nanos(crate::collector::SAVE_EVERY_NS);
-
 fn remove_state(out: &Path) -> Result<(), CollectorError> {
     cep_core::results::remove_files(out, &[STATE_FILE]).map_err(|(path, source)| CollectorError::Write { path, source })
-}
-
-/// Writes `bytes` to `path` whole: into `temporary` (in the same folder), then renamed over
-/// it, so that a reader (or a restart after a crash) finds the old file or the new, never half.
-fn write_whole(path: &Path, temporary: &Path, bytes: &[u8]) -> Result<(), CollectorError> {
-    std::fs::write(temporary, bytes).map_err(write_err(temporary))?;
-    std::fs::rename(temporary, path).map_err(write_err(path))
-}
-
-/// A save for the saving thread: the state's bytes, and what to tell the router once stored.
-struct SaveJob {
-    bytes: Vec<u8>,
-    saved: Saved,
-    confirmations: Vec<OutputsConfirmed>,
-}
-
-/// What the router is told once a save is stored.
-type Stored = Result<(Saved, Vec<OutputsConfirmed>), CollectorError>;
-
-/// Saving the collector's state every [`SAVE_EVERY`] while frames arrive. The state is taken
-/// on the receive thread (it is small and quick to encode) and stored by a thread of its own,
-/// so a slow disk never holds up the outputs; the router is told once it is stored.
-struct Saving {
-    path: PathBuf,
-    last: Instant,
-    /// Frames arrived since the last save.
-    dirty: bool,
-    /// A save handed to the thread and not stored yet.
-    in_flight: bool,
-    jobs: Option<std::sync::mpsc::SyncSender<SaveJob>>,
-    stored: std::sync::mpsc::Receiver<Stored>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Saving {
-    /// Starts the saving thread, storing into `path` ([`write_whole`]).
-    fn start(path: PathBuf) -> Saving {
-        let (jobs, incoming) = std::sync::mpsc::sync_channel::<SaveJob>(1);
-        let state = path.clone();
-        let (done, stored) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let temporary = path.with_extension("state.tmp");
-            for job in incoming {
-                let result = write_whole(&path, &temporary, &job.bytes).map(|()| (job.saved, job.confirmations));
-                if done.send(result).is_err() {
-                    break;
-                }
-            }
-        });
-        Saving {
-            path: state,
-            last: Instant::now(),
-            dirty: false,
-            in_flight: false,
-            jobs: Some(jobs),
-            stored,
-            thread: Some(thread),
-        }
-    }
-
-    fn due(&self) -> bool {
-        self.dirty && !self.in_flight && self.last.elapsed() >= SAVE_EVERY
-    }
-
-    /// Takes the state and hands it to the saving thread (one save at a time).
-    fn save(&mut self, collector: &mut Collector<std::io::BufWriter<std::fs::File>>) -> Result<(), CollectorError> {
-        let (bytes, saved, confirmations) = collector.save().map_err(write_err(&self.path))?;
-        let job = SaveJob { bytes, saved, confirmations };
-        let sent = self.jobs.as_ref().is_some_and(|jobs| jobs.send(job).is_ok());
-        if !sent {
-            return Err(self.thread_gone());
-        }
-        self.in_flight = true;
-        self.last = Instant::now();
-        self.dirty = false;
-        Ok(())
-    }
-
-    /// Once a save is stored (`wait`: waits for it), tells the router what the state holds and
-    /// which checkpoints it confirms.
-    fn tell(&mut self, router: &ControlLink, shutdown: &AtomicBool, wait: bool) -> Result<(), CollectorError> {
-        if !self.in_flight {
-            return Ok(());
-        }
-        let stored =
-            if wait { Some(self.stored.recv().map_err(|_| self.thread_gone())?) } else { self.stored.try_recv().ok() };
-        let Some(stored) = stored else { return Ok(()) };
-        self.in_flight = false;
-        let (saved, confirmations) = stored?;
-        router.send(&saved.encode(0), shutdown)?;
-        for confirmed in &confirmations {
-            router.send(&confirmed.encode(0), shutdown)?;
-        }
-        // The router's answers (nothing to act on) are read so they do not pile up.
-        while router.try_recv()?.is_some() {}
-        Ok(())
-    }
-
-    /// Saves now, and waits until it is stored and the router told.
-    fn save_now(
-        &mut self,
-        collector: &mut Collector<std::io::BufWriter<std::fs::File>>,
-        router: &ControlLink,
-        shutdown: &AtomicBool,
-    ) -> Result<(), CollectorError> {
-        self.tell(router, shutdown, true)?;
-        self.save(collector)?;
-        self.tell(router, shutdown, true)
-    }
-
-    fn thread_gone(&self) -> CollectorError {
-        write_err(&self.path)(std::io::Error::other("the thread that stores the state stopped"))
-    }
-
-    /// Waits for the save in flight, tells the router, and stops the thread: call it before
-    /// the results are written (and the state removed).
-    fn finish(mut self, router: &ControlLink, shutdown: &AtomicBool) -> Result<(), CollectorError> {
-        self.tell(router, shutdown, true)
-    }
-}
-
-impl Drop for Saving {
-    fn drop(&mut self) {
-        self.jobs = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// Writes `summary.json` and `report.txt`.
-pub fn write_results(out: &Path, summary: &Summary) -> Result<(), CollectorError> {
-    write_summary(out, summary)?;
-    let report_path = out.join("report.txt");
-    std::fs::write(&report_path, summary.ycsb_report()).map_err(write_err(&report_path))?;
-    Ok(())
-}
-
-/// Writes `summary.json` atomically: into a temporary file in the same folder, then renamed
-/// over it, so that a reader sees the previous summary or this one, never half of one.
-pub fn write_summary(out: &Path, summary: &Summary) -> Result<(), CollectorError> {
-    let json_path = out.join("summary.json");
-    let temporary = out.join(".summary.json.tmp");
-    let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
-    write_whole(&json_path, &temporary, (json + "\n").as_bytes())
 }
 
 /// The CURVE key each worker of the run registered with, by index (empty when open).

@@ -13,7 +13,9 @@
 //!   their symbols' replay.
 //! - [`accounting`]: turns the reports and counts into `summary.json`.
 //! - [`collector`]: the core, a state machine from received frames to rows and accounting.
-//! - [`driver`]: sockets, clock, the run loop and the results folder.
+//! - [`lifecycle`]: the policy around the core: saves, watching the router, the end.
+//! - [`driver`]: sockets, clock, the run loop and the results folder; `storing` writes the
+//!   saved state on a thread of its own.
 
 pub mod accounting;
 pub mod collector;
@@ -26,9 +28,12 @@ pub mod failovers;
 mod histogram_serde;
 pub mod intervals;
 pub mod latency;
+pub mod lifecycle;
 pub mod metrics;
 pub mod rescales;
 pub mod rules;
+#[cfg(feature = "driver")]
+mod storing;
 
 pub use collector::Collector;
 #[cfg(feature = "driver")]

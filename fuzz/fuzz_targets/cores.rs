@@ -13,6 +13,7 @@
 //! the router, worker 0, worker 1 or open; or a tick of the router's clock.
 #![no_main]
 
+use cep_core::clock::Monotonic;
 use cep_core::control::{Ready, Register};
 use cep_core::delivery::DeliveryLog;
 use cep_core::frame::{Body, Frame};
@@ -94,7 +95,7 @@ impl Cluster {
             [("w0", Role::Worker, 0), ("w1", Role::Worker, 0), ("c", Role::Collector, 0), ("i", Role::Injector, 1)]
         {
             let body = register(role, name, streams);
-            router.control_from(name.as_bytes().to_vec(), Some(&peer(name)), &body, 1, &mut router_out);
+            router.control_from(name.as_bytes().to_vec(), Some(&peer(name)), &body, Monotonic::from_ns(1), &mut router_out);
         }
         router.start(1_000);
         router.announce(None, &mut router_out);
@@ -159,7 +160,7 @@ impl Cluster {
                 match to {
                     Peer::Router => {
                         let w0 = peer("w0");
-                        self.router.control_from(b"w0".to_vec(), Some(&w0), &frame, self.now, &mut self.router_out);
+                        self.router.control_from(b"w0".to_vec(), Some(&w0), &frame, Monotonic::from_ns(self.now), &mut self.router_out);
                     }
                     Peer::Collector => self.to_collector(false, &frame),
                     _ => {}
@@ -188,16 +189,16 @@ impl Cluster {
             0 => router.data(frame, self.now, out),
             1 => router.data_from(frame, Some(Sender::new(injector_id)), self.now, out),
             2 => router.data_from(frame, Some(Sender::new(w0_id)), self.now, out),
-            3 => router.control(b"anyone".to_vec(), frame, self.now, out),
-            4 => router.control_from(b"w1".to_vec(), Some(&peer("w1")), frame, self.now, out),
-            5 => router.control_from(b"ops".to_vec(), Some(&peer("ops")), frame, self.now, out),
-            6 => router.control_from(b"c".to_vec(), Some(&peer("c")), frame, self.now, out),
+            3 => router.control(b"anyone".to_vec(), frame, Monotonic::from_ns(self.now), out),
+            4 => router.control_from(b"w1".to_vec(), Some(&peer("w1")), frame, Monotonic::from_ns(self.now), out),
+            5 => router.control_from(b"ops".to_vec(), Some(&peer("ops")), frame, Monotonic::from_ns(self.now), out),
+            6 => router.control_from(b"c".to_vec(), Some(&peer("c")), frame, Monotonic::from_ns(self.now), out),
             7 => self.worker.handle(frame, self.now, &mut self.worker_out),
             8 => drop(self.collector.handle_from(frame, Some(Sender::new(router_id)), self.now)),
             9 => drop(self.collector.handle_from(frame, Some(Sender::new(w0_id)), self.now)),
             10 => drop(self.collector.handle_from(frame, Some(Sender::new(w1_id)), self.now)),
             11 => drop(self.collector.handle(frame, self.now)),
-            _ => router.tick(self.now, out),
+            _ => router.tick(Monotonic::from_ns(self.now), out),
         }
         self.router.flush(&mut self.router_out);
         self.deliver();

@@ -1,5 +1,7 @@
 //! The router's flags.
 
+use crate::rendezvous::WorkerCount;
+use crate::router::RouterSettings;
 use cep_telemetry::args::{at_least_one, failure_timeout, high_water_mark, Flags};
 use clap::Args;
 use std::time::Duration;
@@ -139,6 +141,27 @@ impl Default for RouterConfig {
 }
 
 impl RouterConfig {
+    /// What the core needs of the flags.
+    pub fn settings(&self) -> RouterSettings {
+        let ns = |duration: Duration| u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        RouterSettings {
+            workers: match self.workers {
+                0 => WorkerCount::Settle(self.settle),
+                n => WorkerCount::Exactly(n),
+            },
+            streams: self.streams,
+            vnodes: self.vnodes,
+            batch: self.batch,
+            max_frame_bytes: self.max_frame_bytes,
+            allowed_lateness_ns: self.allowed_lateness.map(ns),
+            slice_symbols: self.move_slice,
+            max_held_ticks: self.max_held,
+            move_timeout_ns: ns(self.move_timeout),
+            checkpoint_every_ns: ns(self.checkpoint_every),
+            max_replay_bytes: self.max_replay,
+        }
+    }
+
     /// Checks what clap cannot; the error says which flag and why.
     pub fn validate(&self) -> Result<(), String> {
         at_least_one("streams", self.streams as usize)?;

@@ -4,16 +4,17 @@
 
 use crate::config::RouterConfig;
 use crate::deploying::Deployments;
-use crate::rendezvous::WorkerCount;
-use crate::router::{Router, RouterSettings};
-use cep_core::clock::now_ns;
+pub use crate::error::RouterError;
+use crate::lifecycle::{CollectorWatch, EndStep, Ending, Gathering};
+use crate::router::Router;
+use cep_core::clock::{now_ns, Monotonic};
 use cep_core::identity::{Role, ROUTER_ID};
 use cep_core::report::RouterReport;
 use cep_transport::clock::synchronise;
 use cep_transport::control::ControlServer;
 use cep_transport::delivery::CollectorLink;
 use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
-use cep_transport::{Context, Pull, Push, Server, SocketOptions, TransportError};
+use cep_transport::{Context, Pull, Push, Server, SocketOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,49 +26,6 @@ const START_DELAY_NS: u64 = 100_000_000;
 
 /// Control requests served between two data frames at most.
 const CONTROL_PER_TURN: usize = 16;
-
-/// How long the router, once the collector has everything, still answers nodes that have
-/// not asked for the end yet (a dead one never will).
-const LATE_ASK_GRACE: Duration = Duration::from_secs(5);
-
-/// Errors that stop the router.
-#[derive(Debug, thiserror::Error)]
-pub enum RouterError {
-    /// The configuration does not hold.
-    #[error("invalid router configuration: {0}")]
-    Config(String),
-    /// The rules file is missing or does not check.
-    #[error("{0}")]
-    Rules(String),
-    /// A socket failed.
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    /// The announce file could not be written.
-    #[error("cannot write the announce file {0}")]
-    Announce(String),
-    /// The cluster did not assemble within the start time-out.
-    #[error("the cluster was not complete within {waited:?}: {missing}")]
-    Incomplete {
-        /// How long the router waited.
-        waited: Duration,
-        /// Who was still missing.
-        missing: String,
-    },
-    /// Every worker died.
-    #[error("{0}")]
-    NoWorkerLeft(String),
-    /// The collector died and no restarted one took over within the retention time.
-    #[error("the collector is lost ({cause}) and none took over within {retention:?} (--collector-retention)")]
-    CollectorLost {
-        /// How it was noticed.
-        cause: String,
-        /// How long the router waited for a restarted one.
-        retention: Duration,
-    },
-    /// Asked to stop before the run started.
-    #[error("shut down before the cluster was complete ({0})")]
-    ShutdownBeforeStart(String),
-}
 
 /// Runs the router in its own ZeroMQ context until every stream has ended (or `shutdown` is
 /// raised) and returns the report it also sent to the collector.
@@ -100,23 +58,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     );
 
     let metrics = crate::metrics::RouterMetrics::register(config.workers, config.streams);
-    let settings = RouterSettings {
-        workers: match config.workers {
-            0 => WorkerCount::Settle(config.settle),
-            n => WorkerCount::Exactly(n),
-        },
-        streams: config.streams,
-        vnodes: config.vnodes,
-        batch: config.batch,
-        max_frame_bytes: config.max_frame_bytes,
-        allowed_lateness_ns: config.allowed_lateness.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
-        slice_symbols: config.move_slice,
-        max_held_ticks: config.max_held,
-        move_timeout_ns: u64::try_from(config.move_timeout.as_nanos()).unwrap_or(u64::MAX),
-        checkpoint_every_ns: u64::try_from(config.checkpoint_every.as_nanos()).unwrap_or(u64::MAX),
-        max_replay_bytes: config.max_replay,
-    };
-    let mut router = Router::new(settings, Deployments::start(&source).map_err(RouterError::Rules)?);
+    let mut router = Router::new(config.settings(), Deployments::start(&source).map_err(RouterError::Rules)?);
     gather(&mut router, &control, &config, &shutdown, &metrics)?;
 
     // Stamps are taken in the collector's time: measure this host's offset to it first.
@@ -138,7 +80,7 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         ROUTER_MAX_UNSAVED,
     )?;
     let mut out = SocketOutbox::new(workers, Some(collector), Some(&control), &shutdown).connecting(context, options);
-    let mut collector_watch = CollectorWatch { retention: config.collector_retention, lost_since: None };
+    let mut collector_watch = CollectorWatch::new(config.collector_retention);
     router.announce(clock, &mut out);
     out.check()?;
     info!(workers = ?router.worker_ids(), collector = start.collector, "cluster complete, run started");
@@ -157,24 +99,19 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         }
         // While symbols move, their state arrives on the control socket: serve it at once.
         if router.rescaling() || last_control.elapsed() > Duration::from_millis(100) {
-            router.tick(monotonic_ns(), &mut out);
-            // A bounded number per turn, so a client flooding requests cannot stall routing.
-            for _ in 0..CONTROL_PER_TURN {
-                let Some(request) = control.recv(Duration::ZERO)? else { break };
-                router.control_from(request.client, request.peer.as_ref(), &request.body, monotonic_ns(), &mut out);
-                out.check()?;
-            }
+            router.tick(Monotonic::now(), &mut out);
+            serve(&mut router, &control, &mut out, Duration::ZERO)?;
 
             if last_control.elapsed() > Duration::from_millis(100) {
                 out.check_peers();
-                collector_watch.check(&mut out)?;
+                watch_collector(&mut collector_watch, &mut out)?;
                 // Refused connections are rejections like any other, in the metrics as they come.
                 router.refused_connections(&context.refusals());
                 router.publish(&metrics);
                 last_control = Instant::now();
             }
         }
-        fail_over(&mut router, &mut out, Report::Send)?;
+        fail_over(&mut router, &mut out)?;
         out.check()?;
         // Read no input while too many ticks are held for moving symbols (until their state
         // arrives) or a worker's queue is full (until it takes what waits for it); control
@@ -195,48 +132,44 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     if let Err(error) = out.check() {
         warn!(%error, "router report not delivered");
     }
-    // Keep every socket open until the collector has everything (see `control::Ending`).
-    let mut ending_since = Instant::now();
-    // (A lost collector has its retention time to come back, however long the end takes.)
-    while !router.collector_finished()
-        && !shutdown.load(Ordering::Relaxed)
-        && (ending_since.elapsed() < config.end_timeout || collector_watch.lost_since.is_some())
-    {
-        if let Some(request) = control.recv(Duration::from_millis(100))? {
-            router.control_from(request.client, request.peer.as_ref(), &request.body, monotonic_ns(), &mut out);
+    // Keep every socket open until the collector has everything (see `lifecycle::Ending`).
+    let mut ending = Ending::new(config.end_timeout, Monotonic::now());
+    loop {
+        let observed = (collector_watch.is_lost(), out.has_pending(), shutdown.load(Ordering::Relaxed));
+        match ending.turn(Monotonic::now(), &router, observed) {
+            EndStep::Release => break,
+            EndStep::Drain => {
+                out.wait_for_room(Duration::from_millis(10));
+                out.flush_pending();
+                out.check_peers();
+                continue;
+            }
+            EndStep::AnswerLate => {
+                if let Some(request) = control.recv(Duration::from_millis(50))? {
+                    router.control_from(
+                        request.client,
+                        request.peer.as_ref(),
+                        &request.body,
+                        Monotonic::now(),
+                        &mut out,
+                    );
+                }
+                continue;
+            }
+            EndStep::Wait => {}
         }
-        // Frames a failover sent a survivor whose queue was full.
-        out.flush_pending();
-        // A worker that dies now: the collector must not wait for its report.
-        out.check_peers();
-        if collector_watch.check(&mut out)? {
-            // A collector back (or a restarted one): it gets the whole end time-out to finish.
-            ending_since = Instant::now();
-        }
-        fail_over(&mut router, &mut out, Report::Sent)?;
-        out.check()?;
-    }
-    if !router.collector_finished() && !shutdown.load(Ordering::Relaxed) {
-        warn!(waited = ?config.end_timeout, "the collector never said it had everything; ending anyway");
-    }
-    // A node that sent its report just before the collector finished may ask a moment later:
-    // answer it too, rather than leave it waiting for its end time-out.
-    let released_at = Instant::now();
-    while !router.every_node_asked() && !shutdown.load(Ordering::Relaxed) && released_at.elapsed() < LATE_ASK_GRACE {
         if let Some(request) = control.recv(Duration::from_millis(50))? {
-            router.control_from(request.client, request.peer.as_ref(), &request.body, monotonic_ns(), &mut out);
+            router.control_from(request.client, request.peer.as_ref(), &request.body, Monotonic::now(), &mut out);
         }
-    }
-    // What failovers during the end left waiting for a worker goes before the nodes are
-    // released (bounded: a worker that takes nothing is dead or stuck).
-    let draining_since = Instant::now();
-    while out.has_pending() && !shutdown.load(Ordering::Relaxed) && draining_since.elapsed() < LATE_ASK_GRACE {
-        out.wait_for_room(Duration::from_millis(10));
+        // Frames a failover sent a survivor whose queue was full; a worker that dies now (the
+        // collector must not wait for its report); a collector lost or back.
         out.flush_pending();
         out.check_peers();
-    }
-    if out.has_pending() {
-        warn!("frames for a worker that took none in {LATE_ASK_GRACE:?} were not delivered");
+        if watch_collector(&mut collector_watch, &mut out)? {
+            ending.collector_back(Monotonic::now());
+        }
+        fail_over(&mut router, &mut out)?;
+        out.check()?;
     }
     router.release(&mut out);
     if shutdown.load(Ordering::Relaxed) {
@@ -281,37 +214,46 @@ fn hold_input(
         } else {
             Duration::from_millis(10)
         };
-        for _ in 0..CONTROL_PER_TURN {
-            let Some(request) = control.recv(wait)? else { break };
-            router.control_from(request.client, request.peer.as_ref(), &request.body, monotonic_ns(), out);
-            out.check()?;
-        }
-        router.tick(monotonic_ns(), out);
+        serve(router, control, out, wait)?;
+        router.tick(Monotonic::now(), out);
         if last_look.elapsed() > Duration::from_millis(50) {
             // The worker whose snapshot or queue is awaited may be the one that died.
             out.check_peers();
-            collector_watch.check(out)?;
-            fail_over(router, out, Report::Send)?;
+            watch_collector(collector_watch, out)?;
+            fail_over(router, out)?;
             last_look = Instant::now();
         }
     }
 }
 
+/// Serves the control requests waiting (the first waited for up to `wait`), a bounded number
+/// per turn so that a client flooding requests cannot stall routing; true if any came.
+fn serve(
+    router: &mut Router,
+    control: &ControlServer,
+    out: &mut SocketOutbox<'_>,
+    wait: Duration,
+) -> Result<bool, RouterError> {
+    for served in 0..CONTROL_PER_TURN {
+        let Some(request) = control.recv(if served == 0 { wait } else { Duration::ZERO })? else {
+            return Ok(served > 0);
+        };
+        router.control_from(request.client, request.peer.as_ref(), &request.body, Monotonic::now(), out);
+        out.check()?;
+    }
+    Ok(true)
+}
+
 /// Fails over every worker found dead (failing one over sends to the others, which may be
-/// found dead in turn); an error when none is left.
-fn fail_over(router: &mut Router, out: &mut SocketOutbox<'_>, report: Report) -> Result<(), RouterError> {
+/// found dead in turn); an error when none is left (the core has sent its report).
+fn fail_over(router: &mut Router, out: &mut SocketOutbox<'_>) -> Result<(), RouterError> {
     loop {
         let lost = out.take_lost();
         if lost.is_empty() {
             return Ok(());
         }
         for (worker, reason) in lost {
-            if let Err(error) = router.worker_lost(worker, &reason, out) {
-                if report == Report::Send {
-                    router.finish(out);
-                }
-                return Err(RouterError::NoWorkerLeft(error));
-            }
+            router.worker_lost(worker, &reason, out).map_err(RouterError::NoWorkerLeft)?;
         }
     }
 }
@@ -320,37 +262,10 @@ fn fail_over(router: &mut Router, out: &mut SocketOutbox<'_>, report: Report) ->
 /// does not wait on): its own frames are few and small (reports, rescale and failover records).
 const ROUTER_MAX_UNSAVED: usize = 64 << 20;
 
-/// How long the collector has been lost, against the time a restarted one has to take over.
-struct CollectorWatch {
-    retention: Duration,
-    lost_since: Option<Instant>,
-}
-
-impl CollectorWatch {
-    /// An error once the collector has been lost for longer than the retention time; true
-    /// when a lost one is back (reached again, or a restarted one took over).
-    fn check(&mut self, out: &mut SocketOutbox<'_>) -> Result<bool, RouterError> {
-        let Some(cause) = out.collector().and_then(|collector| collector.lost().map(str::to_string)) else {
-            return Ok(self.lost_since.take().is_some());
-        };
-        let since = *self.lost_since.get_or_insert_with(|| {
-            warn!(retention = ?self.retention, "waiting for a restarted collector to take over (the run goes on)");
-            Instant::now()
-        });
-        if since.elapsed() > self.retention {
-            return Err(RouterError::CollectorLost { cause, retention: self.retention });
-        }
-        Ok(false)
-    }
-}
-
-/// Whether the router's report has gone to the collector yet.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Report {
-    /// Not yet: a run that ends now sends it first.
-    Send,
-    /// Already.
-    Sent,
+/// What the transport says of the collector, to the watch; true when a lost one is back.
+fn watch_collector(watch: &mut CollectorWatch, out: &mut SocketOutbox<'_>) -> Result<bool, RouterError> {
+    let lost = out.collector().and_then(|collector| collector.lost().map(str::to_string));
+    watch.observe(Monotonic::now(), lost.as_deref()).map_err(RouterError::from)
 }
 
 /// Serves registrations (and deployments) until the cluster is complete.
@@ -362,22 +277,10 @@ fn gather(
     metrics: &crate::metrics::RouterMetrics,
 ) -> Result<(), RouterError> {
     let mut out = SocketOutbox::new(Vec::new(), None, Some(control), shutdown);
-    let mut last_log = Instant::now();
-    let listening_since = Instant::now();
-    while !router.can_start(monotonic_ns()) {
-        if shutdown.load(Ordering::Relaxed) {
-            return Err(RouterError::ShutdownBeforeStart(router.waiting_for()));
-        }
-        if !config.start_timeout.is_zero() && listening_since.elapsed() > config.start_timeout {
-            return Err(RouterError::Incomplete { waited: config.start_timeout, missing: router.waiting_for() });
-        }
-        if let Some(request) = control.recv(Duration::from_millis(100))? {
-            router.control_from(request.client, request.peer.as_ref(), &request.body, monotonic_ns(), &mut out);
+    let mut gathering = Gathering::new(config.start_timeout, Monotonic::now());
+    while !gathering.turn(Monotonic::now(), router, shutdown.load(Ordering::Relaxed))? {
+        if serve(router, control, &mut out, Duration::from_millis(100))? {
             metrics.registered(router.registered());
-        }
-        if last_log.elapsed() > Duration::from_secs(5) {
-            info!("waiting for {}", router.waiting_for());
-            last_log = Instant::now();
         }
     }
     Ok(())
@@ -390,11 +293,4 @@ fn announce(path: &std::path::Path, data: &str, control: &str) -> Result<(), Rou
     std::fs::write(&partial, format!("data={data}\ncontrol={control}\n"))
         .and_then(|()| std::fs::rename(&partial, path))
         .map_err(|error| RouterError::Announce(format!("{}: {error}", path.display())))
-}
-
-/// Nanoseconds on a monotonic clock (from the first call in this process): what the settle
-/// timer runs on, so that a step of the wall clock cannot start or hold a run.
-fn monotonic_ns() -> u64 {
-    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    u64::try_from(ORIGIN.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
 }

@@ -12,7 +12,9 @@
 //! - [`data_path`]: routing ticks to their owners, in batches.
 //! - [`rescaling`]: workers joining and leaving the running cluster, their symbols moving with their state.
 //! - [`delivery`]: the collector's incarnations, what it saved, a restarted one taking over.
-//! - [`driver`]: sockets, clock and the run loop around the core.
+//! - [`lifecycle`]: the policy around the core: gathering's time-out, a lost collector's
+//!   retention, the end's steps.
+//! - [`driver`]: sockets, clock and the run loop around the two, and the errors that stop it.
 //! - [`failover`]: checkpoints of each worker's state, and a dead worker's symbols restored.
 //! - [`metrics`]: what the router exposes to Prometheus.
 
@@ -25,7 +27,10 @@ pub mod delivery;
 pub mod deploying;
 #[cfg(feature = "driver")]
 pub mod driver;
+#[cfg(feature = "driver")]
+mod error;
 pub mod failover;
+pub mod lifecycle;
 pub mod metrics;
 pub mod rendezvous;
 pub mod rescaling;

@@ -14,6 +14,7 @@ use crate::deploying::Deployments;
 use crate::failover::Checkpoints;
 use crate::rendezvous::{Rendezvous, WorkerCount};
 use crate::rescaling::Rescaling;
+use cep_core::clock::Monotonic;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register, WorkerInfo, MAX_CONTROL_FRAME_BYTES};
 use cep_core::delivery::{DeliveryQuery, Saved};
@@ -111,6 +112,8 @@ pub struct Router {
     /// Control requests refused for who sent them, and connections the authentication refused,
     /// by cause: reported with the data path's rejections.
     denied: BTreeMap<String, u64>,
+    /// Whether the report went to the collector (once, whoever ends the run).
+    report_sent: bool,
 }
 
 impl Router {
@@ -127,6 +130,7 @@ impl Router {
             checkpoints: Checkpoints::new(0, 0, 0),
             collector_key: String::new(),
             denied: BTreeMap::new(),
+            report_sent: false,
         }
     }
 
@@ -139,7 +143,7 @@ impl Router {
         client: ClientId,
         peer: Option<&Identity>,
         body: &[u8],
-        now: u64,
+        now: Monotonic,
         out: &mut impl Outbox,
     ) {
         if let Some(peer) = peer {
@@ -150,7 +154,7 @@ impl Router {
             }
         }
         let caller_key = peer.map_or("", |peer| peer.key.as_str());
-        self.serve_control(client, caller_key, body, now, out);
+        self.serve_control(client, caller_key, body, now.as_ns(), out);
     }
 
     /// Connections the authentication refused so far, by cause ([`cep_transport::Context::refusals`]):
@@ -159,10 +163,10 @@ impl Router {
         self.denied.extend(refusals.iter().map(|(cause, count)| (cause.clone(), *count)));
     }
 
-    /// Handles one control request received at `now` (any phase): a monotonic time in ns,
-    /// which only the settle timer of `--workers 0` reads.
-    pub fn control(&mut self, client: ClientId, body: &[u8], now: u64, out: &mut impl Outbox) {
-        self.serve_control(client, "", body, now, out);
+    /// Handles one control request received at `now` (any phase; the move and settle timers
+    /// read it).
+    pub fn control(&mut self, client: ClientId, body: &[u8], now: Monotonic, out: &mut impl Outbox) {
+        self.serve_control(client, "", body, now.as_ns(), out);
     }
 
     /// Serves a request from the holder of `caller_key` (empty when open).
@@ -460,9 +464,10 @@ impl Router {
             .encode(ROUTER_ID))
     }
 
-    /// Gives up a move whose state is overdue at `now` (monotonic ns; the driver calls it
-    /// between frames).
-    pub fn tick(&mut self, now: u64, out: &mut impl Outbox) {
+    /// The router's timer at `now`: gives up a move whose state is overdue, starts a
+    /// checkpoint round when one is due (the driver calls it between frames).
+    pub fn tick(&mut self, now: Monotonic, out: &mut impl Outbox) {
+        let now = now.as_ns();
         if let Phase::Running(Running { path, rescaling, .. }) = &mut self.phase {
             rescaling.tick(now, path, out);
             if rescaling.busy() {
@@ -509,7 +514,8 @@ impl Router {
 
     /// Worker `worker` is dead (`reason`): its symbols go to the others, restored from its
     /// last checkpoint and replayed when that is current, from empty state otherwise; the
-    /// collector is told first. An error when no worker is left to take them.
+    /// collector is told first. An error when no worker is left to take them: the run is over,
+    /// and the router's report has gone to the collector.
     pub fn worker_lost(&mut self, worker: u32, reason: &str, out: &mut impl Outbox) -> Result<(), String> {
         let Phase::Running(Running { path, rescaling, .. }) = &mut self.phase else { return Ok(()) };
         let worker = worker as usize;
@@ -534,9 +540,11 @@ impl Router {
         let failed = match rescaling.fail(worker, &why, path, out) {
             Ok(failed) => failed,
             Err(reason) => {
-                // No worker left: the collector is told what was lost, and the run ends.
+                // No worker left: the collector is told what was lost, and the run ends with
+                // the router's report (if it has not gone yet).
                 let record = WorkerFailed { reason: format!("{reason} ({why})"), ..unrecovered };
                 out.send(Peer::Collector, &record.encode(ROUTER_ID));
+                self.finish(out);
                 return Err(reason);
             }
         };
@@ -609,10 +617,9 @@ impl Router {
         }
     }
 
-    /// Whether the run can start at `now` (monotonic ns): every expected process has
-    /// registered.
-    pub fn can_start(&self, now: u64) -> bool {
-        matches!(self.phase, Phase::Gathering) && self.control.rendezvous.is_complete(now)
+    /// Whether the run can start at `now`: every expected process has registered.
+    pub fn can_start(&self, now: Monotonic) -> bool {
+        matches!(self.phase, Phase::Gathering) && self.control.rendezvous.is_complete(now.as_ns())
     }
 
     /// The collector's clock endpoint (empty if it serves none) and CURVE key (empty when
@@ -739,11 +746,12 @@ impl Router {
         }
     }
 
-    /// Sends the report to the collector and returns it. Call it once nothing is batched: after
+    /// Sends the report to the collector (the first call only) and returns it. Call it once
+    /// nothing is batched: after
     /// every stream ended (each end marker flushes what came before it) or after [`Self::flush`].
     pub fn finish(&mut self, out: &mut impl Outbox) -> RouterReport {
         let report = self.report();
-        if self.running().is_some() {
+        if self.running().is_some() && !std::mem::replace(&mut self.report_sent, true) {
             out.send(Peer::Collector, &report.encode(ROUTER_ID));
         }
         report

@@ -4,6 +4,8 @@ use crate::spec::{ClusterSpec, Fault, LinkKind, Member};
 use cep_collector::collector::{Collector, RunShape, SavedState, Sinks};
 use cep_collector::csv::OutputsCsv;
 use cep_collector::intervals::IntervalRecorder;
+use cep_collector::lifecycle::{Ended as CollectorEnded, Lifecycle as CollectorLifecycle, Observed};
+use cep_core::clock::Monotonic;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register};
 use cep_core::delivery::{DeliveryLog, Saved};
@@ -36,8 +38,7 @@ const EPOCH_NS: u64 = 1_700_000_000_000_000_000;
 /// How far ahead of the Ready answers the run starts (the router's driver leaves 100 ms for the
 /// nodes' clock samples; the harness has one clock and needs none).
 const START_DELAY_NS: u64 = 1_000_000;
-/// How often the collector checks its idle time-out (and saves its state, with
-/// [`ClusterSpec::sequenced`]): the core's cadence.
+/// How often the collector's policy gets a turn without a frame: its save cadence.
 const TIMER_NS: u64 = cep_collector::collector::SAVE_EVERY_NS;
 /// How often the router's timer runs (moves given up, checkpoints due).
 const ROUTER_TIMER_NS: u64 = 10_000_000;
@@ -115,8 +116,8 @@ pub struct LocalCluster {
     workers: Vec<WorkerState>,
     worker_reports: Vec<WorkerReport>,
     collector: CollectorState,
-    /// When the collector last received a frame (its idle time-out).
-    collector_last_frame: u64,
+    /// The running collector's policy (its saves, its idle time-out, its end).
+    collector_life: Option<CollectorLifecycle>,
     collector_disk: CollectorDisk,
     /// With [`ClusterSpec::sequenced`]: the frames each sender sent the collector and it has
     /// not saved, and the collector they are addressed to.
@@ -174,7 +175,7 @@ impl LocalCluster {
             workers: (0..spec.workers).map(|_| WorkerState::Registering(Vec::new())).collect(),
             worker_reports: Vec::new(),
             collector: CollectorState::Registering,
-            collector_last_frame: EPOCH_NS,
+            collector_life: None,
             collector_disk: CollectorDisk::default(),
             delivery: BTreeMap::new(),
             collector_incarnation: 1,
@@ -359,13 +360,10 @@ impl LocalCluster {
             Scheduled::Detect(index) => {
                 // Also once every stream ended: the collector must not wait for its report.
                 let mut out = self.outbox();
-                let lost = self.router.worker_lost(index as u32, "killed by the test", &mut out);
-                if let Err(reason) = lost {
-                    // As the router's driver does: it reports and ends.
+                if let Err(reason) = self.router.worker_lost(index as u32, "killed by the test", &mut out) {
+                    // The core has reported and the run is over; the process would exit with this.
                     out.event(Event::Refused { who: "the run".into(), reason });
-                    if self.router_report.is_none() {
-                        self.router_report = Some(self.router.finish(&mut out));
-                    }
+                    self.router_report.get_or_insert_with(|| self.router.report());
                 }
                 self.route_from(Member::Router, out);
                 self.maybe_finish_router();
@@ -431,7 +429,7 @@ impl LocalCluster {
         match (to, payload) {
             (Member::Router, Payload::Request(client, body)) => {
                 let mut out = self.outbox();
-                self.router.control(client.client_id(), &body, self.now, &mut out);
+                self.router.control(client.client_id(), &body, Monotonic::from_ns(self.now), &mut out);
                 self.route_from(Member::Router, out);
                 self.maybe_start();
                 // The last end markers may have waited for a move that this request finished.
@@ -457,19 +455,18 @@ impl LocalCluster {
             }
             (Member::Collector, Payload::Answer(answer)) => self.collector_answer(&answer),
             (Member::Collector, Payload::Data(bytes)) => {
-                if let CollectorState::Running(collector) = &mut self.collector {
-                    self.collector_last_frame = self.now;
+                if let (CollectorState::Running(collector), Some(life)) =
+                    (&mut self.collector, &mut self.collector_life)
+                {
+                    life.frame_arrived(Monotonic::from_ns(self.now));
                     collector.handle(&bytes, self.now).expect("memory takes every row");
-                    // With delivery, checkpoints are confirmed once saved (the timer saves).
+                    // With delivery, checkpoints are confirmed once saved (the policy saves).
                     let confirmations = if self.spec.sequenced { Vec::new() } else { collector.take_confirmations() };
-                    let done = collector.has_everything();
                     for confirmed in confirmations {
                         let request = Payload::Request(Member::Collector, confirmed.encode(0));
                         self.send(Member::Collector, Member::Router, request);
                     }
-                    if done {
-                        self.finish_collector();
-                    }
+                    self.collector_turn();
                 }
             }
             (Member::Operator, Payload::Answer(answer)) => {
@@ -566,7 +563,7 @@ impl LocalCluster {
         }
     }
 
-    /// The collector saves its state, at its core's cadence ([`TIMER_NS`]): the bytes go to disk,
+    /// The collector saves its state, when its policy says: the bytes go to disk,
     /// then the router learns what it saved and which checkpoints that confirms, and the
     /// senders drop what is saved (as the transport does when the router passes it on) and
     /// send again what came out of turn.
@@ -600,7 +597,7 @@ impl LocalCluster {
     }
 
     fn maybe_start(&mut self) {
-        if !self.router.can_start(self.now) {
+        if !self.router.can_start(Monotonic::from_ns(self.now)) {
             return;
         }
         let start = self.router.start(self.now + START_DELAY_NS);
@@ -659,7 +656,8 @@ impl LocalCluster {
                     }
                 };
                 self.collector = CollectorState::Running(Box::new(collector));
-                self.collector_last_frame = self.now;
+                let idle = Duration::from_nanos(self.spec.idle_timeout_ns);
+                self.collector_life = Some(CollectorLifecycle::new(idle, Duration::ZERO, self.monotonic()));
                 self.schedule(self.now + TIMER_NS, Scheduled::Timer(Member::Collector));
                 if self.spec.sequenced {
                     // Saved once at the start; a new incarnation gets every frame not saved.
@@ -688,9 +686,9 @@ impl LocalCluster {
         match member {
             Member::Worker(index) => self.worker_timer(index),
             Member::Router => {
-                // As its driver does between frames: a move whose state is overdue is given up.
+                // The router's timer: the core gives up overdue moves and starts checkpoints due.
                 let mut out = self.outbox();
-                self.router.tick(self.now, &mut out);
+                self.router.tick(Monotonic::from_ns(self.now), &mut out);
                 self.route_from(member, out);
                 self.maybe_finish_router();
                 if self.router_report.is_none() {
@@ -698,28 +696,46 @@ impl LocalCluster {
                 }
             }
             Member::Collector => {
+                self.collector_turn();
                 if let CollectorState::Running(_) = &self.collector {
-                    if self.now.saturating_sub(self.collector_last_frame) > self.spec.idle_timeout_ns {
-                        self.finish_collector();
-                    } else {
-                        if self.spec.sequenced {
-                            self.save_collector();
-                        }
-                        self.schedule(self.now + TIMER_NS, Scheduled::Timer(member));
-                    }
+                    self.schedule(self.now + TIMER_NS, Scheduled::Timer(member));
                 }
             }
             _ => {}
         }
     }
 
-    fn finish_collector(&mut self) {
+    /// A turn of the collector's policy at the virtual time: a save when due (the harness keeps
+    /// state only with [`ClusterSpec::sequenced`]), the end when it says.
+    fn collector_turn(&mut self) {
+        let (CollectorState::Running(collector), Some(life)) = (&self.collector, &mut self.collector_life) else {
+            return;
+        };
+        let observed = Observed {
+            has_everything: collector.has_everything(),
+            router_reported: collector.router_reported(),
+            shutdown: false,
+            save_in_flight: false,
+        };
+        let turn = life.turn(Monotonic::from_ns(self.now), observed);
+        if turn.save && self.spec.sequenced {
+            self.save_collector();
+        }
+        if let Some(ended) = self.collector_life.as_ref().and_then(|life| life.ended().cloned()) {
+            self.finish_collector(&ended);
+        }
+    }
+
+    fn finish_collector(&mut self, ended: &CollectorEnded) {
         let CollectorState::Running(collector) = std::mem::replace(&mut self.collector, CollectorState::Done) else {
             return;
         };
-        // As its driver does, whether it has everything or gave up: the others may close.
-        let member = Member::Collector;
-        self.send(member, Member::Router, Payload::Request(member, RunFinished.encode(0)));
+        self.collector_life = None;
+        // The others may close.
+        if ended.tells_router() {
+            let member = Member::Collector;
+            self.send(member, Member::Router, Payload::Request(member, RunFinished.encode(0)));
+        }
         let finished = collector.finish(|_| {}).expect("memory takes every row");
         self.outcome = Some(Outcome {
             summary: finished.summary,

@@ -51,13 +51,13 @@ fn unstarted(batch: usize, checkpoint_every_ns: u64) -> Router {
 fn running_with(batch: usize, checkpoint_every_ns: u64) -> (Router, Recorded) {
     let mut router = unstarted(batch, checkpoint_every_ns);
     let mut out = Recorded { clock: 777, ..Default::default() };
-    router.control(b"b".to_vec(), &register(Role::Worker, "b", 0), 1, &mut out);
-    router.control(b"c".to_vec(), &register(Role::Collector, "c", 0), 1, &mut out);
-    router.control(b"i".to_vec(), &register(Role::Injector, "i", 1), 1, &mut out);
-    assert!(!router.can_start(2));
-    router.control(b"a".to_vec(), &register(Role::Worker, "a", 0), 2, &mut out);
+    router.control(b"b".to_vec(), &register(Role::Worker, "b", 0), Monotonic::from_ns(1), &mut out);
+    router.control(b"c".to_vec(), &register(Role::Collector, "c", 0), Monotonic::from_ns(1), &mut out);
+    router.control(b"i".to_vec(), &register(Role::Injector, "i", 1), Monotonic::from_ns(1), &mut out);
+    assert!(!router.can_start(Monotonic::from_ns(2)));
+    router.control(b"a".to_vec(), &register(Role::Worker, "a", 0), Monotonic::from_ns(2), &mut out);
     assert!(out.take().is_empty(), "nobody is answered before the start");
-    assert!(router.can_start(2));
+    assert!(router.can_start(Monotonic::from_ns(2)));
     let start = router.start(1_000);
     assert_eq!(start.workers.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
     assert_eq!(start.collector, "inproc://c");
@@ -158,10 +158,10 @@ fn nodes_wait_for_the_collector_before_closing() {
     router.data(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
     router.finish(&mut out);
     out.take();
-    router.control(b"a".to_vec(), &AwaitEnd.encode(0), 2, &mut out);
-    router.control(b"i".to_vec(), &AwaitEnd.encode(0), 2, &mut out);
+    router.control(b"a".to_vec(), &AwaitEnd.encode(0), Monotonic::from_ns(2), &mut out);
+    router.control(b"i".to_vec(), &AwaitEnd.encode(0), Monotonic::from_ns(2), &mut out);
     assert!(out.take().is_empty() && !router.collector_finished());
-    router.control(b"c".to_vec(), &RunFinished.encode(0), 3, &mut out);
+    router.control(b"c".to_vec(), &RunFinished.encode(0), Monotonic::from_ns(3), &mut out);
     assert!(router.collector_finished());
     let released: Vec<Peer> = out
         .take()
@@ -174,7 +174,7 @@ fn nodes_wait_for_the_collector_before_closing() {
     assert_eq!(released, [Peer::Client(b"a".to_vec()), Peer::Client(b"i".to_vec()), Peer::Client(b"c".to_vec())]);
     // Worker b asks after the collector finished: answered at once, and then everyone has.
     assert!(!router.every_node_asked());
-    router.control(b"b".to_vec(), &AwaitEnd.encode(0), 4, &mut out);
+    router.control(b"b".to_vec(), &AwaitEnd.encode(0), Monotonic::from_ns(4), &mut out);
     let late = out.take();
     assert_eq!(late.len(), 1);
     assert_eq!(late[0].0, Peer::Client(b"b".to_vec()));
@@ -186,7 +186,7 @@ fn a_deployment_switches_every_worker_between_the_same_ticks() {
     let (mut router, mut out) = running(100);
     router.data(&ticks(&["S1", "S2", "S3"], 0), 1, &mut out);
     let deploy = Deploy { origin: "new.rules".into(), text: "@name('all') SELECT * FROM StockTick;".into() };
-    router.control(b"ops".to_vec(), &deploy.encode(0), 2, &mut out);
+    router.control(b"ops".to_vec(), &deploy.encode(0), Monotonic::from_ns(2), &mut out);
     let sent = out.take();
     let kinds: Vec<(Peer, FrameKind)> =
         sent.iter().map(|(to, frame)| (to.clone(), Frame::read(frame, usize::MAX).unwrap().kind())).collect();
@@ -207,7 +207,7 @@ fn a_deployment_switches_every_worker_between_the_same_ticks() {
     assert_eq!(out.events.last(), Some(&Event::Deployed { epoch: 1, origin: "new.rules".into(), at }));
     // A file that does not check is refused, and the rules stay.
     let bad = Deploy { origin: "bad.rules".into(), text: "SELECT nope;".into() };
-    router.control(b"ops".to_vec(), &bad.encode(0), 3, &mut out);
+    router.control(b"ops".to_vec(), &bad.encode(0), Monotonic::from_ns(3), &mut out);
     let sent = out.take();
     assert_eq!(sent.len(), 1);
     assert_eq!(Frame::read(&sent[0].1, usize::MAX).unwrap().kind(), FrameKind::Refused);
@@ -219,7 +219,7 @@ fn a_forged_or_oversized_control_frame_is_refused_with_its_cause() {
     let (mut router, mut out) = running(10);
     let oversized = vec![0x94; cep_core::control::MAX_CONTROL_FRAME_BYTES + 1];
     for (body, cause) in [(&b"junk"[..], "malformed"), (&oversized[..], "oversized")] {
-        router.control(b"x".to_vec(), body, 1, &mut out);
+        router.control(b"x".to_vec(), body, Monotonic::from_ns(1), &mut out);
         let sent = out.take();
         assert_eq!(sent.len(), 1);
         assert_eq!(sent[0].0, Peer::Client(b"x".to_vec()));
@@ -228,7 +228,12 @@ fn a_forged_or_oversized_control_frame_is_refused_with_its_cause() {
         assert!(matches!(out.events.pop(), Some(Event::BadControlFrame { .. })));
     }
     // A well-formed frame of a kind the control socket does not take: refused, not served.
-    router.control(b"x".to_vec(), &EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+    router.control(
+        b"x".to_vec(),
+        &EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0),
+        Monotonic::from_ns(1),
+        &mut out,
+    );
     let refused: cep_core::control::Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
     assert!(refused.reason.contains("unexpected frame kind"), "{}", refused.reason);
     assert!(!router.all_ended(), "a forged end marker on the control socket ends nothing");
@@ -247,7 +252,7 @@ fn refused_connections_and_requests_reach_the_metrics_before_and_after_the_start
 
     let (mut router, mut out) = running(10);
     router.refused_connections(&[("handshake_failed_operators".to_string(), 3)].into());
-    router.control(b"x".to_vec(), b"junk", 1, &mut out);
+    router.control(b"x".to_vec(), b"junk", Monotonic::from_ns(1), &mut out);
     router.data(b"junk", 1, &mut out);
     router.publish(&metrics);
     let text = scrape();
@@ -272,7 +277,7 @@ fn bad_frames_and_ticks_are_counted_by_cause() {
     let causes: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(causes, [("malformed", 1), ("non_finite_price", 1), ("unknown_stream", 2)]);
     // A collector registering after the start is refused with the reason.
-    router.control(b"late".to_vec(), &register(Role::Collector, "late", 0), 5, &mut out);
+    router.control(b"late".to_vec(), &register(Role::Collector, "late", 0), Monotonic::from_ns(5), &mut out);
     let refused: cep_core::control::Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
     assert!(refused.reason.contains("already started"), "{}", refused.reason);
 }
@@ -284,7 +289,7 @@ fn an_injector_that_registers_while_the_run_goes_opens_streams_of_its_own() {
     router.data(&ticks(&["S1", "S2"], 0), 1, &mut out);
     router.flush(&mut out);
     out.take();
-    router.control(b"late".to_vec(), &register(Role::Injector, "late", 2), 5, &mut out);
+    router.control(b"late".to_vec(), &register(Role::Injector, "late", 2), Monotonic::from_ns(5), &mut out);
     let sent = out.take();
     let opened: Vec<(Peer, StreamsOpened)> = sent[..2]
         .iter()
@@ -312,7 +317,7 @@ fn an_injector_that_registers_while_the_run_goes_opens_streams_of_its_own() {
     assert_eq!(router.report().received.get(&1), Some(&1));
     out.take();
     // It asks for the end: its streams have ended, so it is released at once.
-    router.control(b"late".to_vec(), &AwaitEnd.encode(0), 8, &mut out);
+    router.control(b"late".to_vec(), &AwaitEnd.encode(0), Monotonic::from_ns(8), &mut out);
     let answer = out.take();
     assert_eq!(
         (answer[0].0.clone(), Frame::read(&answer[0].1, usize::MAX).unwrap().kind()),
@@ -329,7 +334,7 @@ fn a_worker_that_joins_takes_its_share_with_the_state_ahead_of_the_held_ticks() 
     router.data(&ticks(&names, 0), 1, &mut out);
     router.flush(&mut out);
     out.take();
-    router.control(b"c".to_vec(), &register(Role::Worker, "c", 0), 2, &mut out);
+    router.control(b"c".to_vec(), &register(Role::Worker, "c", 0), Monotonic::from_ns(2), &mut out);
     // The collector is told who joined, it is answered (joining) and welcomed on its data
     // socket; nothing moves before it answers the Welcome.
     let sent = out.take();
@@ -348,7 +353,7 @@ fn a_worker_that_joins_takes_its_share_with_the_state_ahead_of_the_held_ticks() 
     let ready: Ready = Frame::read(&sent[2].1, usize::MAX).unwrap().body().unwrap();
     assert!(ready.joining);
     assert!(!router.rescaling());
-    router.control(b"c".to_vec(), &cep_core::rescale::Reached { index: 2 }.encode(2), 2, &mut out);
+    router.control(b"c".to_vec(), &cep_core::rescale::Reached { index: 2 }.encode(2), Monotonic::from_ns(2), &mut out);
     let ring = Partitioner::new(&["a".to_string(), "b".to_string(), "c".to_string()], 64);
     let mut moving: Vec<&str> = names.iter().copied().filter(|s| ring.owner(s) == 2).collect();
     moving.sort();
@@ -386,7 +391,7 @@ fn a_worker_that_joins_takes_its_share_with_the_state_ahead_of_the_held_ticks() 
     assert!(!router.accepting_input(), "back-pressure on the injectors while state moves");
     // A deployment waits for the rescale.
     let deploy = Deploy { origin: "x".into(), text: "@name('all') SELECT * FROM StockTick;".into() };
-    router.control(b"ops".to_vec(), &deploy.encode(0), 4, &mut out);
+    router.control(b"ops".to_vec(), &deploy.encode(0), Monotonic::from_ns(4), &mut out);
     let refused: cep_core::control::Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
     assert!(refused.reason.contains("rescale"), "{}", refused.reason);
     // State from the wrong worker is refused; from the owner it goes to c, then the held tick.
@@ -398,9 +403,9 @@ fn a_worker_that_joins_takes_its_share_with_the_state_ahead_of_the_held_ticks() 
             let Peer::Worker(from) = from else { panic!() };
             let state = SymbolState { part: hand_off.part, from, symbols: vec![], engine: vec![1, 2, 3] };
             let forged = SymbolState { from: from + 1, ..state.clone() };
-            router.control(b"x".to_vec(), &forged.encode(from + 1), 5, &mut out);
+            router.control(b"x".to_vec(), &forged.encode(from + 1), Monotonic::from_ns(5), &mut out);
             assert_eq!(read(&out.take()[0].1), FrameKind::Refused);
-            router.control(b"w".to_vec(), &state.encode(from), 5, &mut out);
+            router.control(b"w".to_vec(), &state.encode(from), Monotonic::from_ns(5), &mut out);
             let sent = out.take();
             assert_eq!(sent[0].0, Peer::Worker(2));
             assert_eq!(Frame::read(&sent[0].1, usize::MAX).unwrap().body::<SymbolState>().unwrap(), state);
@@ -426,12 +431,12 @@ fn a_worker_that_joins_takes_its_share_with_the_state_ahead_of_the_held_ticks() 
     assert!(!router.rescaling());
     assert!(router.accepting_input(), "the held ticks went to their new owner");
     // One whose data endpoint never answers is dropped after the move time-out.
-    router.control(b"e".to_vec(), &register(Role::Worker, "e", 0), 8, &mut out);
+    router.control(b"e".to_vec(), &register(Role::Worker, "e", 0), Monotonic::from_ns(8), &mut out);
     out.take();
-    router.tick(8, &mut out);
-    router.tick(8 + 2_000, &mut out);
+    router.tick(Monotonic::from_ns(8), &mut out);
+    router.tick(Monotonic::from_ns(8 + 2_000), &mut out);
     assert!(out.events.iter().any(|e| matches!(e, Event::Refused { who, .. } if who == "worker e")));
-    router.control(b"e".to_vec(), &cep_core::rescale::Reached { index: 3 }.encode(3), 9, &mut out);
+    router.control(b"e".to_vec(), &cep_core::rescale::Reached { index: 3 }.encode(3), Monotonic::from_ns(9), &mut out);
     assert_eq!(read(&out.take()[0].1), FrameKind::Refused, "too late");
     // From now on the moved symbols go to c directly.
     router.data(&ticks(&[moving[1]], 200), 6, &mut out);
@@ -442,7 +447,7 @@ fn a_worker_that_joins_takes_its_share_with_the_state_ahead_of_the_held_ticks() 
     assert_eq!(out.take().len(), 3, "not to e, which never answered");
     assert_eq!(router.report().workers, ["a", "b", "c", ""], "e never joined");
     // A second worker with a taken id is refused.
-    router.control(b"d".to_vec(), &register(Role::Worker, "c", 0), 8, &mut out);
+    router.control(b"d".to_vec(), &register(Role::Worker, "c", 0), Monotonic::from_ns(8), &mut out);
     assert_eq!(read(&out.take()[0].1), FrameKind::Refused);
 }
 
@@ -456,10 +461,10 @@ fn leaving_is_refused_for_unknown_or_last_workers_and_drains_a_member() {
     fn read(bytes: &[u8]) -> Frame<'_> {
         Frame::read(bytes, usize::MAX).unwrap()
     }
-    router.control(b"op".to_vec(), &Leave { worker: "zz".into() }.encode(0), 2, &mut out);
+    router.control(b"op".to_vec(), &Leave { worker: "zz".into() }.encode(0), Monotonic::from_ns(2), &mut out);
     let refused: cep_core::control::Refused = read(&out.take()[0].1).body().unwrap();
     assert!(refused.reason.contains("no worker `zz`"), "{}", refused.reason);
-    router.control(b"op".to_vec(), &Leave { worker: "a".into() }.encode(0), 2, &mut out);
+    router.control(b"op".to_vec(), &Leave { worker: "a".into() }.encode(0), Monotonic::from_ns(2), &mut out);
     let sent = out.take();
     let hand_offs: Vec<HandOff> = sent
         .iter()
@@ -469,7 +474,7 @@ fn leaving_is_refused_for_unknown_or_last_workers_and_drains_a_member() {
     assert!(sent
         .iter()
         .any(|(to, f)| *to == Peer::Client(b"op".to_vec()) && read(f).kind() == FrameKind::RescaleAccepted));
-    router.control(b"op".to_vec(), &Leave { worker: "b".into() }.encode(0), 2, &mut out);
+    router.control(b"op".to_vec(), &Leave { worker: "b".into() }.encode(0), Monotonic::from_ns(2), &mut out);
     let refused: cep_core::control::Refused = read(&out.take()[0].1).body().unwrap();
     assert!(refused.reason.contains("last one"), "{}", refused.reason);
     let mut pending = hand_offs;
@@ -477,7 +482,7 @@ fn leaving_is_refused_for_unknown_or_last_workers_and_drains_a_member() {
     while let Some(hand_off) = pending.pop() {
         assert_eq!(hand_off.to, 1);
         let state = SymbolState { part: hand_off.part, from: 0, symbols: vec![], engine: vec![] };
-        router.control(b"a".to_vec(), &state.encode(0), 3, &mut out);
+        router.control(b"a".to_vec(), &state.encode(0), Monotonic::from_ns(3), &mut out);
         for (to, frame) in out.take() {
             match read(&frame).kind() {
                 FrameKind::HandOff => pending.push(read(&frame).body().unwrap()),
@@ -510,8 +515,8 @@ fn every_moved_symbol_is_listed_for_its_new_owner_ahead_of_the_replay() {
     let of_a: Vec<String> = (0..64).map(|k| format!("S{k}")).filter(|s| ring.owner(s) == 0).take(2).collect();
     let (old, new) = (of_a[0].as_str(), of_a[1].as_str());
     router.data(&ticks(&[old], 0), 5, &mut out);
-    router.tick(100, &mut out);
-    router.tick(200, &mut out);
+    router.tick(Monotonic::from_ns(100), &mut out);
+    router.tick(Monotonic::from_ns(200), &mut out);
     assert!(out.take().iter().any(|(_, f)| Frame::read(f, usize::MAX).unwrap().kind() == FrameKind::Checkpoint));
     let moved = MovedSymbol { symbol: old.into(), stream: 0, next_seq: 1 };
     for (worker, symbols) in [(0, vec![moved.clone()]), (1, vec![])] {
@@ -528,9 +533,9 @@ fn every_moved_symbol_is_listed_for_its_new_owner_ahead_of_the_replay() {
             oversize: 0,
         };
         let client = if worker == 0 { b"a".to_vec() } else { b"b".to_vec() };
-        router.control(client, &snapshot.encode(worker), 300, &mut out);
+        router.control(client, &snapshot.encode(worker), Monotonic::from_ns(300), &mut out);
     }
-    router.control(b"c".to_vec(), &OutputsConfirmed { worker: 0, id: 1 }.encode(0), 300, &mut out);
+    router.control(b"c".to_vec(), &OutputsConfirmed { worker: 0, id: 1 }.encode(0), Monotonic::from_ns(300), &mut out);
     router.data(&ticks(&[new], 1), 400, &mut out);
     router.flush(&mut out);
     out.take();
@@ -574,11 +579,11 @@ fn a_forged_snapshot_or_confirmation_is_refused_or_changes_nothing() {
         oversize: 0,
     };
     // Sent as worker 0, naming worker 1.
-    router.control(b"x".to_vec(), &snapshot.encode(0), 1, &mut out);
+    router.control(b"x".to_vec(), &snapshot.encode(0), Monotonic::from_ns(1), &mut out);
     let refused: Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
     assert!(refused.reason.contains("must come from the worker it names"), "{}", refused.reason);
     // A confirmation of a checkpoint nobody took releases nothing and breaks nothing.
-    router.control(b"c".to_vec(), &OutputsConfirmed { worker: 9, id: 42 }.encode(0), 1, &mut out);
+    router.control(b"c".to_vec(), &OutputsConfirmed { worker: 9, id: 42 }.encode(0), Monotonic::from_ns(1), &mut out);
     assert_eq!(Frame::read(&out.take()[0].1, usize::MAX).unwrap().kind(), FrameKind::StateTaken);
     router.data(&ticks(&["S1"], 0), 2, &mut out);
     router.flush(&mut out);
@@ -634,7 +639,7 @@ fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
     let mut router = Router::new(settings, Deployments::start(&cep_query::RulesSource::reference()).unwrap());
     let mut out = Recorded { clock: 777, ..Default::default() };
     let refused = |router: &mut Router, from: &Identity, body: &[u8], out: &mut Recorded| {
-        router.control_from(b"x".to_vec(), Some(from), body, 2, out);
+        router.control_from(b"x".to_vec(), Some(from), body, Monotonic::from_ns(2), out);
         let answer = out.take().pop().unwrap().1;
         let frame = Frame::read(&answer, usize::MAX).unwrap();
         assert_eq!(frame.kind(), FrameKind::Refused);
@@ -654,7 +659,7 @@ fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
         (b"c", &c, register(Role::Collector, "c", 0)),
         (b"i", &i, register(Role::Injector, "i", 1)),
     ] {
-        router.control_from(client.to_vec(), Some(from), &body, 1, &mut out);
+        router.control_from(client.to_vec(), Some(from), &body, Monotonic::from_ns(1), &mut out);
     }
     let start = router.start(1_000);
     assert_eq!((start.workers[0].key.as_str(), start.collector_key.as_str()), (a.key.as_str(), c.key.as_str()));
@@ -670,7 +675,13 @@ fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
     assert!(reason.contains("not listed under operator/"), "{reason}");
     let reason = refused(&mut router, &b, &Saved::default().encode(1), &mut out);
     assert!(reason.contains("not listed under collector/"), "{reason}");
-    router.control_from(b"ops".to_vec(), Some(&ops), &cep_core::rescale::StatusRequest.encode(0), 2, &mut out);
+    router.control_from(
+        b"ops".to_vec(),
+        Some(&ops),
+        &cep_core::rescale::StatusRequest.encode(0),
+        Monotonic::from_ns(2),
+        &mut out,
+    );
     assert_eq!(Frame::read(&out.take()[0].1, usize::MAX).unwrap().kind(), FrameKind::ClusterStatus);
 
     // Stream 0 is i's: a worker's key cannot send its ticks or end it; i can. A tick

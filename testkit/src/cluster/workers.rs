@@ -121,8 +121,8 @@ impl LocalCluster {
         }
     }
 
-    /// A turn of worker `index`'s policy at the virtual time, carried out as its driver does
-    /// with the sockets' answers: progress reported, and once over, the end-of-run request.
+    /// A turn of worker `index`'s policy at the virtual time; what it asks of the sockets the
+    /// harness does: progress reported, and once over, the end-of-run request.
     fn worker_turn(&mut self, index: usize) {
         let member = Member::Worker(index);
         let all_saved = self.delivery.get(&member).is_none_or(|log| log.is_empty());

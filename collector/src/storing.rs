@@ -1,0 +1,153 @@
+//! What the collector stores: its state, written whole by a thread of its own (a slow disk
+//! never holds up the outputs; the router is told once it is stored), and the summary.
+
+use crate::collector::Collector;
+use crate::driver::{write_err, CollectorError};
+use cep_core::delivery::Saved;
+use cep_core::failover::OutputsConfirmed;
+use cep_core::frame::Body;
+use cep_core::results::Summary;
+use cep_transport::control::ControlLink;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+/// Writes `bytes` to `path` whole: into `temporary` (in the same folder), then renamed over
+/// it, so that a reader (or a restart after a crash) finds the old file or the new, never half.
+pub(crate) fn write_whole(path: &Path, temporary: &Path, bytes: &[u8]) -> Result<(), CollectorError> {
+    std::fs::write(temporary, bytes).map_err(write_err(temporary))?;
+    std::fs::rename(temporary, path).map_err(write_err(path))
+}
+
+/// A save for the saving thread: the state's bytes, and what to tell the router once stored.
+struct SaveJob {
+    bytes: Vec<u8>,
+    saved: Saved,
+    confirmations: Vec<OutputsConfirmed>,
+}
+
+/// What the router is told once a save is stored.
+type Stored = Result<(Saved, Vec<OutputsConfirmed>), CollectorError>;
+
+/// Saving the collector's state when its policy says ([`crate::lifecycle`]). The state is taken
+/// on the receive thread (it is small and quick to encode) and stored by a thread of its own,
+/// so a slow disk never holds up the outputs; the router is told once it is stored.
+pub(crate) struct Saving {
+    path: PathBuf,
+    /// A save handed to the thread and not stored yet.
+    in_flight: bool,
+    jobs: Option<std::sync::mpsc::SyncSender<SaveJob>>,
+    stored: std::sync::mpsc::Receiver<Stored>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Saving {
+    /// Starts the saving thread, storing into `path` ([`write_whole`]).
+    pub(crate) fn start(path: PathBuf) -> Saving {
+        let (jobs, incoming) = std::sync::mpsc::sync_channel::<SaveJob>(1);
+        let state = path.clone();
+        let (done, stored) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let temporary = path.with_extension("state.tmp");
+            for job in incoming {
+                let result = write_whole(&path, &temporary, &job.bytes).map(|()| (job.saved, job.confirmations));
+                if done.send(result).is_err() {
+                    break;
+                }
+            }
+        });
+        Saving { path: state, in_flight: false, jobs: Some(jobs), stored, thread: Some(thread) }
+    }
+
+    /// Whether a save is being stored and the router not told yet.
+    pub(crate) fn in_flight(&self) -> bool {
+        self.in_flight
+    }
+
+    /// Takes the state and hands it to the saving thread (one save at a time).
+    pub(crate) fn save(
+        &mut self,
+        collector: &mut Collector<std::io::BufWriter<std::fs::File>>,
+    ) -> Result<(), CollectorError> {
+        let (bytes, saved, confirmations) = collector.save().map_err(write_err(&self.path))?;
+        let job = SaveJob { bytes, saved, confirmations };
+        let sent = self.jobs.as_ref().is_some_and(|jobs| jobs.send(job).is_ok());
+        if !sent {
+            return Err(self.thread_gone());
+        }
+        self.in_flight = true;
+        Ok(())
+    }
+
+    /// Once a save is stored (`wait`: waits for it), tells the router what the state holds and
+    /// which checkpoints it confirms.
+    pub(crate) fn tell(
+        &mut self,
+        router: &ControlLink,
+        shutdown: &AtomicBool,
+        wait: bool,
+    ) -> Result<(), CollectorError> {
+        if !self.in_flight {
+            return Ok(());
+        }
+        let stored =
+            if wait { Some(self.stored.recv().map_err(|_| self.thread_gone())?) } else { self.stored.try_recv().ok() };
+        let Some(stored) = stored else { return Ok(()) };
+        self.in_flight = false;
+        let (saved, confirmations) = stored?;
+        router.send(&saved.encode(0), shutdown)?;
+        for confirmed in &confirmations {
+            router.send(&confirmed.encode(0), shutdown)?;
+        }
+        // The router's answers (nothing to act on) are read so they do not pile up.
+        while router.try_recv()?.is_some() {}
+        Ok(())
+    }
+
+    /// Saves now, and waits until it is stored and the router told.
+    pub(crate) fn save_now(
+        &mut self,
+        collector: &mut Collector<std::io::BufWriter<std::fs::File>>,
+        router: &ControlLink,
+        shutdown: &AtomicBool,
+    ) -> Result<(), CollectorError> {
+        self.tell(router, shutdown, true)?;
+        self.save(collector)?;
+        self.tell(router, shutdown, true)
+    }
+
+    fn thread_gone(&self) -> CollectorError {
+        write_err(&self.path)(std::io::Error::other("the thread that stores the state stopped"))
+    }
+
+    /// Waits for the save in flight, tells the router, and stops the thread: call it before
+    /// the results are written (and the state removed).
+    pub(crate) fn finish(mut self, router: &ControlLink, shutdown: &AtomicBool) -> Result<(), CollectorError> {
+        self.tell(router, shutdown, true)
+    }
+}
+
+impl Drop for Saving {
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Writes `summary.json` and `report.txt`.
+pub fn write_results(out: &Path, summary: &Summary) -> Result<(), CollectorError> {
+    write_summary(out, summary)?;
+    let report_path = out.join("report.txt");
+    std::fs::write(&report_path, summary.ycsb_report()).map_err(write_err(&report_path))?;
+    Ok(())
+}
+
+/// Writes `summary.json` atomically: into a temporary file in the same folder, then renamed
+/// over it, so that a reader sees the previous summary or this one, never half of one.
+pub fn write_summary(out: &Path, summary: &Summary) -> Result<(), CollectorError> {
+    let json_path = out.join("summary.json");
+    let temporary = out.join(".summary.json.tmp");
+    let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
+    write_whole(&json_path, &temporary, (json + "\n").as_bytes())
+}

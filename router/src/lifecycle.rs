@@ -1,0 +1,189 @@
+//! When the router starts, waits for a lost collector and ends: the policy around its core
+//! ([`crate::router`]) on a monotonic clock, with no socket. The driver hands each part the
+//! time and what it observes, and carries out what it says.
+//!
+//! ```text
+//!  Gathering ─complete─▶ Running ─every stream ended─▶ Ending ─collector has everything─▶
+//!   │ start time-out     │ collector lost > retention    (end time-out; restarted on a
+//!   ▼                    ▼                               collector back)
+//!  Incomplete          CollectorLost          Late asks (grace) ─▶ Draining (grace) ─▶ Released
+//! ```
+
+use crate::router::Router;
+use cep_core::clock::{Every, Monotonic};
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// How long the router, once the collector has everything, still answers nodes that have not
+/// asked for the end yet (a dead one never will), and then at most waits for a worker to take
+/// the frames a failover during the end left for it.
+pub const LATE_ASK_GRACE: Duration = Duration::from_secs(5);
+
+/// How often the router says whom it is waiting for while it gathers.
+const WAITING_LOG_EVERY: Duration = Duration::from_secs(5);
+
+/// Why the policy ends the run early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The cluster did not assemble within the start time-out.
+    Incomplete {
+        /// How long the router waited.
+        waited: Duration,
+        /// Who was still missing.
+        missing: String,
+    },
+    /// Asked to stop before the cluster was complete; who was missing.
+    ShutdownBeforeStart(String),
+    /// The collector was lost for longer than the retention time.
+    CollectorLost {
+        /// How it was noticed.
+        cause: String,
+        /// How long the router waited for a restarted one.
+        retention: Duration,
+    },
+}
+
+/// Registrations until the cluster is complete, bounded by the start time-out (zero: none).
+pub struct Gathering {
+    start_timeout: Duration,
+    since: Monotonic,
+    log: Every,
+}
+
+impl Gathering {
+    /// Gathering from `now`.
+    pub fn new(start_timeout: Duration, now: Monotonic) -> Gathering {
+        Gathering { start_timeout, since: now, log: Every::new(WAITING_LOG_EVERY, now) }
+    }
+
+    /// True once the run can start; an error when it never will.
+    pub fn turn(&mut self, now: Monotonic, router: &Router, shutdown: bool) -> Result<bool, Stop> {
+        if router.can_start(now) {
+            return Ok(true);
+        }
+        if shutdown {
+            return Err(Stop::ShutdownBeforeStart(router.waiting_for()));
+        }
+        if !self.start_timeout.is_zero() && now.since(self.since) > self.start_timeout {
+            return Err(Stop::Incomplete { waited: self.start_timeout, missing: router.waiting_for() });
+        }
+        if self.log.fire(now) {
+            info!("waiting for {}", router.waiting_for());
+        }
+        Ok(false)
+    }
+}
+
+/// How long the collector has been lost, against the time a restarted one has to take over.
+pub struct CollectorWatch {
+    retention: Duration,
+    lost_since: Option<Monotonic>,
+}
+
+impl CollectorWatch {
+    /// A watch that waits `retention` for a restarted collector.
+    pub fn new(retention: Duration) -> CollectorWatch {
+        CollectorWatch { retention, lost_since: None }
+    }
+
+    /// Whether the collector is lost now.
+    pub fn is_lost(&self) -> bool {
+        self.lost_since.is_some()
+    }
+
+    /// What the transport says of the collector at `now` (`lost`: why it is taken for lost).
+    /// True when a lost one is back (reached again, or a restarted one took over); an error
+    /// once it has been lost for longer than the retention time.
+    pub fn observe(&mut self, now: Monotonic, lost: Option<&str>) -> Result<bool, Stop> {
+        let Some(cause) = lost else {
+            return Ok(self.lost_since.take().is_some());
+        };
+        let since = *self.lost_since.get_or_insert_with(|| {
+            warn!(retention = ?self.retention, "waiting for a restarted collector to take over (the run goes on)");
+            now
+        });
+        if now.since(since) > self.retention {
+            return Err(Stop::CollectorLost { cause: cause.to_string(), retention: self.retention });
+        }
+        Ok(false)
+    }
+}
+
+/// What the router does at a turn of its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndStep {
+    /// Serve control requests, watch the peers: the collector is still taking the last frames.
+    Wait,
+    /// The collector has everything (or the end time-out passed): answer the nodes that ask
+    /// for the end late.
+    AnswerLate,
+    /// Give the workers what failovers during the end left waiting for them.
+    Drain,
+    /// Release every node and stop.
+    Release,
+}
+
+/// The end of a run: every socket stays open until the collector has everything (a lost
+/// collector has its retention time to come back, however long that takes), then late asks
+/// are answered and what waits for a worker is drained, each for at most [`LATE_ASK_GRACE`].
+pub struct Ending {
+    end_timeout: Duration,
+    step: EndStep,
+    since: Monotonic,
+}
+
+impl Ending {
+    /// The end, from `now`.
+    pub fn new(end_timeout: Duration, now: Monotonic) -> Ending {
+        Ending { end_timeout, step: EndStep::Wait, since: now }
+    }
+
+    /// A lost collector is back (or a restarted one took over): it gets the whole end
+    /// time-out to finish.
+    pub fn collector_back(&mut self, now: Monotonic) {
+        if self.step == EndStep::Wait {
+            self.since = now;
+        }
+    }
+
+    /// The step at `now`: `collector_lost` while a lost collector may still come back,
+    /// `pending` while frames wait for a worker's full queue.
+    pub fn turn(
+        &mut self,
+        now: Monotonic,
+        router: &Router,
+        (collector_lost, pending, shutdown): (bool, bool, bool),
+    ) -> EndStep {
+        if shutdown {
+            self.step = EndStep::Release;
+        }
+        let elapsed = now.since(self.since);
+        let next = match self.step {
+            EndStep::Wait if router.collector_finished() => Some(EndStep::AnswerLate),
+            EndStep::Wait if elapsed >= self.end_timeout && !collector_lost => {
+                warn!(waited = ?self.end_timeout, "the collector never said it had everything; ending anyway");
+                Some(EndStep::AnswerLate)
+            }
+            // A node that sent its report just before the collector finished may ask a moment
+            // later: answer it too, rather than leave it waiting for its end time-out.
+            EndStep::AnswerLate if router.every_node_asked() || elapsed >= LATE_ASK_GRACE => Some(EndStep::Drain),
+            // Bounded: a worker that takes nothing is dead or stuck.
+            EndStep::Drain if !pending => Some(EndStep::Release),
+            EndStep::Drain if elapsed >= LATE_ASK_GRACE => {
+                warn!("frames for a worker that took none in {LATE_ASK_GRACE:?} were not delivered");
+                Some(EndStep::Release)
+            }
+            _ => None,
+        };
+        if let Some(next) = next {
+            self.step = next;
+            self.since = now;
+            // A step whose condition already holds is passed at once.
+            return self.turn(now, router, (collector_lost, pending, shutdown));
+        }
+        self.step
+    }
+}
+
+#[cfg(test)]
+mod tests;

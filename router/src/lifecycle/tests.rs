@@ -1,0 +1,87 @@
+//! Tests of `lifecycle`: the time-outs and the end's steps, with no socket.
+
+use super::*;
+use crate::deploying::Deployments;
+use crate::rendezvous::WorkerCount;
+use crate::router::RouterSettings;
+
+fn at(ms: u64) -> Monotonic {
+    Monotonic::from_ns(ms * 1_000_000)
+}
+
+fn router() -> Router {
+    let settings = RouterSettings {
+        workers: WorkerCount::Exactly(1),
+        streams: 1,
+        vnodes: 16,
+        batch: 8,
+        max_frame_bytes: 1 << 20,
+        allowed_lateness_ns: None,
+        slice_symbols: 16,
+        max_held_ticks: 1_000,
+        move_timeout_ns: 1_000_000_000,
+        checkpoint_every_ns: 0,
+        max_replay_bytes: 1 << 20,
+    };
+    Router::new(settings, Deployments::start(&cep_query::RulesSource::reference()).unwrap())
+}
+
+#[test]
+fn gathering_gives_up_after_the_start_timeout_naming_who_is_missing_and_on_shutdown() {
+    let router = router();
+    let mut gathering = Gathering::new(Duration::from_secs(2), at(0));
+    assert_eq!(gathering.turn(at(2_000), &router, false), Ok(false));
+    match gathering.turn(at(2_001), &router, false) {
+        Err(Stop::Incomplete { waited, missing }) => {
+            assert_eq!(waited, Duration::from_secs(2));
+            assert!(missing.contains("worker"), "{missing}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(gathering.turn(at(1), &router, true), Err(Stop::ShutdownBeforeStart(_))));
+    // Zero: no time-out.
+    let mut gathering = Gathering::new(Duration::ZERO, at(0));
+    assert_eq!(gathering.turn(at(3_600_000), &router, false), Ok(false));
+}
+
+#[test]
+fn a_lost_collector_has_the_retention_time_to_come_back() {
+    let mut watch = CollectorWatch::new(Duration::from_secs(10));
+    assert_eq!(watch.observe(at(0), None), Ok(false));
+    assert_eq!(watch.observe(at(100), Some("gone")), Ok(false));
+    assert!(watch.is_lost());
+    assert_eq!(watch.observe(at(10_100), Some("gone")), Ok(false), "lost since 100 ms");
+    assert_eq!(watch.observe(at(10_200), None), Ok(true), "back");
+    assert!(!watch.is_lost());
+    watch.observe(at(20_000), Some("gone")).unwrap();
+    assert_eq!(
+        watch.observe(at(30_001), Some("gone again")),
+        Err(Stop::CollectorLost { cause: "gone again".into(), retention: Duration::from_secs(10) })
+    );
+}
+
+#[test]
+fn the_end_waits_for_the_collector_for_the_end_timeout_unless_it_is_lost_then_drains_and_releases() {
+    // (This router has no node: every node has asked, so the late asks pass at once.)
+    let router = router();
+    let mut ending = Ending::new(Duration::from_secs(3), at(0));
+    assert_eq!(ending.turn(at(2_999), &router, (false, false, false)), EndStep::Wait);
+    // A lost collector may come back: the end waits.
+    assert_eq!(ending.turn(at(5_000), &router, (true, false, false)), EndStep::Wait);
+    ending.collector_back(at(5_000));
+    assert_eq!(ending.turn(at(7_999), &router, (false, false, false)), EndStep::Wait, "a whole end time-out again");
+    // Ending anyway; frames wait for a worker: drained, then released.
+    assert_eq!(ending.turn(at(8_001), &router, (false, true, false)), EndStep::Drain);
+    assert_eq!(ending.turn(at(8_002), &router, (false, false, false)), EndStep::Release);
+}
+
+#[test]
+fn a_drain_is_bounded_and_a_shutdown_releases_at_once() {
+    let router = router();
+    let mut ending = Ending::new(Duration::ZERO, at(0));
+    assert_eq!(ending.turn(at(1), &router, (false, true, false)), EndStep::Drain);
+    assert_eq!(ending.turn(at(5_000), &router, (false, true, false)), EndStep::Drain);
+    assert_eq!(ending.turn(at(5_002), &router, (false, true, false)), EndStep::Release, "a worker that takes nothing");
+    let mut ending = Ending::new(Duration::from_secs(60), at(0));
+    assert_eq!(ending.turn(at(1), &router, (false, false, true)), EndStep::Release);
+}
