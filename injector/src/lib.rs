@@ -10,7 +10,8 @@
 //! - [`metrics`]: what the injector exposes to Prometheus.
 //! - [`source`]: where ticks come from (the GBM model or a replay file), split per stream.
 //! - [`pacing`]: the schedule of intended send times.
-//! - [`sending`]: the per-stream send loop and the run.
+//! - [`stream`]: one stream's sending, sans I/O: what is due, batches, the end marker.
+//! - [`sending`]: the run: registration, a thread per stream carrying out its [`stream`].
 //! - [`stop`]: how it is told to stop (gracefully, or at once).
 
 #[cfg(feature = "driver")]
@@ -21,6 +22,7 @@ pub mod pacing;
 pub mod sending;
 pub mod source;
 pub mod stop;
+pub mod stream;
 
 #[cfg(feature = "driver")]
 pub use config::InjectorConfig;

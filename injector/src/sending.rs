@@ -1,15 +1,16 @@
-//! The injector's run: register, wait for the start, send every stream on its own thread.
+//! The injector's run: register, wait for the start, carry out every stream's core
+//! ([`crate::stream`]) on a thread of its own.
 
 use crate::config::InjectorConfig;
 use crate::pacing::{Pace, Schedule, Speed};
 use crate::source::{self, StreamSource};
 use crate::stop::Stop;
+use crate::stream::{Batched, Step, StreamCore, StreamPlan};
 use cep_core::clock::now_ns;
 use cep_core::control::Register;
 use cep_core::frame::Body;
 use cep_core::identity::Role;
-use cep_core::report::{ClockReport, EndOfStream};
-use cep_core::wire::TickBatchWriter;
+use cep_core::report::ClockReport;
 use cep_transport::clock::synchronise;
 use cep_transport::control::{end_of_run, register, EndOfRun, RegistrationError};
 use cep_transport::{Context, Push, Server, SocketOptions, TransportError};
@@ -150,12 +151,14 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
             Pace::Unpaced | Pace::Recorded { .. } => None,
         };
         let plan = Plan {
-            stream,
-            pace,
+            stream: StreamPlan {
+                stream,
+                pace,
+                limit,
+                deadline_ns: config.time_limit().map(|d| ready.start_ns + (config.warmup + d).as_nanos() as u64),
+                batch: config.batch,
+            },
             start_ns: ready.start_ns,
-            limit,
-            deadline_ns: config.time_limit().map(|d| ready.start_ns + (config.warmup + d).as_nanos() as u64),
-            batch: config.batch,
             metrics: metrics.stream(stream, schedule, limit),
         };
         let (names, recorder, stop) = (sources.names.clone(), recorder.clone(), stop.clone());
@@ -206,89 +209,65 @@ fn tick_limit(config: &InjectorConfig, pace: Pace, rate: f64, source: &StreamSou
 }
 
 struct Plan {
-    stream: u32,
-    pace: Pace,
+    stream: StreamPlan,
     start_ns: u64,
-    limit: u64,
-    /// With a duration: no tick intended at or after this wall-clock time is sent.
-    deadline_ns: Option<u64>,
-    batch: usize,
     metrics: Arc<crate::metrics::StreamMetrics>,
 }
 
 /// How often a stream asks whether the router is alive while it is not blocked.
 const LIVENESS_EVERY_NS: u64 = 100_000_000;
 
+/// Carries out one stream's core ([`crate::stream`]) on the wall clock and its socket: waits,
+/// sends, records (`--record-input`), watches the router.
 fn send_stream(
     plan: Plan,
-    mut source: StreamSource,
+    source: StreamSource,
     names: &[String],
     push: &Push,
     recorder: Option<&Recorder>,
     stop: &Stop,
 ) -> Result<(u32, u64), InjectorError> {
     let shutdown = stop.now.as_ref();
-    let mut batch = TickBatchWriter::new(plan.stream);
+    let stream = plan.stream.stream;
+    let mut core = StreamCore::new(plan.stream, source, plan.start_ns);
     let mut rows = String::new();
     let (mut ints, mut floats) = (itoa::Buffer::new(), ryu::Buffer::new());
-    let mut sent: u64 = 0;
-    // When the previous tick was due (a replay's times may go backwards; sending does not).
-    let mut previous_due = plan.start_ns;
     Schedule::wait_until(plan.start_ns, stop);
-    let mut exhausted = false;
     // A dead router is noticed by a blocked send, and between batches at this interval.
     let mut next_look = now_ns() + LIVENESS_EVERY_NS;
     Schedule::tighten_timer_slack();
-    while !exhausted && sent < plan.limit && !stop.requested() {
+    loop {
+        if stop.requested() {
+            core.stop();
+        }
         let now = now_ns();
-        let next_due = plan.pace.due(sent, source.next_event_time(), previous_due);
-        if plan.deadline_ns.is_some_and(|deadline| next_due.unwrap_or(now) >= deadline) {
-            break;
-        }
-        if let Some(due) = next_due.filter(|due| *due > now) {
-            Schedule::wait_until(due, stop);
-            continue;
-        }
-        // Everything already due goes out in one batch (at least one tick).
-        while !batch.is_full(plan.batch) && sent < plan.limit {
-            // Unpaced, a tick is intended when it is batched (the deadline was checked above).
-            let t_inject = if plan.pace.is_paced() {
-                let due = plan.pace.due(sent, source.next_event_time(), previous_due).unwrap_or(now);
-                if (due > now && !batch.is_empty()) || plan.deadline_ns.is_some_and(|deadline| due >= deadline) {
-                    break;
-                }
-                due
-            } else {
-                now
-            };
-            let Some(tick) = source.next_tick() else {
-                exhausted = true;
-                break;
-            };
-            previous_due = t_inject;
-            let t_event = tick.t_event.unwrap_or(t_inject);
-            let name = names[tick.symbol as usize].as_str();
-            batch.push(name.as_bytes(), tick.price, t_inject, t_event, plan.stream, sent, 0);
+        let record = |tick: Batched<'_>| {
             if recorder.is_some() {
-                rows.push_str(ints.format(plan.stream));
+                rows.push_str(ints.format(stream));
                 rows.push(',');
-                rows.push_str(ints.format(sent));
+                rows.push_str(ints.format(tick.seq));
                 rows.push(',');
-                rows.push_str(name);
+                rows.push_str(tick.symbol);
                 rows.push(',');
                 rows.push_str(floats.format(tick.price));
                 rows.push(',');
-                rows.push_str(ints.format(t_inject));
+                rows.push_str(ints.format(tick.t_inject));
                 rows.push(',');
-                rows.push_str(ints.format(t_event));
+                rows.push_str(ints.format(tick.t_event));
                 rows.push('\n');
             }
-            sent += 1;
-        }
-        if !batch.is_empty() {
-            push.send(batch.seal(now_ns()), shutdown)?;
-            batch.clear();
-            plan.metrics.sent(sent);
+        };
+        match core.step(now, names, record) {
+            Step::WaitUntil(due) => Schedule::wait_until(due, stop),
+            Step::Send(batch) => {
+                push.send(batch.seal(now_ns()), shutdown)?;
+                plan.metrics.sent(core.sent());
+            }
+            Step::End(marker) => {
+                push.send(marker, shutdown)?;
+                break;
+            }
+            Step::Over => break,
         }
         if now >= next_look {
             push.check_alive().map_err(InjectorError::RouterLost)?;
@@ -302,14 +281,13 @@ fn send_stream(
     if let Some(recorder) = recorder {
         recorder.lock().expect("no sender panicked").write_all(rows.as_bytes()).map_err(record_err)?;
     }
-    let marker = EndOfStream { stream: plan.stream, sent, routed: 0 };
-    push.send(&marker.encode(plan.stream), shutdown)?;
+    let sent = core.sent();
     plan.metrics.ended(sent);
     if shutdown.load(Ordering::Relaxed) {
         push.shorten_linger(SHUTDOWN_LINGER);
     }
-    info!(stream = plan.stream, sent, "stream ended");
-    Ok((plan.stream, sent))
+    info!(stream, sent, "stream ended");
+    Ok((stream, sent))
 }
 
 fn record_err(source: std::io::Error) -> InjectorError {

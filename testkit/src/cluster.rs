@@ -179,7 +179,7 @@ impl LocalCluster {
             collector_disk: CollectorDisk::default(),
             delivery: BTreeMap::new(),
             collector_incarnation: 1,
-            streams: sources.streams.into_iter().map(|source| Stream { source, sent: 0, ended: false }).collect(),
+            streams: sources.streams.into_iter().map(|source| Stream::Waiting(Some(source))).collect(),
             names: sources.names.to_vec(),
             injector_started: false,
             start_ns: 0,
@@ -287,7 +287,7 @@ impl LocalCluster {
 
     /// Ticks the injector has sent so far.
     pub fn sent_so_far(&self) -> u64 {
-        self.streams.iter().map(|stream| stream.sent).sum()
+        self.streams.iter().map(Stream::sent).sum()
     }
 
     /// Runs until `condition` holds (true) or the run is over (false).

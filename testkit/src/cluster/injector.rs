@@ -1,18 +1,32 @@
-//! The injector's streams: each sends its share of the ticks in batches at its pace, then its
-//! end marker.
+//! The injector's streams: each runs the injector's own stream core
+//! ([`cep_injector::stream`]) on the virtual clock: ticks batched as they fall due, the end
+//! marker with the true count after the last.
 
 use super::{LocalCluster, Payload, Scheduled, SentTick};
 use crate::spec::Member;
 use cep_core::frame::{AwaitEnd, Body};
-use cep_core::report::EndOfStream;
-use cep_core::wire::TickBatchWriter;
+use cep_injector::pacing::{Pace, Schedule};
 use cep_injector::source::StreamSource;
+use cep_injector::stream::{Step, StreamCore, StreamPlan};
 
-/// One injector stream: its tick source, what it sent, whether it ended.
-pub(super) struct Stream {
-    pub(super) source: StreamSource,
-    pub(super) sent: u64,
-    pub(super) ended: bool,
+/// One injector stream: its source until the run starts, then its core.
+pub(super) enum Stream {
+    Waiting(Option<StreamSource>),
+    Sending(Box<StreamCore>),
+}
+
+impl Stream {
+    /// Ticks it has sent.
+    pub(super) fn sent(&self) -> u64 {
+        match self {
+            Stream::Waiting(_) => 0,
+            Stream::Sending(core) => core.sent(),
+        }
+    }
+
+    fn is_over(&self) -> bool {
+        matches!(self, Stream::Sending(core) if core.is_over())
+    }
 }
 
 impl LocalCluster {
@@ -21,56 +35,64 @@ impl LocalCluster {
             return;
         }
         self.injector_started = true;
+        let streams = u64::from(self.spec.streams);
+        let rate = self.spec.rate / streams as f64;
         for stream in 0..self.spec.streams {
+            // The spec's count split as the model splits it; each stream at its share of the rate.
+            let quota = self.spec.count / streams + u64::from(u64::from(stream) < self.spec.count % streams);
+            let plan = StreamPlan {
+                stream,
+                pace: Pace::Rate(Schedule::new(start_ns, rate)),
+                limit: quota,
+                deadline_ns: None,
+                batch: self.spec.batch,
+            };
+            let Stream::Waiting(source) = &mut self.streams[stream as usize] else { continue };
+            let source = source.take().expect("a waiting stream has its source");
+            self.streams[stream as usize] = Stream::Sending(Box::new(StreamCore::new(plan, source, start_ns)));
             self.schedule(start_ns, Scheduled::InjectorStep(stream));
         }
     }
 
-    /// One batch of a stream, at the pace of its share of the rate; the end marker after
-    /// its last tick.
+    /// A stream wakes up: it sends what is due, then sleeps until the next tick falls due. A
+    /// thread's wake-ups are not exact: this one wakes when a batch's worth is due.
     pub(super) fn injector_step(&mut self, stream: u32) {
         let member = Member::Injector(stream);
         if self.dead.contains(&member) {
             return;
         }
-        let streams = u64::from(self.spec.streams);
-        let quota = self.spec.count / streams + u64::from(u64::from(stream) < self.spec.count % streams);
-        let state = &mut self.streams[stream as usize];
-        if state.ended {
-            return;
-        }
-        let mut writer = TickBatchWriter::new(stream);
-        let per_stream_rate = self.spec.rate / streams as f64;
-        while writer.len() < self.spec.batch && state.sent < quota {
-            let tick = state.source.next_tick().expect("the model never ends");
-            let name = &self.names[tick.symbol as usize];
-            writer.push(name.as_bytes(), tick.price, self.now, self.now, stream, state.sent, 0);
-            self.sent.push(SentTick {
-                stream,
-                seq: state.sent,
-                symbol: name.clone(),
-                price: tick.price,
-                t_event: self.now,
-            });
-            state.sent += 1;
-        }
-        let sent = state.sent;
-        let batch_len = writer.len() as f64;
-        if !writer.is_empty() {
-            let frame = writer.seal(self.now).to_vec();
+        let Stream::Sending(core) = &mut self.streams[stream as usize] else { return };
+        let (now, names, sent) = (self.now, &self.names, &mut self.sent);
+        let mut frames = Vec::new();
+        let wake_at = loop {
+            let record = |tick: cep_injector::stream::Batched<'_>| {
+                let (seq, symbol, price, t_event) = (tick.seq, tick.symbol.to_string(), tick.price, tick.t_event);
+                sent.push(SentTick { stream, seq, symbol, price, t_event });
+            };
+            match core.step(now, names, record) {
+                Step::WaitUntil(due) => break Some(due),
+                Step::Send(batch) => frames.push(batch.seal(now).to_vec()),
+                Step::End(marker) => {
+                    frames.push(marker.to_vec());
+                    break None;
+                }
+                Step::Over => break None,
+            }
+        };
+        for frame in frames {
             self.send(member, Member::Router, Payload::Data(frame));
         }
-        if sent >= quota {
-            self.streams[stream as usize].ended = true;
-            let marker = EndOfStream { stream, sent, routed: 0 };
-            self.send(member, Member::Router, Payload::Data(marker.encode(stream)));
-            if self.streams.iter().all(|s| s.ended) {
+        match wake_at {
+            Some(due) => {
+                let period = 1e9 * self.spec.streams as f64 / self.spec.rate;
+                let gathering = (period * self.spec.batch.saturating_sub(1) as f64) as u64;
+                self.schedule(due.saturating_add(gathering), Scheduled::InjectorStep(stream));
+            }
+            None if self.streams.iter().all(Stream::is_over) => {
                 let first = Member::Injector(0);
                 self.send(first, Member::Router, Payload::Request(first, AwaitEnd.encode(0)));
             }
-        } else {
-            let gap = (batch_len / per_stream_rate * 1e9).max(1.0) as u64;
-            self.schedule(self.now + gap, Scheduled::InjectorStep(stream));
+            None => {}
         }
     }
 }

@@ -1,0 +1,86 @@
+//! Tests of `stream`: pacing, batching and the end, step by step on a given clock.
+
+use super::*;
+use crate::pacing::Schedule;
+use crate::source::model;
+use cep_core::frame::Frame;
+use cep_core::tick::TickRecord;
+use cep_core::wire::FrameKind;
+
+fn plan(pace: Pace, limit: u64, deadline_ns: Option<u64>) -> StreamPlan {
+    StreamPlan { stream: 0, pace, limit, deadline_ns, batch: 4 }
+}
+
+/// Steps at `now` until the stream waits or ends: what it sent (sequence numbers per batch),
+/// and the wait or the marker's count.
+fn run_to_wait(core: &mut StreamCore, names: &[String], now: u64) -> (Vec<Vec<u64>>, Result<u64, u64>) {
+    let mut batches = Vec::new();
+    loop {
+        let mut seqs = Vec::new();
+        match core.step(now, names, |tick| seqs.push(tick.seq)) {
+            Step::WaitUntil(due) => return (batches, Ok(due)),
+            Step::Send(batch) => {
+                let bytes = batch.seal(now).to_vec();
+                let mut ticks: Vec<TickRecord> = Vec::new();
+                Frame::read(&bytes, usize::MAX).unwrap().ticks(&mut ticks).unwrap();
+                assert_eq!(ticks.iter().map(|t| t.seq).collect::<Vec<_>>(), seqs, "the batch holds what was batched");
+                batches.push(seqs);
+            }
+            Step::End(marker) => {
+                let frame = Frame::read(marker, usize::MAX).unwrap();
+                assert_eq!(frame.kind(), FrameKind::EndOfStream);
+                return (batches, Err(frame.body::<EndOfStream>().unwrap().sent));
+            }
+            Step::Over => panic!("stepped after the end"),
+        }
+    }
+}
+
+#[test]
+fn a_paced_stream_sends_what_is_due_in_batches_and_waits_for_the_next_due_time() {
+    let sources = model(7, 20, 1, None);
+    let names = sources.names.clone();
+    let source = sources.streams.into_iter().next().unwrap();
+    // 1,000 ticks a second from t = 1 s: tick k is due at 1 s + k ms.
+    let pace = Pace::Rate(Schedule::new(1_000_000_000, 1_000.0));
+    let mut core = StreamCore::new(plan(pace, 10, None), source, 1_000_000_000);
+    assert_eq!(run_to_wait(&mut core, &names, 999_000_000), (vec![], Ok(1_000_000_000)));
+    // At 1.0055 s ticks 0..=5 are due: a full batch, then the rest, then a wait for tick 6.
+    assert_eq!(run_to_wait(&mut core, &names, 1_005_500_000), (vec![vec![0, 1, 2, 3], vec![4, 5]], Ok(1_006_000_000)));
+    // The limit ends it with its true count, once.
+    assert_eq!(run_to_wait(&mut core, &names, 2_000_000_000), (vec![vec![6, 7, 8, 9]], Err(10)));
+    assert!(core.is_over());
+    assert!(matches!(core.step(3_000_000_000, &names, |_| {}), Step::Over));
+}
+
+#[test]
+fn intended_send_times_are_the_due_times_not_the_time_of_the_step() {
+    let sources = model(7, 20, 1, None);
+    let names = sources.names.clone();
+    let pace = Pace::Rate(Schedule::new(1_000, 1_000_000.0));
+    let mut core = StreamCore::new(plan(pace, 3, None), sources.streams.into_iter().next().unwrap(), 1_000);
+    let mut stamps = Vec::new();
+    let Step::Send(_) = core.step(10_000, &names, |tick| stamps.push((tick.t_inject, tick.t_event))) else {
+        panic!("ticks are due")
+    };
+    assert_eq!(stamps, vec![(1_000, 1_000), (2_000, 2_000), (3_000, 3_000)]);
+}
+
+#[test]
+fn a_deadline_a_stop_and_the_sources_end_each_end_the_stream_with_what_it_sent() {
+    let names = model(7, 20, 1, None).names;
+    let fresh = || model(7, 20, 1, None).streams.into_iter().next().unwrap();
+    let pace = Pace::Rate(Schedule::new(0, 1_000.0));
+    // No tick intended at or after the deadline (5 ms: ticks 0..=4).
+    let mut core = StreamCore::new(plan(pace, u64::MAX, Some(5_000_000)), fresh(), 0);
+    assert_eq!(run_to_wait(&mut core, &names, 60_000_000_000), (vec![vec![0, 1, 2, 3], vec![4]], Err(5)));
+    // A stop: what was sent, and nothing after.
+    let mut core = StreamCore::new(plan(pace, u64::MAX, None), fresh(), 0);
+    assert_eq!(run_to_wait(&mut core, &names, 1_500_000), (vec![vec![0, 1]], Ok(2_000_000)));
+    core.stop();
+    assert_eq!(run_to_wait(&mut core, &names, 9_000_000), (vec![], Err(2)));
+    // Unpaced, a source of 6 ticks: batches as fast as asked, then the marker.
+    let source = model(7, 20, 1, Some(6)).streams.into_iter().next().unwrap();
+    let mut core = StreamCore::new(plan(Pace::Unpaced, u64::MAX, None), source, 0);
+    assert_eq!(run_to_wait(&mut core, &names, 1), (vec![vec![0, 1, 2, 3], vec![4, 5]], Err(6)));
+}
