@@ -289,14 +289,17 @@ pub struct Saved {
 }
 
 /// Where the collector is and what it saved of this worker's frames: worker -> router
-/// (control), a few times a second; answered with a [`DeliveryStatus`].
+/// (control), once, on the worker's standing link. Answered with a [`DeliveryStatus`]; from
+/// then on the router pushes a [`Committed`] on that link whenever the answer would change
+/// (the collector saved more of the worker's frames, asked it to send again, or a restarted
+/// collector took over): nothing is polled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryQuery {
     /// The asking worker's index.
     pub worker: u32,
 }
 
-/// The router's answer to a [`DeliveryQuery`].
+/// The router's answer to a [`DeliveryQuery`], and the body of each [`Committed`] after it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryStatus {
     /// The collector's current incarnation (1: the first).
@@ -308,6 +311,13 @@ pub struct DeliveryStatus {
     /// The collector missed some of its frames: send every frame not saved again.
     pub resend: bool,
 }
+
+/// "Committed up to": what a worker would be told if it asked again ([`DeliveryStatus`]),
+/// pushed by the router (control, unasked) to the worker that asked once. On the wire it is a
+/// [`DeliveryStatus`] body under a kind of its own, so a link tells it from an answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Committed(pub DeliveryStatus);
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@
 //! record's symbol is always resolved against the frame it came from.
 
 use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
-use crate::delivery::{DeliveryQuery, DeliveryStatus, Saved, Sequenced};
+use crate::delivery::{Committed, DeliveryQuery, DeliveryStatus, Saved, Sequenced};
 use crate::failover::{Checkpoint, CheckpointMark, OutputsConfirmed, Restore, Restored, Snapshot, WorkerFailed};
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use crate::rescale::{
@@ -101,6 +101,7 @@ bodies! {
     Saved => Saved,
     DeliveryQuery => DeliveryQuery,
     DeliveryStatus => DeliveryStatus,
+    Committed => Committed,
     Restored => Restored,
     WorkerJoined => WorkerJoined,
 }
@@ -534,7 +535,9 @@ mod tests {
         golden(saved, 0, &[0x92, 0x92, 0x92, 0x00, 0x05, 0x92, 0xce, 0xff, 0xff, 0xff, 0xff, 0x02, 0x91, 0x00]);
         golden(DeliveryQuery { worker: 3 }, 3, &[0x91, 0x03]);
         let status = DeliveryStatus { incarnation: 2, endpoint: "e".into(), saved: 9, resend: true };
-        golden(status, 0, &[0x94, 0x02, 0xa1, b'e', 0x09, 0xc3]);
+        golden(status.clone(), 0, &[0x94, 0x02, 0xa1, b'e', 0x09, 0xc3]);
+        // Pushed, the same body under a kind of its own.
+        golden(Committed(status), 0, &[0x94, 0x02, 0xa1, b'e', 0x09, 0xc3]);
         // The envelope: [version, Sequenced, source, incarnation, position, frame], the two
         // numbers 9 bytes each, the frame as it is.
         let inner = CheckpointMark { id: 7 }.encode(2);

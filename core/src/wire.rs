@@ -11,7 +11,7 @@ use crate::msgpack::{self, DecodeError, Reader};
 use crate::tick::{OutputRecord, Stamps, TickRecord};
 
 /// The protocol version this build speaks. A frame of any other version is rejected.
-pub const PROTOCOL_VERSION: u8 = 10;
+pub const PROTOCOL_VERSION: u8 = 11;
 
 /// Most events in one batch, on every hop, unless configured otherwise. Batches fill only
 /// while input is waiting (smart batching), so this bounds size, not latency.
@@ -124,7 +124,8 @@ pub enum FrameKind {
     Sequenced = 40,
     /// The collector saved every frame up to these positions: collector -> router (control).
     Saved = 41,
-    /// Where is the collector and what did it save of mine: worker -> router (control).
+    /// Where is the collector and what did it save of mine, from now on: worker -> router
+    /// (control), once.
     DeliveryQuery = 42,
     /// The answer: router -> worker (control).
     DeliveryStatus = 43,
@@ -134,6 +135,9 @@ pub enum FrameKind {
     /// A worker joined the running cluster, with the key it registered with: router ->
     /// collector ([`crate::rescale`]).
     WorkerJoined = 45,
+    /// What the collector saved of a worker's frames changed, or the collector did: router ->
+    /// the worker (control, pushed unasked after its DeliveryQuery).
+    Committed = 46,
 }
 
 impl FrameKind {
@@ -186,6 +190,7 @@ impl FrameKind {
             DeliveryStatus,
             Restored,
             WorkerJoined,
+            Committed,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)

@@ -1,9 +1,20 @@
 //! The router's side of delivery to the collector ([`cep_core::delivery`]): which collector
-//! incarnation serves the run and where, what it saved of each worker's frames (workers ask,
-//! and drop what is saved), and a restarted collector taking over.
+//! incarnation serves the run and where, what it saved of each worker's frames, and a
+//! restarted collector taking over.
+//!
+//! The acknowledgement path, end to end, pushed at every step:
+//!
+//! ```text
+//!  worker/router ──Sequenced(position)──▶ collector      (each sender keeps a DeliveryLog)
+//!  collector ──Saved(positions), OutputsConfirmed──▶ router   (once its state is stored)
+//!  router: its own log drops what is saved; checkpoints whose outputs are saved count
+//!  router ──Committed(saved, resend, collector)──▶ each worker that asked once (DeliveryQuery)
+//!  worker: its log drops what is saved, sends again on resend, readdresses a new collector
+//! ```
 
+use crate::control::ClientId;
 use cep_core::control::Register;
-use cep_core::delivery::{DeliveryStatus, Saved};
+use cep_core::delivery::{Committed, DeliveryStatus, Saved};
 use cep_core::identity::ROUTER_ID;
 
 /// The collector as the router knows it once the run has started.
@@ -13,8 +24,11 @@ pub struct CollectorDelivery {
     endpoint: String,
     /// Per worker index, the last position of its frames the collector saved.
     saved: Vec<u64>,
-    /// Per worker index, whether the collector asked it to send again (told at its next query).
+    /// Per worker index, whether the collector asked it to send again (told once).
     resend: Vec<bool>,
+    /// Per worker index, the control client it asked from (where its [`Committed`] notices
+    /// go) and what it was told last.
+    subscribers: Vec<Option<(ClientId, DeliveryStatus)>>,
     /// The run's start (`Ready::start_ns`): a restarted collector must resume this run.
     run_start_ns: u64,
 }
@@ -22,7 +36,14 @@ pub struct CollectorDelivery {
 impl CollectorDelivery {
     /// The collector the run started with, at `endpoint`.
     pub fn new(endpoint: String, run_start_ns: u64) -> Self {
-        CollectorDelivery { incarnation: 1, endpoint, saved: Vec::new(), resend: Vec::new(), run_start_ns }
+        CollectorDelivery {
+            incarnation: 1,
+            endpoint,
+            saved: Vec::new(),
+            resend: Vec::new(),
+            subscribers: Vec::new(),
+            run_start_ns,
+        }
     }
 
     /// The collector saved its state: takes the positions of the run's `workers` (others are
@@ -52,8 +73,51 @@ impl CollectorDelivery {
         (router, router_resends)
     }
 
-    /// What worker `worker` is told when it asks (a request to send again is told once).
-    pub fn status(&mut self, worker: u32) -> DeliveryStatus {
+    /// Worker `worker` asks from `client`: the answer now, and a [`Committed`] to that client
+    /// from then on whenever it changes ([`Self::changes`]). A worker asks once; asking again
+    /// (from a new link) moves its notices there.
+    pub fn subscribe(&mut self, worker: u32, client: ClientId) -> DeliveryStatus {
+        let status = self.status(worker);
+        let index = worker as usize;
+        if self.subscribers.len() <= index {
+            self.subscribers.resize(index + 1, None);
+        }
+        // A request to send again is an event, told once: what is kept is the state.
+        self.subscribers[index] = Some((client, DeliveryStatus { resend: false, ..status.clone() }));
+        status
+    }
+
+    /// The notices due since the last call: one per subscribed worker whose status changed,
+    /// to the client it asked from.
+    pub fn changes(&mut self) -> Vec<(ClientId, Committed)> {
+        let mut notices = Vec::new();
+        for worker in 0..self.subscribers.len() as u32 {
+            let current = self.peek(worker);
+            let Some((client, told)) = &self.subscribers[worker as usize] else { continue };
+            if current == *told {
+                continue;
+            }
+            let client = client.clone();
+            let status = self.status(worker);
+            self.subscribers[worker as usize] =
+                Some((client.clone(), DeliveryStatus { resend: false, ..status.clone() }));
+            notices.push((client, Committed(status)));
+        }
+        notices
+    }
+
+    /// What worker `worker` would be told now, without taking a request to send again.
+    fn peek(&self, worker: u32) -> DeliveryStatus {
+        DeliveryStatus {
+            incarnation: self.incarnation,
+            endpoint: self.endpoint.clone(),
+            saved: self.saved.get(worker as usize).copied().unwrap_or(0),
+            resend: self.resend.get(worker as usize).copied().unwrap_or(false),
+        }
+    }
+
+    /// What worker `worker` is told (a request to send again is told once).
+    fn status(&mut self, worker: u32) -> DeliveryStatus {
         let resend = self.resend.get_mut(worker as usize).map(std::mem::take).unwrap_or(false);
         DeliveryStatus {
             incarnation: self.incarnation,
@@ -121,5 +185,34 @@ mod tests {
             delivery.status(1),
             DeliveryStatus { incarnation: 2, endpoint: "tcp://c2:1".into(), saved: 0, resend: false }
         );
+    }
+
+    #[test]
+    fn a_worker_that_asked_once_is_told_each_change_once_and_nothing_else() {
+        let mut delivery = CollectorDelivery::new("tcp://c1:1".into(), 77);
+        let status = |incarnation, endpoint: &str, saved, resend| DeliveryStatus {
+            incarnation,
+            endpoint: endpoint.into(),
+            saved,
+            resend,
+        };
+        delivery.saved(&Saved { positions: vec![(0, 3)], resend: vec![] }, 2);
+        assert_eq!(delivery.subscribe(0, b"w0".to_vec()), status(1, "tcp://c1:1", 3, false));
+        assert!(delivery.changes().is_empty(), "told already");
+        // Worker 1 never asked: nothing goes to it.
+        delivery.saved(&Saved { positions: vec![(0, 5), (1, 8)], resend: vec![] }, 2);
+        assert_eq!(delivery.changes(), vec![(b"w0".to_vec(), Committed(status(1, "tcp://c1:1", 5, false)))]);
+        assert!(delivery.changes().is_empty());
+        // A request to send again is told once.
+        delivery.saved(&Saved { positions: vec![(0, 5)], resend: vec![0] }, 2);
+        assert_eq!(delivery.changes(), vec![(b"w0".to_vec(), Committed(status(1, "tcp://c1:1", 5, true)))]);
+        assert!(delivery.changes().is_empty());
+        // A restarted collector taking over is told, where it is.
+        delivery.take_over(&register(77)).unwrap();
+        assert_eq!(delivery.changes(), vec![(b"w0".to_vec(), Committed(status(2, "tcp://c2:1", 0, false)))]);
+        // Asking again from another link moves the notices there.
+        delivery.subscribe(0, b"w0-again".to_vec());
+        delivery.saved(&Saved { positions: vec![(0, 9)], resend: vec![] }, 2);
+        assert_eq!(delivery.changes()[0].0, b"w0-again".to_vec());
     }
 }

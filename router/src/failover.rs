@@ -1,5 +1,20 @@
 //! Checkpoints and failover, the router's side (the frames: [`cep_core::failover`]).
 //!
+//! One checkpoint round, end to end:
+//!
+//! ```text
+//!  router: due (Checkpoints::due) ─▶ start_round(id): per worker, mark the barrier in its
+//!          replay log, send Checkpoint{id, base} behind the ticks routed to it
+//!  worker: takes the barrier in order ─▶ Snapshot{id, parts} (control) ─▶ CheckpointMark{id}
+//!          behind its outputs (to the collector)
+//!  router: Snapshot parts ─▶ take(): the chain grows; the round completes when every worker
+//!          answered; overdue (no answer in time) ─▶ the round is given up, the next counts
+//!  collector: the mark, once a save holds it ─▶ OutputsConfirmed{worker, id} (control)
+//!  router: confirm(): the snapshot becomes the one to restore from; the log before its
+//!          barrier is released
+//!  failover: restorable(worker) ─▶ Restore{snapshot chain, logged ticks} to the survivors
+//! ```
+//!
 //! Every `--checkpoint-every` the router sends each active worker a [`Checkpoint`] barrier
 //! behind everything it routed to it; the worker answers with a [`Snapshot`] of all its
 //! symbols. Snapshots are incremental: the barrier names the worker's last snapshot the

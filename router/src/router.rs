@@ -263,12 +263,16 @@ impl Router {
                     if let (Some(position), resend) = delivery.saved(&saved, self.workers.len()) {
                         out.collector_saved(position, resend);
                     }
+                    // Each worker that asked learns what is committed of its frames now.
+                    for (worker, committed) in delivery.changes() {
+                        out.send(Peer::Client(worker), &committed.encode(ROUTER_ID));
+                    }
                     StateTaken.encode(ROUTER_ID)
                 })
             }
             FrameKind::DeliveryQuery => match frame.body::<DeliveryQuery>() {
                 Ok(query) if query.worker == frame.sender() && (query.worker as usize) < self.workers.len() => {
-                    Ok(delivery.status(query.worker).encode(ROUTER_ID))
+                    Ok(delivery.subscribe(query.worker, client.clone()).encode(ROUTER_ID))
                 }
                 Ok(_) => Err("a delivery query must come from a worker of the run, naming itself".into()),
                 Err(error) => Err(format!("bad delivery query: {error}")),
@@ -340,6 +344,9 @@ impl Router {
                 .into(),
         });
         out.collector_moved(&register.endpoint, &self.collector_key, incarnation);
+        for (worker, committed) in run.delivery.changes() {
+            out.send(Peer::Client(worker), &committed.encode(ROUTER_ID));
+        }
         Ok(answer.encode(ROUTER_ID))
     }
 

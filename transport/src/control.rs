@@ -11,6 +11,7 @@ use crate::security::{identity_of, Identity, Role, Server};
 use crate::socket::{socket_err, TransportError};
 use crate::Context;
 use cep_core::control::MAX_CONTROL_FRAME_BYTES;
+use cep_core::wire::FrameKind;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,9 @@ impl ControlServer {
         // A request larger than any control frame is cut off by ZeroMQ before it is buffered
         // (a worker's state hand-off is the largest legitimate one).
         socket.set_maxmsgsize(MAX_CONTROL_FRAME_BYTES as i64).map_err(socket_err("set maximum message size"))?;
+        // A standing link that reconnects keeps its identity: its new connection takes over the
+        // old one's, so what the router pushes to it still arrives.
+        socket.set_router_handover(true).map_err(socket_err("set router handover"))?;
         socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })?;
         let endpoint = socket
             .get_last_endpoint()
@@ -121,6 +125,9 @@ impl ControlLink {
     ) -> Result<ControlLink, TransportError> {
         let socket = context.socket(zmq::DEALER, SocketRole::Connects { server: Server::Router, endpoint })?;
         socket.set_linger(1000).map_err(socket_err("set linger"))?;
+        // An identity of its own that outlives a reconnection: the router pushes notices to it
+        // (see `ControlServer::bind`).
+        socket.set_identity(&link_identity()).map_err(socket_err("set routing id"))?;
         socket.set_maxmsgsize(MAX_CONTROL_FRAME_BYTES as i64).map_err(socket_err("set maximum message size"))?;
         let watch = failure_timeout
             .map(|timeout| crate::liveness::PeerWatch::attach(context.zmq(), &socket, endpoint, timeout))
@@ -160,10 +167,14 @@ impl ControlLink {
     }
 
     /// The next answer if one has arrived: (the kind byte of the request it answers, the answer).
+    /// A notice the router pushes unasked ([`FrameKind::Committed`]) answers no request: 0.
     pub fn try_recv(&self) -> Result<Option<(u8, Vec<u8>)>, TransportError> {
         match self.socket.recv_multipart(zmq::DONTWAIT) {
             Ok(mut parts) => {
                 let answer = parts.pop().unwrap_or_default();
+                if answer.get(2) == Some(&(FrameKind::Committed as u8)) {
+                    return Ok(Some((0, answer)));
+                }
                 let asked = self.pending.borrow_mut().pop_front().unwrap_or(0);
                 Ok(Some((asked, answer)))
             }
@@ -171,6 +182,15 @@ impl ControlLink {
             Err(source) => Err(TransportError::Socket { what: "receive control answer", source }),
         }
     }
+}
+
+/// A routing identity for a standing link, unique to it: the process, the time and a counter
+/// (never starting with a zero byte, which ZeroMQ reserves).
+fn link_identity() -> Vec<u8> {
+    static LINKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let count = LINKS.fetch_add(1, Ordering::Relaxed);
+    format!("link-{}-{nanos}-{count}", std::process::id()).into_bytes()
 }
 
 /// ZeroMQ resolves host names in the background and retries silently, so a name that never

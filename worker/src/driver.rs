@@ -143,7 +143,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
             metrics.observe(&worker.snapshot());
         }
         while let Some((asked, answer)) = link.try_recv()? {
-            life.answer(FrameKind::from_byte(asked), &answer, now, &mut out);
+            life.answer((asked != 0).then_some(asked).and_then(FrameKind::from_byte), &answer, now, &mut out);
         }
         out.check()?;
         Ok::<_, WorkerError>(match life.ended() {

@@ -2,7 +2,8 @@
 //! ([`crate::worker`]), as a state machine of its own. It owns no socket and reads no clock:
 //! the driver ([`crate::driver`]) and the simulation each hand it the time ([`Monotonic`]),
 //! what they see of the collector's link ([`Links`]) and the router's answers, and carry out
-//! the [`Turn`] it returns. Its requests to the router go through the [`Outbox`].
+//! the [`Turn`] it returns. Its requests to the router go through the [`Outbox`]; what the
+//! collector commits of its frames it asks once, and the router pushes each change.
 //!
 //! ```text
 //!  Running ──collector full──▶ Holding ──saved below the bound──▶ Running
@@ -15,7 +16,7 @@
 use crate::worker::{Worker, PROGRESS_EVERY_NS};
 use cep_core::clock::{Every, Monotonic};
 use cep_core::control::{Refused, MAX_CONTROL_FRAME_BYTES};
-use cep_core::delivery::{DeliveryQuery, DeliveryStatus};
+use cep_core::delivery::{Committed, DeliveryQuery, DeliveryStatus};
 use cep_core::frame::{Body, Frame};
 use cep_core::outbox::{Outbox, Peer};
 use cep_core::rescale::{Leave, RescaleAccepted};
@@ -28,9 +29,6 @@ const PROGRESS_EVERY: Duration = Duration::from_nanos(PROGRESS_EVERY_NS);
 
 /// How often the worker asks whether the router and the collector are alive.
 const LIVENESS_EVERY: Duration = Duration::from_millis(100);
-
-/// How often the worker asks the router what the collector saved (and which collector serves).
-const DELIVERY_EVERY: Duration = Duration::from_millis(100);
 
 /// How long a worker asked to stop waits for the router to accept that it leaves (a router
 /// that is stopping too never answers): then it stops at once.
@@ -111,9 +109,9 @@ pub struct Lifecycle {
     leaving: Leaving,
     liveness: Every,
     progress: Every,
-    delivery: Every,
-    /// A [`DeliveryQuery`] is out, not answered yet: one at a time.
-    asking_delivery: bool,
+    /// Whether it has asked the router, once, to be told what the collector commits of its
+    /// frames ([`DeliveryQuery`]; the router pushes each change after the answer).
+    subscribed: bool,
     /// Whether reaching `--max-unsaved` was logged already.
     warned_full: bool,
 }
@@ -138,8 +136,7 @@ impl Lifecycle {
             leaving: Leaving::No,
             liveness: Every::new(LIVENESS_EVERY, now),
             progress: Every::new(PROGRESS_EVERY, now),
-            delivery: Every::new(DELIVERY_EVERY, now),
-            asking_delivery: false,
+            subscribed: false,
             warned_full: false,
         }
     }
@@ -175,9 +172,8 @@ impl Lifecycle {
             report_progress: matches!(self.phase, Phase::Running | Phase::Holding) && self.progress.fire(now),
             read_input: false,
         };
-        if !self.asking_delivery && self.delivery.fire(now) {
+        if !std::mem::replace(&mut self.subscribed, true) {
             out.send(Peer::Router, &DeliveryQuery { worker: self.index }.encode(self.index));
-            self.asking_delivery = true;
         }
         self.leave(now, worker, out);
         // A joining worker the router never reaches (its Welcome does not come): a wrong
@@ -251,12 +247,9 @@ impl Lifecycle {
     }
 
     /// The router's answer, at `now`, to this worker's request of kind `asked` (state
-    /// hand-offs, snapshots, leaving, where the collector is).
+    /// hand-offs, snapshots, leaving, where the collector is), or a notice it pushed unasked
+    /// (`asked`: `None`).
     pub fn answer(&mut self, asked: Option<FrameKind>, answer: &[u8], now: Monotonic, out: &mut impl Outbox) {
-        // Whatever the answer, the question is answered: the next one may go.
-        if asked == Some(FrameKind::DeliveryQuery) {
-            self.asking_delivery = false;
-        }
         let frame = match Frame::read(answer, MAX_CONTROL_FRAME_BYTES) {
             Ok(frame) => frame,
             Err(error) => {
@@ -280,11 +273,12 @@ impl Lifecycle {
                 warn!(id, "the router did not take this worker's hand-off: {}", refused());
             }
             (Some(FrameKind::DeliveryQuery), FrameKind::DeliveryStatus) => match frame.body::<DeliveryStatus>() {
-                Ok(status) => {
-                    out.collector_moved(&status.endpoint, &self.collector_key, status.incarnation);
-                    out.collector_saved(status.saved, status.resend);
-                }
+                Ok(status) => self.committed(&status, out),
                 Err(error) => warn!(id, %error, "bad delivery status from the router"),
+            },
+            (_, FrameKind::Committed) => match frame.body::<Committed>() {
+                Ok(Committed(status)) => self.committed(&status, out),
+                Err(error) => warn!(id, %error, "bad delivery notice from the router"),
             },
             (Some(FrameKind::DeliveryQuery), FrameKind::Refused) => {
                 warn!(id, "the router did not answer where the collector is: {}", refused());
@@ -300,6 +294,13 @@ impl Lifecycle {
             }
             (_, kind) => warn!(id, ?kind, "unexpected answer from the router"),
         }
+    }
+
+    /// What the collector has committed of this worker's frames, and where it is: the link
+    /// drops what is saved, sends again when asked, readdresses a collector that took over.
+    fn committed(&self, status: &DeliveryStatus, out: &mut impl Outbox) {
+        out.collector_moved(&status.endpoint, &self.collector_key, status.incarnation);
+        out.collector_saved(status.saved, status.resend);
     }
 }
 

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 /// How often a worker's policy gets a turn without a frame: its shortest cadence (the
-/// liveness check and the delivery question).
+/// liveness check).
 const WORKER_TIMER_NS: u64 = 100_000_000;
 
 /// A running worker member.
@@ -85,6 +85,10 @@ impl LocalCluster {
         let now = self.monotonic();
         let mut out = self.outbox();
         match &mut self.workers[index] {
+            // A notice the router pushes answers no request.
+            WorkerState::Running(worker) if frame.kind() == FrameKind::Committed => {
+                worker.life.answer(None, answer, now, &mut out);
+            }
             WorkerState::Running(worker) => {
                 let asked = worker.asked.pop_front().and_then(FrameKind::from_byte);
                 worker.life.answer(asked, answer, now, &mut out);
@@ -96,6 +100,7 @@ impl LocalCluster {
                         | FrameKind::StateTaken
                         | FrameKind::Refused
                         | FrameKind::DeliveryStatus
+                        | FrameKind::Committed
                         | FrameKind::RescaleAccepted
                 ),
                 "worker {index}: unexpected answer {:?}",

@@ -51,22 +51,22 @@ fn to_router(out: &mut Recorded) -> Vec<FrameKind> {
 const FREE: Links = Links { collector_full: false, all_saved: false };
 
 #[test]
-fn cadences_fire_on_the_monotonic_clock_and_one_delivery_question_is_out_at_a_time() {
+fn cadences_fire_on_the_monotonic_clock_and_delivery_is_asked_once_then_pushed() {
     let (mut worker, mut life, mut out) = started(false);
     let turn = life.turn(at(50), &mut worker, FREE, &mut out);
     assert_eq!(turn, Turn { check_liveness: false, report_progress: false, read_input: true });
-    assert!(to_router(&mut out).is_empty());
+    assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery], "asked once, at the first turn");
     let turn = life.turn(at(100), &mut worker, FREE, &mut out);
     assert!(turn.check_liveness && !turn.report_progress);
-    assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
-    // Not answered: no second question, however long it takes.
-    life.turn(at(300), &mut worker, FREE, &mut out);
-    assert!(to_router(&mut out).is_empty());
-    let status = DeliveryStatus { incarnation: 2, endpoint: "c2".into(), saved: 7, resend: false };
-    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(0), at(310), &mut out);
+    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 7, resend: false };
+    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(0), at(110), &mut out);
+    // Then the router pushes: nothing more is asked, however long the run.
+    let pushed = Committed(DeliveryStatus { incarnation: 2, endpoint: "c2".into(), saved: 9, resend: true });
+    life.answer(None, &pushed.encode(0), at(200), &mut out);
     let turn = life.turn(at(500), &mut worker, FREE, &mut out);
     assert!(turn.report_progress, "every 500 ms");
-    assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
+    life.turn(at(60_000), &mut worker, FREE, &mut out);
+    assert!(to_router(&mut out).is_empty());
 }
 
 #[test]
@@ -108,7 +108,7 @@ fn asked_to_stop_it_asks_to_leave_once_and_stops_if_the_router_never_answers() {
     let (mut worker, mut life, mut out) = started(false);
     life.stop_requested();
     life.turn(at(1), &mut worker, FREE, &mut out);
-    assert_eq!(to_router(&mut out), vec![FrameKind::Leave]);
+    assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery, FrameKind::Leave]);
     life.stop_requested();
     life.turn(at(2_001), &mut worker, FREE, &mut out);
     assert!(!to_router(&mut out).contains(&FrameKind::Leave), "one Leave");
