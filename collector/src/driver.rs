@@ -7,7 +7,7 @@ use crate::config::CollectorConfig;
 use crate::csv::OutputsCsv;
 use crate::intervals::IntervalRecorder;
 use crate::lifecycle::{Ended, Lifecycle, Observed};
-use crate::storing::Saving;
+use crate::storing::StateWriter;
 pub use crate::storing::{write_results, write_summary};
 use cep_core::clock::{now_ns, Monotonic};
 use cep_core::control::Register;
@@ -155,7 +155,7 @@ pub fn run_in(
         }
     };
     // Saved at once: a collector that dies before its first frames can resume too.
-    let mut saving = Saving::start(state_path.clone());
+    let mut saving = StateWriter::start(state_path.clone());
     saving.save_now(&mut collector, &router_link, &shutdown)?;
 
     let metrics = crate::metrics::CollectorMetrics::register();

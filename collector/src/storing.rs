@@ -31,7 +31,7 @@ type Stored = Result<(Saved, Vec<OutputsConfirmed>), CollectorError>;
 /// Saving the collector's state when its policy says ([`crate::lifecycle`]). The state is taken
 /// on the receive thread (it is small and quick to encode) and stored by a thread of its own,
 /// so a slow disk never holds up the outputs; the router is told once it is stored.
-pub(crate) struct Saving {
+pub(crate) struct StateWriter {
     path: PathBuf,
     /// A save handed to the thread and not stored yet.
     in_flight: bool,
@@ -40,9 +40,9 @@ pub(crate) struct Saving {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Saving {
+impl StateWriter {
     /// Starts the saving thread, storing into `path` ([`write_whole`]).
-    pub(crate) fn start(path: PathBuf) -> Saving {
+    pub(crate) fn start(path: PathBuf) -> StateWriter {
         let (jobs, incoming) = std::sync::mpsc::sync_channel::<SaveJob>(1);
         let state = path.clone();
         let (done, stored) = std::sync::mpsc::channel();
@@ -55,7 +55,7 @@ impl Saving {
                 }
             }
         });
-        Saving { path: state, in_flight: false, jobs: Some(jobs), stored, thread: Some(thread) }
+        StateWriter { path: state, in_flight: false, jobs: Some(jobs), stored, thread: Some(thread) }
     }
 
     /// Whether a save is being stored and the router not told yet.
@@ -126,7 +126,7 @@ impl Saving {
     }
 }
 
-impl Drop for Saving {
+impl Drop for StateWriter {
     fn drop(&mut self) {
         self.jobs = None;
         if let Some(thread) = self.thread.take() {

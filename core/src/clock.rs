@@ -40,11 +40,6 @@ impl Monotonic {
     pub fn since(self, earlier: Monotonic) -> std::time::Duration {
         std::time::Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
-
-    /// The point `duration` after this one (saturating).
-    pub fn after(self, duration: std::time::Duration) -> Monotonic {
-        Monotonic(self.0.saturating_add(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)))
-    }
 }
 
 /// A cadence on the monotonic clock: due once `period` has passed since it last fired.

@@ -232,6 +232,10 @@ pub struct Recorded {
     pub clock: u64,
     /// Workers connected to, in order: (index, endpoint).
     pub connected: Vec<(u32, String)>,
+    /// What the collector saved, as the core passed it on: (position, resend), in order.
+    pub saved: Vec<(u64, bool)>,
+    /// Collectors that took over, as the core passed them on: (endpoint, key, incarnation).
+    pub moved: Vec<(String, String, u64)>,
 }
 
 impl Recorded {
@@ -256,5 +260,13 @@ impl Outbox for Recorded {
 
     fn connect_worker(&mut self, index: u32, endpoint: &str, _key: &str) {
         self.connected.push((index, endpoint.to_string()));
+    }
+
+    fn collector_moved(&mut self, endpoint: &str, key: &str, incarnation: u64) {
+        self.moved.push((endpoint.to_string(), key.to_string(), incarnation));
+    }
+
+    fn collector_saved(&mut self, position: u64, resend: bool) {
+        self.saved.push((position, resend));
     }
 }

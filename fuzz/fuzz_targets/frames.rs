@@ -3,7 +3,7 @@
 #![no_main]
 
 use cep_core::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
-use cep_core::delivery::{DeliveryQuery, DeliveryStatus, Saved};
+use cep_core::delivery::{Committed, DeliveryQuery, DeliveryStatus, Saved};
 use cep_core::failover::{Checkpoint, CheckpointMark, OutputsConfirmed, Restore, Restored, Snapshot, WorkerFailed};
 use cep_core::frame::{AwaitEnd, ClockReply, ClockRequest, EndAck, Frame, RunFinished};
 use cep_core::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
@@ -66,6 +66,7 @@ fn decode(frame: &Frame<'_>, ticks: &mut Vec<cep_core::tick::TickRecord>, output
         FrameKind::Saved => drop(frame.body::<Saved>()),
         FrameKind::DeliveryQuery => drop(frame.body::<DeliveryQuery>()),
         FrameKind::DeliveryStatus => drop(frame.body::<DeliveryStatus>()),
+        FrameKind::Committed => drop(frame.body::<Committed>()),
         FrameKind::Restored => drop(frame.body::<Restored>()),
         FrameKind::WorkerJoined => drop(frame.body::<WorkerJoined>()),
     }

@@ -24,7 +24,9 @@ pub struct CollectorDelivery {
     endpoint: String,
     /// Per worker index, the last position of its frames the collector saved.
     saved: Vec<u64>,
-    /// Per worker index, whether the collector asked it to send again (told once).
+    /// Per worker index, whether the collector asked it to send again: it stays asked until
+    /// the collector's next save (which names the source again if its gap is still open), so a
+    /// worker that asks again meanwhile is told again.
     resend: Vec<bool>,
     /// Per worker index, the control client it asked from (where its [`Committed`] notices
     /// go) and what it was told last.
@@ -63,6 +65,7 @@ impl CollectorDelivery {
             }
         }
         let mut router_resends = false;
+        self.resend.iter_mut().for_each(|resend| *resend = false);
         for &source in &saved.resend {
             if source == ROUTER_ID {
                 router_resends = true;
@@ -82,9 +85,15 @@ impl CollectorDelivery {
         if self.subscribers.len() <= index {
             self.subscribers.resize(index + 1, None);
         }
-        // A request to send again is an event, told once: what is kept is the state.
-        self.subscribers[index] = Some((client, DeliveryStatus { resend: false, ..status.clone() }));
+        self.subscribers[index] = Some((client, status.clone()));
         status
+    }
+
+    /// Worker `worker` is gone (dead, or retired): nothing more is pushed to it.
+    pub fn unsubscribe(&mut self, worker: u32) {
+        if let Some(subscriber) = self.subscribers.get_mut(worker as usize) {
+            *subscriber = None;
+        }
     }
 
     /// The notices due since the last call: one per subscribed worker whose status changed,
@@ -92,38 +101,23 @@ impl CollectorDelivery {
     pub fn changes(&mut self) -> Vec<(ClientId, Committed)> {
         let mut notices = Vec::new();
         for worker in 0..self.subscribers.len() as u32 {
-            let current = self.peek(worker);
-            let Some((client, told)) = &self.subscribers[worker as usize] else { continue };
-            if current == *told {
-                continue;
+            let current = self.status(worker);
+            let Some((client, told)) = &mut self.subscribers[worker as usize] else { continue };
+            if current != *told {
+                told.clone_from(&current);
+                notices.push((client.clone(), Committed(current)));
             }
-            let client = client.clone();
-            let status = self.status(worker);
-            self.subscribers[worker as usize] =
-                Some((client.clone(), DeliveryStatus { resend: false, ..status.clone() }));
-            notices.push((client, Committed(status)));
         }
         notices
     }
 
-    /// What worker `worker` would be told now, without taking a request to send again.
-    fn peek(&self, worker: u32) -> DeliveryStatus {
+    /// What worker `worker` is told now.
+    pub fn status(&self, worker: u32) -> DeliveryStatus {
         DeliveryStatus {
             incarnation: self.incarnation,
             endpoint: self.endpoint.clone(),
             saved: self.saved.get(worker as usize).copied().unwrap_or(0),
             resend: self.resend.get(worker as usize).copied().unwrap_or(false),
-        }
-    }
-
-    /// What worker `worker` is told (a request to send again is told once).
-    fn status(&mut self, worker: u32) -> DeliveryStatus {
-        let resend = self.resend.get_mut(worker as usize).map(std::mem::take).unwrap_or(false);
-        DeliveryStatus {
-            incarnation: self.incarnation,
-            endpoint: self.endpoint.clone(),
-            saved: self.saved.get(worker as usize).copied().unwrap_or(0),
-            resend,
         }
     }
 
@@ -174,7 +168,9 @@ mod tests {
         assert_eq!(delivery.saved(&saved, 2), (Some(2), false));
         let status = |saved, resend| DeliveryStatus { incarnation: 1, endpoint: "tcp://c1:1".into(), saved, resend };
         assert_eq!(delivery.status(1), status(9, true));
-        assert_eq!(delivery.status(1), status(9, false), "asked to send again once");
+        assert_eq!(delivery.status(1), status(9, true), "asked to send again until the next save");
+        delivery.saved(&Saved { positions: vec![(1, 10)], resend: vec![] }, 2);
+        assert_eq!(delivery.status(1), status(10, false));
         // Beyond the run's workers: nothing kept, nothing grows.
         assert_eq!(delivery.status(7).saved, 0);
         assert_eq!(delivery.saved(&Saved { positions: vec![], resend: vec![ROUTER_ID] }, 2), (None, true));
@@ -203,10 +199,12 @@ mod tests {
         delivery.saved(&Saved { positions: vec![(0, 5), (1, 8)], resend: vec![] }, 2);
         assert_eq!(delivery.changes(), vec![(b"w0".to_vec(), Committed(status(1, "tcp://c1:1", 5, false)))]);
         assert!(delivery.changes().is_empty());
-        // A request to send again is told once.
+        // A request to send again is told, and its end at the next save.
         delivery.saved(&Saved { positions: vec![(0, 5)], resend: vec![0] }, 2);
         assert_eq!(delivery.changes(), vec![(b"w0".to_vec(), Committed(status(1, "tcp://c1:1", 5, true)))]);
         assert!(delivery.changes().is_empty());
+        delivery.saved(&Saved { positions: vec![(0, 5)], resend: vec![] }, 2);
+        assert_eq!(delivery.changes(), vec![(b"w0".to_vec(), Committed(status(1, "tcp://c1:1", 5, false)))]);
         // A restarted collector taking over is told, where it is.
         delivery.take_over(&register(77)).unwrap();
         assert_eq!(delivery.changes(), vec![(b"w0".to_vec(), Committed(status(2, "tcp://c2:1", 0, false)))]);
@@ -214,5 +212,9 @@ mod tests {
         delivery.subscribe(0, b"w0-again".to_vec());
         delivery.saved(&Saved { positions: vec![(0, 9)], resend: vec![] }, 2);
         assert_eq!(delivery.changes()[0].0, b"w0-again".to_vec());
+        // A worker gone is told nothing more.
+        delivery.unsubscribe(0);
+        delivery.saved(&Saved { positions: vec![(0, 12)], resend: vec![] }, 2);
+        assert!(delivery.changes().is_empty());
     }
 }

@@ -5,7 +5,7 @@
 use crate::config::RouterConfig;
 use crate::deploying::Deployments;
 pub use crate::error::RouterError;
-use crate::lifecycle::{CollectorWatch, EndStep, Ending, Gathering};
+use crate::lifecycle::{CollectorWatch, EndObserved, EndStep, Ending, Gathering};
 use crate::router::Router;
 use cep_core::clock::{now_ns, Monotonic};
 use cep_core::identity::{Role, ROUTER_ID};
@@ -115,8 +115,8 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         out.check()?;
         // Read no input while too many ticks are held for moving symbols (until their state
         // arrives) or a worker's queue is full (until it takes what waits for it); control
-        // requests are served meanwhile, so a worker waiting for the collector to save, or a
-        // restarted collector, is answered.
+        // requests are served meanwhile, so state hand-offs, the collector's saves (and the
+        // notices they push to waiting workers) and a restarted collector are taken.
         hold_input(&mut router, &mut out, &control, &shutdown, &mut collector_watch)?;
         let done = router.all_ended() || shutdown.load(Ordering::Relaxed);
         Ok::<_, RouterError>(if done { Flow::Stop } else { Flow::Continue })
@@ -135,7 +135,11 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     // Keep every socket open until the collector has everything (see `lifecycle::Ending`).
     let mut ending = Ending::new(config.end_timeout, Monotonic::now());
     loop {
-        let observed = (collector_watch.is_lost(), out.has_pending(), shutdown.load(Ordering::Relaxed));
+        let observed = EndObserved {
+            collector_lost: collector_watch.is_lost(),
+            pending: out.has_pending(),
+            shutdown: shutdown.load(Ordering::Relaxed),
+        };
         match ending.turn(Monotonic::now(), &router, observed) {
             EndStep::Release => break,
             EndStep::Drain => {
@@ -170,6 +174,9 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         }
         fail_over(&mut router, &mut out)?;
         out.check()?;
+    }
+    if out.has_pending() {
+        warn!("frames for a worker that took none were not delivered (stopped before the drain ended)");
     }
     router.release(&mut out);
     if shutdown.load(Ordering::Relaxed) {

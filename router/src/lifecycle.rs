@@ -17,7 +17,7 @@ use tracing::{info, warn};
 /// How long the router, once the collector has everything, still answers nodes that have not
 /// asked for the end yet (a dead one never will), and then at most waits for a worker to take
 /// the frames a failover during the end left for it.
-pub const LATE_ASK_GRACE: Duration = Duration::from_secs(5);
+const LATE_ASK_GRACE: Duration = Duration::from_secs(5);
 
 /// How often the router says whom it is waiting for while it gathers.
 const WAITING_LOG_EVERY: Duration = Duration::from_secs(5);
@@ -109,6 +109,17 @@ impl CollectorWatch {
     }
 }
 
+/// What the driver observes at a turn of the end.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EndObserved {
+    /// The collector is lost and may still come back (within its retention).
+    pub collector_lost: bool,
+    /// Frames wait for a worker's full queue.
+    pub pending: bool,
+    /// A stop was asked for.
+    pub shutdown: bool,
+}
+
 /// What the router does at a turn of its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EndStep {
@@ -146,14 +157,9 @@ impl Ending {
         }
     }
 
-    /// The step at `now`: `collector_lost` while a lost collector may still come back,
-    /// `pending` while frames wait for a worker's full queue.
-    pub fn turn(
-        &mut self,
-        now: Monotonic,
-        router: &Router,
-        (collector_lost, pending, shutdown): (bool, bool, bool),
-    ) -> EndStep {
+    /// The step at `now`, given what the driver observes.
+    pub fn turn(&mut self, now: Monotonic, router: &Router, observed: EndObserved) -> EndStep {
+        let EndObserved { collector_lost, pending, shutdown } = observed;
         if shutdown {
             self.step = EndStep::Release;
         }
@@ -179,7 +185,7 @@ impl Ending {
             self.step = next;
             self.since = now;
             // A step whose condition already holds is passed at once.
-            return self.turn(now, router, (collector_lost, pending, shutdown));
+            return self.turn(now, router, observed);
         }
         self.step
     }

@@ -524,7 +524,9 @@ impl Router {
     /// collector is told first. An error when no worker is left to take them: the run is over,
     /// and the router's report has gone to the collector.
     pub fn worker_lost(&mut self, worker: u32, reason: &str, out: &mut impl Outbox) -> Result<(), String> {
-        let Phase::Running(Running { path, rescaling, .. }) = &mut self.phase else { return Ok(()) };
+        let Phase::Running(Running { path, rescaling, delivery, .. }) = &mut self.phase else { return Ok(()) };
+        // A dead worker's link is gone: nothing more is pushed to it.
+        delivery.unsubscribe(worker);
         let worker = worker as usize;
         let why = format!("because worker {} died ({reason})", self.workers.get(worker).map_or("?", |w| &w.id));
         // Its state is known only if no stream ended (survivors may have closed it) and no

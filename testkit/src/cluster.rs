@@ -8,7 +8,7 @@ use cep_collector::lifecycle::{Ended as CollectorEnded, Lifecycle as CollectorLi
 use cep_core::clock::Monotonic;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register};
-use cep_core::delivery::{DeliveryLog, Saved};
+use cep_core::delivery::DeliveryLog;
 use cep_core::frame::{Body, Frame, RunFinished};
 use cep_core::identity::{Role, ROUTER_ID};
 use cep_core::outbox::{Event, Outbox, Peer, Recorded};
@@ -90,7 +90,9 @@ enum WorkerState {
 }
 
 enum CollectorState {
-    Registering,
+    /// Frames that arrive before its Ready answer wait in its socket's queue (it binds before
+    /// it registers): a restarted one is sent what it missed as the router takes it over.
+    Registering(Vec<(Member, Vec<u8>)>),
     Running(Box<Collector<SharedFile>>),
     Done,
 }
@@ -174,7 +176,7 @@ impl LocalCluster {
             router_report: None,
             workers: (0..spec.workers).map(|_| WorkerState::Registering(Vec::new())).collect(),
             worker_reports: Vec::new(),
-            collector: CollectorState::Registering,
+            collector: CollectorState::Registering(Vec::new()),
             collector_life: None,
             collector_disk: CollectorDisk::default(),
             delivery: BTreeMap::new(),
@@ -228,7 +230,7 @@ impl LocalCluster {
         let state = self.collector_disk.state.as_ref().expect("the collector saved its state");
         let resuming = SavedState::read(state).expect("the saved state reads back").run_start_ns();
         self.dead.remove(&Member::Collector);
-        self.collector = CollectorState::Registering;
+        self.collector = CollectorState::Registering(Vec::new());
         self.register_as(Member::Collector, Role::Collector, 0, resuming);
     }
 
@@ -455,6 +457,10 @@ impl LocalCluster {
             }
             (Member::Collector, Payload::Answer(answer)) => self.collector_answer(&answer),
             (Member::Collector, Payload::Data(bytes)) => {
+                if let CollectorState::Registering(queued) = &mut self.collector {
+                    queued.push((from, bytes));
+                    return;
+                }
                 if let (CollectorState::Running(collector), Some(life)) =
                     (&mut self.collector, &mut self.collector_life)
                 {
@@ -511,6 +517,25 @@ impl LocalCluster {
     /// Sends what a member's core put out, each frame to its member.
     fn route_from(&mut self, from: Member, mut out: Recorded) {
         self.events.extend(out.events.drain(..).map(|event| (from, event)));
+        // What the core passed on of the collector (the router its own, a worker the notices
+        // it was pushed): the sender's log follows a collector that took over, drops what is
+        // saved and sends again what the collector missed, as the transport does.
+        let mut resend = false;
+        if let Some(log) = self.delivery.get_mut(&from) {
+            for (_, _, incarnation) in out.moved.drain(..) {
+                if incarnation > log.incarnation() {
+                    log.readdress(incarnation);
+                    resend = true;
+                }
+            }
+            for (position, asked) in out.saved.drain(..) {
+                log.saved(position);
+                resend |= asked;
+            }
+        }
+        if resend {
+            self.resend(from);
+        }
         for (index, endpoint) in out.connected.drain(..) {
             let member = (0..self.workers.len())
                 .find(|&i| format!("inproc://{:?}", Member::Worker(i)) == endpoint)
@@ -563,10 +588,9 @@ impl LocalCluster {
         }
     }
 
-    /// The collector saves its state, when its policy says: the bytes go to disk,
-    /// then the router learns what it saved and which checkpoints that confirms, and the
-    /// senders drop what is saved (as the transport does when the router passes it on) and
-    /// send again what came out of turn.
+    /// The collector saves its state, when its policy says: the bytes go to disk, then the
+    /// router learns what it saved and which checkpoints that confirms (it passes the rest on
+    /// to the senders: [`Self::route_from`]).
     fn save_collector(&mut self) {
         let CollectorState::Running(collector) = &mut self.collector else { return };
         let (bytes, saved, confirmations) = collector.save().expect("memory takes every row");
@@ -575,16 +599,6 @@ impl LocalCluster {
         self.send(member, Member::Router, Payload::Request(member, saved.encode(0)));
         for confirmed in confirmations {
             self.send(member, Member::Router, Payload::Request(member, confirmed.encode(0)));
-        }
-        let Saved { positions, resend } = saved;
-        let members: Vec<(Member, u32)> = self.delivery.keys().map(|&m| (m, self.source_of(m))).collect();
-        for (member, source) in members {
-            if let Some(&(_, position)) = positions.iter().find(|(s, _)| *s == source) {
-                self.delivery.get_mut(&member).expect("listed").saved(position);
-            }
-            if resend.contains(&source) {
-                self.resend(member);
-            }
         }
     }
 
@@ -655,23 +669,23 @@ impl LocalCluster {
                         Collector::new(RunShape::of(&ready), self.spec.csv, usize::MAX, sinks, self.now)
                     }
                 };
-                self.collector = CollectorState::Running(Box::new(collector));
+                let queued = match std::mem::replace(&mut self.collector, CollectorState::Running(Box::new(collector)))
+                {
+                    CollectorState::Registering(queued) => queued,
+                    _ => Vec::new(),
+                };
                 let idle = Duration::from_nanos(self.spec.idle_timeout_ns);
                 self.collector_life = Some(CollectorLifecycle::new(idle, Duration::ZERO, self.monotonic()));
                 self.schedule(self.now + TIMER_NS, Scheduled::Timer(Member::Collector));
                 if self.spec.sequenced {
                     // Saved once at the start; a new incarnation gets every frame not saved.
                     self.save_collector();
-                    if ready.collector_incarnation != self.collector_incarnation {
-                        self.collector_incarnation = ready.collector_incarnation;
-                        // Each sender learns of it on its own: the workers' frames may come
-                        // first (they do here), ahead of the router's failover records.
-                        let members: Vec<Member> = self.delivery.keys().rev().copied().collect();
-                        for member in members {
-                            self.delivery.get_mut(&member).expect("listed").readdress(ready.collector_incarnation);
-                            self.resend(member);
-                        }
-                    }
+                    // The senders learn of it from the router, each on its own (the router
+                    // as it answers, the workers by the notices it pushes them).
+                    self.collector_incarnation = ready.collector_incarnation;
+                }
+                for (from, bytes) in queued {
+                    self.deliver(from, Member::Collector, Payload::Data(bytes));
                 }
             }
             FrameKind::EndAck | FrameKind::StateTaken => {}

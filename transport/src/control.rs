@@ -184,9 +184,17 @@ impl ControlLink {
     }
 }
 
-/// A routing identity for a standing link, unique to it: the process, the time and a counter
-/// (never starting with a zero byte, which ZeroMQ reserves).
+/// A routing identity for a standing link: 16 bytes from the operating system's random
+/// source, so that no other client of the control socket can guess it and, by the handover,
+/// take the link's answers and notices (a process and time stamp only if that source fails).
 fn link_identity() -> Vec<u8> {
+    use std::io::Read;
+    let mut random = [0u8; 16];
+    if std::fs::File::open("/dev/urandom").and_then(|mut source| source.read_exact(&mut random)).is_ok() {
+        // ZeroMQ reserves identities that start with a zero byte.
+        random[0] |= 1;
+        return random.to_vec();
+    }
     static LINKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let count = LINKS.fetch_add(1, Ordering::Relaxed);

@@ -122,7 +122,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
             life.stop_requested();
         }
         if worker.done() {
-            // Refused connections are rejections like any other, in the report.
+            // Refused connections are rejections like any other, in the report it sends now.
             worker.refused_connections(&context.refusals());
         }
         let links = out.collector().map_or(Links::default(), |collector| Links {
@@ -136,9 +136,9 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         if turn.check_liveness {
             link.check_alive().map_err(WorkerError::RouterLost)?;
             out.check_peers();
+            worker.refused_connections(&context.refusals());
         }
         if turn.report_progress {
-            worker.refused_connections(&context.refusals());
             worker.progress(&mut out);
             metrics.observe(&worker.snapshot());
         }
@@ -159,7 +159,8 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     if life.ended() == Some(Ended::Unreached) {
         return Err(WorkerError::Unreached { endpoint, waited: config.start_timeout });
     }
-    let report = worker.report();
+    // Stopped before its course: its sends give up at once now; what it processed is reported.
+    let report = if life.ended() == Some(Ended::Stopped) { worker.finish(&mut out) } else { worker.report() };
     metrics.observe(&worker.snapshot());
     if stop.load(Ordering::Relaxed) {
         if let Some(collector) = out.collector() {

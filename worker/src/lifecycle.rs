@@ -10,7 +10,10 @@
 //!     │ shutdown: Leave ──▶ accepted: draining ──▶ retired ─┐
 //!     │ every stream ended ──────────────────────────────────┤
 //!     ▼                                                      ▼
-//!  Ending (report sent; waits until the collector saved all, at most end_timeout) ──▶ Over
+//!  Ending (report sent; waits until the collector saved all, at most end_timeout)
+//!     ──▶ Over(Finished)
+//!  Leave refused, unanswered or not drained in time ──▶ Over(Stopped): the driver stops its
+//!     sends, then sends the report. A joiner never reached ──▶ Over(Unreached): an error.
 //! ```
 
 use crate::worker::{Worker, PROGRESS_EVERY_NS};
@@ -29,6 +32,10 @@ const PROGRESS_EVERY: Duration = Duration::from_nanos(PROGRESS_EVERY_NS);
 
 /// How often the worker asks whether the router and the collector are alive.
 const LIVENESS_EVERY: Duration = Duration::from_millis(100);
+
+/// How long a worker that waits on the collector (holding its input, or at the end) goes
+/// without news of what it saved before it asks the router again.
+const ASK_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 /// How long a worker asked to stop waits for the router to accept that it leaves (a router
 /// that is stopping too never answers): then it stops at once.
@@ -91,8 +98,6 @@ enum Leaving {
     Asked(Monotonic),
     /// The router accepted at this instant: symbols are moving away.
     Draining(Monotonic),
-    /// The router would not let it leave: it stops.
-    Refused,
 }
 
 /// The worker's run policy. See the module docs.
@@ -109,9 +114,13 @@ pub struct Lifecycle {
     leaving: Leaving,
     liveness: Every,
     progress: Every,
-    /// Whether it has asked the router, once, to be told what the collector commits of its
-    /// frames ([`DeliveryQuery`]; the router pushes each change after the answer).
-    subscribed: bool,
+    /// Whether a [`DeliveryQuery`] is out, not answered yet. The worker asks once; the router
+    /// answers and then pushes each change ([`Committed`]).
+    asking: bool,
+    /// When it last heard what the collector committed (an answer or a notice); `None`: never
+    /// asked yet. A worker that waits on the collector and hears nothing for
+    /// [`ASK_AGAIN_AFTER`] asks again (a notice can be lost while its link reconnects).
+    last_news: Option<Monotonic>,
     /// Whether reaching `--max-unsaved` was logged already.
     warned_full: bool,
 }
@@ -136,7 +145,8 @@ impl Lifecycle {
             leaving: Leaving::No,
             liveness: Every::new(LIVENESS_EVERY, now),
             progress: Every::new(PROGRESS_EVERY, now),
-            subscribed: false,
+            asking: false,
+            last_news: None,
             warned_full: false,
         }
     }
@@ -167,13 +177,19 @@ impl Lifecycle {
         if self.is_over() {
             return Turn::default();
         }
+        let waiting = matches!(self.phase, Phase::Holding | Phase::Ending(_));
         let mut turn = Turn {
-            check_liveness: self.liveness.fire(now),
+            // While it waits on the collector its link is looked after at every turn (a
+            // restarted collector gets what it holds at once).
+            check_liveness: self.liveness.fire(now) || waiting,
             report_progress: matches!(self.phase, Phase::Running | Phase::Holding) && self.progress.fire(now),
             read_input: false,
         };
-        if !std::mem::replace(&mut self.subscribed, true) {
+        let silent = self.last_news.is_none_or(|heard| waiting && now.since(heard) >= ASK_AGAIN_AFTER);
+        if !self.asking && silent {
             out.send(Peer::Router, &DeliveryQuery { worker: self.index }.encode(self.index));
+            self.asking = true;
+            self.last_news.get_or_insert(now);
         }
         self.leave(now, worker, out);
         // A joining worker the router never reaches (its Welcome does not come): a wrong
@@ -182,9 +198,11 @@ impl Lifecycle {
             self.phase = Phase::Over(Ended::Unreached);
         }
         if worker.done() && matches!(self.phase, Phase::Running | Phase::Holding) {
-            // Every stream ended, or retired: the report goes, then everything must be saved.
+            // Every stream ended, or retired: the report goes, then everything must be saved,
+            // as the links tell at the next turn (not the ones read before the report went).
             worker.finish(out);
             self.phase = Phase::Ending(now);
+            return turn;
         }
         self.phase = match self.phase {
             Phase::Running if links.collector_full && self.leaving == Leaving::No => {
@@ -218,7 +236,7 @@ impl Lifecycle {
     }
 
     /// The leave of a worker asked to stop, bounded at each step.
-    fn leave(&mut self, now: Monotonic, worker: &mut Worker, out: &mut impl Outbox) {
+    fn leave(&mut self, now: Monotonic, worker: &Worker, out: &mut impl Outbox) {
         if worker.done() || self.is_over() {
             return;
         }
@@ -236,12 +254,9 @@ impl Lifecycle {
                 warn!(id = self.id, waited = ?self.end_timeout, "asked to stop; not drained in time: stopping");
                 true
             }
-            Leaving::Refused => true,
             _ => false,
         };
         if stop {
-            // What it processed is reported all the same.
-            worker.finish(out);
             self.phase = Phase::Over(Ended::Stopped);
         }
     }
@@ -257,7 +272,7 @@ impl Lifecycle {
                 return;
             }
         };
-        let id = &self.id;
+        let id = &self.id.clone();
         let refused = || frame.body::<Refused>().map(|refused| refused.reason).unwrap_or_default();
         match (asked, frame.kind()) {
             (Some(FrameKind::SymbolState | FrameKind::Reached | FrameKind::Snapshot), FrameKind::StateTaken) => {}
@@ -272,15 +287,20 @@ impl Lifecycle {
                 // The symbols are gone from here already; the router names them as lost.
                 warn!(id, "the router did not take this worker's hand-off: {}", refused());
             }
-            (Some(FrameKind::DeliveryQuery), FrameKind::DeliveryStatus) => match frame.body::<DeliveryStatus>() {
-                Ok(status) => self.committed(&status, out),
-                Err(error) => warn!(id, %error, "bad delivery status from the router"),
-            },
+            (Some(FrameKind::DeliveryQuery), FrameKind::DeliveryStatus) => {
+                self.asking = false;
+                match frame.body::<DeliveryStatus>() {
+                    Ok(status) => self.committed(&status, now, out),
+                    Err(error) => warn!(id, %error, "bad delivery status from the router"),
+                }
+            }
             (_, FrameKind::Committed) => match frame.body::<Committed>() {
-                Ok(Committed(status)) => self.committed(&status, out),
+                Ok(Committed(status)) => self.committed(&status, now, out),
                 Err(error) => warn!(id, %error, "bad delivery notice from the router"),
             },
             (Some(FrameKind::DeliveryQuery), FrameKind::Refused) => {
+                // Asked again once it waits on the collector and hears nothing.
+                self.asking = false;
                 warn!(id, "the router did not answer where the collector is: {}", refused());
             }
             (Some(FrameKind::Leave), FrameKind::RescaleAccepted) => {
@@ -290,7 +310,7 @@ impl Lifecycle {
             }
             (Some(FrameKind::Leave), FrameKind::Refused) => {
                 warn!(id, "the router would not let this worker leave ({}): stopping", refused());
-                self.leaving = Leaving::Refused;
+                self.phase = Phase::Over(Ended::Stopped);
             }
             (_, kind) => warn!(id, ?kind, "unexpected answer from the router"),
         }
@@ -298,7 +318,8 @@ impl Lifecycle {
 
     /// What the collector has committed of this worker's frames, and where it is: the link
     /// drops what is saved, sends again when asked, readdresses a collector that took over.
-    fn committed(&self, status: &DeliveryStatus, out: &mut impl Outbox) {
+    fn committed(&mut self, status: &DeliveryStatus, now: Monotonic, out: &mut impl Outbox) {
+        self.last_news = Some(now);
         out.collector_moved(&status.endpoint, &self.collector_key, status.incarnation);
         out.collector_saved(status.saved, status.resend);
     }

@@ -5,6 +5,10 @@ use crate::deploying::Deployments;
 use crate::rendezvous::WorkerCount;
 use crate::router::RouterSettings;
 
+fn obs(collector_lost: bool, pending: bool, shutdown: bool) -> EndObserved {
+    EndObserved { collector_lost, pending, shutdown }
+}
+
 fn at(ms: u64) -> Monotonic {
     Monotonic::from_ns(ms * 1_000_000)
 }
@@ -65,23 +69,27 @@ fn the_end_waits_for_the_collector_for_the_end_timeout_unless_it_is_lost_then_dr
     // (This router has no node: every node has asked, so the late asks pass at once.)
     let router = router();
     let mut ending = Ending::new(Duration::from_secs(3), at(0));
-    assert_eq!(ending.turn(at(2_999), &router, (false, false, false)), EndStep::Wait);
+    assert_eq!(ending.turn(at(2_999), &router, obs(false, false, false)), EndStep::Wait);
     // A lost collector may come back: the end waits.
-    assert_eq!(ending.turn(at(5_000), &router, (true, false, false)), EndStep::Wait);
+    assert_eq!(ending.turn(at(5_000), &router, obs(true, false, false)), EndStep::Wait);
     ending.collector_back(at(5_000));
-    assert_eq!(ending.turn(at(7_999), &router, (false, false, false)), EndStep::Wait, "a whole end time-out again");
+    assert_eq!(ending.turn(at(7_999), &router, obs(false, false, false)), EndStep::Wait, "a whole end time-out again");
     // Ending anyway; frames wait for a worker: drained, then released.
-    assert_eq!(ending.turn(at(8_001), &router, (false, true, false)), EndStep::Drain);
-    assert_eq!(ending.turn(at(8_002), &router, (false, false, false)), EndStep::Release);
+    assert_eq!(ending.turn(at(8_001), &router, obs(false, true, false)), EndStep::Drain);
+    assert_eq!(ending.turn(at(8_002), &router, obs(false, false, false)), EndStep::Release);
 }
 
 #[test]
 fn a_drain_is_bounded_and_a_shutdown_releases_at_once() {
     let router = router();
     let mut ending = Ending::new(Duration::ZERO, at(0));
-    assert_eq!(ending.turn(at(1), &router, (false, true, false)), EndStep::Drain);
-    assert_eq!(ending.turn(at(5_000), &router, (false, true, false)), EndStep::Drain);
-    assert_eq!(ending.turn(at(5_002), &router, (false, true, false)), EndStep::Release, "a worker that takes nothing");
+    assert_eq!(ending.turn(at(1), &router, obs(false, true, false)), EndStep::Drain);
+    assert_eq!(ending.turn(at(5_000), &router, obs(false, true, false)), EndStep::Drain);
+    assert_eq!(
+        ending.turn(at(5_002), &router, obs(false, true, false)),
+        EndStep::Release,
+        "a worker that takes nothing"
+    );
     let mut ending = Ending::new(Duration::from_secs(60), at(0));
-    assert_eq!(ending.turn(at(1), &router, (false, false, true)), EndStep::Release);
+    assert_eq!(ending.turn(at(1), &router, obs(false, false, true)), EndStep::Release);
 }

@@ -703,3 +703,38 @@ fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
         [("end_behind_stream", 1), ("seq_far_ahead", 1), ("stream_of_another_key", 2), ("unauthorized_control", 6)]
     );
 }
+
+#[test]
+fn a_worker_that_asks_once_is_pushed_what_the_collector_saves_of_its_frames() {
+    use cep_core::delivery::{DeliveryQuery, DeliveryStatus};
+    let (mut router, mut out) = running(8);
+    let now = Monotonic::from_ns(10);
+    // Worker 1 asks from its standing link "w1-link"; worker 0 never asks.
+    router.control(b"w1-link".to_vec(), &DeliveryQuery { worker: 1 }.encode(1), now, &mut out);
+    let status = |saved, resend| DeliveryStatus { incarnation: 1, endpoint: "inproc://c".into(), saved, resend };
+    let sent = out.take();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].0, Peer::Client(b"w1-link".to_vec()));
+    assert_eq!(Frame::read(&sent[0].1, usize::MAX).unwrap().body::<DeliveryStatus>().unwrap(), status(0, false));
+    // The collector saved: the router drops its own, and pushes worker 1 its position unasked.
+    let saved = Saved { positions: vec![(0, 3), (1, 7), (ROUTER_ID, 2)], resend: vec![] };
+    router.control(b"c".to_vec(), &saved.encode(0), now, &mut out);
+    assert_eq!(out.saved, vec![(2, false)], "the router's own frames");
+    let pushed: Vec<(Peer, FrameKind)> =
+        out.take().iter().map(|(to, frame)| (to.clone(), Frame::read(frame, usize::MAX).unwrap().kind())).collect();
+    assert_eq!(
+        pushed,
+        [
+            (Peer::Client(b"w1-link".to_vec()), FrameKind::Committed),
+            (Peer::Client(b"c".to_vec()), FrameKind::StateTaken)
+        ]
+    );
+    // Nothing changed for it: nothing pushed.
+    router.control(b"c".to_vec(), &Saved { positions: vec![(0, 4), (1, 7)], resend: vec![] }.encode(0), now, &mut out);
+    assert!(out.take().iter().all(|(to, _)| *to != Peer::Client(b"w1-link".to_vec())));
+    // Dead, it is told nothing more.
+    router.worker_lost(1, "killed", &mut out).unwrap();
+    out.take();
+    router.control(b"c".to_vec(), &Saved { positions: vec![(1, 9)], resend: vec![1] }.encode(0), now, &mut out);
+    assert!(out.take().iter().all(|(_, frame)| Frame::read(frame, usize::MAX).unwrap().kind() != FrameKind::Committed));
+}

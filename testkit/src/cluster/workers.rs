@@ -8,7 +8,7 @@ use cep_core::clock::Monotonic;
 use cep_core::control::{Ready, Refused};
 use cep_core::frame::{AwaitEnd, Body, Frame};
 use cep_core::wire::FrameKind;
-use cep_worker::lifecycle::{Lifecycle, Links};
+use cep_worker::lifecycle::{Ended, Lifecycle, Links};
 use cep_worker::Worker;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -16,6 +16,8 @@ use std::time::Duration;
 /// How often a worker's policy gets a turn without a frame: its shortest cadence (the
 /// liveness check).
 const WORKER_TIMER_NS: u64 = 100_000_000;
+/// How soon a worker that holds its input turns again (the driver's wait while it holds).
+const HOLD_WAIT_NS: u64 = 10_000_000;
 
 /// A running worker member.
 pub(super) struct SimWorker {
@@ -24,6 +26,10 @@ pub(super) struct SimWorker {
     /// The kinds of its requests to the router not answered yet, in order: the router answers
     /// each in turn (the end-of-run request, answered last, is sent after the policy's last).
     asked: VecDeque<u8>,
+    /// When its next turn is due (a timer for another time is stale).
+    next_turn: u64,
+    /// Whether its report went (kept as the collector got it).
+    reported: bool,
 }
 
 impl SimWorker {
@@ -45,7 +51,8 @@ impl LocalCluster {
             Duration::from_nanos(self.spec.idle_timeout_ns),
         );
         let life = Lifecycle::new(id, ready.assigned, ready.collector_key.clone(), timeouts, self.monotonic());
-        let worker = SimWorker { core, life, asked: VecDeque::new() };
+        let next_turn = self.now + WORKER_TIMER_NS;
+        let worker = SimWorker { core, life, asked: VecDeque::new(), next_turn, reported: false };
         let queued = match std::mem::replace(&mut self.workers[index], WorkerState::Running(Box::new(worker))) {
             WorkerState::Registering(queued) => queued,
             _ => Vec::new(),
@@ -54,7 +61,7 @@ impl LocalCluster {
         for bytes in queued {
             self.deliver(Member::Router, Member::Worker(index), Payload::Data(bytes));
         }
-        self.schedule(self.now + WORKER_TIMER_NS, Scheduled::Timer(Member::Worker(index)));
+        self.schedule(next_turn, Scheduled::Timer(Member::Worker(index)));
     }
 
     /// A frame from the router for worker `index`.
@@ -118,11 +125,10 @@ impl LocalCluster {
         }
     }
 
-    /// The worker's timer: a turn of its policy, and the next timer while it runs.
+    /// The worker's timer: a turn of its policy, unless a turn since has moved it.
     pub(super) fn worker_timer(&mut self, index: usize) {
-        self.worker_turn(index);
-        if let WorkerState::Running(_) = &self.workers[index] {
-            self.schedule(self.now + WORKER_TIMER_NS, Scheduled::Timer(Member::Worker(index)));
+        if matches!(&self.workers[index], WorkerState::Running(worker) if worker.next_turn == self.now) {
+            self.worker_turn(index);
         }
     }
 
@@ -139,23 +145,44 @@ impl LocalCluster {
         if turn.report_progress {
             worker.core.progress(&mut out);
         }
+        if worker.core.done() && !std::mem::replace(&mut worker.reported, true) {
+            self.worker_reports.push(worker.core.report());
+        }
         let over = worker.life.is_over();
+        // The next turn: soon while it holds its input, as the driver's loop turns then.
+        worker.next_turn = self.now + if turn.read_input { WORKER_TIMER_NS } else { HOLD_WAIT_NS };
+        let next_turn = worker.next_turn;
         self.route_from(member, out);
         if over {
             self.finish_worker(index);
+        } else {
+            self.schedule(next_turn, Scheduled::Timer(member));
         }
     }
 
-    /// A worker whose run is over: its report is kept; one not retired waits for the end of
-    /// the run.
+    /// A worker whose run is over, as its process ends: finished, its report is kept and, unless
+    /// retired, it waits for the end of the run; stopped, it reports what it processed and
+    /// leaves; never reached, it exits with an error and reports nothing.
     fn finish_worker(&mut self, index: usize) {
-        let WorkerState::Running(worker) = std::mem::replace(&mut self.workers[index], WorkerState::Done) else {
+        let WorkerState::Running(mut worker) = std::mem::replace(&mut self.workers[index], WorkerState::Done) else {
             return;
         };
-        self.worker_reports.push(worker.core.report());
-        if !worker.core.retired() {
-            let member = Member::Worker(index);
-            self.send(member, Member::Router, Payload::Request(member, AwaitEnd.encode(0)));
+        let member = Member::Worker(index);
+        match worker.life.ended() {
+            Some(Ended::Finished) => {
+                if !worker.reported {
+                    self.worker_reports.push(worker.core.report());
+                }
+                if !worker.core.retired() {
+                    self.send(member, Member::Router, Payload::Request(member, AwaitEnd.encode(0)));
+                }
+            }
+            Some(Ended::Stopped) => {
+                let mut out = self.outbox();
+                self.worker_reports.push(worker.core.finish(&mut out));
+                self.route_from(member, out);
+            }
+            Some(Ended::Unreached) | None => {}
         }
     }
 
