@@ -323,7 +323,7 @@ impl Rescaling {
     /// Sends the next slice's hand-offs, or ends the rescale if none is left (or the input
     /// ended, leaving nothing to move for).
     fn next_slice(&mut self, path: &mut DataPath, out: &mut impl Outbox) {
-        let rescale = self.current.as_mut().expect("a rescale runs");
+        let Some(rescale) = self.current.as_mut() else { return };
         if path.input_ended() && !rescale.slices.is_empty() {
             let worker = self.members[rescale.worker].id.clone();
             let left = rescale.slices.iter().map(Vec::len).sum::<usize>();
@@ -435,7 +435,7 @@ impl Rescaling {
     }
 
     fn finish(&mut self, path: &mut DataPath, out: &mut impl Outbox) {
-        let rescale = self.current.take().expect("a rescale runs");
+        let Some(rescale) = self.current.take() else { return };
         let complete = rescale.moved == rescale.symbols && rescale.state_lost.is_empty();
         let member = &mut self.members[rescale.worker];
         match (rescale.kind, complete) {
