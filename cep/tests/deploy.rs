@@ -42,12 +42,16 @@ fn deploy_under_load_switches_every_worker_at_the_same_point() {
         cep()
             .args(["run", "--workers", "2", "--connections", "2", "--rate", "100000", "--count", "500000"])
             .args(["--csv", "all", "--record-input", "--quiet", "--control", &control])
+            .args(["--summary-every", common::SUMMARY_EVERY])
             .arg("--out")
             .arg(&out)
             .spawn()
             .unwrap(),
     );
-    std::thread::sleep(Duration::from_millis(2000));
+    // Deployed under load: once the rolling summary shows a fifth of the ticks processed.
+    common::wait_for_summary(&out, "a fifth of the ticks processed", Duration::from_secs(60), |summary| {
+        summary.events_processed >= 100_000
+    });
 
     // The command checks first: a bad file never leaves this host.
     let refused = cep().args(["rules", "deploy", "--router", &control]).arg(&bad).output().unwrap();
