@@ -202,6 +202,8 @@ impl Lifecycle {
             // as the links tell at the next turn (not the ones read before the report went).
             worker.finish(out);
             self.phase = Phase::Ending(now);
+            // Nothing goes to the collector after the report: it may have everything then.
+            turn.report_progress = false;
             return turn;
         }
         self.phase = match self.phase {

@@ -209,9 +209,14 @@ impl Worker {
         }
     }
 
-    /// Sends the progress so far to the collector (the driver does every 500 ms, timed on a
-    /// monotonic clock).
+    /// Sends the progress so far to the collector, at the cadence its policy keeps
+    /// ([`crate::lifecycle`]), until its report.
     pub fn progress(&mut self, out: &mut impl Outbox) {
+        // After the report, nothing: the collector may have everything and end (a frame behind
+        // it would then never be saved, and its sender would wait for it in vain).
+        if self.finished {
+            return;
+        }
         let progress = WorkerProgress {
             processed: self.engine.processed(),
             outputs: self.engine.outputs_total(),

@@ -300,3 +300,15 @@ fn handed_off_symbols_carry_on_at_their_new_owner_as_if_they_never_moved() {
     other.handle(&bad.encode(1), 7, &mut other_out);
     assert_eq!(other.report().rejected.get("bad_state"), Some(&1));
 }
+
+#[test]
+fn nothing_follows_the_report() {
+    let (mut worker, mut out) = started(1);
+    worker.progress(&mut out);
+    assert_eq!(kinds(&out.take()), vec![FrameKind::WorkerProgress]);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+    worker.finish(&mut out);
+    assert_eq!(kinds(&out.take()).last(), Some(&FrameKind::WorkerReport));
+    worker.progress(&mut out);
+    assert!(out.take().is_empty(), "the collector may have ended at the report");
+}
