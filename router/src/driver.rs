@@ -149,22 +149,11 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
                 continue;
             }
             EndStep::AnswerLate => {
-                if let Some(request) = control.recv(Duration::from_millis(50))? {
-                    router.control_from(
-                        request.client,
-                        request.peer.as_ref(),
-                        &request.body,
-                        Monotonic::now(),
-                        &mut out,
-                    );
-                }
+                serve(&mut router, &control, &mut out, Duration::from_millis(50))?;
                 continue;
             }
-            EndStep::Wait => {}
-        }
-        if let Some(request) = control.recv(Duration::from_millis(50))? {
-            router.control_from(request.client, request.peer.as_ref(), &request.body, Monotonic::now(), &mut out);
-        }
+            EndStep::Wait => serve(&mut router, &control, &mut out, Duration::from_millis(50))?,
+        };
         // Frames a failover sent a survivor whose queue was full; a worker that dies now (the
         // collector must not wait for its report); a collector lost or back.
         out.flush_pending();

@@ -37,6 +37,9 @@ const LIVENESS_EVERY: Duration = Duration::from_millis(100);
 /// without news of what it saved before it asks the router again.
 const ASK_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
+/// How long a question about the collector may go unanswered before it is taken as lost.
+const UNANSWERED_AFTER: Duration = Duration::from_secs(5);
+
 /// How long a worker asked to stop waits for the router to accept that it leaves (a router
 /// that is stopping too never answers): then it stops at once.
 const LEAVE_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
@@ -114,9 +117,9 @@ pub struct Lifecycle {
     leaving: Leaving,
     liveness: Every,
     progress: Every,
-    /// Whether a [`DeliveryQuery`] is out, not answered yet. The worker asks once; the router
-    /// answers and then pushes each change ([`Committed`]).
-    asking: bool,
+    /// When the [`DeliveryQuery`] out, not answered yet, was asked. The worker asks once; the
+    /// router answers and then pushes each change ([`Committed`]).
+    asking: Option<Monotonic>,
     /// When it last heard what the collector committed (an answer or a notice); `None`: never
     /// asked yet. A worker that waits on the collector and hears nothing for
     /// [`ASK_AGAIN_AFTER`] asks again (a notice can be lost while its link reconnects).
@@ -145,7 +148,7 @@ impl Lifecycle {
             leaving: Leaving::No,
             liveness: Every::new(LIVENESS_EVERY, now),
             progress: Every::new(PROGRESS_EVERY, now),
-            asking: false,
+            asking: None,
             last_news: None,
             warned_full: false,
         }
@@ -186,9 +189,11 @@ impl Lifecycle {
             read_input: false,
         };
         let silent = self.last_news.is_none_or(|heard| waiting && now.since(heard) >= ASK_AGAIN_AFTER);
-        if !self.asking && silent {
+        // A question whose answer was lost (its link reconnected) does not block the next.
+        let free = self.asking.is_none_or(|asked| now.since(asked) >= UNANSWERED_AFTER);
+        if free && silent {
             out.send(Peer::Router, &DeliveryQuery { worker: self.index }.encode(self.index));
-            self.asking = true;
+            self.asking = Some(now);
             self.last_news.get_or_insert(now);
         }
         self.leave(now, worker, out);
@@ -290,7 +295,7 @@ impl Lifecycle {
                 warn!(id, "the router did not take this worker's hand-off: {}", refused());
             }
             (Some(FrameKind::DeliveryQuery), FrameKind::DeliveryStatus) => {
-                self.asking = false;
+                self.asking = None;
                 match frame.body::<DeliveryStatus>() {
                     Ok(status) => self.committed(&status, now, out),
                     Err(error) => warn!(id, %error, "bad delivery status from the router"),
@@ -302,7 +307,7 @@ impl Lifecycle {
             },
             (Some(FrameKind::DeliveryQuery), FrameKind::Refused) => {
                 // Asked again once it waits on the collector and hears nothing.
-                self.asking = false;
+                self.asking = None;
                 warn!(id, "the router did not answer where the collector is: {}", refused());
             }
             (Some(FrameKind::Leave), FrameKind::RescaleAccepted) => {

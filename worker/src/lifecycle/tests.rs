@@ -85,9 +85,11 @@ fn a_worker_waiting_on_the_collector_without_news_for_a_second_asks_again() {
     assert!(to_router(&mut out).is_empty(), "a second without news not yet over");
     assert!(life.turn(at(1_005), &mut worker, full, &mut out).check_liveness, "its links looked after at every turn");
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
-    // Not while the question is out.
+    // Not while the question is out, unless its answer is taken as lost after 5 s.
     life.turn(at(3_000), &mut worker, full, &mut out);
     assert!(to_router(&mut out).is_empty());
+    life.turn(at(6_005), &mut worker, full, &mut out);
+    assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
 }
 
 #[test]
