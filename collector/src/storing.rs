@@ -4,7 +4,6 @@
 use crate::collector::Collector;
 use crate::driver::{write_err, CollectorError};
 use cep_core::delivery::Saved;
-use cep_core::failover::OutputsConfirmed;
 use cep_core::frame::Body;
 use cep_core::results::Summary;
 use cep_transport::control::ControlLink;
@@ -22,11 +21,10 @@ pub(crate) fn write_whole(path: &Path, temporary: &Path, bytes: &[u8]) -> Result
 struct SaveJob {
     bytes: Vec<u8>,
     saved: Saved,
-    confirmations: Vec<OutputsConfirmed>,
 }
 
 /// What the router is told once a save is stored.
-type Stored = Result<(Saved, Vec<OutputsConfirmed>), CollectorError>;
+type Stored = Result<Saved, CollectorError>;
 
 /// Saving the collector's state when its policy says ([`crate::lifecycle`]). The state is taken
 /// on the receive thread (it is small and quick to encode) and stored by a thread of its own,
@@ -49,7 +47,7 @@ impl StateWriter {
         let thread = std::thread::spawn(move || {
             let temporary = path.with_extension("state.tmp");
             for job in incoming {
-                let result = write_whole(&path, &temporary, &job.bytes).map(|()| (job.saved, job.confirmations));
+                let result = write_whole(&path, &temporary, &job.bytes).map(|()| job.saved);
                 if done.send(result).is_err() {
                     break;
                 }
@@ -68,8 +66,8 @@ impl StateWriter {
         &mut self,
         collector: &mut Collector<std::io::BufWriter<std::fs::File>>,
     ) -> Result<(), CollectorError> {
-        let (bytes, saved, confirmations) = collector.save().map_err(write_err(&self.path))?;
-        let job = SaveJob { bytes, saved, confirmations };
+        let (bytes, saved) = collector.save().map_err(write_err(&self.path))?;
+        let job = SaveJob { bytes, saved };
         let sent = self.jobs.as_ref().is_some_and(|jobs| jobs.send(job).is_ok());
         if !sent {
             return Err(self.thread_gone());
@@ -93,11 +91,7 @@ impl StateWriter {
             if wait { Some(self.stored.recv().map_err(|_| self.thread_gone())?) } else { self.stored.try_recv().ok() };
         let Some(stored) = stored else { return Ok(()) };
         self.in_flight = false;
-        let (saved, confirmations) = stored?;
-        router.send(&saved.encode(0), shutdown)?;
-        for confirmed in &confirmations {
-            router.send(&confirmed.encode(0), shutdown)?;
-        }
+        router.send(&stored?.encode(0), shutdown)?;
         // The router's answers (nothing to act on) are read so they do not pile up.
         while router.try_recv()?.is_some() {}
         Ok(())

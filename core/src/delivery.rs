@@ -273,12 +273,13 @@ impl Positions {
         let mut positions: Vec<(u32, u64)> =
             self.workers.iter().enumerate().map(|(index, &position)| (index as u32, position)).collect();
         positions.push((ROUTER_ID, self.router));
-        Saved { positions, resend: std::mem::take(&mut self.missed) }
+        Saved { positions, resend: std::mem::take(&mut self.missed), confirmed: Vec::new() }
     }
 }
 
 /// The collector saved its state, with every frame up to these positions: collector -> router
-/// (control), after each save and once at the start of each incarnation.
+/// (control), after each save and once at the start of each incarnation. The one notice the
+/// collector sends of what it holds: positions for the senders, checkpoints for failover.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Saved {
     /// (source, last position saved).
@@ -286,6 +287,8 @@ pub struct Saved {
     /// Sources whose frames came out of turn (some were lost on the way): they send every
     /// frame not saved again.
     pub resend: Vec<u32>,
+    /// The checkpoints whose outputs this save holds, newly: each may now be restored from.
+    pub confirmed: Vec<crate::failover::OutputsConfirmed>,
 }
 
 /// Where the collector is and what it saved of this worker's frames: worker -> router
@@ -379,7 +382,10 @@ mod tests {
         assert_eq!(positions.arrive(&frame(0, 2, 6), 2, 8), Some(Arrival::OutOfTurn));
         assert_eq!(positions.arrive(&frame(ROUTER_ID, 2, 1), 2, 8), Some(Arrival::Next));
         assert_eq!(positions.arrive(&frame(9, 2, 1), 2, 8), None);
-        assert_eq!(positions.saved(), Saved { positions: vec![(0, 2), (ROUTER_ID, 1)], resend: vec![0] });
+        assert_eq!(
+            positions.saved(),
+            Saved { positions: vec![(0, 2), (ROUTER_ID, 1)], resend: vec![0], confirmed: vec![] }
+        );
         assert_eq!(positions.open_gaps(), [(0, 2)]);
         // Not asked again before the resend comes.
         assert_eq!(positions.arrive(&frame(0, 2, 7), 2, 8), Some(Arrival::OutOfTurn));

@@ -12,7 +12,8 @@
 //!
 //! A snapshot counts only once the collector has every output of the ticks before its
 //! barrier: the worker sends a [`CheckpointMark`] behind them in its output stream, and the
-//! collector confirms it to the router ([`OutputsConfirmed`]). Outputs a dead worker had
+//! collector confirms it to the router
+//! ([`OutputsConfirmed`], in its next [`crate::delivery::Saved`]). Outputs a dead worker had
 //! produced but not delivered are then all produced again by the replay, and those it had
 //! delivered are dropped as replayed: each output exactly once.
 
@@ -77,8 +78,8 @@ pub struct CheckpointMark {
     pub id: u64,
 }
 
-/// The collector has every output of worker `worker` up to checkpoint `id`'s barrier:
-/// collector -> router (control).
+/// The collector has every output of worker `worker` up to checkpoint `id`'s barrier: an
+/// entry of [`crate::delivery::Saved`] (collector -> router, control).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputsConfirmed {
     /// The worker's index.

@@ -10,7 +10,7 @@
 
 use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
 use crate::delivery::{Committed, DeliveryQuery, DeliveryStatus, Saved, Sequenced};
-use crate::failover::{Checkpoint, CheckpointMark, OutputsConfirmed, Restore, Restored, Snapshot, WorkerFailed};
+use crate::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, WorkerFailed};
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use crate::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
@@ -97,7 +97,6 @@ bodies! {
     Restore => Restore,
     WorkerFailed => WorkerFailed,
     CheckpointMark => CheckpointMark,
-    OutputsConfirmed => OutputsConfirmed,
     Saved => Saved,
     DeliveryQuery => DeliveryQuery,
     DeliveryStatus => DeliveryStatus,
@@ -526,13 +525,20 @@ mod tests {
         golden(failed, 0, &expected);
         golden(CheckpointMark { id: 7 }, 2, &[0x91, 0x07]);
         golden(Restored { from: 1, symbols: vec![("A".into(), 2)] }, 2, &[0x92, 0x01, 0x91, 0x92, 0xa1, b'A', 0x02]);
-        golden(OutputsConfirmed { worker: 2, id: 7 }, 0, &[0x92, 0x02, 0x07]);
     }
 
     #[test]
     fn delivery_frames() {
-        let saved = Saved { positions: vec![(0, 5), (crate::identity::ROUTER_ID, 2)], resend: vec![0] };
-        golden(saved, 0, &[0x92, 0x92, 0x92, 0x00, 0x05, 0x92, 0xce, 0xff, 0xff, 0xff, 0xff, 0x02, 0x91, 0x00]);
+        let confirmed = vec![crate::failover::OutputsConfirmed { worker: 2, id: 7 }];
+        let saved = Saved { positions: vec![(0, 5), (crate::identity::ROUTER_ID, 2)], resend: vec![0], confirmed };
+        golden(
+            saved,
+            0,
+            &[
+                0x93, 0x92, 0x92, 0x00, 0x05, 0x92, 0xce, 0xff, 0xff, 0xff, 0xff, 0x02, 0x91, 0x00, 0x91, 0x92, 0x02,
+                0x07,
+            ],
+        );
         golden(DeliveryQuery { worker: 3 }, 3, &[0x91, 0x03]);
         let status = DeliveryStatus { incarnation: 2, endpoint: "e".into(), saved: 9, resend: true };
         golden(status.clone(), 0, &[0x94, 0x02, 0xa1, b'e', 0x09, 0xc3]);

@@ -117,8 +117,7 @@ pub enum FrameKind {
     WorkerFailed = 37,
     /// The outputs before a checkpoint barrier were all sent: worker -> collector.
     CheckpointMark = 38,
-    /// The collector has them: collector -> router (control).
-    OutputsConfirmed = 39,
+    // 39 was OutputsConfirmed, now a part of Saved.
     /// A frame to the collector with its source, position and collector incarnation: worker
     /// or router -> collector ([`crate::delivery`]).
     Sequenced = 40,
@@ -183,7 +182,6 @@ impl FrameKind {
             Restore,
             WorkerFailed,
             CheckpointMark,
-            OutputsConfirmed,
             Sequenced,
             Saved,
             DeliveryQuery,

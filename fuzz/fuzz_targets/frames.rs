@@ -4,7 +4,7 @@
 
 use cep_core::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
 use cep_core::delivery::{Committed, DeliveryQuery, DeliveryStatus, Saved};
-use cep_core::failover::{Checkpoint, CheckpointMark, OutputsConfirmed, Restore, Restored, Snapshot, WorkerFailed};
+use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, WorkerFailed};
 use cep_core::frame::{AwaitEnd, ClockReply, ClockRequest, EndAck, Frame, RunFinished};
 use cep_core::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use cep_core::rescale::{
@@ -62,7 +62,6 @@ fn decode(frame: &Frame<'_>, ticks: &mut Vec<cep_core::tick::TickRecord>, output
         FrameKind::Restore => drop(frame.body::<Restore>()),
         FrameKind::WorkerFailed => drop(frame.body::<WorkerFailed>()),
         FrameKind::CheckpointMark => drop(frame.body::<CheckpointMark>()),
-        FrameKind::OutputsConfirmed => drop(frame.body::<OutputsConfirmed>()),
         FrameKind::Saved => drop(frame.body::<Saved>()),
         FrameKind::DeliveryQuery => drop(frame.body::<DeliveryQuery>()),
         FrameKind::DeliveryStatus => drop(frame.body::<DeliveryStatus>()),

@@ -52,7 +52,7 @@ pub fn authorize(peer: &Identity, body: &[u8], workers: &[WorkerInfo], collector
             needs(Role::Worker)?;
             is_worker(frame.sender())
         }
-        FrameKind::OutputsConfirmed | FrameKind::Saved | FrameKind::RunFinished => {
+        FrameKind::Saved | FrameKind::RunFinished => {
             needs(Role::Collector)?;
             match collector_key {
                 "" => Ok(()),

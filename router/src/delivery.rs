@@ -6,7 +6,7 @@
 //!
 //! ```text
 //!  worker/router ──Sequenced(position)──▶ collector      (each sender keeps a DeliveryLog)
-//!  collector ──Saved(positions), OutputsConfirmed──▶ router   (once its state is stored)
+//!  collector ──Saved(positions, confirmed checkpoints)──▶ router   (once its state is stored)
 //!  router: its own log drops what is saved; checkpoints whose outputs are saved count
 //!  router ──Committed(saved, resend, collector)──▶ each worker that asked once (DeliveryQuery)
 //!  worker: its log drops what is saved, sends again on resend, readdresses a new collector
@@ -164,16 +164,20 @@ mod tests {
     #[test]
     fn a_collector_resuming_this_run_takes_over_and_workers_learn_what_it_saved() {
         let mut delivery = CollectorDelivery::new("tcp://c1:1".into(), 77);
-        let saved = Saved { positions: vec![(0, 4), (1, 9), (7, 100), (ROUTER_ID, 2)], resend: vec![1, 7] };
+        let saved =
+            Saved { positions: vec![(0, 4), (1, 9), (7, 100), (ROUTER_ID, 2)], resend: vec![1, 7], confirmed: vec![] };
         assert_eq!(delivery.saved(&saved, 2), (Some(2), false));
         let status = |saved, resend| DeliveryStatus { incarnation: 1, endpoint: "tcp://c1:1".into(), saved, resend };
         assert_eq!(delivery.status(1), status(9, true));
         assert_eq!(delivery.status(1), status(9, true), "asked to send again until the next save");
-        delivery.saved(&Saved { positions: vec![(1, 10)], resend: vec![] }, 2);
+        delivery.saved(&Saved { positions: vec![(1, 10)], resend: vec![], confirmed: vec![] }, 2);
         assert_eq!(delivery.status(1), status(10, false));
         // Beyond the run's workers: nothing kept, nothing grows.
         assert_eq!(delivery.status(7).saved, 0);
-        assert_eq!(delivery.saved(&Saved { positions: vec![], resend: vec![ROUTER_ID] }, 2), (None, true));
+        assert_eq!(
+            delivery.saved(&Saved { positions: vec![], resend: vec![ROUTER_ID], confirmed: vec![] }, 2),
+            (None, true)
+        );
         assert!(delivery.take_over(&register(0)).unwrap_err().contains("already started"));
         assert!(delivery.take_over(&register(78)).unwrap_err().contains("another run"));
         assert_eq!(delivery.take_over(&register(77)), Ok(2));
@@ -192,29 +196,29 @@ mod tests {
             saved,
             resend,
         };
-        delivery.saved(&Saved { positions: vec![(0, 3)], resend: vec![] }, 2);
+        delivery.saved(&Saved { positions: vec![(0, 3)], resend: vec![], confirmed: vec![] }, 2);
         assert_eq!(delivery.subscribe(0, b"w0".to_vec()), status(1, "tcp://c1:1", 3, false));
         assert!(delivery.changes().is_empty(), "told already");
         // Worker 1 never asked: nothing goes to it.
-        delivery.saved(&Saved { positions: vec![(0, 5), (1, 8)], resend: vec![] }, 2);
+        delivery.saved(&Saved { positions: vec![(0, 5), (1, 8)], resend: vec![], confirmed: vec![] }, 2);
         assert_eq!(delivery.changes(), vec![(b"w0".to_vec(), Committed(status(1, "tcp://c1:1", 5, false)))]);
         assert!(delivery.changes().is_empty());
         // A request to send again is told, and its end at the next save.
-        delivery.saved(&Saved { positions: vec![(0, 5)], resend: vec![0] }, 2);
+        delivery.saved(&Saved { positions: vec![(0, 5)], resend: vec![0], confirmed: vec![] }, 2);
         assert_eq!(delivery.changes(), vec![(b"w0".to_vec(), Committed(status(1, "tcp://c1:1", 5, true)))]);
         assert!(delivery.changes().is_empty());
-        delivery.saved(&Saved { positions: vec![(0, 5)], resend: vec![] }, 2);
+        delivery.saved(&Saved { positions: vec![(0, 5)], resend: vec![], confirmed: vec![] }, 2);
         assert_eq!(delivery.changes(), vec![(b"w0".to_vec(), Committed(status(1, "tcp://c1:1", 5, false)))]);
         // A restarted collector taking over is told, where it is.
         delivery.take_over(&register(77)).unwrap();
         assert_eq!(delivery.changes(), vec![(b"w0".to_vec(), Committed(status(2, "tcp://c2:1", 0, false)))]);
         // Asking again from another link moves the notices there.
         delivery.subscribe(0, b"w0-again".to_vec());
-        delivery.saved(&Saved { positions: vec![(0, 9)], resend: vec![] }, 2);
+        delivery.saved(&Saved { positions: vec![(0, 9)], resend: vec![], confirmed: vec![] }, 2);
         assert_eq!(delivery.changes()[0].0, b"w0-again".to_vec());
         // A worker gone is told nothing more.
         delivery.unsubscribe(0);
-        delivery.saved(&Saved { positions: vec![(0, 12)], resend: vec![] }, 2);
+        delivery.saved(&Saved { positions: vec![(0, 12)], resend: vec![], confirmed: vec![] }, 2);
         assert!(delivery.changes().is_empty());
     }
 }

@@ -9,7 +9,7 @@
 //!          behind its outputs (to the collector)
 //!  router: Snapshot parts ─▶ take(): the chain grows; the round completes when every worker
 //!          answered; overdue (no answer in time) ─▶ the round is given up, the next counts
-//!  collector: the mark, once a save holds it ─▶ OutputsConfirmed{worker, id} (control)
+//!  collector: the mark, once a stored save holds it ─▶ Saved{.., confirmed: [worker, id]}
 //!  router: confirm(): the snapshot becomes the one to restore from; the log before its
 //!          barrier is released
 //!  failover: restorable(worker) ─▶ Restore{snapshot chain, logged ticks} to the survivors
@@ -36,7 +36,7 @@
 //! empty state, and the symbols whose state is lost are named.
 //!
 //! A snapshot is used only once the collector confirmed it has every output of the ticks
-//! before its barrier ([`cep_core::failover::OutputsConfirmed`]); until then the log is kept
+//! before its barrier ([`cep_core::failover::OutputsConfirmed`], in a Saved); until then the log is kept
 //! from the previous confirmed one, so a restore never skips an output that was lost with
 //! the dead worker.
 

@@ -18,7 +18,7 @@ use cep_core::clock::Monotonic;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register, WorkerInfo, MAX_CONTROL_FRAME_BYTES};
 use cep_core::delivery::{DeliveryQuery, Saved};
-use cep_core::failover::{OutputsConfirmed, Snapshot, WorkerFailed};
+use cep_core::failover::{Snapshot, WorkerFailed};
 use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::identity::{Identity, Role, Sender, ROUTER_ID};
 use cep_core::outbox::{Event, Outbox, Peer};
@@ -180,7 +180,6 @@ impl Router {
                     | FrameKind::SymbolState
                     | FrameKind::Reached
                     | FrameKind::Snapshot
-                    | FrameKind::OutputsConfirmed
                     | FrameKind::Saved
                     | FrameKind::DeliveryQuery)
             ) {
@@ -241,25 +240,23 @@ impl Router {
                     Ok(StateTaken.encode(ROUTER_ID))
                 })
             }
-            FrameKind::OutputsConfirmed => frame
-                .body::<OutputsConfirmed>()
-                .map_err(|error| format!("bad confirmation frame: {error}"))
-                .map(|confirmed| {
-                    let worker = confirmed.worker as usize;
-                    let taken = self.checkpoints.confirmed(worker, confirmed.id);
-                    let released = if taken { path.release_log(worker, confirmed.id) } else { 0 };
-                    tracing::debug!(
-                        worker,
-                        id = confirmed.id,
-                        taken,
-                        released,
-                        left = path.replay_bytes(),
-                        "outputs confirmed"
-                    );
-                    StateTaken.encode(ROUTER_ID)
-                }),
             FrameKind::Saved => {
                 frame.body::<Saved>().map_err(|error| format!("bad saved frame: {error}")).map(|saved| {
+                    // Checkpoints whose outputs are saved may be restored from; their logs
+                    // before the barrier go.
+                    for confirmed in &saved.confirmed {
+                        let worker = confirmed.worker as usize;
+                        let taken = self.checkpoints.confirmed(worker, confirmed.id);
+                        let released = if taken { path.release_log(worker, confirmed.id) } else { 0 };
+                        tracing::debug!(
+                            worker,
+                            id = confirmed.id,
+                            taken,
+                            released,
+                            left = path.replay_bytes(),
+                            "outputs confirmed"
+                        );
+                    }
                     if let (Some(position), resend) = delivery.saved(&saved, self.workers.len()) {
                         out.collector_saved(position, resend);
                     }

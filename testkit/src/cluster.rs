@@ -466,11 +466,16 @@ impl LocalCluster {
                 {
                     life.frame_arrived(Monotonic::from_ns(self.now));
                     collector.handle(&bytes, self.now).expect("memory takes every row");
-                    // With delivery, checkpoints are confirmed once saved (the policy saves).
-                    let confirmations = if self.spec.sequenced { Vec::new() } else { collector.take_confirmations() };
-                    for confirmed in confirmations {
-                        let request = Payload::Request(Member::Collector, confirmed.encode(0));
-                        self.send(Member::Collector, Member::Router, request);
+                    // With delivery, checkpoints are confirmed in the saves (the policy saves);
+                    // without, at once, in a notice that saves nothing else.
+                    let confirmed = if self.spec.sequenced { Vec::new() } else { collector.take_confirmations() };
+                    if !confirmed.is_empty() {
+                        let notice = cep_core::delivery::Saved { confirmed, ..Default::default() };
+                        self.send(
+                            Member::Collector,
+                            Member::Router,
+                            Payload::Request(Member::Collector, notice.encode(0)),
+                        );
                     }
                     self.collector_turn();
                 }
@@ -593,13 +598,10 @@ impl LocalCluster {
     /// to the senders: [`Self::route_from`]).
     fn save_collector(&mut self) {
         let CollectorState::Running(collector) = &mut self.collector else { return };
-        let (bytes, saved, confirmations) = collector.save().expect("memory takes every row");
+        let (bytes, saved) = collector.save().expect("memory takes every row");
         self.collector_disk.state = Some(bytes);
         let member = Member::Collector;
         self.send(member, Member::Router, Payload::Request(member, saved.encode(0)));
-        for confirmed in confirmations {
-            self.send(member, Member::Router, Payload::Request(member, confirmed.encode(0)));
-        }
     }
 
     fn member_of_client(&self, client: &[u8]) -> Member {

@@ -88,11 +88,11 @@ impl SavedState {
 }
 
 impl<W: Write> Collector<W> {
-    /// Flushes the sinks and returns the whole state, with what it has taken of each sender
-    /// ([`Saved`], for the router once the bytes are stored) and the checkpoints confirmed
-    /// by it. The driver stores the bytes, then tells the router: so every frame the senders
-    /// drop is in a stored state.
-    pub fn save(&mut self) -> io::Result<(Vec<u8>, Saved, Vec<OutputsConfirmed>)> {
+    /// Flushes the sinks and returns the whole state, with the notice for the router once the
+    /// bytes are stored ([`Saved`]: what it has taken of each sender, and the checkpoints
+    /// confirmed by it). The driver stores the bytes, then tells the router: so every frame the
+    /// senders drop, and every checkpoint the router may restore from, is in a stored state.
+    pub fn save(&mut self) -> io::Result<(Vec<u8>, Saved)> {
         self.sinks.csv.flush()?;
         self.sinks.intervals.flush()?;
         let sinks = SinkMarks {
@@ -121,7 +121,8 @@ impl<W: Write> Collector<W> {
             sinks,
         };
         let bytes = rmp_serde::to_vec(&saved).map_err(io::Error::other)?;
-        Ok((bytes, self.positions.saved(), std::mem::take(&mut self.confirmations)))
+        let confirmed = std::mem::take(&mut self.confirmations);
+        Ok((bytes, Saved { confirmed, ..self.positions.saved() }))
     }
 
     /// A restarted collector, incarnation `incarnation`, going on from `state` with `sinks`

@@ -455,7 +455,7 @@ fn a_joined_workers_frames_are_taken_from_its_own_key_only_even_when_they_come_f
     let mut as_other = report_of(1, 0, 0, 0);
     as_other[3] = 0; // sent as worker 0 (the header's sender), reporting for worker 1
     collector.handle_from(start.push(&as_other), from(&w0_id), 2_070).unwrap();
-    let (_, saved, _) = collector.save().unwrap();
+    let (_, saved) = collector.save().unwrap();
     assert_eq!(saved.resend, [1, 2], "both asked to send again");
     assert!(
         saved.positions.iter().all(|&(source, position)| position == 0 || source == 0),
@@ -486,7 +486,7 @@ fn a_resumed_collector_adds_its_refusals_to_its_earlier_incarnations() {
     let cause = "unauthenticated_router_worker_injector";
     let mut first = collector(CsvMode::All);
     first.refused_connections(&BTreeMap::from([(cause.to_string(), 3)]));
-    let (bytes, _, _) = first.save().unwrap();
+    let (bytes, _) = first.save().unwrap();
     let sinks = Sinks {
         csv: OutputsCsv::new(Vec::new()).unwrap(),
         intervals: IntervalRecorder::new(Vec::new(), Vec::new(), 1_000, Duration::from_secs(1)).unwrap(),
@@ -550,7 +550,7 @@ fn envelopes_are_taken_once_in_order_and_forged_ones_change_nothing() {
     // A frame beyond the next (the one before it lost on the way): dropped, asked again.
     let lost = worker.push(&outputs(3, &[0])).to_vec();
     collector.handle(worker.push(&outputs(4, &[0])), 2_500).unwrap();
-    let (_, saved, _) = collector.save().unwrap();
+    let (_, saved) = collector.save().unwrap();
     assert_eq!(saved.resend, [0]);
     assert_eq!(saved.positions, [(0, 3), (cep_core::identity::ROUTER_ID, 0)], "the forged ones took no place");
     let summary = collector.finish(|_| {}).unwrap().summary;

@@ -25,6 +25,12 @@ fn register(role: Role, id: &str, streams: u32) -> Vec<u8> {
 
 /// A router with workers `a` and `b`, the collector and one injector stream registered,
 /// started, its Ready answers taken.
+/// The collector's notice that its save holds checkpoint `id` of `worker`'s outputs.
+fn confirming(worker: u32, id: u64) -> Vec<u8> {
+    use cep_core::failover::OutputsConfirmed;
+    Saved { confirmed: vec![OutputsConfirmed { worker, id }], ..Saved::default() }.encode(0)
+}
+
 fn running(batch: usize) -> (Router, Recorded) {
     running_with(batch, 0)
 }
@@ -508,7 +514,7 @@ fn leaving_is_refused_for_unknown_or_last_workers_and_drains_a_member() {
 /// failover (and marks every symbol it takes for the collector), before its replay.
 #[test]
 fn every_moved_symbol_is_listed_for_its_new_owner_ahead_of_the_replay() {
-    use cep_core::failover::{OutputsConfirmed, Restore, Snapshot};
+    use cep_core::failover::{Restore, Snapshot};
     use cep_core::rescale::MovedSymbol;
     let (mut router, mut out) = running_with(100, 10);
     let ring = Partitioner::new(&["a".to_string(), "b".to_string()], 64);
@@ -535,7 +541,7 @@ fn every_moved_symbol_is_listed_for_its_new_owner_ahead_of_the_replay() {
         let client = if worker == 0 { b"a".to_vec() } else { b"b".to_vec() };
         router.control(client, &snapshot.encode(worker), Monotonic::from_ns(300), &mut out);
     }
-    router.control(b"c".to_vec(), &OutputsConfirmed { worker: 0, id: 1 }.encode(0), Monotonic::from_ns(300), &mut out);
+    router.control(b"c".to_vec(), &confirming(0, 1), Monotonic::from_ns(300), &mut out);
     router.data(&ticks(&[new], 1), 400, &mut out);
     router.flush(&mut out);
     out.take();
@@ -564,7 +570,7 @@ fn every_moved_symbol_is_listed_for_its_new_owner_ahead_of_the_replay() {
 
 #[test]
 fn a_forged_snapshot_or_confirmation_is_refused_or_changes_nothing() {
-    use cep_core::failover::{OutputsConfirmed, Snapshot};
+    use cep_core::failover::Snapshot;
     let (mut router, mut out) = running(100);
     let snapshot = Snapshot {
         id: 1,
@@ -583,7 +589,7 @@ fn a_forged_snapshot_or_confirmation_is_refused_or_changes_nothing() {
     let refused: Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
     assert!(refused.reason.contains("must come from the worker it names"), "{}", refused.reason);
     // A confirmation of a checkpoint nobody took releases nothing and breaks nothing.
-    router.control(b"c".to_vec(), &OutputsConfirmed { worker: 9, id: 42 }.encode(0), Monotonic::from_ns(1), &mut out);
+    router.control(b"c".to_vec(), &confirming(9, 42), Monotonic::from_ns(1), &mut out);
     assert_eq!(Frame::read(&out.take()[0].1, usize::MAX).unwrap().kind(), FrameKind::StateTaken);
     router.data(&ticks(&["S1"], 0), 2, &mut out);
     router.flush(&mut out);
@@ -717,7 +723,7 @@ fn a_worker_that_asks_once_is_pushed_what_the_collector_saves_of_its_frames() {
     assert_eq!(sent[0].0, Peer::Client(b"w1-link".to_vec()));
     assert_eq!(Frame::read(&sent[0].1, usize::MAX).unwrap().body::<DeliveryStatus>().unwrap(), status(0, false));
     // The collector saved: the router drops its own, and pushes worker 1 its position unasked.
-    let saved = Saved { positions: vec![(0, 3), (1, 7), (ROUTER_ID, 2)], resend: vec![] };
+    let saved = Saved { positions: vec![(0, 3), (1, 7), (ROUTER_ID, 2)], resend: vec![], confirmed: vec![] };
     router.control(b"c".to_vec(), &saved.encode(0), now, &mut out);
     assert_eq!(out.saved, vec![(2, false)], "the router's own frames");
     let pushed: Vec<(Peer, FrameKind)> =
@@ -730,11 +736,21 @@ fn a_worker_that_asks_once_is_pushed_what_the_collector_saves_of_its_frames() {
         ]
     );
     // Nothing changed for it: nothing pushed.
-    router.control(b"c".to_vec(), &Saved { positions: vec![(0, 4), (1, 7)], resend: vec![] }.encode(0), now, &mut out);
+    router.control(
+        b"c".to_vec(),
+        &Saved { positions: vec![(0, 4), (1, 7)], resend: vec![], confirmed: vec![] }.encode(0),
+        now,
+        &mut out,
+    );
     assert!(out.take().iter().all(|(to, _)| *to != Peer::Client(b"w1-link".to_vec())));
     // Dead, it is told nothing more.
     router.worker_lost(1, "killed", &mut out).unwrap();
     out.take();
-    router.control(b"c".to_vec(), &Saved { positions: vec![(1, 9)], resend: vec![1] }.encode(0), now, &mut out);
+    router.control(
+        b"c".to_vec(),
+        &Saved { positions: vec![(1, 9)], resend: vec![1], confirmed: vec![] }.encode(0),
+        now,
+        &mut out,
+    );
     assert!(out.take().iter().all(|(_, frame)| Frame::read(frame, usize::MAX).unwrap().kind() != FrameKind::Committed));
 }
