@@ -158,7 +158,9 @@ impl<W: Write> Collector<W> {
     }
 
     /// The checkpoints confirmed since the last call: every output of that worker before its
-    /// barrier arrived, so the router may restore it from that checkpoint.
+    /// barrier arrived, so the router may restore it from that checkpoint. A collector that
+    /// saves sends them in its saves ([`Self::save`]); this is for one that keeps no state (the
+    /// simulation without delivery), which confirms at once.
     pub fn take_confirmations(&mut self) -> Vec<OutputsConfirmed> {
         std::mem::take(&mut self.confirmations)
     }

@@ -268,12 +268,15 @@ impl Positions {
     }
 
     /// What the collector has taken, per source, and who is asked to send again: what it
-    /// tells the router once saved.
+    /// tells the router once saved. A source stays asked while its gap is open, so a sender
+    /// that missed the request (a notice lost on the way) is asked again when it asks.
     pub fn saved(&mut self) -> Saved {
         let mut positions: Vec<(u32, u64)> =
             self.workers.iter().enumerate().map(|(index, &position)| (index as u32, position)).collect();
         positions.push((ROUTER_ID, self.router));
-        Saved { positions, resend: std::mem::take(&mut self.missed), confirmed: Vec::new() }
+        let mut resend = std::mem::take(&mut self.missed);
+        resend.extend(self.asked.iter().filter(|source| !resend.contains(source)).collect::<Vec<_>>());
+        Saved { positions, resend, confirmed: Vec::new() }
     }
 }
 
@@ -292,9 +295,10 @@ pub struct Saved {
 }
 
 /// Where the collector is and what it saved of this worker's frames: worker -> router
-/// (control), once, on the worker's standing link. Answered with a [`DeliveryStatus`]; from
-/// then on the router pushes a [`Committed`] on that link whenever the answer would change
-/// (the collector saved more of the worker's frames, asked it to send again, or a restarted
+/// (control), on the worker's standing link: once, and again when it waits on the collector
+/// and has heard nothing for a second. Answered with a [`DeliveryStatus`]; from then on the
+/// router pushes a [`Committed`] on that link whenever the answer would change (the collector
+/// saved more of the worker's frames, asked it to send again or no longer does, or a restarted
 /// collector took over): nothing is polled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryQuery {
@@ -387,10 +391,12 @@ mod tests {
             Saved { positions: vec![(0, 2), (ROUTER_ID, 1)], resend: vec![0], confirmed: vec![] }
         );
         assert_eq!(positions.open_gaps(), [(0, 2)]);
-        // Not asked again before the resend comes.
+        // Still asked while the gap is open (a sender may have missed the request), no more
+        // once the frame it lacked arrives.
         assert_eq!(positions.arrive(&frame(0, 2, 7), 2, 8), Some(Arrival::OutOfTurn));
-        assert!(positions.saved().resend.is_empty());
+        assert_eq!(positions.saved().resend, vec![0]);
         assert_eq!(positions.arrive(&frame(0, 2, 3), 2, 8), Some(Arrival::Next));
         assert!(positions.open_gaps().is_empty());
+        assert!(positions.saved().resend.is_empty());
     }
 }

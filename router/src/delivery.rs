@@ -24,10 +24,13 @@ pub struct CollectorDelivery {
     endpoint: String,
     /// Per worker index, the last position of its frames the collector saved.
     saved: Vec<u64>,
-    /// Per worker index, whether the collector asked it to send again: it stays asked until
-    /// the collector's next save (which names the source again if its gap is still open), so a
-    /// worker that asks again meanwhile is told again.
+    /// Per worker index, whether the collector asks it to send again: as the collector's last
+    /// save says (it names a source while its gap is open), so a worker that asks again
+    /// meanwhile is told again.
     resend: Vec<bool>,
+    /// Whether the collector's last save asked the router to send again (the router sends
+    /// again when it is first asked, not at every save while the gap stays open).
+    router_resend: bool,
     /// Per worker index, the control client it asked from (where its [`Committed`] notices
     /// go) and what it was told last.
     subscribers: Vec<Option<(ClientId, DeliveryStatus)>>,
@@ -44,6 +47,7 @@ impl CollectorDelivery {
             saved: Vec::new(),
             resend: Vec::new(),
             subscribers: Vec::new(),
+            router_resend: false,
             run_start_ns,
         }
     }
@@ -65,6 +69,10 @@ impl CollectorDelivery {
             }
         }
         let mut router_resends = false;
+        // A notice that names no position (confirmations alone) says nothing of the gaps.
+        if saved.positions.is_empty() {
+            return (None, false);
+        }
         self.resend.iter_mut().for_each(|resend| *resend = false);
         for &source in &saved.resend {
             if source == ROUTER_ID {
@@ -73,7 +81,8 @@ impl CollectorDelivery {
                 self.resend[source as usize] = true;
             }
         }
-        (router, router_resends)
+        let newly = router_resends && !std::mem::replace(&mut self.router_resend, router_resends);
+        (router, newly)
     }
 
     /// Worker `worker` asks from `client`: the answer now, and a [`Committed`] to that client
@@ -89,7 +98,8 @@ impl CollectorDelivery {
         status
     }
 
-    /// Worker `worker` is gone (dead, or retired): nothing more is pushed to it.
+    /// Worker `worker` is dead: nothing more is pushed to it. (A retired worker's notices go on
+    /// until the run ends; its link is gone and they are dropped.)
     pub fn unsubscribe(&mut self, worker: u32) {
         if let Some(subscriber) = self.subscribers.get_mut(worker as usize) {
             *subscriber = None;
@@ -140,6 +150,7 @@ impl CollectorDelivery {
         // What it saved, it says after loading its state; until then nothing counts as saved.
         self.saved.iter_mut().for_each(|saved| *saved = 0);
         self.resend.iter_mut().for_each(|resend| *resend = false);
+        self.router_resend = false;
         Ok(self.incarnation)
     }
 }
@@ -169,15 +180,17 @@ mod tests {
         assert_eq!(delivery.saved(&saved, 2), (Some(2), false));
         let status = |saved, resend| DeliveryStatus { incarnation: 1, endpoint: "tcp://c1:1".into(), saved, resend };
         assert_eq!(delivery.status(1), status(9, true));
-        assert_eq!(delivery.status(1), status(9, true), "asked to send again until the next save");
+        assert_eq!(delivery.status(1), status(9, true), "asked to send again while the collector says so");
         delivery.saved(&Saved { positions: vec![(1, 10)], resend: vec![], confirmed: vec![] }, 2);
         assert_eq!(delivery.status(1), status(10, false));
         // Beyond the run's workers: nothing kept, nothing grows.
         assert_eq!(delivery.status(7).saved, 0);
-        assert_eq!(
-            delivery.saved(&Saved { positions: vec![], resend: vec![ROUTER_ID], confirmed: vec![] }, 2),
-            (None, true)
-        );
+        let router_asked = Saved { positions: vec![(ROUTER_ID, 2)], resend: vec![ROUTER_ID], confirmed: vec![] };
+        assert_eq!(delivery.saved(&router_asked, 2), (Some(2), true));
+        assert_eq!(delivery.saved(&router_asked, 2), (Some(2), false), "the router sends again once per request");
+        // Confirmations alone say nothing of positions or gaps.
+        assert_eq!(delivery.saved(&Saved::default(), 2), (None, false));
+        assert_eq!(delivery.status(1).saved, 10);
         assert!(delivery.take_over(&register(0)).unwrap_err().contains("already started"));
         assert!(delivery.take_over(&register(78)).unwrap_err().contains("another run"));
         assert_eq!(delivery.take_over(&register(77)), Ok(2));

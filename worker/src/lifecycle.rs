@@ -3,7 +3,8 @@
 //! the driver ([`crate::driver`]) and the simulation each hand it the time ([`Monotonic`]),
 //! what they see of the collector's link ([`Links`]) and the router's answers, and carry out
 //! the [`Turn`] it returns. Its requests to the router go through the [`Outbox`]; what the
-//! collector commits of its frames it asks once, and the router pushes each change.
+//! collector commits of its frames it asks once (again if it waits on the collector and hears
+//! nothing), and the router pushes each change.
 //!
 //! ```text
 //!  Running ──collector full──▶ Holding ──saved below the bound──▶ Running
@@ -117,8 +118,9 @@ pub struct Lifecycle {
     leaving: Leaving,
     liveness: Every,
     progress: Every,
-    /// When the [`DeliveryQuery`] out, not answered yet, was asked. The worker asks once; the
-    /// router answers and then pushes each change ([`Committed`]).
+    /// When the [`DeliveryQuery`] out, not answered yet, was asked. The worker asks once (and
+    /// again when it waits and hears nothing); the router answers, then pushes each change
+    /// ([`Committed`]).
     asking: Option<Monotonic>,
     /// When it last heard what the collector committed (an answer or a notice); `None`: never
     /// asked yet. A worker that waits on the collector and hears nothing for
@@ -316,8 +318,11 @@ impl Lifecycle {
                 self.leaving = Leaving::Draining(now);
             }
             (Some(FrameKind::Leave), FrameKind::Refused) => {
-                warn!(id, "the router would not let this worker leave ({}): stopping", refused());
-                self.phase = Phase::Over(Ended::Stopped);
+                // Its streams may have ended meanwhile: then its end goes on as any other's.
+                if matches!(self.phase, Phase::Running | Phase::Holding) {
+                    warn!(id, "the router would not let this worker leave ({}): stopping", refused());
+                    self.phase = Phase::Over(Ended::Stopped);
+                }
             }
             (_, kind) => warn!(id, ?kind, "unexpected answer from the router"),
         }

@@ -236,7 +236,11 @@ impl Worker {
     /// Ends the run: if every stream ended, the windows still open emit (the end of input);
     /// then the report goes to the collector. Returns the report.
     pub fn finish(&mut self, out: &mut impl Outbox) -> WorkerReport {
-        if self.all_ended() && !self.finished {
+        // One report: a second would follow the first, which the collector may have ended at.
+        if self.finished {
+            return self.report();
+        }
+        if self.all_ended() {
             self.close_windows(out);
         }
         self.finished = true;

@@ -563,3 +563,23 @@ fn envelopes_are_taken_once_in_order_and_forged_ones_change_nothing() {
     );
     assert_eq!(rejected.get("frames_lost"), Some(&1), "a gap never closed: {lost:?}");
 }
+
+#[test]
+fn a_checkpoint_mark_is_confirmed_in_the_next_save_and_by_a_resumed_collector_if_unsent() {
+    use cep_core::failover::{CheckpointMark, OutputsConfirmed};
+    let sinks = || Sinks {
+        csv: OutputsCsv::new(Vec::new()).unwrap(),
+        intervals: IntervalRecorder::new(Vec::new(), Vec::new(), 1_000, Duration::from_secs(1)).unwrap(),
+    };
+    let mut first = collector(CsvMode::All);
+    first.handle(&rules(), 1_100).unwrap();
+    first.handle(&CheckpointMark { id: 4 }.encode(0), 1_200).unwrap();
+    // Taken into the state, and into the notice the router gets once that state is stored.
+    let (bytes, saved) = first.save().unwrap();
+    assert_eq!(saved.confirmed, [OutputsConfirmed { worker: 0, id: 4 }]);
+    assert!(first.save().unwrap().1.confirmed.is_empty(), "confirmed once");
+    // A collector that died before that notice went resumes from the state that holds it,
+    // and confirms it again.
+    let mut second = Collector::resume(SavedState::read(&bytes).unwrap(), 2, CsvMode::All, 1 << 20, sinks());
+    assert_eq!(second.save().unwrap().1.confirmed, [OutputsConfirmed { worker: 0, id: 4 }]);
+}

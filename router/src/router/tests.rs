@@ -23,14 +23,14 @@ fn register(role: Role, id: &str, streams: u32) -> Vec<u8> {
     .encode(0)
 }
 
-/// A router with workers `a` and `b`, the collector and one injector stream registered,
-/// started, its Ready answers taken.
 /// The collector's notice that its save holds checkpoint `id` of `worker`'s outputs.
 fn confirming(worker: u32, id: u64) -> Vec<u8> {
     use cep_core::failover::OutputsConfirmed;
     Saved { confirmed: vec![OutputsConfirmed { worker, id }], ..Saved::default() }.encode(0)
 }
 
+/// A router with workers `a` and `b`, the collector and one injector stream registered,
+/// started, its Ready answers taken.
 fn running(batch: usize) -> (Router, Recorded) {
     running_with(batch, 0)
 }

@@ -179,7 +179,10 @@ impl LocalCluster {
             }
             Some(Ended::Stopped) => {
                 let mut out = self.outbox();
-                self.worker_reports.push(worker.core.finish(&mut out));
+                let report = worker.core.finish(&mut out);
+                if !worker.reported {
+                    self.worker_reports.push(report);
+                }
                 self.route_from(member, out);
             }
             Some(Ended::Unreached) | None => {}

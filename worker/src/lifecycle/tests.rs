@@ -176,3 +176,23 @@ fn a_joining_worker_never_reached_ends_unreached_after_the_start_timeout() {
     life.turn(at(60_000), &mut worker, FREE, &mut out);
     assert_eq!(life.ended(), None);
 }
+
+#[test]
+fn a_leave_refused_after_the_streams_ended_changes_nothing_of_the_end() {
+    let (mut worker, mut life, mut out) = started(false);
+    life.stop_requested();
+    life.turn(at(1), &mut worker, FREE, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 2, &mut out);
+    life.turn(at(3), &mut worker, FREE, &mut out);
+    let refused = Refused { reason: "the last worker".into() };
+    life.answer(Some(FrameKind::Leave), &refused.encode(0), at(4), &mut out);
+    assert_eq!(life.ended(), None, "it waits for the collector as any worker at its end");
+    life.turn(at(5), &mut worker, Links { collector_full: false, all_saved: true }, &mut out);
+    assert_eq!(life.ended(), Some(Ended::Finished));
+    let reports = out
+        .take()
+        .iter()
+        .filter(|(_, f)| Frame::read(f, usize::MAX).unwrap().kind() == FrameKind::WorkerReport)
+        .count();
+    assert_eq!(reports, 1);
+}

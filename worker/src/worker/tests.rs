@@ -310,5 +310,6 @@ fn nothing_follows_the_report() {
     worker.finish(&mut out);
     assert_eq!(kinds(&out.take()).last(), Some(&FrameKind::WorkerReport));
     worker.progress(&mut out);
+    worker.finish(&mut out);
     assert!(out.take().is_empty(), "the collector may have ended at the report");
 }
