@@ -93,3 +93,28 @@ fn a_drain_is_bounded_and_a_shutdown_releases_at_once() {
     let mut ending = Ending::new(Duration::from_secs(60), at(0));
     assert_eq!(ending.turn(at(1), &router, obs(false, false, true)), EndStep::Release);
 }
+
+#[test]
+fn late_asks_are_answered_for_the_grace_while_a_node_has_not_asked() {
+    use cep_core::control::Register;
+    use cep_core::frame::Body;
+    use cep_core::identity::Role;
+    use cep_core::outbox::Recorded;
+    let mut router = router();
+    // A worker registered: it will ask for the end, and has not yet.
+    let register = Register {
+        role: Role::Worker,
+        id: "w".into(),
+        endpoint: "inproc://w".into(),
+        streams: 0,
+        warmup_ns: 0,
+        clock_endpoint: String::new(),
+        resuming: 0,
+    };
+    router.control(b"w".to_vec(), &register.encode(0), at(0), &mut Recorded::default());
+    assert!(!router.every_node_asked());
+    let mut ending = Ending::new(Duration::ZERO, at(0));
+    assert_eq!(ending.turn(at(1), &router, obs(false, false, false)), EndStep::AnswerLate);
+    assert_eq!(ending.turn(at(5_000), &router, obs(false, false, false)), EndStep::AnswerLate, "within the grace");
+    assert_eq!(ending.turn(at(5_002), &router, obs(false, false, false)), EndStep::Release, "a dead node never asks");
+}
