@@ -30,6 +30,10 @@ pub(super) struct SimWorker {
     next_turn: u64,
     /// Whether its report went (kept as the collector got it).
     reported: bool,
+    /// Whether its last turn read input; frames that arrive while it does not wait, in order,
+    /// as they do in its socket's queue.
+    reading: bool,
+    unread: VecDeque<Vec<u8>>,
 }
 
 impl SimWorker {
@@ -52,7 +56,15 @@ impl LocalCluster {
         );
         let life = Lifecycle::new(id, ready.assigned, ready.collector_key.clone(), timeouts, self.monotonic());
         let next_turn = self.now + WORKER_TIMER_NS;
-        let worker = SimWorker { core, life, asked: VecDeque::new(), next_turn, reported: false };
+        let worker = SimWorker {
+            core,
+            life,
+            asked: VecDeque::new(),
+            next_turn,
+            reported: false,
+            reading: true,
+            unread: VecDeque::new(),
+        };
         let queued = match std::mem::replace(&mut self.workers[index], WorkerState::Running(Box::new(worker))) {
             WorkerState::Registering(queued) => queued,
             _ => Vec::new(),
@@ -68,6 +80,10 @@ impl LocalCluster {
     pub(super) fn worker_data(&mut self, index: usize, bytes: &[u8]) {
         let mut out = self.outbox();
         if let WorkerState::Running(worker) = &mut self.workers[index] {
+            if !worker.reading {
+                worker.unread.push_back(bytes.to_vec());
+                return;
+            }
             worker.core.handle(bytes, self.now, &mut out);
             self.route_from(Member::Worker(index), out);
             if self.workers_core_done(index) {
@@ -152,11 +168,16 @@ impl LocalCluster {
         // The next turn: soon while it holds its input, as the driver's loop turns then.
         worker.next_turn = self.now + if turn.read_input { WORKER_TIMER_NS } else { HOLD_WAIT_NS };
         let next_turn = worker.next_turn;
+        worker.reading = turn.read_input;
+        let unread: Vec<Vec<u8>> = if worker.reading { worker.unread.drain(..).collect() } else { Vec::new() };
         self.route_from(member, out);
         if over {
             self.finish_worker(index);
         } else {
             self.schedule(next_turn, Scheduled::Timer(member));
+        }
+        for bytes in unread {
+            self.worker_data(index, &bytes);
         }
     }
 
