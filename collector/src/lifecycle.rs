@@ -161,9 +161,9 @@ impl Lifecycle {
             self.phase = Phase::Over(ended);
             return Turn { save: true, ..Turn::default() };
         }
-        let save = self.dirty && !observed.save_in_flight && self.save.elapsed(now) >= SAVE_EVERY;
+        // The cadence is only consulted (and so only restarts) when there is something to save.
+        let save = self.dirty && !observed.save_in_flight && self.save.fire(now);
         if save {
-            self.save.fire(now);
             self.dirty = false;
         }
         let turn = Turn {

@@ -63,11 +63,6 @@ impl Every {
         }
         due
     }
-
-    /// How long since it last fired (or started).
-    pub fn elapsed(&self, now: Monotonic) -> std::time::Duration {
-        now.since(self.last)
-    }
 }
 
 static SKEW_NS: AtomicI64 = AtomicI64::new(0);

@@ -260,8 +260,8 @@ const ROUTER_MAX_UNSAVED: usize = 64 << 20;
 
 /// What the transport says of the collector, to the watch; true when a lost one is back.
 fn watch_collector(watch: &mut CollectorWatch, out: &mut SocketOutbox<'_>) -> Result<bool, RouterError> {
-    let lost = out.collector().and_then(|collector| collector.lost().map(str::to_string));
-    watch.observe(Monotonic::now(), lost.as_deref()).map_err(RouterError::from)
+    let lost = out.collector().and_then(|collector| collector.lost());
+    watch.observe(Monotonic::now(), lost).map_err(RouterError::from)
 }
 
 /// Serves registrations (and deployments) until the cluster is complete.

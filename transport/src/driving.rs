@@ -61,17 +61,12 @@ pub fn receive_loop<E: From<TransportError>>(
     // The sender's identity, copied out of each message (ZeroMQ lends it only with the message
     // itself mutably borrowed); one buffer for the whole loop.
     let mut user_id = String::new();
-    let mut hold = false;
+    let mut flow = Flow::Continue;
     loop {
-        if std::mem::take(&mut hold) {
+        let received = if flow == Flow::Hold {
             std::thread::sleep(HOLD_WAIT);
-            match step(Received::Idle)? {
-                Flow::Stop => return Ok(()),
-                flow => hold = flow == Flow::Hold,
-            }
-            continue;
-        }
-        let received = if input.recv(&mut message, poll)? {
+            Received::Idle
+        } else if input.recv(&mut message, poll)? {
             let sender = if input.is_secure() {
                 user_id.clear();
                 user_id.push_str(message.gets("User-Id").unwrap_or_default());
@@ -83,9 +78,9 @@ pub fn receive_loop<E: From<TransportError>>(
         } else {
             Received::Idle
         };
-        match step(received)? {
-            Flow::Stop => return Ok(()),
-            flow => hold = flow == Flow::Hold,
+        flow = step(received)?;
+        if flow == Flow::Stop {
+            return Ok(());
         }
     }
 }
