@@ -258,7 +258,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     cep_transport::control::request(&context, &control, &saved.encode(0), Duration::from_secs(10), &never).unwrap();
     cep_transport::control::end_of_run(&context, &control, EndOfRun::RunFinished, Duration::from_secs(10), &never)
         .unwrap();
-    assert!(router.join().unwrap().is_ok());
+    router.join().unwrap().unwrap();
     assert!(worker.join().unwrap().is_ok());
 }
 

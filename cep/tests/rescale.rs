@@ -65,7 +65,11 @@ fn a_run_that_grows_from_one_to_three_workers_and_back_to_two_gives_the_standalo
             .spawn()
             .unwrap(),
     );
-    wait_for_status(&control, "the run to start", |s| member_state(s, "worker-0").as_deref() == Some("active"));
+    // Joins once worker-0 owns symbols (ticks have flowed), so that each join moves some.
+    wait_for_status(&control, "worker-0 to own symbols", |s| {
+        member_state(s, "worker-0").as_deref() == Some("active")
+            && s.lines().any(|l| l.starts_with("worker-0 ") && l.split_whitespace().nth(3).is_some_and(|n| n != "0"))
+    });
     let mut joined = Vec::new();
     for id in ["joiner-1", "joiner-2"] {
         joined.push(Running(

@@ -1,11 +1,12 @@
-//! The router's driver: binds the data and control sockets, feeds the core
-//! ([`crate::router`]) what they receive with its arrival time, and sends what the core puts
-//! out, through the three phases of a run (gathering, routing, ending).
+//! The router's driver: binds the data and control sockets and, in one loop over every
+//! socket, feeds the core ([`crate::router`]) what they receive with its arrival time, sends
+//! what the core puts out, and carries out what its run policy ([`crate::lifecycle`]) decides
+//! at each turn (start, finish, release).
 
 use crate::config::RouterConfig;
 use crate::deploying::Deployments;
 pub use crate::error::RouterError;
-use crate::lifecycle::{CollectorWatch, EndObserved, EndStep, Ending, Gathering};
+use crate::lifecycle::{Change, Observed, RunPolicy};
 use crate::router::Router;
 use cep_core::clock::{now_ns, Monotonic};
 use cep_core::identity::{Role, ROUTER_ID};
@@ -13,19 +14,23 @@ use cep_core::report::RouterReport;
 use cep_transport::clock::synchronise;
 use cep_transport::control::ControlServer;
 use cep_transport::delivery::CollectorLink;
-use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
+use cep_transport::driving::{Received, Receiver, SocketOutbox};
 use cep_transport::{Context, Pull, Push, Server, SocketOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tracing::{info, warn};
 
 /// How far ahead of the answers the run starts: far enough for every node to measure its
 /// clock offset first.
 const START_DELAY_NS: u64 = 100_000_000;
 
-/// Control requests served between two data frames at most.
+/// Control requests served at a turn at most.
 const CONTROL_PER_TURN: usize = 16;
+
+/// Input frames read at a turn at most (each a batch of ticks): control requests and timers
+/// are looked at between two turns.
+const FRAMES_PER_TURN: usize = 64;
 
 /// Runs the router in its own ZeroMQ context until every stream has ended (or `shutdown` is
 /// raised) and returns the report it also sent to the collector.
@@ -59,109 +64,75 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
 
     let metrics = crate::metrics::RouterMetrics::register(config.workers, config.streams);
     let mut router = Router::new(config.settings(), Deployments::start(&source).map_err(RouterError::Rules)?);
-    gather(&mut router, &control, &config, &shutdown, &metrics)?;
-
-    // Stamps are taken in the collector's time: measure this host's offset to it first.
-    let (clock_endpoint, collector_key) = router.collector_clock().unwrap_or_default();
-    let clock = synchronise(context, clock_endpoint, collector_key, &shutdown)?;
-    let start = router.start(now_ns() + START_DELAY_NS);
-    let workers: Vec<Push> = start
-        .workers
-        .iter()
-        .map(|w| Push::connect(context, &w.endpoint, Server::Key(&w.key), &options))
-        .collect::<Result<_, _>>()?;
-    let collector = CollectorLink::connect(
-        context,
-        &start.collector,
-        &start.collector_key,
-        &options,
-        ROUTER_ID,
-        1,
-        ROUTER_MAX_UNSAVED,
-    )?;
-    let mut out = SocketOutbox::new(workers, Some(collector), Some(&control), &shutdown).connecting(context, options);
-    let mut collector_watch = CollectorWatch::new(config.collector_retention);
-    router.announce(clock, &mut out);
-    out.check()?;
-    info!(workers = ?router.worker_ids(), collector = start.collector, "cluster complete, run started");
-    metrics.started(&router.worker_ids(), config.streams);
-
-    let mut last_control = Instant::now();
-    receive_loop(&input, Duration::from_millis(50), |received| {
-        match received {
-            Received::Frame { bytes, input, sender } => {
+    let mut policy =
+        RunPolicy::new(config.start_timeout, config.end_timeout, config.collector_retention, Monotonic::now());
+    let mut out = SocketOutbox::new(Vec::new(), None, Some(&control), &shutdown);
+    let mut receiver = Receiver::new();
+    let mut report = None;
+    // One loop over every socket: input frames (a turn's worth at most), control requests,
+    // room in a full worker queue, the timers; the policy says what each turn does.
+    loop {
+        let observed = Observed { pending: out.has_pending(), shutdown: shutdown.load(Ordering::Relaxed) };
+        let turn = policy.turn(Monotonic::now(), &router, observed)?;
+        match turn.change {
+            Some(Change::Start) => {
+                out = start(context, &config, &mut router, &control, &options, &shutdown)?;
+                metrics.started(&router.worker_ids(), config.streams);
+            }
+            Some(Change::Finish) => {
+                // What is batched reaches the workers (a failure here fails the run); the
+                // report is then only the collector's to miss.
+                router.flush(&mut out);
+                out.check()?;
+                router.refused_connections(&context.refusals());
+                report = Some(router.finish(&mut out));
+                router.publish(&metrics);
+                if let Err(error) = out.check() {
+                    warn!(%error, "router report not delivered");
+                }
+            }
+            Some(Change::Release) => break,
+            None => {}
+        }
+        let mut frames = 0;
+        if turn.read_input {
+            while frames < FRAMES_PER_TURN {
+                let Some(Received::Frame { bytes, input, sender }) = receiver.recv(&input, Duration::ZERO)? else {
+                    break;
+                };
                 router.data_from(bytes, sender, now_ns(), &mut out);
+                frames += 1;
                 if !input.more_waiting() {
                     router.flush(&mut out);
                 }
-            }
-            Received::Idle => router.flush(&mut out),
-        }
-        // While symbols move, their state arrives on the control socket: serve it at once.
-        if router.rescaling() || last_control.elapsed() > Duration::from_millis(100) {
-            router.tick(Monotonic::now(), &mut out);
-            serve(&mut router, &control, &mut out, Duration::ZERO)?;
-
-            if last_control.elapsed() > Duration::from_millis(100) {
-                out.check_peers();
-                watch_collector(&mut collector_watch, &mut out)?;
-                // Refused connections are rejections like any other, in the metrics as they come.
-                router.refused_connections(&context.refusals());
-                router.publish(&metrics);
-                last_control = Instant::now();
+                if !router.accepting_input() || out.has_pending() {
+                    break;
+                }
             }
         }
-        fail_over(&mut router, &mut out)?;
-        out.check()?;
-        // Read no input while too many ticks are held for moving symbols (until their state
-        // arrives) or a worker's queue is full (until it takes what waits for it); control
-        // requests are served meanwhile, so state hand-offs, the collector's saves (and the
-        // notices they push to waiting workers) and a restarted collector are taken.
-        hold_input(&mut router, &mut out, &control, &shutdown, &mut collector_watch)?;
-        let done = router.all_ended() || shutdown.load(Ordering::Relaxed);
-        Ok::<_, RouterError>(if done { Flow::Stop } else { Flow::Continue })
-    })?;
-    // What is batched must reach the workers (a failure here fails the run); the report is
-    // then only the collector's to miss.
-    router.flush(&mut out);
-    hold_input(&mut router, &mut out, &control, &shutdown, &mut collector_watch)?;
-    out.check()?;
-    router.refused_connections(&context.refusals());
-    let report = router.finish(&mut out);
-    router.publish(&metrics);
-    if let Err(error) = out.check() {
-        warn!(%error, "router report not delivered");
-    }
-    // Keep every socket open until the collector has everything (see `lifecycle::Ending`).
-    let mut ending = Ending::new(config.end_timeout, Monotonic::now());
-    loop {
-        let observed = EndObserved {
-            collector_lost: collector_watch.is_lost(),
-            pending: out.has_pending(),
-            shutdown: shutdown.load(Ordering::Relaxed),
-        };
-        match ending.turn(Monotonic::now(), &router, observed) {
-            EndStep::Release => break,
-            EndStep::Drain => {
-                out.wait_for_room(Duration::from_millis(10));
-                out.flush_pending();
-                out.check_peers();
-                continue;
-            }
-            EndStep::AnswerLate => {
-                serve(&mut router, &control, &mut out, Duration::from_millis(50))?;
-                continue;
-            }
-            EndStep::Wait => serve(&mut router, &control, &mut out, Duration::from_millis(50))?,
-        };
-        // Frames a failover sent a survivor whose queue was full; a worker that dies now (the
-        // collector must not wait for its report); a collector lost or back.
-        out.flush_pending();
-        out.check_peers();
-        if watch_collector(&mut collector_watch, &mut out)? {
-            ending.collector_back(Monotonic::now());
+        if frames == 0 {
+            out.wait(turn.read_input.then_some(&input), turn.wait);
         }
-        fail_over(&mut router, &mut out)?;
+        if out.has_pending() {
+            out.flush_pending();
+        }
+        if serve(&mut router, &control, &mut out)? && !policy.started() {
+            metrics.registered(router.registered());
+        }
+        router.tick(Monotonic::now(), &mut out);
+        if turn.look_around {
+            out.check_peers();
+            // Refused connections are rejections like any other, in the metrics as they come.
+            router.refused_connections(&context.refusals());
+            router.publish(&metrics);
+        }
+        if turn.watch_collector {
+            let lost = out.collector().and_then(|collector| collector.lost());
+            policy.collector(Monotonic::now(), lost)?;
+        }
+        if turn.fail_over {
+            fail_over(&mut router, &mut out)?;
+        }
         out.check()?;
     }
     if out.has_pending() {
@@ -176,62 +147,53 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
             collector.shorten_linger(Duration::from_millis(500));
         }
     }
+    let report = report.unwrap_or_else(|| router.report());
     let rejected: u64 = report.rejected.values().sum();
     info!(routed = report.routed, rejected, "router done");
     Ok(report)
 }
 
-/// While the router reads no input (ticks held for moving symbols, or a worker's full queue):
-/// serves control requests, gives the workers what waits for them, watches the peers.
-fn hold_input(
+/// The cluster is complete: measures this host's clock against the collector's (stamps are
+/// taken in the collector's time), connects to the workers and the collector, and announces
+/// the start. Returns the outbox over the run's sockets.
+fn start<'s>(
+    context: &'s Context,
+    config: &RouterConfig,
     router: &mut Router,
-    out: &mut SocketOutbox<'_>,
-    control: &ControlServer,
-    shutdown: &AtomicBool,
-    collector_watch: &mut CollectorWatch,
-) -> Result<(), RouterError> {
-    if router.accepting_input() && !out.has_pending() {
-        return Ok(());
-    }
-    let mut last_look = Instant::now();
-    loop {
-        if shutdown.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        out.flush_pending();
-        out.check()?;
-        if router.accepting_input() && !out.has_pending() {
-            return Ok(());
-        }
-        // Woken by room in a waiting worker's queue or by a control request.
-        let wait = if out.has_pending() {
-            out.wait_for_room(Duration::from_millis(10));
-            Duration::ZERO
-        } else {
-            Duration::from_millis(10)
-        };
-        serve(router, control, out, wait)?;
-        router.tick(Monotonic::now(), out);
-        if last_look.elapsed() > Duration::from_millis(50) {
-            // The worker whose snapshot or queue is awaited may be the one that died.
-            out.check_peers();
-            watch_collector(collector_watch, out)?;
-            fail_over(router, out)?;
-            last_look = Instant::now();
-        }
-    }
+    control: &'s ControlServer,
+    options: &SocketOptions,
+    shutdown: &'s AtomicBool,
+) -> Result<SocketOutbox<'s>, RouterError> {
+    let (clock_endpoint, collector_key) = router.collector_clock().unwrap_or_default();
+    let clock = synchronise(context, clock_endpoint, collector_key, shutdown)?;
+    let start = router.start(now_ns() + START_DELAY_NS);
+    let workers: Vec<Push> = start
+        .workers
+        .iter()
+        .map(|w| Push::connect(context, &w.endpoint, Server::Key(&w.key), options))
+        .collect::<Result<_, _>>()?;
+    let collector = CollectorLink::connect(
+        context,
+        &start.collector,
+        &start.collector_key,
+        options,
+        ROUTER_ID,
+        1,
+        ROUTER_MAX_UNSAVED,
+    )?;
+    let mut out =
+        SocketOutbox::new(workers, Some(collector), Some(control), shutdown).connecting(context, options.clone());
+    router.announce(clock, &mut out);
+    out.check()?;
+    info!(workers = ?router.worker_ids(), collector = start.collector, streams = config.streams, "cluster complete, run started");
+    Ok(out)
 }
 
-/// Serves the control requests waiting (the first waited for up to `wait`), a bounded number
-/// per turn so that a client flooding requests cannot stall routing; true if any came.
-fn serve(
-    router: &mut Router,
-    control: &ControlServer,
-    out: &mut SocketOutbox<'_>,
-    wait: Duration,
-) -> Result<bool, RouterError> {
+/// Serves the control requests waiting, a bounded number per turn so that a client flooding
+/// requests cannot stall routing; true if any came.
+fn serve(router: &mut Router, control: &ControlServer, out: &mut SocketOutbox<'_>) -> Result<bool, RouterError> {
     for served in 0..CONTROL_PER_TURN {
-        let Some(request) = control.recv(if served == 0 { wait } else { Duration::ZERO })? else {
+        let Some(request) = control.recv(Duration::ZERO)? else {
             return Ok(served > 0);
         };
         router.control_from(request.client, request.peer.as_ref(), &request.body, Monotonic::now(), out);
@@ -257,30 +219,6 @@ fn fail_over(router: &mut Router, out: &mut SocketOutbox<'_>) -> Result<(), Rout
 /// Bytes of frames for the collector the router holds (reported by `full()`, which the router
 /// does not wait on): its own frames are few and small (reports, rescale and failover records).
 const ROUTER_MAX_UNSAVED: usize = 64 << 20;
-
-/// What the transport says of the collector, to the watch; true when a lost one is back.
-fn watch_collector(watch: &mut CollectorWatch, out: &mut SocketOutbox<'_>) -> Result<bool, RouterError> {
-    let lost = out.collector().and_then(|collector| collector.lost());
-    watch.observe(Monotonic::now(), lost).map_err(RouterError::from)
-}
-
-/// Serves registrations (and deployments) until the cluster is complete.
-fn gather(
-    router: &mut Router,
-    control: &ControlServer,
-    config: &RouterConfig,
-    shutdown: &AtomicBool,
-    metrics: &crate::metrics::RouterMetrics,
-) -> Result<(), RouterError> {
-    let mut out = SocketOutbox::new(Vec::new(), None, Some(control), shutdown);
-    let mut gathering = Gathering::new(config.start_timeout, Monotonic::now());
-    while !gathering.turn(Monotonic::now(), router, shutdown.load(Ordering::Relaxed))? {
-        if serve(router, control, &mut out, Duration::from_millis(100))? {
-            metrics.registered(router.registered());
-        }
-    }
-    Ok(())
-}
 
 /// Writes the bound endpoints for whoever started the router; written whole, then renamed,
 /// so a reader never sees half a file.

@@ -1,6 +1,7 @@
-//! When the router starts, waits for a lost collector and ends: the policy around its core
-//! ([`crate::router`]) on a monotonic clock, with no socket. The driver hands each part the
-//! time and what it observes, and carries out what it says.
+//! When the router starts, reads its input, waits for a lost collector and ends: the policy
+//! around its core ([`crate::router`]) on a monotonic clock, with no socket. The driver hands
+//! [`RunPolicy`] the time and what it observes at every turn of its one loop, and carries out
+//! the [`Turn`] that comes back.
 //!
 //! ```text
 //!  Gathering ─complete─▶ Running ─every stream ended─▶ Ending ─collector has everything─▶
@@ -21,6 +22,164 @@ const LATE_ASK_GRACE: Duration = Duration::from_secs(5);
 
 /// How often the router says whom it is waiting for while it gathers.
 const WAITING_LOG_EVERY: Duration = Duration::from_secs(5);
+
+/// How often the router looks around while it runs: asks whether its peers are alive, watches
+/// the collector, counts refused connections, publishes its metrics.
+const LOOK_EVERY: Duration = Duration::from_millis(50);
+
+/// The longest the driver waits for a socket while it gathers or reads: its timers (a move
+/// overdue, a checkpoint due) are looked at between two waits.
+const READ_WAIT: Duration = Duration::from_millis(50);
+
+/// The longest the driver waits while it reads no input but waits for room in a worker's
+/// queue or for the state of moving symbols (both also wake it).
+const HOLD_WAIT: Duration = Duration::from_millis(10);
+
+/// The phase of a run.
+enum Phase {
+    /// Registrations, until the cluster is complete.
+    Gathering(Gathering),
+    /// Routing the streams.
+    Running,
+    /// Every stream ended and the report is sent: waiting for the collector.
+    Ending(Ending),
+    /// Every node released.
+    Released,
+}
+
+/// What the driver observes at a turn.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Observed {
+    /// Frames wait for a worker's full queue.
+    pub pending: bool,
+    /// A stop was asked for.
+    pub shutdown: bool,
+}
+
+/// A change of phase the driver carries out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The cluster is complete: measure the clock, connect the workers and the collector, announce
+    /// the start.
+    Start,
+    /// Every stream ended (or a stop was asked for) and nothing waits for a worker: send the
+    /// report.
+    Finish,
+    /// Release every node and stop.
+    Release,
+}
+
+/// What the driver does at a turn of its loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Turn {
+    /// Read input frames.
+    pub read_input: bool,
+    /// The longest to wait for a socket when nothing is ready.
+    pub wait: Duration,
+    /// Ask whether the peers are alive, count refusals, publish the metrics.
+    pub look_around: bool,
+    /// Watch the collector (not once it has everything: it then leaves).
+    pub watch_collector: bool,
+    /// Fail over the workers found dead (not once the collector has everything: the workers
+    /// then leave).
+    pub fail_over: bool,
+    /// A change of phase to carry out first.
+    pub change: Option<Change>,
+}
+
+/// The router's run policy: its phases, the collector's watch and the cadence of looking
+/// around. Decides at every turn of the driver's loop what the driver does.
+pub struct RunPolicy {
+    phase: Phase,
+    end_timeout: Duration,
+    watch: CollectorWatch,
+    look: Every,
+}
+
+impl RunPolicy {
+    /// A run from `now`: gathering within `start_timeout`, a lost collector waited for
+    /// `retention`, the collector waited for `end_timeout` at the end.
+    pub fn new(start_timeout: Duration, end_timeout: Duration, retention: Duration, now: Monotonic) -> RunPolicy {
+        RunPolicy {
+            phase: Phase::Gathering(Gathering::new(start_timeout, now)),
+            end_timeout,
+            watch: CollectorWatch::new(retention),
+            look: Every::new(LOOK_EVERY, now),
+        }
+    }
+
+    /// Whether the run has started (the router routes or ends).
+    pub fn started(&self) -> bool {
+        matches!(self.phase, Phase::Running | Phase::Ending(_))
+    }
+
+    /// What the transport says of the collector at `now` (`lost`: why it is taken for lost);
+    /// an error once it has been lost for longer than the retention time. A collector back
+    /// during the end gets the whole end time-out to finish.
+    pub fn collector(&mut self, now: Monotonic, lost: Option<&str>) -> Result<(), Stop> {
+        if self.watch.observe(now, lost)? {
+            if let Phase::Ending(ending) = &mut self.phase {
+                ending.collector_back(now);
+            }
+        }
+        Ok(())
+    }
+
+    /// The turn at `now`, given the router's state and what the driver observes; an error
+    /// when the run cannot go on.
+    pub fn turn(&mut self, now: Monotonic, router: &Router, observed: Observed) -> Result<Turn, Stop> {
+        let Observed { pending, shutdown } = observed;
+        let look_around = self.look.fire(now);
+        let mut turn = Turn {
+            read_input: false,
+            wait: READ_WAIT,
+            look_around,
+            watch_collector: false,
+            fail_over: false,
+            change: None,
+        };
+        match &mut self.phase {
+            Phase::Gathering(gathering) => {
+                if gathering.turn(now, router, shutdown)? {
+                    self.phase = Phase::Running;
+                    turn.change = Some(Change::Start);
+                }
+            }
+            Phase::Running => {
+                let held = !router.accepting_input() || pending;
+                // Ticks held for moving symbols, and frames waiting for a worker, go out before
+                // the report (a stop does not wait).
+                if shutdown || (router.all_ended() && !held) {
+                    self.phase = Phase::Ending(Ending::new(self.end_timeout, now));
+                    turn.change = Some(Change::Finish);
+                } else {
+                    turn.read_input = !held;
+                    turn.wait = if held { HOLD_WAIT } else { READ_WAIT };
+                }
+                turn.watch_collector = look_around;
+                turn.fail_over = true;
+            }
+            Phase::Ending(ending) => {
+                let observed = EndObserved { collector_lost: self.watch.is_lost(), pending, shutdown };
+                match ending.turn(now, router, observed) {
+                    EndStep::Release => {
+                        self.phase = Phase::Released;
+                        turn.change = Some(Change::Release);
+                    }
+                    EndStep::Drain => turn.wait = HOLD_WAIT,
+                    EndStep::AnswerLate => {}
+                    // The collector is still taking the last frames: it may be lost or come back.
+                    EndStep::Wait => {
+                        turn.watch_collector = look_around;
+                        turn.fail_over = true;
+                    }
+                }
+            }
+            Phase::Released => turn.change = Some(Change::Release),
+        }
+        Ok(turn)
+    }
+}
 
 /// Why the policy ends the run early.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -51,37 +51,62 @@ pub enum Flow {
 
 /// Receives frames from `input` and hands each to `step` (or [`Received::Idle`] when none
 /// came within `poll`), until `step` says stop; a `step` that says hold is turned again after
-/// [`HOLD_WAIT`] without reading. The one receive loop of every role.
+/// [`HOLD_WAIT`] without reading. The one receive loop of the worker and the collector (the
+/// router, which also serves control requests between frames, turns [`Receiver`] itself).
 pub fn receive_loop<E: From<TransportError>>(
     input: &Pull,
     poll: Duration,
     mut step: impl FnMut(Received<'_>) -> Result<Flow, E>,
 ) -> Result<(), E> {
-    let mut message = Message::new();
-    // The sender's identity, copied out of each message (ZeroMQ lends it only with the message
-    // itself mutably borrowed); one buffer for the whole loop.
-    let mut user_id = String::new();
+    let mut receiver = Receiver::new();
     let mut flow = Flow::Continue;
     loop {
         let received = if flow == Flow::Hold {
             std::thread::sleep(HOLD_WAIT);
             Received::Idle
-        } else if input.recv(&mut message, poll)? {
-            let sender = if input.is_secure() {
-                user_id.clear();
-                user_id.push_str(message.gets("User-Id").unwrap_or_default());
-                Some(crate::security::Sender::new(&user_id))
-            } else {
-                None
-            };
-            Received::Frame { bytes: &message, input: Waiting(input), sender }
         } else {
-            Received::Idle
+            receiver.recv(input, poll)?.unwrap_or(Received::Idle)
         };
         flow = step(received)?;
         if flow == Flow::Stop {
             return Ok(());
         }
+    }
+}
+
+/// Takes frames off a PULL socket into one message reused for every frame.
+pub struct Receiver {
+    message: Message,
+    /// The sender's identity, copied out of each message (ZeroMQ lends it only with the
+    /// message itself mutably borrowed).
+    user_id: String,
+}
+
+impl Receiver {
+    /// A receiver with an empty message.
+    pub fn new() -> Receiver {
+        Receiver { message: Message::new(), user_id: String::new() }
+    }
+
+    /// The next frame from `input`, waiting at most `timeout` for one; `None` when none came.
+    pub fn recv<'m>(&'m mut self, input: &'m Pull, timeout: Duration) -> Result<Option<Received<'m>>, TransportError> {
+        if !input.recv(&mut self.message, timeout)? {
+            return Ok(None);
+        }
+        let sender = if input.is_secure() {
+            self.user_id.clear();
+            self.user_id.push_str(self.message.gets("User-Id").unwrap_or_default());
+            Some(crate::security::Sender::new(&self.user_id))
+        } else {
+            None
+        };
+        Ok(Some(Received::Frame { bytes: &self.message, input: Waiting(input), sender }))
+    }
+}
+
+impl Default for Receiver {
+    fn default() -> Self {
+        Receiver::new()
     }
 }
 
@@ -181,10 +206,14 @@ impl<'s> SocketOutbox<'s> {
         self.pending.iter().any(|frames| !frames.is_empty())
     }
 
-    /// Waits at most `timeout` until a worker with frames waiting has room for one, or a
-    /// control request arrives.
-    pub fn wait_for_room(&self, timeout: Duration) {
-        let mut items: Vec<zmq::PollItem<'_>> = Vec::with_capacity(self.workers.len() + 1);
+    /// Waits at most `timeout` until something is to be done: a frame on `input` (when the
+    /// driver reads it), a control request, or room in the queue of a worker with frames
+    /// waiting. The one wait of a driver that serves data and control in one loop.
+    pub fn wait(&self, input: Option<&Pull>, timeout: Duration) {
+        let mut items: Vec<zmq::PollItem<'_>> = Vec::with_capacity(self.workers.len() + 2);
+        if let Some(input) = input {
+            items.push(input.raw().as_poll_item(zmq::POLLIN));
+        }
         if let Some(control) = self.control {
             items.push(control.raw().as_poll_item(zmq::POLLIN));
         }

@@ -225,6 +225,11 @@ impl Pull {
         }
     }
 
+    /// The socket, to wait on it with others.
+    pub(crate) fn raw(&self) -> &zmq::Socket {
+        &self.socket
+    }
+
     /// Smart batching's probe: is another message already waiting? If not, the caller flushes
     /// what it has batched instead of waiting for more, so batching never adds latency.
     #[inline]

@@ -118,3 +118,70 @@ fn late_asks_are_answered_for_the_grace_while_a_node_has_not_asked() {
     assert_eq!(ending.turn(at(5_000), &router, obs(false, false, false)), EndStep::AnswerLate, "within the grace");
     assert_eq!(ending.turn(at(5_002), &router, obs(false, false, false)), EndStep::Release, "a dead node never asks");
 }
+
+#[test]
+fn a_run_gathers_starts_reads_until_every_stream_ended_and_nothing_waits_then_finishes_and_ends() {
+    use cep_core::control::Register;
+    use cep_core::frame::Body;
+    use cep_core::identity::Role;
+    use cep_core::outbox::Recorded;
+    use cep_core::report::EndOfStream;
+    let (mut router, mut out) = (router(), Recorded::default());
+    let mut policy = RunPolicy::new(Duration::from_secs(10), Duration::from_secs(3), Duration::from_secs(1), at(0));
+    let idle = Observed::default();
+    let gathering = policy.turn(at(1), &router, idle).unwrap();
+    assert_eq!((gathering.read_input, gathering.change), (false, None));
+    for (role, id, streams) in [(Role::Worker, "w", 0), (Role::Collector, "c", 0), (Role::Injector, "i", 1)] {
+        let register = Register {
+            role,
+            id: id.into(),
+            endpoint: format!("inproc://{id}"),
+            streams,
+            warmup_ns: 0,
+            clock_endpoint: String::new(),
+            resuming: 0,
+        };
+        router.control(id.as_bytes().to_vec(), &register.encode(0), at(2), &mut out);
+    }
+    assert_eq!(policy.turn(at(3), &router, idle).unwrap().change, Some(Change::Start));
+    assert!(policy.started());
+    router.start(1_000);
+    router.announce(None, &mut out);
+
+    let reading = policy.turn(at(4), &router, idle).unwrap();
+    assert_eq!((reading.read_input, reading.wait, reading.change), (true, READ_WAIT, None));
+    // Frames wait for a worker's full queue: no input is read, and the driver wakes on room.
+    let held = policy.turn(at(5), &router, Observed { pending: true, shutdown: false }).unwrap();
+    assert_eq!((held.read_input, held.wait, held.change), (false, HOLD_WAIT, None));
+    router.data(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 6, &mut out);
+    assert!(router.all_ended());
+    // The stream ended, but the report waits for what waits for the worker.
+    let ended = policy.turn(at(7), &router, Observed { pending: true, shutdown: false }).unwrap();
+    assert_eq!((ended.read_input, ended.change), (false, None));
+    assert_eq!(policy.turn(at(8), &router, idle).unwrap().change, Some(Change::Finish));
+
+    // The end: the collector is watched while it takes the last frames, and may be lost for
+    // its retention time; a stop releases at once.
+    let waiting = policy.turn(at(60), &router, idle).unwrap();
+    assert_eq!(
+        (waiting.read_input, waiting.look_around, waiting.watch_collector, waiting.fail_over),
+        (false, true, true, true)
+    );
+    assert_eq!(policy.collector(at(60), Some("gone")), Ok(()));
+    assert!(matches!(policy.collector(at(1_061), Some("gone")), Err(Stop::CollectorLost { .. })));
+    let stop = Observed { pending: false, shutdown: true };
+    assert_eq!(policy.turn(at(1_100), &router, stop).unwrap().change, Some(Change::Release));
+}
+
+#[test]
+fn a_stop_while_running_finishes_at_once_and_the_look_around_keeps_its_cadence() {
+    let router = router();
+    let mut policy = RunPolicy::new(Duration::ZERO, Duration::from_secs(3), Duration::from_secs(1), at(0));
+    policy.phase = Phase::Running;
+    assert!(!policy.turn(at(10), &router, Observed::default()).unwrap().look_around);
+    assert!(policy.turn(at(50), &router, Observed::default()).unwrap().look_around);
+    assert!(!policy.turn(at(60), &router, Observed::default()).unwrap().look_around);
+    let stop = Observed { pending: true, shutdown: true };
+    assert_eq!(policy.turn(at(61), &router, stop).unwrap().change, Some(Change::Finish));
+    assert_eq!(policy.turn(at(62), &router, stop).unwrap().change, Some(Change::Release));
+}
