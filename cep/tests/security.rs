@@ -86,6 +86,29 @@ fn send_once(context: &Context, endpoint: &str, server: Server<'_>, frames: &[Ve
     }
 }
 
+/// Waits until the roles of this process have counted at least so many rejections of each
+/// cause (read off their metrics, which a metrics server makes them publish).
+fn wait_for_rejections(expected: &[(&str, u64)]) {
+    static SERVER: std::sync::OnceLock<cep_telemetry::server::MetricsServer> = std::sync::OnceLock::new();
+    SERVER.get_or_init(|| cep_telemetry::server::MetricsServer::start("127.0.0.1:0").unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = cep_telemetry::metrics::encode(false).unwrap();
+        let count = |cause: &str| -> u64 {
+            let label = format!("cause=\"{cause}\"");
+            text.lines()
+                .filter(|line| line.starts_with("cep_rejected_total{") && line.contains(&label))
+                .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>() as u64
+        };
+        if expected.iter().all(|(cause, at_least)| count(cause) >= *at_least) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "rejections {expected:?} not all counted:\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 struct Roles {
     router: std::thread::JoinHandle<Result<cep_core::report::RouterReport, cep_router::RouterError>>,
     worker: std::thread::JoinHandle<Result<WorkerReport, cep_worker::WorkerError>>,
@@ -237,8 +260,18 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
     }
     // A stranger playing the router at the worker's data socket.
     send_once(&stranger, &ready.workers[0].endpoint, Server::Key(&ready.workers[0].key), &[ticks(0, stream, 0, 10)]);
-    // Every refusal lands before the real stream ends (and the worker reports).
-    std::thread::sleep(Duration::from_millis(500));
+    // Every refusal lands before the real stream ends (and the worker reports): seen in the
+    // roles' metrics (each cause is one role's).
+    wait_for_rejections(&[
+        ("stream_of_another_key", FORGED_TICKS + 1),
+        ("unauthorized_control", 3),
+        ("unauthenticated_worker_collector_injector_operator", 1),
+        ("handshake_failed_injector", 1),
+        ("unauthorized_sender", 2),
+        ("unsequenced", 1),
+        ("unauthenticated_router_worker_injector", 1),
+        ("unauthenticated_router", 1),
+    ]);
 
     // The real stream, in two batches, then its end.
     let real_frames = [ticks(stream, stream, 0, TICKS / 2), ticks(stream, stream, TICKS / 2, TICKS)];
@@ -315,7 +348,7 @@ fn a_worker_that_joins_is_known_by_its_own_key_and_a_worker_key_registers_only_i
     let forged = cep_core::report::WorkerProgress { processed: TICKS, outputs: 0, rejected: 0 }.encode(1);
     let as_worker_1 = DeliveryLog::new(1, 1, 1 << 20).push(&forged).to_vec();
     send_once(&spare, &ready.collector, Server::Key(&ready.collector_key), &[as_worker_1]);
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_rejections(&[("unauthorized_sender", 1)]);
 
     let rest = [ticks(stream, stream, TICKS / 2, TICKS), EndOfStream { stream, sent: TICKS, routed: 0 }.encode(stream)];
     send_once(&injector, &roles.data, Server::Router, &rest);
@@ -350,11 +383,11 @@ fn captured_run(secure: bool) -> (Vec<u8>, Vec<String>) {
     let flag = if secure { "--secure" } else { "" };
     let script = format!(
         "ip link set lo up || exit 90
-         tcpdump -i lo -U -s 0 -w {capture} 2>/dev/null & capturing=$!
-         sleep 1
+         tcpdump -i lo -U -s 0 -w {capture} 2>{capture}.log & capturing=$!
+         until grep -q 'listening on' {capture}.log; do kill -0 $capturing || exit 91; sleep 0.05; done
          RUST_LOG=warn {cep} run {flag} --workers 2 --count 20000 --rate 50000 --quiet --csv none --record-input --out {out}
          status=$?
-         sleep 0.5; kill $capturing; wait $capturing
+         kill $capturing; wait $capturing
          exit $status",
         capture = capture.display(),
         cep = env!("CARGO_BIN_EXE_cep"),
