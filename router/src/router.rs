@@ -736,6 +736,11 @@ impl Router {
         self.control.release(out);
     }
 
+    /// The rules the run started with and every deployment since, with its switch points.
+    pub fn rules_history(&self) -> &[cep_core::results::RulesEpoch] {
+        self.control.deployments.history()
+    }
+
     /// The router's accounting so far.
     pub fn report(&self) -> RouterReport {
         let run = self.running();

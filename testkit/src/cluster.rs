@@ -263,6 +263,19 @@ impl LocalCluster {
         self.send(Member::Operator, Member::Router, Payload::Request(Member::Operator, leave.encode(0)));
     }
 
+    /// Deploys rules (`text`, named after `origin`) as `cep deploy` does: the router switches
+    /// every worker between the same ticks; the answer, or the refusal, goes to the operator.
+    pub fn deploy(&mut self, origin: &str, text: &str) {
+        let deploy = cep_core::control::Deploy { origin: origin.into(), text: text.into() };
+        self.send(Member::Operator, Member::Router, Payload::Request(Member::Operator, deploy.encode(0)));
+    }
+
+    /// The rules the run started with and every deployment the router made, with where each
+    /// stream switches.
+    pub fn rules_history(&self) -> &[cep_core::results::RulesEpoch] {
+        self.router.rules_history()
+    }
+
     /// Whether the worker with this index is running (registered, not finished, not killed).
     pub fn is_running(&self, worker: usize) -> bool {
         matches!(self.workers.get(worker), Some(WorkerState::Running(_)))

@@ -1,5 +1,5 @@
 //! Seed sweeps: a whole run drawn from one seed (cluster shape, link faults, kills, pauses,
-//! collector restarts, joins and leaves at observed points), with invariants checked after
+//! collector restarts, joins, leaves and rule deployments at observed points), with invariants checked after
 //! every event of the simulation and at the end. A failing seed is a one-line reproduction
 //! (`cargo run --release -p cep-testkit --bin sweep -- --seed N`), since everything follows
 //! from it.
@@ -64,6 +64,36 @@ pub enum Disruption {
         /// Ticks sent first.
         after_sent: u64,
     },
+    /// Rules from [`DEPLOYABLE`] are deployed once this many ticks were sent.
+    Deploy {
+        /// Which of them.
+        rules: usize,
+        /// Ticks sent first.
+        after_sent: u64,
+    },
+}
+
+/// Rules a sweep deploys while the run goes, by origin: a query whose plan changes (it starts
+/// empty), one that stays (it keeps its state), one dropped and one added; then the reference
+/// rules back. No tumbling window: its outputs at the end of input name no tick sent.
+pub const DEPLOYABLE: [(&str, &str); 2] = [
+    (
+        "sweep:tighter",
+        "@name('perc') SELECT symbol, price, perc(price) AS value FROM StockTick PARTITION BY symbol
+           RETAIN 2 EVENTS HAVING perc(price) > 1.0 OR perc(price) < -1.0;
+         @name('trend') SELECT symbol, price, trend(price) AS value FROM StockTick PARTITION BY symbol
+           RETAIN 3 EVENTS HAVING trend(price) > 2;
+         @name('swing') SELECT symbol, price, stddev(price) AS value FROM StockTick PARTITION BY symbol
+           RETAIN 5 EVENTS;",
+    ),
+    ("sweep:reference", cep_query::REFERENCE),
+];
+
+/// The rules deployed as `origin` (the reference rules the run started with, or one of
+/// [`DEPLOYABLE`]), compiled.
+fn rules_of(origin: &str) -> cep_engine::RuleSet {
+    let text = DEPLOYABLE.iter().find(|(name, _)| *name == origin).map_or(cep_query::REFERENCE, |(_, text)| text);
+    cep_engine::compile(text, origin).expect("the sweep's rules compile")
 }
 
 /// One run, drawn from a seed.
@@ -168,7 +198,7 @@ impl Scenario {
         let per_worker = count / workers as u64;
         let mut disruptions = Vec::new();
         let (mut killed, mut restarted) = (false, false);
-        for _ in 0..draw.range(0, 2) {
+        for _ in 0..draw.range(0, 3) {
             let worker = draw.range(0, workers as u64 - 1) as usize;
             let after_sent = draw.range(1, count);
             let after_processed = draw.range(1, per_worker.max(2));
@@ -190,6 +220,7 @@ impl Scenario {
                     disruptions.push(Disruption::RestartCollector { after_sent, down_ns });
                 }
                 3 if workers > 1 => disruptions.push(Disruption::Leave { worker, after_sent }),
+                3 => disruptions.push(Disruption::Deploy { rules: draw.range(0, 1) as usize, after_sent }),
                 _ => disruptions.push(Disruption::Join { after_sent }),
             }
         }
@@ -265,6 +296,14 @@ fn apply(cluster: &mut LocalCluster, disruption: &Disruption, collector_back_at:
             }
             reached
         }
+        Disruption::Deploy { rules, after_sent } => {
+            let reached = cluster.sent_so_far() >= after_sent && !cluster.rescaling();
+            if reached {
+                let (origin, text) = DEPLOYABLE[rules];
+                cluster.deploy(origin, text);
+            }
+            reached
+        }
         Disruption::Leave { worker, after_sent } => {
             // A stopped worker drains to the others: one stays (the last one, refused, stops).
             let reached = cluster.sent_so_far() >= after_sent
@@ -298,6 +337,8 @@ pub struct Verdict {
     pub steps: u64,
     /// Failovers, and how many recovered.
     pub failovers: (usize, usize),
+    /// Rule deployments the router made.
+    pub deployments: usize,
     /// Whether the summary said complete.
     pub complete: bool,
 }
@@ -310,6 +351,7 @@ impl Verdict {
         self.steps += other.steps;
         self.failovers.0 += other.failovers.0;
         self.failovers.1 += other.failovers.1;
+        self.deployments += other.deployments;
     }
 }
 
@@ -355,6 +397,8 @@ struct CheckedRun<'a> {
     deadline: u64,
     engine: cep_engine::Engine,
     rule_names: Vec<String>,
+    /// Rule epochs of the run the engine has taken in (the first, then one per deployment).
+    epochs: usize,
     /// Ticks of `cluster.sent()` given to `engine` so far.
     fed: usize,
     /// The engine's outputs so far: (price, value) as outputs.csv writes them.
@@ -371,8 +415,7 @@ struct CheckedRun<'a> {
 
 impl<'a> CheckedRun<'a> {
     fn new(scenario: &'a Scenario) -> CheckedRun<'a> {
-        let rules = cep_engine::compile(cep_query::REFERENCE, "reference").expect("the reference rules compile");
-        let engine = cep_engine::Engine::new(rules);
+        let engine = cep_engine::Engine::new(rules_of("reference"));
         let rule_names = engine.queries().map(|q| q.name.clone()).collect();
         let cluster = LocalCluster::new(scenario.spec.clone(), scenario.faults.clone());
         let spec = &scenario.spec;
@@ -396,6 +439,7 @@ impl<'a> CheckedRun<'a> {
             deadline,
             engine,
             rule_names,
+            epochs: 1,
             fed: 0,
             expected: BTreeMap::new(),
             sent_ids: HashSet::new(),
@@ -415,21 +459,38 @@ impl<'a> CheckedRun<'a> {
         }
     }
 
-    /// Gives the engine the ticks sent since the last check.
+    /// Gives the engine the ticks sent since the last check; after a deployment, every tick
+    /// sent again, epoch by epoch.
     fn feed(&mut self) {
-        let sent = self.cluster.sent();
-        let (mut prices, mut values) = (ryu::Buffer::new(), ryu::Buffer::new());
-        for tick in &sent[self.fed..] {
-            let SentTick { stream, seq, symbol, price, t_event } = tick;
-            self.sent_ids.insert((*stream, *seq));
-            let id = self.engine.intern(symbol);
-            let (names, expected) = (&self.rule_names, &mut self.expected);
-            self.engine.process(id, *price, *t_event, |query, price, value| {
-                let key = (names[query as usize].clone(), symbol.clone(), *stream, *seq);
-                expected.insert(key, (prices.format(price).to_string(), values.format(value).to_string()));
-            });
+        if self.cluster.rules_history().len() != self.epochs {
+            self.replay_epochs();
         }
-        self.fed = sent.len();
+        let sent = &self.cluster.sent()[self.fed..];
+        expect(&mut self.engine, &self.rule_names, &mut self.expected, &mut self.sent_ids, sent.iter());
+        self.fed += sent.len();
+    }
+
+    /// The engine alone over every tick sent so far, under the rules each tick's stream had
+    /// at its sequence number: each epoch's ticks (a symbol is one stream's), then a switch,
+    /// as every worker switches between the same ticks. Ticks sent later all fall in the last
+    /// epoch: the router switches at what it has received, which was sent before.
+    fn replay_epochs(&mut self) {
+        let history = self.cluster.rules_history();
+        let epoch_of = |tick: &SentTick| {
+            history[1..].iter().take_while(|e| e.at.get(&tick.stream).is_some_and(|&first| tick.seq >= first)).count()
+        };
+        self.engine = cep_engine::Engine::new(rules_of(&history[0].origin));
+        self.expected.clear();
+        for (epoch, rules) in history.iter().enumerate() {
+            if epoch > 0 {
+                self.engine.switch(rules_of(&rules.origin));
+            }
+            self.rule_names = self.engine.queries().map(|q| q.name.clone()).collect();
+            let ticks = self.cluster.sent().iter().filter(|tick| epoch_of(tick) == epoch);
+            expect(&mut self.engine, &self.rule_names, &mut self.expected, &mut self.sent_ids, ticks);
+        }
+        self.fed = self.cluster.sent().len();
+        self.epochs = history.len();
     }
 
     /// The rows outputs.csv gained since the last check: none twice, none of a tick not sent,
@@ -473,6 +534,7 @@ impl<'a> CheckedRun<'a> {
         let CheckedRun { scenario, cluster, expected, seen, differing, .. } = self;
         let rows = seen.len() as u64;
         let steps = cluster.steps();
+        let deployments = cluster.rules_history().len() - 1;
         let outcome = cluster.run();
         let summary = &outcome.summary;
         let failovers = (summary.failovers.len(), summary.failovers.iter().filter(|f| f.recovered).count());
@@ -505,7 +567,27 @@ impl<'a> CheckedRun<'a> {
                 )));
             }
         }
-        Ok(Verdict { sent, outputs: rows, steps, failovers, complete: summary.complete })
+        Ok(Verdict { sent, outputs: rows, steps, failovers, deployments, complete: summary.complete })
+    }
+}
+
+/// Gives `engine` the `ticks`, keeping each output it gives (by its identity, with its price
+/// and value as outputs.csv writes them) in `expected`.
+fn expect<'t>(
+    engine: &mut cep_engine::Engine,
+    rule_names: &[String],
+    expected: &mut BTreeMap<OutputKey, (String, String)>,
+    sent_ids: &mut HashSet<(u32, u64)>,
+    ticks: impl Iterator<Item = &'t SentTick>,
+) {
+    let (mut prices, mut values) = (ryu::Buffer::new(), ryu::Buffer::new());
+    for SentTick { stream, seq, symbol, price, t_event } in ticks {
+        sent_ids.insert((*stream, *seq));
+        let id = engine.intern(symbol);
+        engine.process(id, *price, *t_event, |query, price, value| {
+            let key = (rule_names[query as usize].clone(), symbol.clone(), *stream, *seq);
+            expected.insert(key, (prices.format(price).to_string(), values.format(value).to_string()));
+        });
     }
 }
 

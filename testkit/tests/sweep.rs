@@ -1,5 +1,5 @@
 //! The seed sweep CI runs: many runs drawn from seeds (faults, kills, pauses, collector
-//! restarts, joins, leaves), invariants checked after every event. `CEP_SWEEP_SEEDS` sets how
+//! restarts, joins, leaves, deployments), invariants checked after every event. `CEP_SWEEP_SEEDS` sets how
 //! many (default 1,000); `cargo run --release -p cep-testkit --bin sweep` runs long sweeps.
 
 use cep_testkit::sweep::{sweep, Scenario};
@@ -11,8 +11,8 @@ fn a_thousand_seeded_runs_keep_every_invariant() {
     let report: Vec<String> = failures.iter().map(ToString::to_string).collect();
     assert!(failures.is_empty(), "{} of {seeds} seeds failed:\n{}", failures.len(), report.join("\n"));
     assert!(
-        total.failovers.1 > 0 && total.outputs > 0,
-        "the sweep restored killed workers and checked outputs: {total:?}"
+        total.failovers.1 > 0 && total.outputs > 0 && total.deployments > 0,
+        "the sweep restored killed workers, switched rules and checked outputs: {total:?}"
     );
 }
 

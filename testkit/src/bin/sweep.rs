@@ -53,7 +53,7 @@ fn main() -> std::process::ExitCode {
         }
     });
     println!(
-        "sweep: seeds {}..{}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events, {} failovers of which {} recovered)",
+        "sweep: seeds {}..{}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events, {} failovers of which {} recovered, {} deployments)",
         args.from,
         args.from.saturating_add(args.seeds),
         args.seeds - failures.len() as u64,
@@ -63,7 +63,8 @@ fn main() -> std::process::ExitCode {
         total.outputs,
         total.steps,
         total.failovers.0,
-        total.failovers.1
+        total.failovers.1,
+        total.deployments
     );
     match failures.is_empty() {
         true => std::process::ExitCode::SUCCESS,
