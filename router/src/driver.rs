@@ -94,14 +94,18 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
             Some(Change::Release) => break,
             None => {}
         }
-        let mut frames = 0;
+        // Reading: the first frame waited for on the input alone (a wait that also watched the
+        // control socket costs each wake-up more system calls: 16 % of the throughput at 8
+        // workers on 16 cores); control requests are then served at the look-around's cadence.
+        // Otherwise: a wait on the control socket and on room in full worker queues.
+        let mut control_waits = false;
         if turn.read_input {
-            while frames < FRAMES_PER_TURN {
-                let Some(Received::Frame { bytes, input, sender }) = receiver.recv(&input, Duration::ZERO)? else {
+            for taken in 0..FRAMES_PER_TURN {
+                let next = if taken == 0 { receiver.recv(&input, turn.wait)? } else { receiver.try_recv(&input)? };
+                let Some(Received::Frame { bytes, input, sender }) = next else {
                     break;
                 };
                 router.data_from(bytes, sender, now_ns(), &mut out);
-                frames += 1;
                 if !input.more_waiting() {
                     router.flush(&mut out);
                 }
@@ -109,17 +113,22 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
                     break;
                 }
             }
-        }
-        if frames == 0 {
-            out.wait(turn.read_input.then_some(&input), turn.wait);
+        } else {
+            control_waits = out.wait(turn.wait);
         }
         if out.has_pending() {
             out.flush_pending();
         }
-        if serve(&mut router, &control, &mut out)? && !policy.started() {
+        // While symbols move, their state arrives on the control socket: served at every turn.
+        let asked = control_waits || turn.look_around || router.rescaling();
+        if asked && serve(&mut router, &control, &mut out)? && !policy.started() {
             metrics.registered(router.registered());
         }
-        router.tick(Monotonic::now(), &mut out);
+        // The core's timers (a move overdue, a checkpoint due) at the look-around's cadence,
+        // and at every turn while symbols move.
+        if turn.look_around || router.rescaling() {
+            router.tick(Monotonic::now(), &mut out);
+        }
         if turn.look_around {
             out.check_peers();
             // Refused connections are rejections like any other, in the metrics as they come.

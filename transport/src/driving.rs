@@ -93,6 +93,19 @@ impl Receiver {
         if !input.recv(&mut self.message, timeout)? {
             return Ok(None);
         }
+        Ok(Some(self.received(input)))
+    }
+
+    /// The next frame from `input` if one is already queued (never waits).
+    pub fn try_recv<'m>(&'m mut self, input: &'m Pull) -> Result<Option<Received<'m>>, TransportError> {
+        if !input.try_recv(&mut self.message)? {
+            return Ok(None);
+        }
+        Ok(Some(self.received(input)))
+    }
+
+    /// The frame just received, with its sender.
+    fn received<'m>(&'m mut self, input: &'m Pull) -> Received<'m> {
         let sender = if input.is_secure() {
             self.user_id.clear();
             self.user_id.push_str(self.message.gets("User-Id").unwrap_or_default());
@@ -100,7 +113,7 @@ impl Receiver {
         } else {
             None
         };
-        Ok(Some(Received::Frame { bytes: &self.message, input: Waiting(input), sender }))
+        Received::Frame { bytes: &self.message, input: Waiting(input), sender }
     }
 }
 
@@ -206,23 +219,29 @@ impl<'s> SocketOutbox<'s> {
         self.pending.iter().any(|frames| !frames.is_empty())
     }
 
-    /// Waits at most `timeout` until something is to be done: a frame on `input` (when the
-    /// driver reads it), a control request, or room in the queue of a worker with frames
-    /// waiting. The one wait of a driver that serves data and control in one loop.
-    pub fn wait(&self, input: Option<&Pull>, timeout: Duration) {
-        let mut items: Vec<zmq::PollItem<'_>> = Vec::with_capacity(self.workers.len() + 2);
-        if let Some(input) = input {
-            items.push(input.raw().as_poll_item(zmq::POLLIN));
+    /// Waits at most `timeout` until a control request arrives or a worker with frames waiting
+    /// has room for one (the driver's wait while it reads no input); true when a control
+    /// request waits.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let timeout = timeout.as_millis().min(i64::MAX as u128) as i64;
+        let Some(control) = self.control else {
+            return false;
+        };
+        if !self.has_pending() {
+            // No allocation at the common turn.
+            let mut items = [control.raw().as_poll_item(zmq::POLLIN)];
+            let _ = zmq::poll(&mut items, timeout);
+            return items[0].is_readable();
         }
-        if let Some(control) = self.control {
-            items.push(control.raw().as_poll_item(zmq::POLLIN));
-        }
+        let mut items: Vec<zmq::PollItem<'_>> = Vec::with_capacity(self.workers.len() + 1);
+        items.push(control.raw().as_poll_item(zmq::POLLIN));
         for (index, frames) in self.pending.iter().enumerate() {
             if !frames.is_empty() && !self.dead[index] {
                 items.push(self.workers[index].raw().as_poll_item(zmq::POLLOUT));
             }
         }
-        let _ = zmq::poll(&mut items, timeout.as_millis().min(i64::MAX as u128) as i64);
+        let _ = zmq::poll(&mut items, timeout);
+        items[0].is_readable()
     }
 
     /// Gives each worker the frames its queue did not take, as far as it takes them now, in

@@ -205,6 +205,15 @@ impl Pull {
         self.secure
     }
 
+    /// Receives the next message into `message` if one is already queued (never waits).
+    pub fn try_recv(&self, message: &mut zmq::Message) -> Result<bool, TransportError> {
+        match self.socket.recv(message, zmq::DONTWAIT) {
+            Ok(()) => Ok(true),
+            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => Ok(false),
+            Err(source) => Err(TransportError::Socket { what: "receive", source }),
+        }
+    }
+
     /// Receives the next message into `message`, waiting at most `timeout`. Returns false
     /// when nothing arrived in time.
     pub fn recv(&self, message: &mut zmq::Message, timeout: Duration) -> Result<bool, TransportError> {
@@ -223,11 +232,6 @@ impl Pull {
             },
             Err(source) => Err(TransportError::Socket { what: "poll", source }),
         }
-    }
-
-    /// The socket, to wait on it with others.
-    pub(crate) fn raw(&self) -> &zmq::Socket {
-        &self.socket
     }
 
     /// Smart batching's probe: is another message already waiting? If not, the caller flushes
