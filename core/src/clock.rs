@@ -36,6 +36,11 @@ impl Monotonic {
         Monotonic(u64::try_from(ORIGIN.get_or_init(std::time::Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
+    /// The point `duration` after this one (the latest point there is, if past it).
+    pub fn after(self, duration: std::time::Duration) -> Monotonic {
+        Monotonic(self.0.saturating_add(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)))
+    }
+
     /// How long after `earlier` this is (zero if it is not after).
     pub fn since(self, earlier: Monotonic) -> std::time::Duration {
         std::time::Duration::from_nanos(self.0.saturating_sub(earlier.0))

@@ -5,6 +5,7 @@
 use crate::data_path::DataPath;
 use crate::deploying::Deployments;
 use crate::rendezvous::{Rendezvous, Verdict};
+use cep_core::clock::Monotonic;
 use cep_core::control::{Deploy, Deployed, Refused, Register, MAX_CONTROL_FRAME_BYTES};
 use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::identity::ROUTER_ID;
@@ -87,7 +88,7 @@ impl Control {
         client: ClientId,
         key: &str,
         body: &[u8],
-        now: u64,
+        now: Monotonic,
         path: Option<&mut DataPath>,
         out: &mut impl Outbox,
     ) {
@@ -169,7 +170,7 @@ impl Control {
         client: ClientId,
         key: &str,
         registration: Result<Register, cep_core::wire::WireError>,
-        now: u64,
+        now: Monotonic,
         out: &mut impl Outbox,
     ) {
         let verdict = match registration {

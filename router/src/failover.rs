@@ -40,9 +40,11 @@
 //! from the previous confirmed one, so a restore never skips an output that was lost with
 //! the dead worker.
 
+use cep_core::clock::Monotonic;
 use cep_core::failover::{Snapshot, MAX_SNAPSHOT_PARTS};
 use std::collections::BTreeMap;
 use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
 
 /// Snapshots of one worker kept while they await the collector's confirmation.
 const MAX_UNCONFIRMED: usize = 8;
@@ -141,17 +143,17 @@ struct Round {
     waiting: BTreeSet<usize>,
     /// The parts of each worker's snapshot come so far.
     parts: BTreeMap<usize, Vec<Snapshot>>,
-    /// When the barriers went out (monotonic ns).
-    started: u64,
+    /// When the barriers went out.
+    started: Monotonic,
 }
 
 /// The checkpoint schedule and each worker's latest snapshot.
 pub struct Checkpoints {
-    /// Interval (ns); 0: checkpoints are off.
-    every_ns: u64,
-    /// How long (ns) a round may wait for its snapshots before it is given up.
-    timeout_ns: u64,
-    next_due: Option<u64>,
+    /// Interval; zero: checkpoints are off.
+    every: Duration,
+    /// How long a round may wait for its snapshots before it is given up.
+    timeout: Duration,
+    next_due: Option<Monotonic>,
     next_id: u64,
     round: Option<Round>,
     /// Per worker: its confirmed chain (a whole snapshot, then the changes after it, oldest
@@ -167,12 +169,12 @@ pub struct Checkpoints {
 }
 
 impl Checkpoints {
-    /// A schedule for `workers` workers, every `every_ns` (0: off); a round not complete
-    /// within `timeout_ns` is given up.
-    pub fn new(workers: usize, every_ns: u64, timeout_ns: u64) -> Self {
+    /// A schedule for `workers` workers, every `every` (zero: off); a round not complete
+    /// within `timeout` is given up.
+    pub fn new(workers: usize, every: Duration, timeout: Duration) -> Self {
         Checkpoints {
-            every_ns,
-            timeout_ns,
+            every,
+            timeout,
             next_due: None,
             next_id: 1,
             round: None,
@@ -186,7 +188,7 @@ impl Checkpoints {
 
     /// Whether checkpoints are taken (and logs kept).
     pub fn enabled(&self) -> bool {
-        self.every_ns > 0
+        !self.every.is_zero()
     }
 
     /// A worker joined (index = the next one): it starts empty, but its state will come from
@@ -206,20 +208,20 @@ impl Checkpoints {
         self.round = None;
     }
 
-    /// Whether a round is due at `now` (monotonic ns): none is in flight, and the interval
-    /// has passed or the replay logs are `full`. Starts the clock on the first call.
-    pub fn due(&mut self, now: u64, full: bool) -> bool {
+    /// Whether a round is due at `now`: none is in flight, and the interval has passed or
+    /// the replay logs are `full`. Starts the clock on the first call.
+    pub fn due(&mut self, now: Monotonic, full: bool) -> bool {
         if !self.enabled() || self.round.is_some() {
             return false;
         }
-        let due = *self.next_due.get_or_insert(now.saturating_add(self.every_ns));
+        let due = *self.next_due.get_or_insert(now.after(self.every));
         full || now >= due
     }
 
     /// The next round starts at the next chance (a failover made every snapshot stale).
     pub fn due_now(&mut self) {
         if self.enabled() {
-            self.next_due = Some(0);
+            self.next_due = Some(Monotonic::default());
         }
     }
 
@@ -255,10 +257,10 @@ impl Checkpoints {
     }
 
     /// Starts round `id` for `workers` at `now`; the caller sends the barriers.
-    pub fn start_round(&mut self, workers: BTreeSet<usize>, now: u64) -> u64 {
+    pub fn start_round(&mut self, workers: BTreeSet<usize>, now: Monotonic) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        self.next_due = Some(now.saturating_add(self.every_ns));
+        self.next_due = Some(now.after(self.every));
         self.round = Some(Round { id, waiting: workers, parts: BTreeMap::new(), started: now });
         id
     }
@@ -370,9 +372,9 @@ impl Checkpoints {
 
     /// Gives up a round whose snapshots have not all come within the time-out at `now`:
     /// returns the workers that did not answer.
-    pub fn overdue(&mut self, now: u64) -> Option<(u64, Vec<usize>)> {
+    pub fn overdue(&mut self, now: Monotonic) -> Option<(u64, Vec<usize>)> {
         let round = self.round.as_ref()?;
-        if now.saturating_sub(round.started) < self.timeout_ns {
+        if now.since(round.started) < self.timeout {
             return None;
         }
         let round = self.round.take().expect("checked above");
@@ -414,7 +416,7 @@ mod tests {
     /// confirmation when `confirm`. Returns the base.
     fn round(checkpoints: &mut Checkpoints, id: u64, bytes: usize, confirm: bool) -> u64 {
         let base = checkpoints.base(0);
-        assert_eq!(checkpoints.start_round([0].into(), id), id);
+        assert_eq!(checkpoints.start_round([0].into(), Monotonic::from_ns(id)), id);
         checkpoints.snapshot(0, snapshot(id, base, bytes)).unwrap();
         if confirm {
             assert!(checkpoints.confirmed(0, id));
@@ -429,7 +431,7 @@ mod tests {
 
     #[test]
     fn changes_build_on_the_last_snapshot_until_they_outgrow_the_whole_one() {
-        let mut checkpoints = Checkpoints::new(1, 1, u64::MAX);
+        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX);
         assert_eq!(checkpoints.restorable(0), Some(None), "nothing yet: the log holds everything");
         assert_eq!(round(&mut checkpoints, 1, 100, true), 0, "the first is whole");
         assert_eq!(round(&mut checkpoints, 2, 40, true), 1);
@@ -451,7 +453,7 @@ mod tests {
 
     #[test]
     fn a_chain_of_tiny_changes_ends_at_its_most_snapshots() {
-        let mut checkpoints = Checkpoints::new(1, 1, u64::MAX);
+        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX);
         round(&mut checkpoints, 1, 1_000_000, true);
         for id in 2..=MAX_CHAIN as u64 {
             assert_eq!(round(&mut checkpoints, id, 1, true), id - 1);
@@ -462,7 +464,7 @@ mod tests {
 
     #[test]
     fn a_change_of_membership_or_a_lost_link_asks_for_a_whole_snapshot() {
-        let mut checkpoints = Checkpoints::new(1, 1, u64::MAX);
+        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX);
         round(&mut checkpoints, 1, 100, true);
         round(&mut checkpoints, 2, 10, true);
         checkpoints.invalidate();
@@ -474,7 +476,7 @@ mod tests {
         assert!(checkpoints.confirmed(0, 3));
         assert_eq!(chain(&checkpoints), [3]);
         // Changes over a snapshot the router does not hold are refused, and the next is whole.
-        checkpoints.start_round([0].into(), 4);
+        checkpoints.start_round([0].into(), Monotonic::from_ns(4));
         let error = checkpoints.snapshot(0, snapshot(4, 2, 10)).unwrap_err();
         assert!(error.contains("does not hold"), "{error}");
         assert_eq!(checkpoints.base(0), 0);
@@ -483,7 +485,7 @@ mod tests {
 
     #[test]
     fn changes_whose_snapshot_before_was_dropped_are_dropped_too() {
-        let mut checkpoints = Checkpoints::new(1, 1, u64::MAX);
+        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX);
         round(&mut checkpoints, 1, 1000, true);
         // The collector confirms nothing for a while (it is down): a few are kept.
         for id in 2..2 + MAX_UNCONFIRMED as u64 {

@@ -2,6 +2,7 @@
 //! collector and the expected injector streams are all present, so no tick can reach a
 //! half-built cluster (ZeroMQ's slow joiner). A pure state machine: the caller does the I/O.
 
+use cep_core::clock::Monotonic;
 use cep_core::control::{Ready, Register, RulesText, WorkerInfo};
 use cep_core::identity::Role;
 use std::time::Duration;
@@ -29,7 +30,7 @@ pub enum Verdict {
 pub struct Rendezvous<C> {
     expected_workers: WorkerCount,
     /// When the last worker registered (ns, the driver's clock).
-    last_worker_at: Option<u64>,
+    last_worker_at: Option<Monotonic>,
     expected_streams: u32,
     workers: Vec<(C, WorkerInfo)>,
     /// (client, data endpoint, clock endpoint, CURVE key).
@@ -72,9 +73,9 @@ impl<C: Clone> Rendezvous<C> {
         self.injectors.iter().map(|(_, streams, _, _)| streams).sum()
     }
 
-    /// Takes a registration arriving at `now` (ns) from the holder of CURVE key `key` (empty
+    /// Takes a registration arriving at `now` from the holder of CURVE key `key` (empty
     /// when open).
-    pub fn offer(&mut self, client: C, registration: Register, key: &str, now: u64) -> Verdict {
+    pub fn offer(&mut self, client: C, registration: Register, key: &str, now: Monotonic) -> Verdict {
         if matches!(registration.role, Role::Router | Role::Operator) {
             return does_not_register(registration.role);
         }
@@ -127,13 +128,11 @@ impl<C: Clone> Rendezvous<C> {
         Verdict::Hold
     }
 
-    /// Whether the run can start at `now` (ns).
-    pub fn is_complete(&self, now: u64) -> bool {
+    /// Whether the run can start at `now`.
+    pub fn is_complete(&self, now: Monotonic) -> bool {
         let workers_complete = match self.expected_workers {
             WorkerCount::Exactly(n) => self.workers.len() == n,
-            WorkerCount::Settle(settle) => {
-                self.last_worker_at.is_some_and(|at| u128::from(now.saturating_sub(at)) >= settle.as_nanos())
-            }
+            WorkerCount::Settle(settle) => self.last_worker_at.is_some_and(|at| now.since(at) >= settle),
         };
         !self.started && workers_complete && self.collector.is_some() && self.streams() == self.expected_streams
     }
@@ -235,7 +234,7 @@ mod tests {
 
     #[test]
     fn starts_only_when_complete_and_refuses_late_or_duplicate() {
-        let now = 1;
+        let now = Monotonic::from_ns(1);
         let mut rendezvous = Rendezvous::new(WorkerCount::Exactly(2), 3);
         assert_eq!(rendezvous.offer(1, register(Role::Worker, "b", 0), "", now), Verdict::Hold);
         assert!(matches!(rendezvous.offer(2, register(Role::Worker, "b", 0), "", now), Verdict::Refuse(_)));
@@ -266,18 +265,18 @@ mod tests {
 
     #[test]
     fn settle_mode_takes_every_worker_until_they_stop_arriving() {
-        let t0 = 1_000;
-        let secs = |s: u64| s * 1_000_000_000;
+        let t0 = Monotonic::from_ns(1_000);
+        let secs = Duration::from_secs;
         let settle = Duration::from_secs(3);
         let mut rendezvous = Rendezvous::new(WorkerCount::Settle(settle), 1);
         rendezvous.offer(1, register(Role::Collector, "c", 0), "", t0);
         rendezvous.offer(2, register(Role::Injector, "i", 1), "", t0);
-        assert!(!rendezvous.is_complete(t0 + secs(30)), "no worker yet");
+        assert!(!rendezvous.is_complete(t0.after(secs(30))), "no worker yet");
         for (i, id) in ["w1", "w2", "w3"].iter().enumerate() {
-            rendezvous.offer(10 + i as i32, register(Role::Worker, id, 0), "", t0 + secs(i as u64));
+            rendezvous.offer(10 + i as i32, register(Role::Worker, id, 0), "", t0.after(secs(i as u64)));
         }
-        assert!(!rendezvous.is_complete(t0 + secs(4)));
-        assert!(rendezvous.is_complete(t0 + secs(5)));
+        assert!(!rendezvous.is_complete(t0.after(secs(4))));
+        assert!(rendezvous.is_complete(t0.after(secs(5))));
         assert_eq!(rendezvous.start(1, &rules(), None).workers.len(), 3);
     }
 }

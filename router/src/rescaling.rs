@@ -15,11 +15,13 @@
 //! are.
 
 use crate::data_path::DataPath;
+use cep_core::clock::Monotonic;
 use cep_core::frame::Body;
 use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::rescale::{ClusterStatus, HandOff, MemberStatus, MoveProgress, RescaleStarted, Rescaled, SymbolState};
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 /// The most workers a run takes over its life (joined and left included): no registration
 /// grows the router's tables beyond it.
@@ -82,7 +84,7 @@ struct Member {
     on_ring: bool,
     /// For a worker still joining: when it registered (monotonic ns) while it has not yet
     /// answered the Welcome on its data socket (`None` once it has, or for the first ones).
-    unreached_since: Option<u64>,
+    unreached_since: Option<Monotonic>,
     /// Dropped because it never answered its Welcome.
     never_reached: bool,
 }
@@ -120,7 +122,7 @@ struct Rescale {
     longest_slice_ns: u64,
     /// When the slice in flight is given up (monotonic ns), set by the first tick after it
     /// started.
-    slice_deadline: Option<u64>,
+    slice_deadline: Option<Monotonic>,
     state_lost: Vec<String>,
 }
 
@@ -133,7 +135,7 @@ pub struct Rescaling {
     next_id: u32,
     slice_symbols: usize,
     vnodes: usize,
-    move_timeout_ns: u64,
+    move_timeout: Duration,
     /// Rescales finished, every symbol moved with its state: (join, leave).
     finished: (u64, u64),
     /// Workers retired and not yet taken by [`Self::take_retired`].
@@ -143,8 +145,8 @@ pub struct Rescaling {
 impl Rescaling {
     /// The members the run started with (ring order), moving `slice_symbols` symbols at a time
     /// on a ring of `vnodes` virtual nodes per worker; a slice whose state has not all come
-    /// `move_timeout_ns` after it started is given up.
-    pub fn new(workers: &[String], slice_symbols: usize, vnodes: usize, move_timeout_ns: u64) -> Self {
+    /// `move_timeout` after it started is given up.
+    pub fn new(workers: &[String], slice_symbols: usize, vnodes: usize, move_timeout: Duration) -> Self {
         Rescaling {
             members: workers
                 .iter()
@@ -162,7 +164,7 @@ impl Rescaling {
             next_id: 0,
             slice_symbols: slice_symbols.max(1),
             vnodes,
-            move_timeout_ns,
+            move_timeout,
             finished: (0, 0),
             retired: 0,
         }
@@ -192,7 +194,7 @@ impl Rescaling {
     /// Takes a worker that registered at `now` while the run goes on: it gets the next index
     /// (the caller adds it to the data path and sends it Welcome); once it has answered
     /// ([`Self::reached`]) its share moves to it, after the rescales before it.
-    pub fn join(&mut self, id: &str, now: u64) -> Result<usize, String> {
+    pub fn join(&mut self, id: &str, now: Monotonic) -> Result<usize, String> {
         if self.members.iter().any(|m| m.id == id && !m.gone()) {
             return Err(format!("worker id `{id}` is already a member of the running cluster"));
         }
@@ -223,10 +225,10 @@ impl Rescaling {
     /// Drops the joining workers that have not answered their Welcome within the move
     /// time-out (the router cannot reach them: a wrong `--advertise`): nothing is routed to
     /// them, and they count as gone.
-    fn drop_unreached(&mut self, now: u64, path: &mut DataPath, out: &mut impl Outbox) {
+    fn drop_unreached(&mut self, now: Monotonic, path: &mut DataPath, out: &mut impl Outbox) {
         for (index, member) in self.members.iter_mut().enumerate() {
             let Some(since) = member.unreached_since else { continue };
-            if now.saturating_sub(since) < self.move_timeout_ns {
+            if now.since(since) < self.move_timeout {
                 continue;
             }
             member.unreached_since = None;
@@ -239,7 +241,7 @@ impl Rescaling {
                 reason: format!(
                     "it registered, but its data endpoint never answered within {:?}: nothing is routed to it \
                      (is its --advertise address one the router can reach?)",
-                    std::time::Duration::from_nanos(self.move_timeout_ns)
+                    self.move_timeout
                 ),
             });
         }
@@ -391,17 +393,17 @@ impl Rescaling {
     /// owner died or hangs): the symbols go on at their new owners from empty windows, with
     /// the ticks held for them; the rest of the rescale is given up. Never a hang: the run
     /// goes on, and the summary names the symbols whose state was lost.
-    pub fn tick(&mut self, now: u64, path: &mut DataPath, out: &mut impl Outbox) {
+    pub fn tick(&mut self, now: Monotonic, path: &mut DataPath, out: &mut impl Outbox) {
         self.drop_unreached(now, path, out);
         let Some(rescale) = self.current.as_mut() else { return };
         if rescale.parts.is_empty() {
             return;
         }
-        let deadline = *rescale.slice_deadline.get_or_insert(now.saturating_add(self.move_timeout_ns));
+        let deadline = *rescale.slice_deadline.get_or_insert(now.after(self.move_timeout));
         if now < deadline {
             return;
         }
-        let waited = std::time::Duration::from_nanos(self.move_timeout_ns);
+        let waited = self.move_timeout;
         self.give_up(&format!("within {waited:?}"), path, out);
     }
 
@@ -555,7 +557,7 @@ impl Rescaling {
     }
 
     /// The membership for `cep cluster status`.
-    pub fn status(&self, path: Option<&DataPath>, now_ns: u64, streams: u32) -> ClusterStatus {
+    pub fn status(&self, path: Option<&DataPath>, now: Monotonic, streams: u32) -> ClusterStatus {
         let owned = path.map(DataPath::owned).unwrap_or_default();
         let routed: Vec<u64> = path
             .map(|p| {
@@ -565,7 +567,7 @@ impl Rescaling {
             })
             .unwrap_or_default();
         ClusterStatus {
-            now_ns,
+            now_ns: now.as_ns(),
             members: self
                 .members
                 .iter()

@@ -26,6 +26,7 @@ use cep_core::report::{CauseCounts, ClockReport, RouterReport};
 use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, WorkerJoined, MAX_STREAMS};
 use cep_core::wire::FrameKind;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// The answer to a request that needs the running phase before it.
 const NOT_STARTED: &str = "the run has not started";
@@ -127,7 +128,7 @@ impl Router {
             answers: Vec::new(),
             late_injectors: Vec::new(),
             workers: Vec::new(),
-            checkpoints: Checkpoints::new(0, 0, 0),
+            checkpoints: Checkpoints::new(0, Duration::ZERO, Duration::ZERO),
             collector_key: String::new(),
             denied: BTreeMap::new(),
             report_sent: false,
@@ -154,7 +155,7 @@ impl Router {
             }
         }
         let caller_key = peer.map_or("", |peer| peer.key.as_str());
-        self.serve_control(client, caller_key, body, now.as_ns(), out);
+        self.serve_control(client, caller_key, body, now, out);
     }
 
     /// Connections the authentication refused so far, by cause ([`cep_transport::Context::refusals`]):
@@ -166,11 +167,18 @@ impl Router {
     /// Handles one control request received at `now` (any phase; the move and settle timers
     /// read it).
     pub fn control(&mut self, client: ClientId, body: &[u8], now: Monotonic, out: &mut impl Outbox) {
-        self.serve_control(client, "", body, now.as_ns(), out);
+        self.serve_control(client, "", body, now, out);
     }
 
     /// Serves a request from the holder of `caller_key` (empty when open).
-    fn serve_control(&mut self, client: ClientId, caller_key: &str, body: &[u8], now: u64, out: &mut impl Outbox) {
+    fn serve_control(
+        &mut self,
+        client: ClientId,
+        caller_key: &str,
+        body: &[u8],
+        now: Monotonic,
+        out: &mut impl Outbox,
+    ) {
         let Phase::Running(Running { path, rescaling, delivery, .. }) = &mut self.phase else {
             let kind = Frame::read(body, MAX_CONTROL_FRAME_BYTES).map(|frame| frame.kind());
             if matches!(
@@ -372,7 +380,7 @@ impl Router {
         &mut self,
         register: Register,
         caller_key: &str,
-        now: u64,
+        now: Monotonic,
         out: &mut impl Outbox,
     ) -> Result<Vec<u8>, String> {
         let Phase::Running(Running { path, rescaling, joiner_ready, .. }) = &mut self.phase else {
@@ -471,7 +479,6 @@ impl Router {
     /// The router's timer at `now`: gives up a move whose state is overdue, starts a
     /// checkpoint round when one is due (the driver calls it between frames).
     pub fn tick(&mut self, now: Monotonic, out: &mut impl Outbox) {
-        let now = now.as_ns();
         if let Phase::Running(Running { path, rescaling, .. }) = &mut self.phase {
             rescaling.tick(now, path, out);
             if rescaling.busy() {
@@ -486,7 +493,7 @@ impl Router {
 
     /// Starts a checkpoint round when one is due (or the replay logs are full), and gives up
     /// one whose snapshots are overdue.
-    fn checkpoint(&mut self, now: u64, out: &mut impl Outbox) {
+    fn checkpoint(&mut self, now: Monotonic, out: &mut impl Outbox) {
         let Phase::Running(Running { path, rescaling, .. }) = &mut self.phase else { return };
         if let Some((id, silent)) = self.checkpoints.overdue(now) {
             let full = path.replay_bytes() >= self.settings.max_replay_bytes;
@@ -625,7 +632,7 @@ impl Router {
 
     /// Whether the run can start at `now`: every expected process has registered.
     pub fn can_start(&self, now: Monotonic) -> bool {
-        matches!(self.phase, Phase::Gathering) && self.control.rendezvous.is_complete(now.as_ns())
+        matches!(self.phase, Phase::Gathering) && self.control.rendezvous.is_complete(now)
     }
 
     /// The collector's clock endpoint (empty if it serves none) and CURVE key (empty when
@@ -654,8 +661,12 @@ impl Router {
         );
         self.workers = start.workers.clone();
         let ids = self.worker_ids();
-        let rescaling =
-            Rescaling::new(&ids, self.settings.slice_symbols, self.settings.vnodes, self.settings.move_timeout_ns);
+        let rescaling = Rescaling::new(
+            &ids,
+            self.settings.slice_symbols,
+            self.settings.vnodes,
+            Duration::from_nanos(self.settings.move_timeout_ns),
+        );
         let joiner_ready = start.answers.first().map(|(_, ready)| ready.clone());
         let delivery = CollectorDelivery::new(start.collector.clone(), start_ns);
         let mut path = DataPath::new(
@@ -665,8 +676,11 @@ impl Router {
             self.settings.batch,
             self.settings.max_frame_bytes,
         );
-        self.checkpoints =
-            Checkpoints::new(ids.len(), self.settings.checkpoint_every_ns, self.settings.move_timeout_ns);
+        self.checkpoints = Checkpoints::new(
+            ids.len(),
+            Duration::from_nanos(self.settings.checkpoint_every_ns),
+            Duration::from_nanos(self.settings.move_timeout_ns),
+        );
         if self.checkpoints.enabled() {
             path.keep_replay_logs();
         }
