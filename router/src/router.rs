@@ -708,7 +708,8 @@ impl Router {
         self.workers.iter().map(|w| w.id.clone()).collect()
     }
 
-    /// Handles one data frame from an injector, received at `now`. Frames before the start
+    /// Handles one data frame from an injector, received at `now` (a wall-clock stamp, in the
+    /// collector's time: the router's stamp on each tick). Frames before the start
     /// cannot arrive: no injector knows the start before the answers go out.
     pub fn data(&mut self, bytes: &[u8], now: u64, out: &mut impl Outbox) {
         self.data_from(bytes, None, now, out);

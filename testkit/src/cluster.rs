@@ -121,6 +121,8 @@ pub struct LocalCluster {
     /// The running collector's policy (its saves, its idle time-out, its end).
     collector_life: Option<CollectorLifecycle>,
     collector_disk: CollectorDisk,
+    /// How many times a restarted collector cut its files back to its saved state.
+    collector_resumes: u64,
     /// With [`ClusterSpec::sequenced`]: the frames each sender sent the collector and it has
     /// not saved, and the collector they are addressed to.
     delivery: BTreeMap<Member, DeliveryLog>,
@@ -179,6 +181,7 @@ impl LocalCluster {
             collector: CollectorState::Registering(Vec::new()),
             collector_life: None,
             collector_disk: CollectorDisk::default(),
+            collector_resumes: 0,
             delivery: BTreeMap::new(),
             collector_incarnation: 1,
             streams: sources.streams.into_iter().map(|source| Stream::Waiting(Some(source))).collect(),
@@ -342,6 +345,12 @@ impl LocalCluster {
     /// collector resumes).
     pub fn outputs_csv(&self) -> std::cell::Ref<'_, Vec<u8>> {
         self.collector_disk.csv.0.borrow()
+    }
+
+    /// How many times a restarted collector cut outputs.csv back to its last save (what a
+    /// reader of the file read since may be gone, and written over in the same event).
+    pub fn collector_resumes(&self) -> u64 {
+        self.collector_resumes
     }
 
     /// Whether the collector has saved a state it could resume from.
@@ -658,6 +667,7 @@ impl LocalCluster {
                         disk.csv.truncate(marks.csv_len);
                         disk.intervals.truncate(marks.intervals_len.0);
                         disk.log.truncate(marks.intervals_len.1);
+                        self.collector_resumes += 1;
                         let sinks = Sinks {
                             csv: OutputsCsv::resume(disk.csv.clone(), marks.csv_rows, marks.csv_len),
                             intervals: IntervalRecorder::resume(

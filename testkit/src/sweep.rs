@@ -165,7 +165,10 @@ impl Scenario {
         let mut faults = Vec::new();
         for _ in 0..draw.range(0, 3) {
             let p = draw.probability();
-            let fault = match draw.range(0, 7) {
+            let fault = match draw.range(0, 8) {
+                // Control requests and answers late (one reliable connection each: a lost one
+                // is a dead peer, which failure detection handles).
+                8 => Fault::on(LinkKind::Control, Action::Delay(draw.range(1, 20_000) * 1_000)),
                 0 => Fault::on(LinkKind::InjectorToRouter, Action::Delay(draw.range(1, 5_000) * 1_000)),
                 1 => Fault::on(LinkKind::RouterToWorker, Action::Delay(draw.range(1, 5_000) * 1_000)),
                 2 => Fault::on(LinkKind::WorkerToCollector, Action::Delay(draw.range(1, 5_000) * 1_000)),
@@ -405,8 +408,10 @@ struct CheckedRun<'a> {
     expected: BTreeMap<OutputKey, (String, String)>,
     /// The ticks sent so far, by (stream, sequence number).
     sent_ids: HashSet<(u32, u64)>,
-    /// outputs.csv bytes read so far, and the outputs they name.
+    /// outputs.csv bytes read so far, and the outputs they name, since the collector's last
+    /// resume (counted).
     read: usize,
+    resumes: u64,
     seen: HashSet<OutputKey>,
     /// Rows that differ from the engine's.
     differing: Vec<String>,
@@ -444,6 +449,7 @@ impl<'a> CheckedRun<'a> {
             expected: BTreeMap::new(),
             sent_ids: HashSet::new(),
             read: 0,
+            resumes: 0,
             seen: HashSet::new(),
             differing: Vec::new(),
             start_ms,
@@ -497,8 +503,10 @@ impl<'a> CheckedRun<'a> {
     /// and those that differ from the engine's counted.
     fn check_outputs(&mut self) -> Result<(), Failure> {
         self.feed();
-        if self.cluster.outputs_csv().len() < self.read {
-            // A resumed collector cut its file back to its last save: read it again.
+        if self.cluster.collector_resumes() != self.resumes {
+            // A resumed collector cut its file back to its last save (and may have written
+            // more since, in the same event): read it again.
+            self.resumes = self.cluster.collector_resumes();
             self.read = 0;
             self.seen.clear();
             self.differing.clear();
