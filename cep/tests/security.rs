@@ -87,7 +87,9 @@ fn send_once(context: &Context, endpoint: &str, server: Server<'_>, frames: &[Ve
 }
 
 /// Waits until the roles of this process have counted at least so many rejections of each
-/// cause (read off their metrics, which a metrics server makes them publish).
+/// cause (read off their metrics, which a metrics server makes them publish). The metrics are
+/// the process's: each test runs in a process of its own (`cargo nextest`, the README's test
+/// command).
 fn wait_for_rejections(expected: &[(&str, u64)]) {
     static SERVER: std::sync::OnceLock<cep_telemetry::server::MetricsServer> = std::sync::OnceLock::new();
     SERVER.get_or_init(|| cep_telemetry::server::MetricsServer::start("127.0.0.1:0").unwrap());
@@ -381,13 +383,15 @@ fn captured_run(secure: bool) -> (Vec<u8>, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let (capture, out) = (dir.path().join("lo.pcap"), dir.path().join("out"));
     let flag = if secure { "--secure" } else { "" };
+    // The capture starts once tcpdump listens; after the run, half a second lets what the
+    // kernel captured reach the file before tcpdump is stopped.
     let script = format!(
         "ip link set lo up || exit 90
          tcpdump -i lo -U -s 0 -w {capture} 2>{capture}.log & capturing=$!
          until grep -q 'listening on' {capture}.log; do kill -0 $capturing || exit 91; sleep 0.05; done
          RUST_LOG=warn {cep} run {flag} --workers 2 --count 20000 --rate 50000 --quiet --csv none --record-input --out {out}
          status=$?
-         kill $capturing; wait $capturing
+         sleep 0.5; kill $capturing; wait $capturing
          exit $status",
         capture = capture.display(),
         cep = env!("CARGO_BIN_EXE_cep"),

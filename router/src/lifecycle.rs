@@ -27,8 +27,8 @@ const WAITING_LOG_EVERY: Duration = Duration::from_secs(5);
 /// the collector, counts refused connections, publishes its metrics.
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 
-/// The longest the driver waits for a socket while it gathers or reads: its timers (a move
-/// overdue, a checkpoint due) are looked at between two waits.
+/// The longest the driver waits for a socket while it gathers, reads or waits for the
+/// collector at the end, so that it turns at least this often.
 const READ_WAIT: Duration = Duration::from_millis(50);
 
 /// The longest the driver waits while it reads no input but waits for room in a worker's
@@ -62,8 +62,8 @@ pub enum Change {
     /// The cluster is complete: measure the clock, connect the workers and the collector, announce
     /// the start.
     Start,
-    /// Every stream ended (or a stop was asked for) and nothing waits for a worker: send the
-    /// report.
+    /// Every stream ended and nothing waits for a worker (or a stop was asked for, which
+    /// waits for nothing): send the report.
     Finish,
     /// Release every node and stop.
     Release,
@@ -167,7 +167,8 @@ impl RunPolicy {
                         turn.change = Some(Change::Release);
                     }
                     EndStep::Drain => turn.wait = HOLD_WAIT,
-                    EndStep::AnswerLate => {}
+                    // The collector has everything and leaves: its link is not asked after.
+                    EndStep::AnswerLate => turn.look_around = false,
                     // The collector is still taking the last frames: it may be lost or come back.
                     EndStep::Wait => {
                         turn.watch_collector = look_around;

@@ -1,7 +1,7 @@
 //! The router's metrics (docs/METRICS.md): who has registered, ticks in per stream and out
 //! per worker, rejected frames by cause, the rules' epoch. The data path copies the counters
-//! it keeps anyway into these atomics where it already looks at its control socket (every
-//! 100 ms) and at the end: nothing per tick.
+//! it keeps anyway into these atomics when it looks around (every 50 ms) and at the end:
+//! nothing per tick.
 
 use cep_core::report::CauseCounts;
 use cep_telemetry::metrics::Rejected;

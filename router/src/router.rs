@@ -477,7 +477,7 @@ impl Router {
     }
 
     /// The router's timer at `now`: gives up a move whose state is overdue, starts a
-    /// checkpoint round when one is due (the driver calls it between frames).
+    /// checkpoint round when one is due (the driver calls it between turns of its loop).
     pub fn tick(&mut self, now: Monotonic, out: &mut impl Outbox) {
         if let Phase::Running(Running { path, rescaling, .. }) = &mut self.phase {
             rescaling.tick(now, path, out);
@@ -616,8 +616,8 @@ impl Router {
         })
     }
 
-    /// Whether a worker is joining or leaving (the driver then serves control requests
-    /// between every frame: the state of moving symbols arrives there).
+    /// Whether a worker is joining or leaving (the driver then serves control requests at
+    /// every turn: the state of moving symbols arrives there).
     pub fn rescaling(&self) -> bool {
         self.running().is_some_and(|run| run.rescaling.busy())
     }
@@ -793,7 +793,7 @@ impl Router {
         rejected
     }
 
-    /// Copies the counters to the metrics (the driver calls it every 100 ms and at the end);
+    /// Copies the counters to the metrics (the driver calls it every 50 ms and at the end);
     /// before the start only the rejections, which strangers can already cause.
     pub fn publish(&self, metrics: &crate::metrics::RouterMetrics) {
         let rejected = self.rejected();

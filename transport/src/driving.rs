@@ -52,7 +52,7 @@ pub enum Flow {
 /// Receives frames from `input` and hands each to `step` (or [`Received::Idle`] when none
 /// came within `poll`), until `step` says stop; a `step` that says hold is turned again after
 /// [`HOLD_WAIT`] without reading. The one receive loop of the worker and the collector (the
-/// router, which also serves control requests between frames, turns [`Receiver`] itself).
+/// router, which also serves control requests in its loop, turns a [`Receiver`] itself).
 pub fn receive_loop<E: From<TransportError>>(
     input: &Pull,
     poll: Duration,
@@ -223,25 +223,26 @@ impl<'s> SocketOutbox<'s> {
     /// has room for one (the driver's wait while it reads no input); true when a control
     /// request waits.
     pub fn wait(&self, timeout: Duration) -> bool {
-        let timeout = timeout.as_millis().min(i64::MAX as u128) as i64;
-        let Some(control) = self.control else {
-            return false;
-        };
+        let millis = timeout.as_millis().min(i64::MAX as u128) as i64;
         if !self.has_pending() {
+            let Some(control) = self.control else {
+                std::thread::sleep(timeout);
+                return false;
+            };
             // No allocation at the common turn.
             let mut items = [control.raw().as_poll_item(zmq::POLLIN)];
-            let _ = zmq::poll(&mut items, timeout);
+            let _ = zmq::poll(&mut items, millis);
             return items[0].is_readable();
         }
         let mut items: Vec<zmq::PollItem<'_>> = Vec::with_capacity(self.workers.len() + 1);
-        items.push(control.raw().as_poll_item(zmq::POLLIN));
+        items.extend(self.control.map(|control| control.raw().as_poll_item(zmq::POLLIN)));
         for (index, frames) in self.pending.iter().enumerate() {
             if !frames.is_empty() && !self.dead[index] {
                 items.push(self.workers[index].raw().as_poll_item(zmq::POLLOUT));
             }
         }
-        let _ = zmq::poll(&mut items, timeout);
-        items[0].is_readable()
+        let _ = zmq::poll(&mut items, millis);
+        self.control.is_some() && items[0].is_readable()
     }
 
     /// Gives each worker the frames its queue did not take, as far as it takes them now, in

@@ -288,7 +288,7 @@ impl Push {
     }
 
     /// Fails with [`TransportError::PeerLost`] once the peer is dead ([`crate::liveness`]; the
-    /// driver asks between frames, a blocked send asks too).
+    /// driver asks at its cadence, a blocked send asks too).
     pub fn check_alive(&self) -> Result<(), TransportError> {
         match self.watch.as_ref().and_then(crate::liveness::PeerWatch::lost) {
             Some((down_for, reached)) => Err(TransportError::PeerLost { peer: self.peer.clone(), down_for, reached }),
