@@ -13,6 +13,21 @@ fn at(ms: u64) -> Monotonic {
     Monotonic::from_ns(ms * 1_000_000)
 }
 
+/// A registration of `role` as `id`, opening `streams` streams.
+fn register(role: cep_core::identity::Role, id: &str, streams: u32) -> Vec<u8> {
+    use cep_core::frame::Body;
+    let register = cep_core::control::Register {
+        role,
+        id: id.into(),
+        endpoint: format!("inproc://{id}"),
+        streams,
+        warmup_ns: 0,
+        clock_endpoint: String::new(),
+        resuming: 0,
+    };
+    register.encode(0)
+}
+
 fn router() -> Router {
     let settings = RouterSettings {
         workers: WorkerCount::Exactly(1),
@@ -96,22 +111,11 @@ fn a_drain_is_bounded_and_a_shutdown_releases_at_once() {
 
 #[test]
 fn late_asks_are_answered_for_the_grace_while_a_node_has_not_asked() {
-    use cep_core::control::Register;
-    use cep_core::frame::Body;
     use cep_core::identity::Role;
     use cep_core::outbox::Recorded;
     let mut router = router();
     // A worker registered: it will ask for the end, and has not yet.
-    let register = Register {
-        role: Role::Worker,
-        id: "w".into(),
-        endpoint: "inproc://w".into(),
-        streams: 0,
-        warmup_ns: 0,
-        clock_endpoint: String::new(),
-        resuming: 0,
-    };
-    router.control(b"w".to_vec(), &register.encode(0), at(0), &mut Recorded::default());
+    router.control(b"w".to_vec(), &register(Role::Worker, "w", 0), at(0), &mut Recorded::default());
     assert!(!router.every_node_asked());
     let mut ending = Ending::new(Duration::ZERO, at(0));
     assert_eq!(ending.turn(at(1), &router, obs(false, false, false)), EndStep::AnswerLate);
@@ -121,10 +125,9 @@ fn late_asks_are_answered_for_the_grace_while_a_node_has_not_asked() {
 
 #[test]
 fn a_run_gathers_starts_reads_until_every_stream_ended_and_nothing_waits_then_finishes_and_ends() {
-    use cep_core::control::Register;
-    use cep_core::frame::Body;
     use cep_core::identity::Role;
     use cep_core::outbox::Recorded;
+    use cep_core::frame::Body;
     use cep_core::report::EndOfStream;
     let (mut router, mut out) = (router(), Recorded::default());
     let mut policy = RunPolicy::new(Duration::from_secs(10), Duration::from_secs(3), Duration::from_secs(1), at(0));
@@ -132,16 +135,7 @@ fn a_run_gathers_starts_reads_until_every_stream_ended_and_nothing_waits_then_fi
     let gathering = policy.turn(at(1), &router, idle).unwrap();
     assert_eq!((gathering.read_input, gathering.change), (false, None));
     for (role, id, streams) in [(Role::Worker, "w", 0), (Role::Collector, "c", 0), (Role::Injector, "i", 1)] {
-        let register = Register {
-            role,
-            id: id.into(),
-            endpoint: format!("inproc://{id}"),
-            streams,
-            warmup_ns: 0,
-            clock_endpoint: String::new(),
-            resuming: 0,
-        };
-        router.control(id.as_bytes().to_vec(), &register.encode(0), at(2), &mut out);
+        router.control(id.as_bytes().to_vec(), &register(role, id, streams), at(2), &mut out);
     }
     assert_eq!(policy.turn(at(3), &router, idle).unwrap().change, Some(Change::Start));
     assert!(policy.started());
