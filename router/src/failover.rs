@@ -3,8 +3,8 @@
 //! One checkpoint round, end to end:
 //!
 //! ```text
-//!  router: due (Checkpoints::due) ─▶ start_round(id): per worker, mark the barrier in its
-//!          replay log, send Checkpoint{id, base} behind the ticks routed to it
+//!  router: Checkpoints::turn, from the router's timer: due ─▶ start_round(id): per worker,
+//!          mark the barrier in its replay log, send Checkpoint{id, base} behind its ticks
 //!  worker: takes the barrier in order ─▶ Snapshot{id, parts} (control) ─▶ CheckpointMark{id}
 //!          behind its outputs (to the collector)
 //!  router: Snapshot parts ─▶ take(): the chain grows; the round completes when every worker
@@ -40,8 +40,11 @@
 //! from the previous confirmed one, so a restore never skips an output that was lost with
 //! the dead worker.
 
+use crate::data_path::DataPath;
+use crate::rescaling::Rescaling;
 use cep_core::clock::Monotonic;
 use cep_core::failover::{Snapshot, MAX_SNAPSHOT_PARTS};
+use cep_core::outbox::{Event, Outbox};
 use std::collections::BTreeMap;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
@@ -206,6 +209,46 @@ impl Checkpoints {
         self.current.iter_mut().for_each(|current| *current = false);
         self.unconfirmed.iter_mut().for_each(VecDeque::clear);
         self.round = None;
+    }
+
+    /// The checkpoint turn at `now`: gives up a round whose snapshots are overdue (dropping
+    /// the silent workers' logs when the replay logs are over `max_replay_bytes`), then starts
+    /// a round when one is due (or the logs are full) and the input goes on: a barrier to
+    /// every active worker.
+    pub fn turn(
+        &mut self,
+        now: Monotonic,
+        path: &mut DataPath,
+        rescaling: &Rescaling,
+        max_replay_bytes: usize,
+        out: &mut impl Outbox,
+    ) {
+        if let Some((id, silent)) = self.overdue(now) {
+            let full = path.replay_bytes() >= max_replay_bytes;
+            let names: Vec<&str> = silent.iter().map(|worker| rescaling.id(*worker)).collect();
+            out.event(Event::CheckpointTrouble {
+                reason: format!(
+                    "checkpoint {id} given up: no snapshot from {}{}",
+                    names.join(", "),
+                    if full { "; their replay logs are full and dropped: they cannot fail over exactly until the next checkpoint" } else { "" }
+                ),
+            });
+            if full {
+                for worker in silent {
+                    path.drop_log(worker);
+                    self.forget(worker);
+                }
+            }
+        }
+        let full = path.replay_bytes() >= max_replay_bytes;
+        if !self.due(now, full) || path.input_ended() {
+            return;
+        }
+        let workers = rescaling.active();
+        let id = self.start_round(workers.clone(), now);
+        for worker in workers {
+            path.barrier(worker, id, self.base(worker), out);
+        }
     }
 
     /// Whether a round is due at `now`: none is in flight, and the interval has passed or

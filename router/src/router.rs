@@ -485,42 +485,10 @@ impl Router {
                 // State moving between workers is not in the replay logs.
                 self.checkpoints.invalidate();
             } else {
-                self.checkpoint(now, out);
+                self.checkpoints.turn(now, path, rescaling, self.settings.max_replay_bytes, out);
             }
         }
         self.count_retirements();
-    }
-
-    /// Starts a checkpoint round when one is due (or the replay logs are full), and gives up
-    /// one whose snapshots are overdue.
-    fn checkpoint(&mut self, now: Monotonic, out: &mut impl Outbox) {
-        let Phase::Running(Running { path, rescaling, .. }) = &mut self.phase else { return };
-        if let Some((id, silent)) = self.checkpoints.overdue(now) {
-            let full = path.replay_bytes() >= self.settings.max_replay_bytes;
-            let names: Vec<&str> = silent.iter().map(|worker| rescaling.id(*worker)).collect();
-            out.event(Event::CheckpointTrouble {
-                reason: format!(
-                    "checkpoint {id} given up: no snapshot from {}{}",
-                    names.join(", "),
-                    if full { "; their replay logs are full and dropped: they cannot fail over exactly until the next checkpoint" } else { "" }
-                ),
-            });
-            if full {
-                for worker in silent {
-                    path.drop_log(worker);
-                    self.checkpoints.forget(worker);
-                }
-            }
-        }
-        let full = path.replay_bytes() >= self.settings.max_replay_bytes;
-        if !self.checkpoints.due(now, full) || path.input_ended() {
-            return;
-        }
-        let workers = rescaling.active();
-        let id = self.checkpoints.start_round(workers.clone(), now);
-        for worker in workers {
-            path.barrier(worker, id, self.checkpoints.base(worker), out);
-        }
     }
 
     /// Worker `worker` is dead (`reason`): its symbols go to the others, restored from its

@@ -125,9 +125,9 @@ fn late_asks_are_answered_for_the_grace_while_a_node_has_not_asked() {
 
 #[test]
 fn a_run_gathers_starts_reads_until_every_stream_ended_and_nothing_waits_then_finishes_and_ends() {
+    use cep_core::frame::Body;
     use cep_core::identity::Role;
     use cep_core::outbox::Recorded;
-    use cep_core::frame::Body;
     use cep_core::report::EndOfStream;
     let (mut router, mut out) = (router(), Recorded::default());
     let mut policy = RunPolicy::new(Duration::from_secs(10), Duration::from_secs(3), Duration::from_secs(1), at(0));
