@@ -31,7 +31,7 @@ impl ClockServer {
         let socket = context.socket(zmq::REP, SocketRole::Binds(ADMITS))?;
         socket.set_linger(0).map_err(socket_err("set linger"))?;
         socket.set_maxmsgsize(CLOCK_MESSAGE_BYTES).map_err(socket_err("set maximum message size"))?;
-        socket.bind(bind).map_err(|source| TransportError::Bind { endpoint: bind.to_string(), source })?;
+        crate::socket::bind(&socket, bind)?;
         let endpoint = socket
             .get_last_endpoint()
             .map_err(socket_err("read bound endpoint"))?

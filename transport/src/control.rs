@@ -45,7 +45,7 @@ impl ControlServer {
         // A standing link that reconnects keeps its identity: its new connection takes over the
         // old one's, so what the router pushes to it still arrives.
         socket.set_router_handover(true).map_err(socket_err("set router handover"))?;
-        socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })?;
+        crate::socket::bind(&socket, endpoint)?;
         let endpoint = socket
             .get_last_endpoint()
             .map_err(socket_err("read bound endpoint"))?

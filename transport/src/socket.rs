@@ -168,6 +168,17 @@ fn apply(socket: &zmq::Socket, options: &SocketOptions) -> Result<(), TransportE
     Ok(())
 }
 
+/// Binds `socket` at `endpoint`. An `ipc://` path where a live process listens is refused as
+/// in use, as a taken TCP port is (ZeroMQ would unlink the path and take the address over,
+/// silently cutting that process off); a file left by a dead one is replaced.
+pub(crate) fn bind(socket: &zmq::Socket, endpoint: &str) -> Result<(), TransportError> {
+    let in_use = |path: &str| std::os::unix::net::UnixStream::connect(path).is_ok();
+    if endpoint.strip_prefix("ipc://").is_some_and(in_use) {
+        return Err(TransportError::Bind { endpoint: endpoint.to_string(), source: zmq::Error::EADDRINUSE });
+    }
+    socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })
+}
+
 /// The receiving end of a pipeline stage (one thread owns it).
 pub struct Pull {
     socket: crate::context::Socket,
@@ -187,7 +198,7 @@ impl Pull {
     ) -> Result<Pull, TransportError> {
         let socket = context.socket(zmq::PULL, crate::context::SocketRole::Binds(admits))?;
         apply(&socket, options)?;
-        socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })?;
+        bind(&socket, endpoint)?;
         let endpoint = socket
             .get_last_endpoint()
             .map_err(socket_err("read bound endpoint"))?
@@ -283,7 +294,7 @@ impl Push {
         let socket = context.socket(zmq::PUSH, crate::context::SocketRole::Binds(admits))?;
         apply(&socket, options)?;
         socket.set_sndtimeo(100).map_err(socket_err("set send time-out"))?;
-        socket.bind(endpoint).map_err(|source| TransportError::Bind { endpoint: endpoint.to_string(), source })?;
+        bind(&socket, endpoint)?;
         Ok(Push { socket, peer: endpoint.to_string(), watch: None })
     }
 
@@ -410,6 +421,27 @@ mod tests {
         assert_eq!(&message[..], b"two");
         assert!(!pull.has_pending());
         assert!(!pull.recv(&mut message, Duration::from_millis(10)).unwrap());
+    }
+
+    #[test]
+    fn an_ipc_path_a_live_process_listens_at_is_in_use_and_a_stale_one_is_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = format!("ipc://{}", dir.path().join("data").display());
+        let (context, options) = (Context::new(), SocketOptions::default());
+        let first = Pull::bind(&context, &endpoint, &options, &Role::ALL).unwrap();
+        let error = Pull::bind(&context, &endpoint, &options, &Role::ALL).err().unwrap().to_string();
+        assert_eq!(error, format!("cannot bind {endpoint}: Address already in use"));
+        // The first still takes what is sent to the address.
+        let push = Push::connect(&context, &endpoint, Server::Router, &options).unwrap();
+        push.send(b"still here", &AtomicBool::new(false)).unwrap();
+        let mut message = zmq::Message::new();
+        assert!(first.recv(&mut message, Duration::from_secs(5)).unwrap());
+        assert_eq!(&message[..], b"still here");
+        // A socket file nobody listens at (its process died) is replaced.
+        let stale = dir.path().join("stale");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        assert!(stale.exists());
+        Pull::bind(&context, &format!("ipc://{}", stale.display()), &options, &Role::ALL).unwrap();
     }
 
     #[test]
