@@ -4,6 +4,7 @@
 //! summary.json up to date, which the final one replaces.
 
 use cep_core::results::Summary;
+use nix::sys::signal::Signal;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,11 +30,12 @@ fn wait(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     }
 }
 
-fn interrupt(child: &Child) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+fn signal(child: &Child, signal: Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
 }
 
-fn stopped_gracefully(transport: &str) {
+/// A run without an end, stopped by `stop` (each signal sent at once after the one before).
+fn stopped_gracefully(transport: &str, stop: &[Signal]) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_cep"))
         .args(["run", "--rate", "20000", "--csv", "alerts", "--workers", "2", "--quiet", "--transport", transport])
@@ -70,8 +72,10 @@ fn stopped_gracefully(transport: &str) {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(later.running && later.duration_s > rolling.duration_s, "{later:?}");
-    // One Ctrl-C: the injector ends its streams, the cluster drains, nothing is lost.
-    interrupt(&child);
+    // One stop: the injector ends its streams, the cluster drains, nothing is lost.
+    for &sent in stop {
+        signal(&child, sent);
+    }
     let status = wait(&mut child, Duration::from_secs(60));
     assert!(status.success(), "a graceful stop is a good end: {status}");
     let last = summary(dir.path()).unwrap();
@@ -87,10 +91,16 @@ fn stopped_gracefully(transport: &str) {
 
 #[test]
 fn a_run_without_an_end_stops_gracefully_on_ctrl_c_with_complete_results() {
-    stopped_gracefully("tcp");
+    stopped_gracefully("tcp", &[Signal::SIGINT]);
+}
+
+#[test]
+fn a_stop_delivered_twice_at_once_as_timeout_sends_it_is_one_graceful_stop() {
+    // `timeout` signals the process, then its whole group: two SIGTERMs within microseconds.
+    stopped_gracefully("tcp", &[Signal::SIGTERM, Signal::SIGTERM]);
 }
 
 #[test]
 fn an_in_process_run_without_an_end_stops_gracefully_too() {
-    stopped_gracefully("inproc");
+    stopped_gracefully("inproc", &[Signal::SIGINT]);
 }
