@@ -317,8 +317,8 @@ pub fn check_complete(summary: &Summary) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A second stop signal this soon after the first is the same one delivered twice (`timeout`
-/// signals the process and then its whole group), not a second Ctrl-C.
+/// A SIGTERM this soon after another is the same one delivered twice (`timeout` signals the
+/// process and then its whole group), not a second stop; a Ctrl-C (SIGINT) always counts.
 const SIGNAL_ECHO: Duration = Duration::from_millis(200);
 
 /// How long the roles still running may take to stop once one failed or the run was
@@ -646,7 +646,7 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
     // A graceful stop (the first Ctrl-C or SIGTERM): when it turns into a hard one if the
     // collector has not finished by then.
     let mut graceful_deadline: Option<tokio::time::Instant> = None;
-    let mut first_signal: Option<tokio::time::Instant> = None;
+    let mut last_terminate: Option<tokio::time::Instant> = None;
     let far = || tokio::time::Instant::now() + Duration::from_secs(86_400 * 365);
     loop {
         let deadline = kill_deadline.unwrap_or_else(far);
@@ -655,8 +655,8 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
         // stops everyone.
         let signalled = async {
             tokio::select! {
-                _ = interrupt.recv() => {}
-                _ = terminate_signal.recv() => {}
+                _ = interrupt.recv() => false,
+                _ = terminate_signal.recv() => true,
             }
         };
         tokio::select! {
@@ -694,13 +694,15 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                     kill_deadline = Some(tokio::time::Instant::now() + grace);
                 }
             }
-            _ = signalled => {
-                if first_signal.is_some_and(|at| at.elapsed() < SIGNAL_ECHO) {
-                    // The same stop sent twice: `timeout` signals the process, then its group.
+            terminated = signalled => {
+                if terminated && last_terminate.is_some_and(|at| at.elapsed() < SIGNAL_ECHO) {
+                    // The same SIGTERM sent twice: `timeout` signals the process, then its group.
                     continue;
                 }
+                if terminated {
+                    last_terminate = Some(tokio::time::Instant::now());
+                }
                 if graceful_deadline.is_none() {
-                    first_signal = Some(tokio::time::Instant::now());
                     tracing::warn!(
                         "stopping: the injector ends its streams, the rest drain and finish (Ctrl-C again to stop at once)"
                     );
