@@ -119,15 +119,10 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         if out.has_pending() {
             out.flush_pending();
         }
-        // While symbols move, their state arrives on the control socket: served at every turn.
-        let asked = control_waits || turn.look_around || router.rescaling();
-        if asked && serve(&mut router, &control, &mut out)? && !policy.started() {
+        if (control_waits || turn.serve_control) && serve(&mut router, &control, &mut out)? && !policy.started() {
             metrics.registered(router.registered());
         }
-        // The core's timers (a move overdue, a checkpoint due) at the look-around's cadence,
-        // and at every turn while symbols move or the input is held (a checkpoint frees full
-        // replay logs).
-        if turn.look_around || router.rescaling() || !turn.read_input {
+        if turn.timers {
             router.tick(Monotonic::now(), &mut out);
         }
         if turn.look_around {

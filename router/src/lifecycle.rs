@@ -78,6 +78,14 @@ pub struct Turn {
     pub wait: Duration,
     /// Ask whether the peers are alive, count refusals, publish the metrics.
     pub look_around: bool,
+    /// Serve control requests even if none was seen waiting (while it reads, the driver
+    /// waits on its input alone): at the look-around's cadence, and at every turn while
+    /// symbols move (their state arrives on the control socket).
+    pub serve_control: bool,
+    /// Give the core its timers (a move overdue, a checkpoint due): at the look-around's
+    /// cadence, and at every turn while symbols move or the input is held (a checkpoint
+    /// frees full replay logs).
+    pub timers: bool,
     /// Watch the collector (not once it has everything: it then leaves).
     pub watch_collector: bool,
     /// Fail over the workers found dead (not once the collector has everything: the workers
@@ -134,6 +142,8 @@ impl RunPolicy {
             read_input: false,
             wait: READ_WAIT,
             look_around,
+            serve_control: false,
+            timers: false,
             watch_collector: false,
             fail_over: false,
             change: None,
@@ -178,6 +188,8 @@ impl RunPolicy {
             }
             Phase::Released => turn.change = Some(Change::Release),
         }
+        turn.serve_control = turn.look_around || router.rescaling();
+        turn.timers = turn.serve_control || !turn.read_input;
         Ok(turn)
     }
 }

@@ -82,7 +82,7 @@ struct Member {
     state: MemberState,
     /// Whether the ring includes it.
     on_ring: bool,
-    /// For a worker still joining: when it registered (monotonic ns) while it has not yet
+    /// For a worker still joining: when it registered while it has not yet
     /// answered the Welcome on its data socket (`None` once it has, or for the first ones).
     unreached_since: Option<Monotonic>,
     /// Dropped because it never answered its Welcome.
@@ -120,7 +120,7 @@ struct Rescale {
     state_bytes: u64,
     held_ticks: u64,
     longest_slice_ns: u64,
-    /// When the slice in flight is given up (monotonic ns), set by the first tick after it
+    /// When the slice in flight is given up, set by the first tick after it
     /// started.
     slice_deadline: Option<Monotonic>,
     state_lost: Vec<String>,

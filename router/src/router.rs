@@ -777,4 +777,4 @@ impl Router {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

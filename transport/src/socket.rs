@@ -228,19 +228,12 @@ impl Pull {
     /// Receives the next message into `message`, waiting at most `timeout`. Returns false
     /// when nothing arrived in time.
     pub fn recv(&self, message: &mut zmq::Message, timeout: Duration) -> Result<bool, TransportError> {
-        match self.socket.recv(message, zmq::DONTWAIT) {
-            Ok(()) => return Ok(true),
-            Err(zmq::Error::EAGAIN) => {}
-            Err(zmq::Error::EINTR) => return Ok(false),
-            Err(source) => return Err(TransportError::Socket { what: "receive", source }),
+        if self.try_recv(message)? {
+            return Ok(true);
         }
         match self.socket.poll(zmq::POLLIN, timeout.as_millis().min(i64::MAX as u128) as i64) {
             Ok(0) | Err(zmq::Error::EINTR) => Ok(false),
-            Ok(_) => match self.socket.recv(message, zmq::DONTWAIT) {
-                Ok(()) => Ok(true),
-                Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => Ok(false),
-                Err(source) => Err(TransportError::Socket { what: "receive", source }),
-            },
+            Ok(_) => self.try_recv(message),
             Err(source) => Err(TransportError::Socket { what: "poll", source }),
         }
     }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::deploying::Deployments;
 use crate::rendezvous::WorkerCount;
+use crate::router::tests::register;
 use crate::router::RouterSettings;
 
 fn obs(collector_lost: bool, pending: bool, shutdown: bool) -> EndObserved {
@@ -11,21 +12,6 @@ fn obs(collector_lost: bool, pending: bool, shutdown: bool) -> EndObserved {
 
 fn at(ms: u64) -> Monotonic {
     Monotonic::from_ns(ms * 1_000_000)
-}
-
-/// A registration of `role` as `id`, opening `streams` streams.
-fn register(role: cep_core::identity::Role, id: &str, streams: u32) -> Vec<u8> {
-    use cep_core::frame::Body;
-    let register = cep_core::control::Register {
-        role,
-        id: id.into(),
-        endpoint: format!("inproc://{id}"),
-        streams,
-        warmup_ns: 0,
-        clock_endpoint: String::new(),
-        resuming: 0,
-    };
-    register.encode(0)
 }
 
 fn router() -> Router {

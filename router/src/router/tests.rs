@@ -10,7 +10,8 @@ use cep_core::partition::Partitioner;
 use cep_core::report::EndOfStream;
 use cep_core::wire::{FrameKind, TickBatchWriter};
 
-fn register(role: Role, id: &str, streams: u32) -> Vec<u8> {
+/// A registration of `role` as `id`, opening `streams` streams (the lifecycle's tests use it too).
+pub(crate) fn register(role: Role, id: &str, streams: u32) -> Vec<u8> {
     Register {
         role,
         id: id.into(),
