@@ -295,6 +295,13 @@ impl<W: Write> Collector<W> {
                 }
             }
         }
+        if sequenced.source != ROUTER_ID && self.failovers.is_fenced(sequenced.source) {
+            // Taken for dead and restored elsewhere: whatever it still sends (sent late, or
+            // after it woke from a pause) is the survivors' to produce from the replay.
+            let detail = format_args!("a frame of worker {}, which was failed over", sequenced.source);
+            self.rejections.reject("fenced", Some(sequenced.source), &detail);
+            return Ok(());
+        }
         let inner = cep_core::frame::Frame::read(sequenced.frame, self.max_frame_bytes);
         // A worker speaks for itself only (the router's frames carry ROUTER_ID), and each sends
         // only its own kinds: a frame that does not takes no place in the source's stream.

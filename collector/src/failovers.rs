@@ -60,6 +60,14 @@ impl FailoverWatch {
         self.records.iter().any(|record| record.index == index)
     }
 
+    /// Whether worker `index` is fenced: it died and its symbols were restored elsewhere from a
+    /// checkpoint whose outputs are all here, so every tick it processed after that is
+    /// replayed by the survivors; nothing more of it is taken. (A worker whose state was lost
+    /// is not: its late outputs are the only ones of its last ticks.)
+    pub fn is_fenced(&self, index: u32) -> bool {
+        self.records.iter().any(|record| record.index == index && record.recovered)
+    }
+
     /// The router's records, in the order they came.
     pub fn records(&self) -> &[WorkerFailed] {
         &self.records

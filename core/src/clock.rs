@@ -60,6 +60,11 @@ impl Every {
         Every { period, last: start }
     }
 
+    /// Its period.
+    pub fn period(&self) -> std::time::Duration {
+        self.period
+    }
+
     /// Whether it is due at `now`; if so, it fires (the next one is `period` later).
     pub fn fire(&mut self, now: Monotonic) -> bool {
         let due = now.since(self.last) >= self.period;

@@ -82,6 +82,10 @@ pub struct Ready {
     /// connection to `collector` and `collector_clock` requires it of the other end. Empty
     /// when the router runs open.
     pub collector_key: String,
+    /// The router's failure time-out (ns): a worker it hears nothing from for this long is
+    /// taken for dead, so a worker sends a [`crate::liveness::Heartbeat`] at least every
+    /// quarter of it.
+    pub failure_timeout_ns: u64,
 }
 
 /// A rules file as it travels: its version in the run, where it came from, its text.

@@ -11,6 +11,7 @@
 use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
 use crate::delivery::{Committed, DeliveryQuery, DeliveryStatus, Saved, Sequenced};
 use crate::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, WorkerFailed};
+use crate::liveness::{Fenced, Heartbeat};
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use crate::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
@@ -103,6 +104,8 @@ bodies! {
     Committed => Committed,
     Restored => Restored,
     WorkerJoined => WorkerJoined,
+    Heartbeat => Heartbeat,
+    Fenced => Fenced,
 }
 
 /// Asks for the collector's time (no body: nil).
@@ -385,21 +388,22 @@ mod tests {
             joining: false,
             collector_incarnation: 1,
             collector_key: "C".into(),
+            failure_timeout_ns: 6,
         };
         #[rustfmt::skip]
         let expected = [
-            0x9c, 0x01, // [assigned 1,
+            0x9d, 0x01, // [assigned 1,
             0x91, 0x93, 0xa1, b'w', 0xa1, b'e', 0xa1, b'K', // [[worker id, endpoint, key]],
             0xa1, b'c', 0x02, 0x03, 0x04, 0xa1, b'k', // collector, streams, start_ns, warmup_ns, clock,
             0x93, 0x00, 0xa1, b'o', 0xa1, b't', // [epoch, origin, text],
             0x05, 0xc2, 0x01, // allowed_lateness_ns, joining, collector_incarnation,
-            0xa1, b'C', // collector_key]
+            0xa1, b'C', 0x06, // collector_key, failure_timeout_ns]
         ];
         golden(ready.clone(), 0, &expected);
         // No allowed lateness: nil.
         let open = Ready { allowed_lateness_ns: None, ..ready };
         let encoded = open.encode(0);
-        assert_eq!(encoded[encoded.len() - 5], 0xc0);
+        assert_eq!(encoded[encoded.len() - 6], 0xc0);
     }
 
     #[test]
@@ -544,6 +548,8 @@ mod tests {
         golden(status.clone(), 0, &[0x94, 0x02, 0xa1, b'e', 0x09, 0xc3]);
         // Pushed, the same body under a kind of its own.
         golden(Committed(status), 0, &[0x94, 0x02, 0xa1, b'e', 0x09, 0xc3]);
+        golden(Heartbeat { worker: 3, processed: 5, finished: true }, 3, &[0x93, 0x03, 0x05, 0xc3]);
+        golden(Fenced { reason: "f".into() }, 0, &[0x91, 0xa1, b'f']);
         // The envelope: [version, Sequenced, source, incarnation, position, frame], the two
         // numbers 9 bytes each, the frame as it is.
         let inner = CheckpointMark { id: 7 }.encode(2);

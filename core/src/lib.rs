@@ -10,6 +10,7 @@
 //! - [`report`]: end-of-run reports that workers and the router send to the collector.
 //! - [`rescale`]: live rescaling: symbols' state moving between workers, membership requests.
 //! - [`failover`]: checkpoints of each worker's state, and a dead worker's symbols restored elsewhere.
+//! - [`liveness`]: heartbeats from the workers, and the notice that fences a worker taken for dead.
 //! - [`delivery`]: frames to the collector held by their sender until the collector saved them.
 //! - [`results`]: the `summary.json` schema that tests, benchmarks and users read.
 //! - [`replay`]: tick files (replay input and recorded input), event time in their own unit.
@@ -29,6 +30,7 @@ pub mod frame;
 pub mod gbm;
 pub mod identity;
 pub mod io_text;
+pub mod liveness;
 pub mod msgpack;
 pub mod outbox;
 pub mod partition;

@@ -32,6 +32,13 @@ pub trait Outbox {
         let _ = (index, endpoint, key);
     }
 
+    /// Worker `index` was taken for dead while its connection may still be up (it went
+    /// silent): nothing more is sent to it, and what waits for it is dropped (its ticks are in
+    /// the router's replay log).
+    fn disconnect_worker(&mut self, index: u32) {
+        let _ = index;
+    }
+
     /// A restarted collector, incarnation `incarnation` at `endpoint` with CURVE key `key`
     /// (empty when open), takes over: frames to [`Peer::Collector`] go there, those it has not
     /// saved first ([`crate::delivery`]).

@@ -137,9 +137,33 @@ pub enum FrameKind {
     /// What the collector saved of a worker's frames changed, or the collector did: router ->
     /// the worker (control, pushed unasked after its DeliveryQuery).
     Committed = 46,
+    /// A worker's proof that its loop turns: worker -> router (control, never answered unless
+    /// it was fenced).
+    Heartbeat = 47,
+    /// The worker was taken for dead and is fenced: router -> that worker (control, unasked).
+    Fenced = 48,
 }
 
 impl FrameKind {
+    /// Control frames that answer no request and are answered by none: a worker's heartbeat,
+    /// and the notices the router pushes unasked.
+    pub fn is_notice(self) -> bool {
+        matches!(self, FrameKind::Heartbeat | FrameKind::Committed | FrameKind::Fenced)
+    }
+
+    /// Control requests a worker sends about itself, naming itself in the header: each is a
+    /// sign of life, and each is refused once the worker is fenced.
+    pub fn from_a_worker(self) -> bool {
+        matches!(
+            self,
+            FrameKind::Heartbeat
+                | FrameKind::SymbolState
+                | FrameKind::Reached
+                | FrameKind::Snapshot
+                | FrameKind::DeliveryQuery
+        )
+    }
+
     /// The kind a header's byte names; `None` for a byte no kind has.
     pub fn from_byte(byte: u8) -> Option<FrameKind> {
         use FrameKind::*;
@@ -189,6 +213,8 @@ impl FrameKind {
             Restored,
             WorkerJoined,
             Committed,
+            Heartbeat,
+            Fenced,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)

@@ -87,6 +87,7 @@ impl Cluster {
             move_timeout_ns: 1_000_000,
             checkpoint_every_ns: 50_000,
             max_replay_bytes: 1 << 20,
+            failure_timeout: std::time::Duration::from_millis(100),
         };
         let source = cep_query::RulesSource::reference();
         let mut router = cep_router::Router::new(settings, Deployments::start(&source).expect("the reference rules"));
@@ -95,7 +96,13 @@ impl Cluster {
             [("w0", Role::Worker, 0), ("w1", Role::Worker, 0), ("c", Role::Collector, 0), ("i", Role::Injector, 1)]
         {
             let body = register(role, name, streams);
-            router.control_from(name.as_bytes().to_vec(), Some(&peer(name)), &body, Monotonic::from_ns(1), &mut router_out);
+            router.control_from(
+                name.as_bytes().to_vec(),
+                Some(&peer(name)),
+                &body,
+                Monotonic::from_ns(1),
+                &mut router_out,
+            );
         }
         router.start(1_000);
         router.announce(None, &mut router_out);
@@ -160,7 +167,13 @@ impl Cluster {
                 match to {
                     Peer::Router => {
                         let w0 = peer("w0");
-                        self.router.control_from(b"w0".to_vec(), Some(&w0), &frame, Monotonic::from_ns(self.now), &mut self.router_out);
+                        self.router.control_from(
+                            b"w0".to_vec(),
+                            Some(&w0),
+                            &frame,
+                            Monotonic::from_ns(self.now),
+                            &mut self.router_out,
+                        );
                     }
                     Peer::Collector => self.to_collector(false, &frame),
                     _ => {}
@@ -198,7 +211,7 @@ impl Cluster {
             9 => drop(self.collector.handle_from(frame, Some(Sender::new(w0_id)), self.now)),
             10 => drop(self.collector.handle_from(frame, Some(Sender::new(w1_id)), self.now)),
             11 => drop(self.collector.handle(frame, self.now)),
-            _ => router.tick(Monotonic::from_ns(self.now), out),
+            _ => drop(router.tick(Monotonic::from_ns(self.now), out)),
         }
         self.router.flush(&mut self.router_out);
         self.deliver();

@@ -6,6 +6,7 @@ use cep_core::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
 use cep_core::delivery::{Committed, DeliveryQuery, DeliveryStatus, Saved};
 use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, WorkerFailed};
 use cep_core::frame::{AwaitEnd, ClockReply, ClockRequest, EndAck, Frame, RunFinished};
+use cep_core::liveness::{Fenced, Heartbeat};
 use cep_core::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use cep_core::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
@@ -14,7 +15,11 @@ use cep_core::rescale::{
 use cep_core::wire::FrameKind;
 use libfuzzer_sys::fuzz_target;
 
-fn decode(frame: &Frame<'_>, ticks: &mut Vec<cep_core::tick::TickRecord>, outputs: &mut Vec<cep_core::tick::OutputRecord>) {
+fn decode(
+    frame: &Frame<'_>,
+    ticks: &mut Vec<cep_core::tick::TickRecord>,
+    outputs: &mut Vec<cep_core::tick::OutputRecord>,
+) {
     match frame.kind() {
         FrameKind::Ticks => drop(frame.ticks(ticks)),
         FrameKind::Outputs | FrameKind::FinalOutputs => drop(frame.outputs(outputs)),
@@ -66,6 +71,8 @@ fn decode(frame: &Frame<'_>, ticks: &mut Vec<cep_core::tick::TickRecord>, output
         FrameKind::DeliveryQuery => drop(frame.body::<DeliveryQuery>()),
         FrameKind::DeliveryStatus => drop(frame.body::<DeliveryStatus>()),
         FrameKind::Committed => drop(frame.body::<Committed>()),
+        FrameKind::Heartbeat => drop(frame.body::<Heartbeat>()),
+        FrameKind::Fenced => drop(frame.body::<Fenced>()),
         FrameKind::Restored => drop(frame.body::<Restored>()),
         FrameKind::WorkerJoined => drop(frame.body::<WorkerJoined>()),
     }

@@ -48,7 +48,7 @@ pub fn authorize(peer: &Identity, body: &[u8], workers: &[WorkerInfo], collector
                 _ => Err(format!("{peer} may ask only itself to leave, not `{}`", leave.worker)),
             }
         }
-        FrameKind::SymbolState | FrameKind::Reached | FrameKind::Snapshot | FrameKind::DeliveryQuery => {
+        kind if kind.from_a_worker() => {
             needs(Role::Worker)?;
             is_worker(frame.sender())
         }

@@ -159,6 +159,7 @@ impl RouterConfig {
             move_timeout_ns: ns(self.move_timeout),
             checkpoint_every_ns: ns(self.checkpoint_every),
             max_replay_bytes: self.max_replay,
+            failure_timeout: self.failure_timeout,
         }
     }
 

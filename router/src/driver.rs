@@ -123,7 +123,8 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
             metrics.registered(router.registered());
         }
         if turn.timers {
-            router.tick(Monotonic::now(), &mut out);
+            router.tick(Monotonic::now(), &mut out).map_err(RouterError::NoWorkerLeft)?;
+            out.check()?;
         }
         if turn.look_around {
             out.check_peers();

@@ -16,6 +16,7 @@
 //!   retention, the end's steps.
 //! - [`driver`]: sockets, clock and the run loop around the two, and the errors that stop it.
 //! - [`failover`]: checkpoints of each worker's state, and a dead worker's symbols restored.
+//! - [`heartbeats`]: who the router has heard from: a silent worker is taken for dead and fenced.
 //! - [`metrics`]: what the router exposes to Prometheus.
 
 pub mod admission;
@@ -30,6 +31,7 @@ pub mod driver;
 #[cfg(feature = "driver")]
 mod error;
 pub mod failover;
+pub mod heartbeats;
 pub mod lifecycle;
 pub mod metrics;
 pub mod rendezvous;

@@ -168,8 +168,15 @@ impl<C: Clone> Rendezvous<C> {
         )
     }
 
-    /// Starts the run (call once [`Self::is_complete`]); workers are ordered by id.
-    pub fn start(&mut self, start_ns: u64, rules: &RulesText, allowed_lateness_ns: Option<u64>) -> Start<C> {
+    /// Starts the run (call once [`Self::is_complete`]); workers are ordered by id. Everyone is
+    /// told the router's failure time-out, `failure_timeout_ns` (workers send heartbeats by it).
+    pub fn start(
+        &mut self,
+        start_ns: u64,
+        rules: &RulesText,
+        allowed_lateness_ns: Option<u64>,
+        failure_timeout_ns: u64,
+    ) -> Start<C> {
         self.started = true;
         self.workers.sort_by(|a, b| a.1.id.cmp(&b.1.id));
         let workers: Vec<WorkerInfo> = self.workers.iter().map(|(_, w)| w.clone()).collect();
@@ -189,6 +196,7 @@ impl<C: Clone> Rendezvous<C> {
             joining: false,
             collector_incarnation: 1,
             collector_key: collector_key.clone(),
+            failure_timeout_ns,
         };
         let mut answers: Vec<(C, Ready)> = Vec::new();
         for (index, (client, _)) in self.workers.iter().enumerate() {
@@ -248,7 +256,7 @@ mod tests {
         assert!(matches!(rendezvous.offer(9, register(Role::Worker, "c", 0), "", now), Verdict::Refuse(_)));
         assert_eq!(rendezvous.offer(7, register(Role::Injector, "k", 1), "", now), Verdict::Hold);
         assert!(rendezvous.is_complete(now));
-        let start = rendezvous.start(99, &rules(), None);
+        let start = rendezvous.start(99, &rules(), None, 0);
         assert_eq!(start.workers.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), vec!["a", "b"]);
         let assigned: Vec<(i32, u32)> = start.answers.iter().map(|(c, r)| (*c, r.assigned)).collect();
         assert_eq!(assigned, vec![(6, 0), (1, 1), (5, 0), (3, 0), (7, 2)]);
@@ -277,6 +285,6 @@ mod tests {
         }
         assert!(!rendezvous.is_complete(t0.after(secs(4))));
         assert!(rendezvous.is_complete(t0.after(secs(5))));
-        assert_eq!(rendezvous.start(1, &rules(), None).workers.len(), 3);
+        assert_eq!(rendezvous.start(1, &rules(), None, 0).workers.len(), 3);
     }
 }

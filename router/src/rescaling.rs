@@ -527,6 +527,11 @@ impl Rescaling {
             .collect()
     }
 
+    /// Whether worker `worker` is a member: active, joining or leaving (its liveness is watched).
+    pub fn is_member(&self, worker: usize) -> bool {
+        self.members.get(worker).is_some_and(|member| !member.gone() && !member.never_reached)
+    }
+
     /// The workers that died, by index.
     pub fn failed(&self) -> Vec<u32> {
         (0..self.members.len() as u32).filter(|i| self.members[*i as usize].state == MemberState::Failed).collect()

@@ -12,6 +12,7 @@ use crate::data_path::DataPath;
 use crate::delivery::CollectorDelivery;
 use crate::deploying::Deployments;
 use crate::failover::Checkpoints;
+use crate::heartbeats::Heartbeats;
 use crate::rendezvous::{Rendezvous, WorkerCount};
 use crate::rescaling::Rescaling;
 use cep_core::clock::Monotonic;
@@ -21,6 +22,7 @@ use cep_core::delivery::{DeliveryQuery, Saved};
 use cep_core::failover::{Snapshot, WorkerFailed};
 use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::identity::{Identity, Role, Sender, ROUTER_ID};
+use cep_core::liveness::{Fenced, Heartbeat};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{CauseCounts, ClockReport, RouterReport};
 use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, WorkerJoined, MAX_STREAMS};
@@ -62,6 +64,8 @@ pub struct RouterSettings {
     /// Bytes of replay logs beyond which the router reads no input until a checkpoint
     /// completes.
     pub max_replay_bytes: usize,
+    /// A worker silent this long (no heartbeat, no request) is taken for dead and fenced.
+    pub failure_timeout: Duration,
 }
 
 /// Where the started run's data goes: the driver connects to these before
@@ -96,6 +100,8 @@ struct Running {
     joiner_ready: Option<Ready>,
     /// The collector serving the run (restarted ones take over).
     delivery: CollectorDelivery,
+    /// What the router hears from each worker: a silent one is taken for dead.
+    heartbeats: Heartbeats,
 }
 
 /// One run of the router.
@@ -179,7 +185,7 @@ impl Router {
         now: Monotonic,
         out: &mut impl Outbox,
     ) {
-        let Phase::Running(Running { path, rescaling, delivery, .. }) = &mut self.phase else {
+        let Phase::Running(Running { path, rescaling, delivery, heartbeats, .. }) = &mut self.phase else {
             let kind = Frame::read(body, MAX_CONTROL_FRAME_BYTES).map(|frame| frame.kind());
             if matches!(
                 kind,
@@ -189,7 +195,8 @@ impl Router {
                     | FrameKind::Reached
                     | FrameKind::Snapshot
                     | FrameKind::Saved
-                    | FrameKind::DeliveryQuery)
+                    | FrameKind::DeliveryQuery
+                    | FrameKind::Heartbeat)
             ) {
                 let reason = format!("the run has not started: waiting for {}", self.waiting_for());
                 self.control.count_refused("refused_control");
@@ -200,7 +207,36 @@ impl Router {
         let Ok(frame) = Frame::read(body, MAX_CONTROL_FRAME_BYTES) else {
             return self.control.serve(client, caller_key, body, now, Some(path), out);
         };
+        if frame.kind().from_a_worker() {
+            let worker = frame.sender() as usize;
+            if rescaling.failed().contains(&frame.sender()) {
+                // Taken for dead: whatever it asks is refused, and it learns why.
+                *self.denied.entry("fenced".into()).or_insert(0) += 1;
+                let reason = format!(
+                    "worker {} was taken for dead and its symbols moved to the other workers",
+                    rescaling.id(worker)
+                );
+                return out.send(Peer::Client(client), &Fenced { reason }.encode(ROUTER_ID));
+            }
+            heartbeats.heard(worker, now);
+        }
         let answer = match frame.kind() {
+            FrameKind::Heartbeat => {
+                match frame.body::<Heartbeat>() {
+                    Ok(beat) if beat.worker == frame.sender() => {
+                        if beat.finished {
+                            heartbeats.quiet(beat.worker as usize);
+                        }
+                    }
+                    // Not answered (a heartbeat never is): counted and told.
+                    Ok(_) | Err(_) => {
+                        self.control.count_refused("refused_control");
+                        let reason = "a heartbeat must name the worker that sends it".to_string();
+                        out.event(Event::Refused { who: "a Heartbeat".into(), reason });
+                    }
+                }
+                return;
+            }
             FrameKind::Register => match frame.body::<Register>() {
                 Ok(register) if register.role == Role::Worker => self.join(register, caller_key, now, out),
                 Ok(register) if register.role == Role::Injector => {
@@ -383,7 +419,7 @@ impl Router {
         now: Monotonic,
         out: &mut impl Outbox,
     ) -> Result<Vec<u8>, String> {
-        let Phase::Running(Running { path, rescaling, joiner_ready, .. }) = &mut self.phase else {
+        let Phase::Running(Running { path, rescaling, joiner_ready, heartbeats, .. }) = &mut self.phase else {
             return Err(NOT_STARTED.into());
         };
         if path.input_ended() {
@@ -404,6 +440,7 @@ impl Router {
         let added = path.add_worker(out);
         debug_assert_eq!(added, index);
         self.checkpoints.add_worker();
+        heartbeats.add_worker();
         self.control.node_joined();
         let mut ready = joiner_ready.clone().ok_or(NOT_STARTED)?;
         ready.assigned = index as u32;
@@ -477,9 +514,12 @@ impl Router {
     }
 
     /// The router's timer at `now`: gives up a move whose state is overdue, starts a
-    /// checkpoint round when one is due (the driver calls it between turns of its loop).
-    pub fn tick(&mut self, now: Monotonic, out: &mut impl Outbox) {
-        if let Phase::Running(Running { path, rescaling, .. }) = &mut self.phase {
+    /// checkpoint round when one is due, and fails over (and fences) every worker silent for
+    /// the failure time-out (the driver calls it between turns of its loop). An error when no
+    /// worker is left ([`Self::worker_lost`]).
+    pub fn tick(&mut self, now: Monotonic, out: &mut impl Outbox) -> Result<(), String> {
+        let mut silent = Vec::new();
+        if let Phase::Running(Running { path, rescaling, heartbeats, .. }) = &mut self.phase {
             rescaling.tick(now, path, out);
             if rescaling.busy() {
                 // State moving between workers is not in the replay logs.
@@ -487,8 +527,19 @@ impl Router {
             } else {
                 self.checkpoints.turn(now, path, rescaling, self.settings.max_replay_bytes, out);
             }
+            silent = heartbeats.silent(now, |worker| rescaling.is_member(worker));
         }
         self.count_retirements();
+        for (worker, quiet) in silent {
+            let reason = format!(
+                "nothing heard from it for {:.2?}, beyond the failure time-out of {:?}: stopped, paused or stuck",
+                quiet, self.settings.failure_timeout
+            );
+            // Nothing more goes to it: its queue may be full and would hold the router up.
+            out.disconnect_worker(worker as u32);
+            self.worker_lost(worker as u32, &reason, out)?;
+        }
+        Ok(())
     }
 
     /// Worker `worker` is dead (`reason`): its symbols go to the others, restored from its
@@ -590,6 +641,12 @@ impl Router {
         self.running().is_some_and(|run| run.rescaling.busy())
     }
 
+    /// Whether worker `worker` (by index) is a member the run counts on: started, not gone,
+    /// not taken for dead.
+    pub fn is_member(&self, worker: usize) -> bool {
+        self.running().is_some_and(|run| run.rescaling.is_member(worker))
+    }
+
     /// The running phase's state, once the run has started.
     fn running(&self) -> Option<&Running> {
         match &self.phase {
@@ -626,6 +683,7 @@ impl Router {
             start_ns,
             self.control.deployments.current(),
             self.settings.allowed_lateness_ns,
+            self.settings.failure_timeout.as_nanos() as u64,
         );
         self.workers = start.workers.clone();
         let ids = self.worker_ids();
@@ -653,7 +711,8 @@ impl Router {
             path.keep_replay_logs();
         }
         path.bind_streams(0, &start.stream_keys);
-        self.phase = Phase::Running(Running { path, rescaling, joiner_ready, delivery });
+        let heartbeats = Heartbeats::new(ids.len(), self.settings.failure_timeout);
+        self.phase = Phase::Running(Running { path, rescaling, joiner_ready, delivery, heartbeats });
         self.answers = start.answers;
         self.collector_key.clone_from(&start.collector_key);
         Start { workers: start.workers, collector: start.collector, collector_key: start.collector_key }

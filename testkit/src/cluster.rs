@@ -135,6 +135,8 @@ pub struct LocalCluster {
     events: Vec<(Member, Event)>,
     /// Control requests the router refused, by asker.
     refusals: Vec<(Member, String)>,
+    /// Workers that exited on learning they were fenced, by member index.
+    fenced: Vec<usize>,
     outcome: Option<Outcome>,
     steps: u64,
 }
@@ -159,6 +161,7 @@ impl LocalCluster {
             move_timeout_ns: spec.move_timeout_ns,
             checkpoint_every_ns: spec.checkpoint_every_ns,
             max_replay_bytes: usize::MAX,
+            failure_timeout: Duration::from_nanos(spec.failure_timeout_ns),
         };
         let router = Router::new(settings, Deployments::start(&source).expect("the spec's rules check"));
         let sources = model(spec.seed, spec.symbols, spec.streams as usize, None);
@@ -191,6 +194,7 @@ impl LocalCluster {
             sent: Vec::new(),
             events: Vec::new(),
             refusals: Vec::new(),
+            fenced: Vec::new(),
             outcome: None,
             steps: 0,
             spec,
@@ -285,9 +289,10 @@ impl LocalCluster {
             && !self.dead.contains(&Member::Worker(worker))
     }
 
-    /// How many workers are running.
+    /// How many workers are running and counted on by the router (one it took for dead may
+    /// still run, paused: it is not).
     pub fn running_workers(&self) -> usize {
-        (0..self.workers.len()).filter(|&index| self.is_running(index)).count()
+        (0..self.workers.len()).filter(|&index| self.is_running(index) && self.router.is_member(index)).count()
     }
 
     /// Whether the router is moving symbols (a worker joining or leaving).
@@ -724,10 +729,17 @@ impl LocalCluster {
         }
         match member {
             Member::Worker(index) => self.worker_timer(index),
+            // A stopped process does nothing, its timers included: they fire when it wakes.
+            _ if self.paused_until.contains_key(&member) => {
+                self.schedule(self.paused_until[&member], Scheduled::Timer(member));
+            }
             Member::Router => {
                 // The router's timer: the core gives up overdue moves and starts checkpoints due.
                 let mut out = self.outbox();
-                self.router.tick(Monotonic::from_ns(self.now), &mut out);
+                if let Err(reason) = self.router.tick(Monotonic::from_ns(self.now), &mut out) {
+                    out.event(Event::Refused { who: "the run".into(), reason });
+                    self.router_report.get_or_insert_with(|| self.router.report());
+                }
                 self.route_from(member, out);
                 self.maybe_finish_router();
                 if self.router_report.is_none() {
@@ -786,6 +798,7 @@ impl LocalCluster {
             elapsed_ns: self.now.saturating_sub(self.start_ns),
             events: std::mem::take(&mut self.events),
             refusals: std::mem::take(&mut self.refusals),
+            fenced: std::mem::take(&mut self.fenced),
         });
     }
 }

@@ -561,8 +561,13 @@ impl<'a> CheckedRun<'a> {
         if scenario.lossless && failovers.0 == failovers.1 {
             if !summary.complete || summary.events_lost != Some(0) {
                 return Err(fail(format!(
-                    "a lossless run ended incomplete: complete {}, lost {:?} {:?}, failure {:?}",
-                    summary.complete, summary.events_lost, summary.lost_by_cause, summary.failure
+                    "a lossless run ended incomplete: complete {}, lost {:?} {:?}, failure {:?}, failovers {:?}, fenced {:?}",
+                    summary.complete,
+                    summary.events_lost,
+                    summary.lost_by_cause,
+                    summary.failure,
+                    summary.failovers,
+                    outcome.fenced
                 )));
             }
             if let Some(row) = differing.first() {

@@ -19,6 +19,11 @@ fn run(faults: Vec<Fault>) -> Outcome {
     LocalCluster::new(ClusterSpec::default(), faults).run()
 }
 
+/// A run of 400 ms: a worker silenced for 150-200 ms mid-run wakes while it goes on.
+fn slow_spec() -> ClusterSpec {
+    ClusterSpec { rate: 50_000.0, ..ClusterSpec::default() }
+}
+
 fn assert_whole(outcome: &Outcome) {
     common::assert_whole(outcome, ClusterSpec::default().count);
 }
@@ -41,14 +46,31 @@ fn an_undisturbed_cluster_gives_the_engines_outputs() {
 }
 
 #[test]
-fn a_delay_on_any_link_changes_nothing_but_time() {
+fn a_delay_under_the_failure_timeout_on_any_link_changes_nothing_but_time() {
+    // 200 ms late, within a failure time-out of 1 s: slow, not dead.
+    let spec = ClusterSpec { failure_timeout_ns: 1_000_000_000, ..ClusterSpec::default() };
     for link in DATA_LINKS.into_iter().chain([LinkKind::Control]) {
-        let outcome = run(vec![Fault::on(link, Action::Delay(200_000_000)).nth(0)]);
+        let outcome = LocalCluster::new(spec.clone(), vec![Fault::on(link, Action::Delay(200_000_000)).nth(0)]).run();
         // The n-th frame of each link of that kind: one per stream, worker or client.
         assert!(outcome.links[&link].delayed >= 1, "{link:?}");
         assert_whole(&outcome);
+        assert!(outcome.summary.failovers.is_empty() && outcome.fenced.is_empty(), "{link:?}");
         assert_eq!(outcome.output_rows(), reference_rows(&outcome.sent), "{link:?}");
     }
+}
+
+#[test]
+fn a_worker_whose_control_link_is_late_beyond_the_failure_timeout_is_fenced_and_changes_no_output() {
+    // Its heartbeats wait behind the late frame: to the router it is silent, so it is failed
+    // over; the late frames arrive after that, are refused, and it learns it was fenced.
+    let fault = Fault::on(LinkKind::Control, Action::Delay(200_000_000)).only(1).kind(FrameKind::Heartbeat).nth(2);
+    let outcome = LocalCluster::new(slow_spec(), vec![fault]).run();
+    let failovers = &outcome.summary.failovers;
+    assert_eq!(failovers.len(), 1, "{failovers:?}");
+    assert_eq!(failovers[0].worker, "worker-1");
+    assert!(failovers[0].reason.contains("nothing heard from it"), "{}", failovers[0].reason);
+    assert_eq!(outcome.fenced, vec![1]);
+    assert_eq!(outcome.output_rows(), reference_rows(&outcome.sent));
 }
 
 #[test]
@@ -210,19 +232,39 @@ fn without_checkpoints_a_killed_workers_symbols_go_on_empty_and_the_run_says_wha
 }
 
 #[test]
-fn a_paused_worker_catches_up_with_nothing_lost() {
+fn a_worker_paused_within_the_failure_timeout_catches_up_with_nothing_lost() {
     let mut cluster = LocalCluster::new(ClusterSpec::default(), vec![]);
     assert!(cluster.run_until(|c| c.processed_by(0) >= 1_000));
     let paused_at = cluster.now();
-    cluster.pause(Member::Worker(0), Duration::from_secs(2));
-    assert!(cluster.run_until(|c| c.now() >= paused_at + 1_000_000_000));
+    let pause = ClusterSpec::default().failure_timeout_ns * 4 / 5;
+    cluster.pause(Member::Worker(0), Duration::from_nanos(pause));
+    assert!(cluster.run_until(|c| c.now() >= paused_at + pause / 2));
     let processed_while_paused = cluster.processed_by(0);
-    assert!(cluster.run_until(|c| c.now() >= paused_at + 1_900_000_000));
+    assert!(cluster.run_until(|c| c.now() >= paused_at + pause - 1_000_000));
     assert_eq!(cluster.processed_by(0), processed_while_paused, "nothing is handled during the pause");
     let outcome = cluster.run();
-    assert!(outcome.elapsed_ns >= 2_000_000_000, "the run waited for the paused worker");
+    assert!(outcome.summary.failovers.is_empty() && outcome.fenced.is_empty());
     assert_whole(&outcome);
     assert_eq!(outcome.output_rows(), reference_rows(&outcome.sent));
+}
+
+#[test]
+fn a_worker_paused_beyond_the_failure_timeout_is_failed_over_then_fenced_when_it_wakes() {
+    let mut cluster = LocalCluster::new(slow_spec(), vec![]);
+    let began = cluster.now();
+    assert!(cluster.run_until(|c| c.processed_by(0) >= 1_000));
+    let paused_at = cluster.now();
+    cluster.pause(Member::Worker(0), Duration::from_millis(150));
+    let outcome = cluster.run();
+    let failovers = &outcome.summary.failovers;
+    assert_eq!(failovers.len(), 1, "{failovers:?}");
+    assert_eq!(failovers[0].worker, "worker-0");
+    assert!(failovers[0].recovered, "{:?}", failovers[0]);
+    // Noticed within the failure time-out, plus the heartbeat period and one look of the router.
+    let noticed_ns = began + (failovers[0].at_s * 1e9) as u64 - paused_at;
+    assert!(noticed_ns <= ClusterSpec::default().failure_timeout_ns * 3 / 2, "{noticed_ns}");
+    assert_eq!(outcome.fenced, vec![0], "it woke, was told, and exited");
+    assert_eq!(outcome.output_rows(), reference_rows(&outcome.sent), "its symbols went on elsewhere, nothing twice");
 }
 
 fn random_faults(seed: u64) -> Outcome {

@@ -162,17 +162,20 @@ impl ControlLink {
                 Err(source) => return Err(TransportError::Socket { what: "send control request", source }),
             }
         }
-        self.pending.borrow_mut().push_back(body.get(2).copied().unwrap_or(0));
+        let kind = body.get(2).copied().unwrap_or(0);
+        if !FrameKind::from_byte(kind).is_some_and(FrameKind::is_notice) {
+            self.pending.borrow_mut().push_back(kind);
+        }
         Ok(())
     }
 
     /// The next answer if one has arrived: (the kind byte of the request it answers, the answer).
-    /// A notice the router pushes unasked ([`FrameKind::Committed`]) answers no request: 0.
+    /// A notice the router pushes unasked ([`FrameKind::is_notice`]) answers no request: 0.
     pub fn try_recv(&self) -> Result<Option<(u8, Vec<u8>)>, TransportError> {
         match self.socket.recv_multipart(zmq::DONTWAIT) {
             Ok(mut parts) => {
                 let answer = parts.pop().unwrap_or_default();
-                if answer.get(2) == Some(&(FrameKind::Committed as u8)) {
+                if answer.get(2).copied().and_then(FrameKind::from_byte).is_some_and(FrameKind::is_notice) {
                     return Ok(Some((0, answer)));
                 }
                 let asked = self.pending.borrow_mut().pop_front().unwrap_or(0);

@@ -7,7 +7,6 @@
 
 use crate::socket::{Context, Push, SocketOptions, TransportError};
 use cep_core::delivery::DeliveryLog;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// A sender's line to the collector.
@@ -54,21 +53,19 @@ impl CollectorLink {
         })
     }
 
-    /// Holds `frame` and sends it if the collector is reachable and nothing waits to go out
-    /// again (otherwise it goes with them). Fails only on a socket error or a shutdown; a
-    /// dead collector is noted ([`Self::lost`]).
-    pub fn send(&mut self, frame: &[u8], shutdown: &AtomicBool) -> Result<(), TransportError> {
-        let envelope = self.log.push(frame);
-        if self.lost.is_some() || self.resend_from.is_some() {
+    /// Holds `frame` and sends it, behind any frame that waits to go out again, as far as the
+    /// socket takes them without waiting: a collector that does not read (stopped, stuck)
+    /// must not stop the sender's loop, which proves to the router that it is alive. What the
+    /// socket does not take waits in the log (bounded: [`Self::full`]) for the next send or
+    /// [`Self::poll`]. Fails only on a socket error; a dead collector is noted ([`Self::lost`]).
+    pub fn send(&mut self, frame: &[u8]) -> Result<(), TransportError> {
+        self.log.push(frame);
+        let position = self.log.last_position();
+        if self.lost.is_some() {
             return Ok(());
         }
-        match self.push.send(envelope, shutdown) {
-            Err(error @ TransportError::PeerLost { .. }) => {
-                self.lose(error);
-                Ok(())
-            }
-            other => other,
-        }
+        self.resend_from.get_or_insert(position);
+        self.send_waiting()
     }
 
     /// Call often: notes a dead collector; once the connection is made again (ZeroMQ retries
@@ -86,10 +83,23 @@ impl CollectorLink {
             }
             self.connections = connections;
         }
-        let Some(from) = self.resend_from else { return Ok(()) };
-        if !self.push.connected() {
+        if self.resend_from.is_none() || !self.push.connected() {
             return Ok(());
         }
+        self.send_waiting()?;
+        if self.resend_from.is_none() && self.lost.take().is_some() {
+            tracing::info!(
+                collector = self.endpoint,
+                "the collector is reachable again: sent it what it had not saved"
+            );
+        }
+        Ok(())
+    }
+
+    /// Sends the held frames from [`Self::resend_from`] on, in order, until the socket takes
+    /// no more without waiting.
+    fn send_waiting(&mut self) -> Result<(), TransportError> {
+        let Some(from) = self.resend_from else { return Ok(()) };
         let mut position = from.max(self.log.first_position());
         while let Some(envelope) = self.log.get(position) {
             if !self.push.try_send(envelope)? {
@@ -99,12 +109,6 @@ impl CollectorLink {
             position += 1;
         }
         self.resend_from = None;
-        if self.lost.take().is_some() {
-            tracing::info!(
-                collector = self.endpoint,
-                "the collector is reachable again: sent it what it had not saved"
-            );
-        }
         Ok(())
     }
 
@@ -202,10 +206,9 @@ mod tests {
         let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options, &Role::ALL).unwrap();
         let endpoint = pull.endpoint().to_string();
         let mut link = CollectorLink::connect(&context, &endpoint, "", &options, 0, 1, 1 << 20).unwrap();
-        let never = AtomicBool::new(false);
         let frame = cep_core::frame::Body::encode(&cep_core::failover::CheckpointMark { id: 1 }, 0);
         for _ in 0..3 {
-            link.send(&frame, &never).unwrap();
+            link.send(&frame).unwrap();
         }
         let mut positions = Positions::default();
         assert_eq!(taken(&pull, &mut positions), [1, 2, 3]);
@@ -215,7 +218,7 @@ mod tests {
         let since = Instant::now();
         while link.lost().is_none() {
             assert!(since.elapsed() < Duration::from_secs(5), "the dropped connection was never noticed");
-            link.send(&frame, &never).unwrap();
+            link.send(&frame).unwrap();
             link.poll().unwrap();
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -229,5 +232,35 @@ mod tests {
         }
         // (Frames queued before the drop may come first, out of turn: dropped, sent again.)
         assert_eq!(taken(&pull, &mut positions), (4..=sent).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_collector_that_reads_nothing_never_stops_the_sender_and_gets_everything_in_order_once_it_reads() {
+        let context = Context::new();
+        let options = SocketOptions::default();
+        let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options, &Role::ALL).unwrap();
+        let mut link = CollectorLink::connect(&context, pull.endpoint(), "", &options, 0, 1, 64 << 20).unwrap();
+        let frame = cep_core::frame::Body::encode(&cep_core::failover::CheckpointMark { id: 1 }, 0);
+        // Far beyond both queues and the kernel's buffers: a blocking send would wait here
+        // for ever, as the collector reads nothing yet.
+        let sent = 200_000;
+        for _ in 0..sent {
+            link.send(&frame).unwrap();
+        }
+        assert!(link.resend_from.is_some(), "the socket took only part of it: the rest waits in the log");
+        let mut positions = Positions::default();
+        let mut message = Message::new();
+        let mut taken = 0;
+        let since = Instant::now();
+        while taken < sent {
+            assert!(since.elapsed() < Duration::from_secs(60), "{taken} of {sent} arrived");
+            link.poll().unwrap();
+            while pull.recv(&mut message, Duration::from_millis(10)).unwrap() {
+                let sequenced = Frame::read(&message, usize::MAX).unwrap().sequenced().unwrap();
+                assert_eq!(positions.arrive(&sequenced, 1, 8), Some(Arrival::Next), "in order, each once");
+                taken += 1;
+            }
+        }
+        assert_eq!(link.resend_from, None, "nothing waits");
     }
 }

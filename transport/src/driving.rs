@@ -293,7 +293,7 @@ impl Outbox for SocketOutbox<'_> {
             Peer::Collector => {
                 let collector = self.collector.as_mut().expect("a core sent to the collector without a line to it");
                 if self.failed.is_none() {
-                    if let Err(error) = collector.send(frame, self.shutdown) {
+                    if let Err(error) = collector.send(frame) {
                         self.failed = Some(error);
                     }
                 }
@@ -335,6 +335,15 @@ impl Outbox for SocketOutbox<'_> {
             Ok(true) => {}
             Ok(false) => self.pending[index].push_back(frame.to_vec()),
             Err(error) => self.failed = Some(error),
+        }
+    }
+
+    fn disconnect_worker(&mut self, index: u32) {
+        let index = index as usize;
+        if index < self.workers.len() && !self.dead[index] {
+            self.dead[index] = true;
+            self.pending[index].clear();
+            self.workers[index].shorten_linger(std::time::Duration::ZERO);
         }
     }
 

@@ -43,6 +43,18 @@ pub enum WorkerError {
     /// The router died (a dead collector is waited for: its frames are held).
     #[error("the router is lost: {0}")]
     RouterLost(#[source] TransportError),
+    /// The router took this worker for dead (it heard nothing from it for its failure time-out:
+    /// a stopped or stuck process) and moved its symbols to the other workers.
+    #[error(
+        "worker {id} was taken for dead by the router and fenced: {reason}; its symbols are with the other \
+         workers and nothing it sends is accepted any more (restart it to join again)"
+    )]
+    Fenced {
+        /// This worker's id.
+        id: String,
+        /// Why, as the router said.
+        reason: String,
+    },
     /// It joined a running cluster, but the router never reached its data endpoint.
     #[error(
         "the router accepted this worker but never reached its data endpoint {endpoint} within {waited:?}: \
@@ -109,7 +121,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, &mut out)
         .map_err(WorkerError::Rules)?;
     let timeouts = (config.start_timeout, config.end_timeout);
-    let mut life = Lifecycle::new(id.clone(), ready.assigned, ready.collector_key.clone(), timeouts, Monotonic::now());
+    let mut life = Lifecycle::new(id.clone(), &ready, timeouts, Monotonic::now());
     out.check()?;
     info!(id, index = ready.assigned, workers = ready.workers.len(), rules = ready.rules.origin, "run started");
 
@@ -148,7 +160,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         out.check()?;
         Ok::<_, WorkerError>(match life.ended() {
             Some(Ended::Finished) => Flow::Stop,
-            Some(Ended::Stopped | Ended::Unreached) => {
+            Some(Ended::Stopped | Ended::Unreached | Ended::Fenced) => {
                 stop.store(true, Ordering::Relaxed);
                 Flow::Stop
             }
@@ -158,6 +170,13 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     })?;
     if life.ended() == Some(Ended::Unreached) {
         return Err(WorkerError::Unreached { endpoint, waited: config.start_timeout });
+    }
+    if let Some(reason) = life.fenced() {
+        // Whatever it still holds for the collector would be refused there: dropped now.
+        if let Some(collector) = out.collector() {
+            collector.shorten_linger(Duration::ZERO);
+        }
+        return Err(WorkerError::Fenced { id, reason: reason.to_string() });
     }
     // Stopped before its course: its sends give up at once now; what it processed is reported.
     let report = if life.ended() == Some(Ended::Stopped) { worker.finish(&mut out) } else { worker.report() };

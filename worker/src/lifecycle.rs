@@ -15,13 +15,20 @@
 //!     ──▶ Over(Finished)
 //!  Leave refused, unanswered or not drained in time ──▶ Over(Stopped): the driver stops its
 //!     sends, then sends the report. A joiner never reached ──▶ Over(Unreached): an error.
+//!  The router says it took this worker for dead (any phase) ──▶ Over(Fenced): an error.
 //! ```
+//!
+//! At every phase until its run is over it sends the router a [`Heartbeat`] at least every
+//! quarter of the router's failure time-out, from the loop that reads its input: a worker whose
+//! loop stops turning (stopped, paused, stuck) falls silent, and the router fails it over.
 
 use crate::worker::{Worker, PROGRESS_EVERY_NS};
 use cep_core::clock::{Every, Monotonic};
+use cep_core::control::Ready;
 use cep_core::control::{Refused, MAX_CONTROL_FRAME_BYTES};
 use cep_core::delivery::{Committed, DeliveryQuery, DeliveryStatus};
 use cep_core::frame::{Body, Frame};
+use cep_core::liveness::{Fenced, Heartbeat};
 use cep_core::outbox::{Outbox, Peer};
 use cep_core::rescale::{Leave, RescaleAccepted};
 use cep_core::wire::FrameKind;
@@ -33,6 +40,9 @@ const PROGRESS_EVERY: Duration = Duration::from_nanos(PROGRESS_EVERY_NS);
 
 /// How often the worker asks whether the router and the collector are alive.
 const LIVENESS_EVERY: Duration = Duration::from_millis(100);
+
+/// The heartbeat's cadence when the router names no failure time-out.
+const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
 
 /// How long a worker that waits on the collector (holding its input, or at the end) goes
 /// without news of what it saved before it asks the router again.
@@ -76,6 +86,9 @@ pub enum Ended {
     Stopped,
     /// It joined a running cluster and the router never reached it within the start time-out.
     Unreached,
+    /// The router took it for dead (it was silent for the failure time-out) and moved its
+    /// symbols: it must not act any more ([`Lifecycle::fenced`] says why).
+    Fenced,
 }
 
 /// The phases of a worker's run.
@@ -118,6 +131,10 @@ pub struct Lifecycle {
     leaving: Leaving,
     liveness: Every,
     progress: Every,
+    /// When the next [`Heartbeat`] is due.
+    heartbeat: Every,
+    /// Why the router fenced this worker, once it did.
+    fenced: Option<String>,
     /// When the [`DeliveryQuery`] out, not answered yet, was asked. The worker asks once (and
     /// again when it waits and hears nothing); the router answers, then pushes each change
     /// ([`Committed`]).
@@ -131,18 +148,22 @@ pub struct Lifecycle {
 }
 
 impl Lifecycle {
-    /// The policy of worker `id` (index `index`), started at `now`.
+    /// The policy of worker `id`, started at `now` on the router's answer `ready` (its index,
+    /// the collector's key, the router's failure time-out).
     pub fn new(
         id: String,
-        index: u32,
-        collector_key: String,
+        ready: &Ready,
         (start_timeout, end_timeout): (Duration, Duration),
         now: Monotonic,
     ) -> Lifecycle {
+        let heartbeat_every = match ready.failure_timeout_ns {
+            0 => DEFAULT_HEARTBEAT_EVERY,
+            timeout => Duration::from_nanos(timeout / 4),
+        };
         Lifecycle {
             id,
-            index,
-            collector_key,
+            index: ready.assigned,
+            collector_key: ready.collector_key.clone(),
             start_timeout,
             end_timeout,
             started: now,
@@ -150,6 +171,8 @@ impl Lifecycle {
             leaving: Leaving::No,
             liveness: Every::new(LIVENESS_EVERY, now),
             progress: Every::new(PROGRESS_EVERY, now),
+            heartbeat: Every::new(heartbeat_every, now),
+            fenced: None,
             asking: None,
             last_news: None,
             warned_full: false,
@@ -171,6 +194,16 @@ impl Lifecycle {
         }
     }
 
+    /// Why the router fenced this worker ([`Ended::Fenced`]).
+    pub fn fenced(&self) -> Option<&str> {
+        self.fenced.as_deref()
+    }
+
+    /// How often it sends its [`Heartbeat`]: the longest its loop may wait between two turns.
+    pub fn heartbeat_every(&self) -> Duration {
+        self.heartbeat.period()
+    }
+
     /// Whether the run is over.
     pub fn is_over(&self) -> bool {
         self.ended().is_some()
@@ -190,6 +223,9 @@ impl Lifecycle {
             report_progress: matches!(self.phase, Phase::Running | Phase::Holding) && self.progress.fire(now),
             read_input: false,
         };
+        if self.heartbeat.fire(now) {
+            self.heartbeat(worker, false, out);
+        }
         let silent = self.last_news.is_none_or(|heard| waiting && now.since(heard) >= ASK_AGAIN_AFTER);
         // A question whose answer was lost (its link reconnected) does not block the next.
         let free = self.asking.is_none_or(|asked| now.since(asked) >= UNANSWERED_AFTER);
@@ -240,8 +276,17 @@ impl Lifecycle {
             }
             phase => phase,
         };
+        if self.ended() == Some(Ended::Finished) {
+            // It goes quiet now (it waits for the end of the run): no longer to be watched.
+            self.heartbeat(worker, true, out);
+        }
         turn.read_input = matches!(self.phase, Phase::Running);
         turn
+    }
+
+    fn heartbeat(&self, worker: &Worker, finished: bool, out: &mut impl Outbox) {
+        let beat = Heartbeat { worker: self.index, processed: worker.processed(), finished };
+        out.send(Peer::Router, &beat.encode(self.index));
     }
 
     /// The leave of a worker asked to stop, bounded at each step.
@@ -284,6 +329,13 @@ impl Lifecycle {
         let id = &self.id.clone();
         let refused = || frame.body::<Refused>().map(|refused| refused.reason).unwrap_or_default();
         match (asked, frame.kind()) {
+            // Whatever it asked: the router no longer counts it as a member.
+            (_, FrameKind::Fenced) => {
+                let reason = frame.body::<Fenced>().map_or_else(|error| format!("(unreadable: {error})"), |f| f.reason);
+                tracing::error!(id, "the router took this worker for dead and moved its symbols: {reason}");
+                self.fenced = Some(reason);
+                self.phase = Phase::Over(Ended::Fenced);
+            }
             (Some(FrameKind::SymbolState | FrameKind::Reached | FrameKind::Snapshot), FrameKind::StateTaken) => {}
             (Some(FrameKind::Snapshot), FrameKind::Refused) => {
                 // A checkpoint the router dropped (a rescale began): the next one counts.

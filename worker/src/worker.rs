@@ -209,6 +209,11 @@ impl Worker {
         }
     }
 
+    /// Ticks processed so far.
+    pub fn processed(&self) -> u64 {
+        self.engine.processed()
+    }
+
     /// Sends the progress so far to the collector, at the cadence its policy keeps
     /// ([`crate::lifecycle`]), until its report.
     pub fn progress(&mut self, out: &mut impl Outbox) {

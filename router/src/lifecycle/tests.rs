@@ -27,6 +27,7 @@ fn router() -> Router {
         move_timeout_ns: 1_000_000_000,
         checkpoint_every_ns: 0,
         max_replay_bytes: 1 << 20,
+        failure_timeout: std::time::Duration::from_secs(3600),
     };
     Router::new(settings, Deployments::start(&cep_query::RulesSource::reference()).unwrap())
 }

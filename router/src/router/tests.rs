@@ -50,6 +50,7 @@ fn unstarted(batch: usize, checkpoint_every_ns: u64) -> Router {
         move_timeout_ns: 1_000,
         checkpoint_every_ns,
         max_replay_bytes: 1 << 30,
+        failure_timeout: std::time::Duration::from_secs(3600),
     };
     Router::new(settings, Deployments::start(&cep_query::RulesSource::reference()).unwrap())
 }
@@ -440,8 +441,8 @@ fn a_worker_that_joins_takes_its_share_with_the_state_ahead_of_the_held_ticks() 
     // One whose data endpoint never answers is dropped after the move time-out.
     router.control(b"e".to_vec(), &register(Role::Worker, "e", 0), Monotonic::from_ns(8), &mut out);
     out.take();
-    router.tick(Monotonic::from_ns(8), &mut out);
-    router.tick(Monotonic::from_ns(8 + 2_000), &mut out);
+    router.tick(Monotonic::from_ns(8), &mut out).unwrap();
+    router.tick(Monotonic::from_ns(8 + 2_000), &mut out).unwrap();
     assert!(out.events.iter().any(|e| matches!(e, Event::Refused { who, .. } if who == "worker e")));
     router.control(b"e".to_vec(), &cep_core::rescale::Reached { index: 3 }.encode(3), Monotonic::from_ns(9), &mut out);
     assert_eq!(read(&out.take()[0].1), FrameKind::Refused, "too late");
@@ -522,8 +523,8 @@ fn every_moved_symbol_is_listed_for_its_new_owner_ahead_of_the_replay() {
     let of_a: Vec<String> = (0..64).map(|k| format!("S{k}")).filter(|s| ring.owner(s) == 0).take(2).collect();
     let (old, new) = (of_a[0].as_str(), of_a[1].as_str());
     router.data(&ticks(&[old], 0), 5, &mut out);
-    router.tick(Monotonic::from_ns(100), &mut out);
-    router.tick(Monotonic::from_ns(200), &mut out);
+    router.tick(Monotonic::from_ns(100), &mut out).unwrap();
+    router.tick(Monotonic::from_ns(200), &mut out).unwrap();
     assert!(out.take().iter().any(|(_, f)| Frame::read(f, usize::MAX).unwrap().kind() == FrameKind::Checkpoint));
     let moved = MovedSymbol { symbol: old.into(), stream: 0, next_seq: 1 };
     for (worker, symbols) in [(0, vec![moved.clone()]), (1, vec![])] {
@@ -642,6 +643,7 @@ fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
         move_timeout_ns: 1_000,
         checkpoint_every_ns: 0,
         max_replay_bytes: 1 << 30,
+        failure_timeout: std::time::Duration::from_secs(3600),
     };
     let mut router = Router::new(settings, Deployments::start(&cep_query::RulesSource::reference()).unwrap());
     let mut out = Recorded { clock: 777, ..Default::default() };

@@ -59,6 +59,9 @@ pub struct Outcome {
     pub events: Vec<(Member, Event)>,
     /// Control requests the router refused, by asker, with the reason.
     pub refusals: Vec<(Member, String)>,
+    /// The workers (by member index) the router took for dead while they lived, and which
+    /// exited on learning it.
+    pub fenced: Vec<usize>,
 }
 
 impl Outcome {

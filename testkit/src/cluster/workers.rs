@@ -13,8 +13,8 @@ use cep_worker::Worker;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// How often a worker's policy gets a turn without a frame: its shortest cadence (the
-/// liveness check).
+/// How often a worker's policy gets a turn without a frame at most: its liveness check's
+/// cadence, or its heartbeat's if that is shorter.
 const WORKER_TIMER_NS: u64 = 100_000_000;
 /// How soon a worker that holds its input turns again (the driver's wait while it holds).
 const HOLD_WAIT_NS: u64 = 10_000_000;
@@ -54,8 +54,8 @@ impl LocalCluster {
             Duration::from_nanos(self.spec.failure_timeout_ns.saturating_mul(10)),
             Duration::from_nanos(self.spec.idle_timeout_ns),
         );
-        let life = Lifecycle::new(id, ready.assigned, ready.collector_key.clone(), timeouts, self.monotonic());
-        let next_turn = self.now + WORKER_TIMER_NS;
+        let life = Lifecycle::new(id, ready, timeouts, self.monotonic());
+        let next_turn = self.now + (life.heartbeat_every().as_nanos() as u64).min(WORKER_TIMER_NS);
         let worker = SimWorker {
             core,
             life,
@@ -109,7 +109,7 @@ impl LocalCluster {
         let mut out = self.outbox();
         match &mut self.workers[index] {
             // A notice the router pushes answers no request.
-            WorkerState::Running(worker) if frame.kind() == FrameKind::Committed => {
+            WorkerState::Running(worker) if frame.kind().is_notice() => {
                 worker.life.answer(None, answer, now, &mut out);
             }
             WorkerState::Running(worker) => {
@@ -124,6 +124,7 @@ impl LocalCluster {
                         | FrameKind::Refused
                         | FrameKind::DeliveryStatus
                         | FrameKind::Committed
+                        | FrameKind::Fenced
                         | FrameKind::RescaleAccepted
                 ),
                 "worker {index}: unexpected answer {:?}",
@@ -143,8 +144,19 @@ impl LocalCluster {
 
     /// The worker's timer: a turn of its policy, unless a turn since has moved it.
     pub(super) fn worker_timer(&mut self, index: usize) {
-        if matches!(&self.workers[index], WorkerState::Running(worker) if worker.next_turn == self.now) {
-            self.worker_turn(index);
+        let now = self.now;
+        let paused_until = self.paused_until.get(&Member::Worker(index)).copied();
+        let WorkerState::Running(worker) = &mut self.workers[index] else { return };
+        if worker.next_turn != now {
+            return;
+        }
+        match paused_until {
+            // A stopped process does nothing, its timers included: the turn comes when it wakes.
+            Some(until) => {
+                worker.next_turn = until;
+                self.schedule(until, Scheduled::Timer(Member::Worker(index)));
+            }
+            None => self.worker_turn(index),
         }
     }
 
@@ -166,7 +178,8 @@ impl LocalCluster {
         }
         let over = worker.life.is_over();
         // The next turn: soon while it holds its input, as the driver's loop turns then.
-        worker.next_turn = self.now + if turn.read_input { WORKER_TIMER_NS } else { HOLD_WAIT_NS };
+        let cadence = (worker.life.heartbeat_every().as_nanos() as u64).min(WORKER_TIMER_NS);
+        worker.next_turn = self.now + if turn.read_input { cadence } else { HOLD_WAIT_NS.min(cadence) };
         let next_turn = worker.next_turn;
         worker.reading = turn.read_input;
         let unread: Vec<Vec<u8>> = if worker.reading { worker.unread.drain(..).collect() } else { Vec::new() };
@@ -183,7 +196,7 @@ impl LocalCluster {
 
     /// A worker whose run is over, as its process ends: finished, its report is kept and, unless
     /// retired, it waits for the end of the run; stopped, it reports what it processed and
-    /// leaves; never reached, it exits with an error and reports nothing.
+    /// leaves; never reached or fenced, it exits with an error and reports nothing.
     fn finish_worker(&mut self, index: usize) {
         let WorkerState::Running(mut worker) = std::mem::replace(&mut self.workers[index], WorkerState::Done) else {
             return;
@@ -206,6 +219,12 @@ impl LocalCluster {
                 }
                 self.route_from(member, out);
             }
+            // The process exits with an error: what it held for the collector goes with it.
+            Some(Ended::Fenced) => {
+                self.dead.insert(member);
+                self.delivery.remove(&member);
+                self.fenced.push(index);
+            }
             Some(Ended::Unreached) | None => {}
         }
     }
@@ -213,6 +232,9 @@ impl LocalCluster {
     /// Records a request worker `from` sends the router, to pair the answer with it.
     pub(super) fn worker_asks(&mut self, from: Member, frame: &[u8]) {
         if let (Member::Worker(index), Some(&kind)) = (from, frame.get(2)) {
+            if FrameKind::from_byte(kind).is_some_and(FrameKind::is_notice) {
+                return;
+            }
             if let WorkerState::Running(worker) = &mut self.workers[index] {
                 worker.asked.push_back(kind);
             }

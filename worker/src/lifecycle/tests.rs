@@ -24,6 +24,7 @@ fn ready(joining: bool) -> Ready {
         joining,
         collector_incarnation: 1,
         collector_key: "key".into(),
+        failure_timeout_ns: 2_000_000_000,
     }
 }
 
@@ -35,17 +36,22 @@ fn started(joining: bool) -> (Worker, Lifecycle, Recorded) {
     let mut out = Recorded::default();
     let worker = Worker::start("w2".into(), &ready(joining), 64, 1 << 20, &mut out).unwrap();
     out.take();
-    let life = Lifecycle::new("w2".into(), 2, "key".into(), (START_TIMEOUT, END_TIMEOUT), at(0));
+    let life = Lifecycle::new("w2".into(), &ready(joining), (START_TIMEOUT, END_TIMEOUT), at(0));
     (worker, life, out)
 }
 
-/// The kinds of the frames sent to the router so far.
-fn to_router(out: &mut Recorded) -> Vec<FrameKind> {
+/// The kinds of the frames sent to the router so far, all of them.
+fn all_to_router(out: &mut Recorded) -> Vec<FrameKind> {
     out.take()
         .into_iter()
         .filter(|(to, _)| *to == Peer::Router)
         .map(|(_, frame)| Frame::read(&frame, usize::MAX).unwrap().kind())
         .collect()
+}
+
+/// The kinds of the requests sent to the router so far (its heartbeats left out).
+fn to_router(out: &mut Recorded) -> Vec<FrameKind> {
+    all_to_router(out).into_iter().filter(|kind| *kind != FrameKind::Heartbeat).collect()
 }
 
 const FREE: Links = Links { collector_full: false, all_saved: false };
@@ -90,6 +96,51 @@ fn a_worker_waiting_on_the_collector_without_news_for_a_second_asks_again() {
     assert!(to_router(&mut out).is_empty());
     life.turn(at(6_005), &mut worker, full, &mut out);
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
+}
+
+#[test]
+fn heartbeats_go_every_quarter_of_the_failure_timeout_in_every_phase_and_a_last_one_says_finished() {
+    let (mut worker, mut life, mut out) = started(false);
+    assert_eq!(life.heartbeat_every(), Duration::from_millis(500), "2 s / 4");
+    let beats = |out: &mut Recorded| {
+        out.take()
+            .into_iter()
+            .filter_map(|(_, frame)| Frame::read(&frame, usize::MAX).unwrap().body::<Heartbeat>().ok())
+            .collect::<Vec<_>>()
+    };
+    life.turn(at(499), &mut worker, FREE, &mut out);
+    assert!(beats(&mut out).is_empty(), "not due before 500 ms");
+    life.turn(at(500), &mut worker, FREE, &mut out);
+    assert_eq!(beats(&mut out), vec![Heartbeat { worker: 2, processed: 0, finished: false }]);
+    // Holding on a full collector link is a phase like any other: the loop still turns.
+    let full = Links { collector_full: true, all_saved: false };
+    life.turn(at(1_000), &mut worker, full, &mut out);
+    assert_eq!(beats(&mut out).len(), 1);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+    life.turn(at(1_100), &mut worker, FREE, &mut out);
+    assert!(beats(&mut out).is_empty());
+    life.turn(at(1_200), &mut worker, Links { collector_full: false, all_saved: true }, &mut out);
+    assert_eq!(life.ended(), Some(Ended::Finished));
+    assert_eq!(
+        beats(&mut out),
+        vec![Heartbeat { worker: 2, processed: 0, finished: true }],
+        "it goes quiet, said once"
+    );
+    life.turn(at(5_000), &mut worker, FREE, &mut out);
+    assert!(beats(&mut out).is_empty());
+}
+
+#[test]
+fn a_fenced_worker_is_over_with_the_routers_reason_whatever_it_was_doing() {
+    let (mut worker, mut life, mut out) = started(false);
+    life.turn(at(0), &mut worker, FREE, &mut out);
+    assert_eq!(all_to_router(&mut out), vec![FrameKind::DeliveryQuery]);
+    let fenced = Fenced { reason: "silent for 2.1 s".into() };
+    life.answer(Some(FrameKind::DeliveryQuery), &fenced.encode(0), at(10), &mut out);
+    assert_eq!(life.ended(), Some(Ended::Fenced));
+    assert_eq!(life.fenced(), Some("silent for 2.1 s"));
+    assert_eq!(life.turn(at(600), &mut worker, FREE, &mut out), Turn::default());
+    assert!(all_to_router(&mut out).is_empty(), "nothing more is sent, not even a heartbeat");
 }
 
 #[test]

@@ -23,6 +23,7 @@ fn ready(streams: u32) -> Ready {
         joining: false,
         collector_incarnation: 1,
         collector_key: String::new(),
+        failure_timeout_ns: 2_000_000_000,
     }
 }
 

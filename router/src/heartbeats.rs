@@ -1,0 +1,138 @@
+//! Who the router has heard from lately. A worker proves that its loop turns by what it sends
+//! on its control link (a [`cep_core::liveness::Heartbeat`] at least every quarter of the
+//! failure time-out, or any other request); one the router hears nothing from for the whole
+//! time-out while it is a member is taken for dead, whatever its connection says (a stopped
+//! process keeps its connections up). A router that was itself stopped or starved does not
+//! blame the workers for its own gap: the time it did not look is not counted against them.
+
+use cep_core::clock::Monotonic;
+use std::time::Duration;
+
+/// What the router knows of one worker's heartbeats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Beat {
+    /// Not looked at yet: its time starts at the next look.
+    Unseen,
+    /// Last heard from at this instant.
+    Heard(Monotonic),
+    /// Its run is over and it went quiet on purpose (or it is fenced): not watched.
+    Quiet,
+}
+
+/// The workers' heartbeats, by index.
+#[derive(Debug)]
+pub struct Heartbeats {
+    timeout: Duration,
+    beats: Vec<Beat>,
+    /// When the router last looked ([`Heartbeats::silent`]).
+    last_look: Option<Monotonic>,
+}
+
+impl Heartbeats {
+    /// `workers` workers, each allowed `timeout` of silence.
+    pub fn new(workers: usize, timeout: Duration) -> Heartbeats {
+        Heartbeats { timeout, beats: vec![Beat::Unseen; workers], last_look: None }
+    }
+
+    /// A worker joined, with the next index.
+    pub fn add_worker(&mut self) {
+        self.beats.push(Beat::Unseen);
+    }
+
+    /// Worker `worker` was heard from at `now`.
+    pub fn heard(&mut self, worker: usize, now: Monotonic) {
+        if let Some(beat) = self.beats.get_mut(worker).filter(|beat| **beat != Beat::Quiet) {
+            *beat = Beat::Heard(now);
+        }
+    }
+
+    /// Worker `worker` goes quiet on purpose (its run is over), or is no longer a member.
+    pub fn quiet(&mut self, worker: usize) {
+        if let Some(beat) = self.beats.get_mut(worker) {
+            *beat = Beat::Quiet;
+        }
+    }
+
+    /// The workers, among those `member` says are members, silent for longer than the
+    /// time-out at `now`: (index, how long). Each is named once (it goes quiet here).
+    pub fn silent(&mut self, now: Monotonic, member: impl Fn(usize) -> bool) -> Vec<(usize, Duration)> {
+        // A gap in the router's own looking (it was stopped, or starved of CPU) is not the
+        // workers' silence: their heartbeats of that time wait unread in its socket.
+        let last_look = self.last_look.replace(now);
+        let gap = last_look.map_or(Duration::ZERO, |last| now.since(last));
+        let rebase = last_look.filter(|_| gap > self.timeout / 2);
+        let mut silent = Vec::new();
+        for (index, beat) in self.beats.iter_mut().enumerate() {
+            match *beat {
+                Beat::Unseen => *beat = Beat::Heard(now),
+                // Keep the silence it had when the router last looked; drop the gap.
+                Beat::Heard(at) if rebase.is_some() => {
+                    let before = rebase.map_or(Duration::ZERO, |last| last.since(at));
+                    *beat = Beat::Heard(Monotonic::from_ns(now.as_ns().saturating_sub(before.as_nanos() as u64)));
+                }
+                Beat::Heard(at) if now.since(at) > self.timeout && member(index) => {
+                    *beat = Beat::Quiet;
+                    silent.push((index, now.since(at)));
+                }
+                _ => {}
+            }
+        }
+        silent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Monotonic {
+        Monotonic::from_ns(ms * 1_000_000)
+    }
+
+    #[test]
+    fn a_member_silent_for_the_timeout_is_named_once() {
+        let mut beats = Heartbeats::new(3, Duration::from_millis(100));
+        assert!(beats.silent(at(0), |_| true).is_empty(), "times start at the first look");
+        for ms in (20..=200).step_by(20) {
+            beats.heard(0, at(ms));
+            if ms <= 40 {
+                beats.heard(1, at(ms));
+            }
+            let silent = beats.silent(at(ms), |index| index != 2);
+            match ms {
+                140 => assert!(silent.is_empty(), "100 ms exactly is not beyond the time-out"),
+                // Worker 2 is not a member (it left): never named.
+                160 => assert_eq!(silent, vec![(1, Duration::from_millis(120))]),
+                _ => assert!(silent.is_empty(), "{ms}: {silent:?}"),
+            }
+        }
+        beats.heard(1, at(210));
+        assert!(beats.silent(at(400), |_| true).iter().all(|(index, _)| *index != 1), "named once: quiet now");
+    }
+
+    #[test]
+    fn the_routers_own_gap_is_not_the_workers_silence() {
+        let mut beats = Heartbeats::new(2, Duration::from_millis(100));
+        beats.silent(at(0), |_| true);
+        beats.heard(0, at(10));
+        beats.heard(1, at(10));
+        // The router stops for 3 s: nobody is blamed when it looks again.
+        assert!(beats.silent(at(3_010), |_| true).is_empty());
+        // Worker 0 is heard from (its heartbeats waited in the socket); worker 1 stays silent
+        // and is named once the time-out has passed in the router's own looking.
+        for ms in (3_030..=3_110).step_by(20) {
+            beats.heard(0, at(ms));
+            assert!(beats.silent(at(ms), |_| true).is_empty(), "{ms}");
+        }
+        assert_eq!(beats.silent(at(3_111), |_| true), vec![(1, Duration::from_millis(101))]);
+    }
+
+    #[test]
+    fn a_worker_that_finished_is_not_watched() {
+        let mut beats = Heartbeats::new(1, Duration::from_millis(100));
+        beats.silent(at(0), |_| true);
+        beats.quiet(0);
+        beats.heard(0, at(5));
+        assert!(beats.silent(at(1_000), |_| true).is_empty());
+    }
+}
