@@ -54,7 +54,12 @@ pub fn wait_for_summary(
 
 /// SIGKILL to process `pid`.
 pub fn sigkill(pid: i32) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    signal(pid, nix::sys::signal::Signal::SIGKILL);
+}
+
+/// `signal` to process `pid`.
+pub fn signal(pid: i32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).unwrap();
 }
 
 /// Kills the process if the test fails half-way.
