@@ -145,3 +145,38 @@ fn a_worker_stopped_for_good_is_failed_over_and_the_run_completes_without_it() {
     // Still stopped: the guard kills it.
     assert!(cluster.workers[1].0.try_wait().unwrap().is_none());
 }
+
+#[test]
+fn an_injector_whose_streams_ended_exits_non_zero_naming_the_router_when_the_router_dies() {
+    let dir = tempfile::tempdir().unwrap();
+    let announce = dir.path().join("router.endpoints");
+    let out = dir.path().join("run");
+    let router = cep()
+        .args(["router", "--workers", "1", "--listen", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*"])
+        .arg("--announce")
+        .arg(&announce)
+        .spawn();
+    let mut router = Running(router.unwrap());
+    let (data, control) = announced(&announce);
+    let collector = cep().args(["collector", "--router", &control, "--out"]).arg(&out).spawn();
+    let collector = Running(collector.unwrap());
+    let worker = cep().args(["worker", "--router", &control, "--id", "w0", "--listen", "tcp://127.0.0.1:*"]).spawn();
+    let _worker = Running(worker.unwrap());
+    let injector = cep()
+        .env("RUST_LOG", "info")
+        .args(["injector", "--router", &control, "--router-data", &data, "--count", "20000", "--rate", "100000"])
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut injector = Running(injector.unwrap());
+    // The collector stops answering: the run cannot end, and the injector waits for its end.
+    let lines = common::lines_of(injector.0.stderr.take().unwrap());
+    common::wait_for_line(&lines, "stream ended", Duration::from_secs(60));
+    signal(collector.0.id() as i32, Signal::SIGSTOP);
+    router.0.kill().unwrap();
+    let killed = Instant::now();
+    let status = exit_of(&mut injector, "the injector");
+    eprintln!("the injector exited {:?} after the router was killed (failure time-out 2 s)", killed.elapsed());
+    assert!(!status.success(), "the injector exited 0 after the router died");
+    let log = common::rest_of(&lines);
+    assert!(log.contains("the router is lost") && log.contains(&data), "{log}");
+}

@@ -12,7 +12,7 @@ use cep_core::frame::Body;
 use cep_core::identity::Role;
 use cep_core::report::ClockReport;
 use cep_transport::clock::synchronise;
-use cep_transport::control::{end_of_run, register, EndOfRun, RegistrationError};
+use cep_transport::control::{end_of_run, register, EndOfRun, RegistrationError, StopOrLost};
 use cep_transport::{Context, Push, Server, SocketOptions, TransportError};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -178,7 +178,14 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
         sockets.push(push);
     }
     if !shutdown.load(Ordering::Relaxed) {
-        if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &shutdown) {
+        // The wait for the end watches the router too: its streams' connections stay up
+        // while it lives, and drop when it dies (within the failure time-out).
+        let alive = || sockets.iter().try_for_each(Push::check_alive);
+        let watch = StopOrLost::new(&shutdown, alive);
+        if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &watch) {
+            if let Some(lost) = watch.lost() {
+                return Err(InjectorError::RouterLost(lost));
+            }
             tracing::warn!(%error, "no end-of-run signal from the router");
         }
     }

@@ -138,8 +138,8 @@ impl ControlLink {
         Ok(ControlLink { socket, endpoint: endpoint.to_string(), watch, pending: Default::default() })
     }
 
-    /// Fails with [`TransportError::PeerLost`] once the router is dead ([`crate::liveness`]).
-    /// longer than the failure time-out.
+    /// Fails with [`TransportError::PeerLost`] once the router is dead: its connection down
+    /// for longer than the failure time-out allows ([`crate::liveness`]).
     pub fn check_alive(&self) -> Result<(), TransportError> {
         match self.watch.as_ref().and_then(crate::liveness::PeerWatch::lost) {
             Some((down_for, reached)) => {
@@ -584,7 +584,7 @@ pub fn end_of_run(
     router: &str,
     ask: EndOfRun,
     timeout: Duration,
-    shutdown: &AtomicBool,
+    shutdown: &dyn StopFlag,
 ) -> Result<(), TransportError> {
     use cep_core::frame::{AwaitEnd, Body, EndAck, Frame, RunFinished};
     let body = match ask {
@@ -616,6 +616,37 @@ pub trait StopFlag {
 impl StopFlag for AtomicBool {
     fn raised(&self) -> bool {
         self.load(Ordering::Relaxed)
+    }
+}
+
+/// A stop flag that also gives up when a peer is found dead: `alive` is asked at each look
+/// (a wait for the end of the run watches the router's connections with it).
+pub struct StopOrLost<'a> {
+    stop: &'a dyn StopFlag,
+    alive: Box<dyn Fn() -> Result<(), TransportError> + 'a>,
+    lost: std::cell::RefCell<Option<TransportError>>,
+}
+
+impl<'a> StopOrLost<'a> {
+    /// Raised by `stop`, or once `alive` fails.
+    pub fn new(stop: &'a dyn StopFlag, alive: impl Fn() -> Result<(), TransportError> + 'a) -> StopOrLost<'a> {
+        StopOrLost { stop, alive: Box::new(alive), lost: std::cell::RefCell::new(None) }
+    }
+
+    /// Why the peer was found dead, if it was.
+    pub fn lost(self) -> Option<TransportError> {
+        self.lost.into_inner()
+    }
+}
+
+impl StopFlag for StopOrLost<'_> {
+    fn raised(&self) -> bool {
+        if self.lost.borrow().is_none() {
+            if let Err(error) = (self.alive)() {
+                *self.lost.borrow_mut() = Some(error);
+            }
+        }
+        self.stop.raised() || self.lost.borrow().is_some()
     }
 }
 

@@ -13,7 +13,7 @@ use cep_core::outbox::{Outbox, Peer};
 use cep_core::report::{ClockReport, WorkerReport};
 use cep_core::wire::FrameKind;
 use cep_transport::clock::synchronise;
-use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError};
+use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError, StopOrLost};
 use cep_transport::delivery::CollectorLink;
 use cep_transport::driving::{receive_loop, Flow, Received, SocketOutbox};
 use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, SocketOptions, TransportError};
@@ -187,9 +187,16 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         }
     } else if worker.retired() {
         info!(id, "left the cluster: every symbol moved to the other workers");
-    } else if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &shutdown) {
-        // Everything was sent; the end signal only guards delivery, so this is a warning.
-        tracing::warn!(%error, "no end-of-run signal from the router");
+    } else {
+        // The wait watches the router: dead, it ends no run, and this worker says so.
+        let watch = StopOrLost::new(&shutdown, || link.check_alive());
+        if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &watch) {
+            if let Some(lost) = watch.lost() {
+                return Err(WorkerError::RouterLost(lost));
+            }
+            // Everything was sent; the end signal only guards delivery, so this is a warning.
+            tracing::warn!(%error, "no end-of-run signal from the router");
+        }
     }
     info!(processed = report.processed, symbols = report.symbols, "worker done");
     Ok(report)

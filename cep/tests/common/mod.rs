@@ -127,3 +127,35 @@ pub fn child_pid(parent: u32, matches: impl Fn(&[String]) -> bool) -> Option<i32
     }
     None
 }
+
+/// The lines `stream` gives, as they come (read on a thread of their own).
+pub fn lines_of(stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (lines, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stream).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
+}
+
+/// Waits for a line holding `what` among `lines` (a hang guard: `within`).
+pub fn wait_for_line(lines: &std::sync::mpsc::Receiver<String>, what: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) if line.contains(what) => return,
+            Ok(_) => {}
+            Err(error) => panic!("no line with `{what}` within {within:?} ({error})"),
+        }
+    }
+}
+
+/// Every line `lines` still gives, until its stream closes.
+pub fn rest_of(lines: &std::sync::mpsc::Receiver<String>) -> String {
+    lines.iter().collect::<Vec<_>>().join("\n")
+}
