@@ -28,13 +28,20 @@ struct Cluster {
 }
 
 fn start() -> Cluster {
+    start_with(&[])
+}
+
+/// The cluster, its router given `router_args` too (its log piped).
+fn start_with(router_args: &[&str]) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let announce = dir.path().join("router.endpoints");
     let out = dir.path().join("run");
     let router = cep()
         .args(["router", "--workers", "3", "--listen", "tcp://127.0.0.1:*", "--control", "tcp://127.0.0.1:*"])
+        .args(router_args)
         .arg("--announce")
         .arg(&announce)
+        .stderr(Stdio::piped())
         .spawn();
     let router = Running(router.unwrap());
     let (data, control) = announced(&announce);
@@ -144,6 +151,20 @@ fn a_worker_stopped_for_good_is_failed_over_and_the_run_completes_without_it() {
     assert!(exit_of(&mut cluster.router, "the router").success());
     // Still stopped: the guard kills it.
     assert!(cluster.workers[1].0.try_wait().unwrap().is_none());
+}
+
+#[test]
+fn a_collector_stopped_for_good_is_taken_for_lost_and_the_router_ends_the_run_after_its_retention() {
+    let mut cluster = start_with(&["--collector-retention", "1s"]);
+    let router_log = common::lines_of(cluster.router.0.stderr.take().unwrap());
+    wait_for_summary(&cluster.out, "50,000 ticks processed", Duration::from_secs(60), |s| s.events_processed >= 50_000);
+    signal(cluster.collector.0.id() as i32, Signal::SIGSTOP);
+    let stopped = Instant::now();
+    let status = exit_of(&mut cluster.router, "the router");
+    eprintln!("the router ended the run {:?} after the collector's SIGSTOP (2 s + 1 s retention)", stopped.elapsed());
+    assert!(!status.success(), "the router exited 0 with its collector stopped");
+    let log = common::rest_of(&router_log);
+    assert!(log.contains("collector") && log.contains("nothing heard from it"), "{log}");
 }
 
 #[test]

@@ -159,7 +159,12 @@ pub fn run_in(
     saving.save_now(&mut collector, &router_link, &shutdown)?;
 
     let metrics = crate::metrics::CollectorMetrics::register();
-    let mut life = Lifecycle::new(config.idle_timeout, config.summary_every, Monotonic::now());
+    // The router hears from this collector at least every quarter of its failure time-out.
+    let alive_every = match ready.failure_timeout_ns {
+        0 => config.failure_timeout / 4,
+        timeout => Duration::from_nanos(timeout / 4),
+    };
+    let mut life = Lifecycle::new(config.idle_timeout, config.summary_every, alive_every, Monotonic::now());
     let mut progress = config.progress.then(|| Progress::start(Monotonic::now()));
     receive_loop(&input, Duration::from_millis(100), |received| {
         let now = Monotonic::now();

@@ -101,21 +101,26 @@ pub struct Lifecycle {
     /// Frames arrived since the last save.
     dirty: bool,
     save: Every,
+    /// A save even with nothing new: what tells the router that this collector's loop turns.
+    alive: Every,
     router_check: Every,
     summary: Option<Every>,
     publish: Every,
 }
 
 impl Lifecycle {
-    /// The policy of a collector started at `now`, ending after `idle_timeout` without a frame
-    /// and rewriting the rolling summary every `summary_every` (zero: never).
-    pub fn new(idle_timeout: Duration, summary_every: Duration, now: Monotonic) -> Lifecycle {
+    /// The policy of a collector started at `now`, ending after `idle_timeout` without a frame,
+    /// rewriting the rolling summary every `summary_every` (zero: never) and telling the router
+    /// what it saved at least every `alive_every` (a quarter of the router's failure time-out:
+    /// a collector the router hears nothing from for that long is taken for lost).
+    pub fn new(idle_timeout: Duration, summary_every: Duration, alive_every: Duration, now: Monotonic) -> Lifecycle {
         Lifecycle {
             idle_timeout,
             phase: Phase::Running,
             last_frame: now,
             dirty: false,
             save: Every::new(SAVE_EVERY, now),
+            alive: Every::new(alive_every, now),
             router_check: Every::new(ROUTER_CHECK_EVERY, now),
             summary: (!summary_every.is_zero()).then(|| Every::new(summary_every, now)),
             publish: Every::new(PUBLISH_EVERY, now),
@@ -161,8 +166,9 @@ impl Lifecycle {
             self.phase = Phase::Over(ended);
             return Turn { save: true, ..Turn::default() };
         }
-        // The cadence is only consulted (and so only restarts) when there is something to save.
-        let save = self.dirty && !observed.save_in_flight && self.save.fire(now);
+        // The cadence is only consulted (and so only restarts) when there is something to save;
+        // with nothing new, a save goes at the liveness cadence all the same.
+        let save = !observed.save_in_flight && ((self.dirty && self.save.fire(now)) || self.alive.fire(now));
         if save {
             self.dirty = false;
         }

@@ -133,8 +133,10 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
             router.publish(&metrics);
         }
         if turn.watch_collector {
-            let lost = out.collector().and_then(|collector| collector.lost());
-            policy.collector(Monotonic::now(), lost)?;
+            // Its connection dropped, or it fell silent (its connection may stay up).
+            let dropped = out.collector().and_then(|collector| collector.lost()).map(str::to_string);
+            let lost = dropped.or_else(|| router.collector_silent());
+            policy.collector(Monotonic::now(), lost.as_deref())?;
         }
         // Once the collector has everything, a send that fails (a worker gone after its end)
         // no longer fails the run.

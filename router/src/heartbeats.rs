@@ -19,11 +19,12 @@ enum Beat {
     Quiet,
 }
 
-/// The workers' heartbeats, by index.
+/// The workers' heartbeats, by index, and the collector's (what it tells of its saves).
 #[derive(Debug)]
 pub struct Heartbeats {
     timeout: Duration,
     beats: Vec<Beat>,
+    collector: Beat,
     /// When the router last looked ([`Heartbeats::silent`]).
     last_look: Option<Monotonic>,
 }
@@ -31,7 +32,7 @@ pub struct Heartbeats {
 impl Heartbeats {
     /// `workers` workers, each allowed `timeout` of silence.
     pub fn new(workers: usize, timeout: Duration) -> Heartbeats {
-        Heartbeats { timeout, beats: vec![Beat::Unseen; workers], last_look: None }
+        Heartbeats { timeout, beats: vec![Beat::Unseen; workers], collector: Beat::Unseen, last_look: None }
     }
 
     /// A worker joined, with the next index.
@@ -43,6 +44,21 @@ impl Heartbeats {
     pub fn heard(&mut self, worker: usize, now: Monotonic) {
         if let Some(beat) = self.beats.get_mut(worker).filter(|beat| **beat != Beat::Quiet) {
             *beat = Beat::Heard(now);
+        }
+    }
+
+    /// The collector was heard from at `now` (it tells what it saved at least every quarter
+    /// of the failure time-out, new frames or not).
+    pub fn heard_collector(&mut self, now: Monotonic) {
+        self.collector = Beat::Heard(now);
+    }
+
+    /// How long the collector has been silent, when that is beyond the time-out at the last
+    /// look ([`Heartbeats::silent`]): it is taken for lost while so (and back when heard).
+    pub fn collector_silent(&self) -> Option<Duration> {
+        match (self.collector, self.last_look) {
+            (Beat::Heard(at), Some(now)) if now.since(at) > self.timeout => Some(now.since(at)),
+            _ => None,
         }
     }
 
@@ -61,15 +77,20 @@ impl Heartbeats {
         let last_look = self.last_look.replace(now);
         let gap = last_look.map_or(Duration::ZERO, |last| now.since(last));
         let rebase = last_look.filter(|_| gap > self.timeout / 2);
+        // Keep the silence each had when the router last looked; drop the gap.
+        let rebased = |beat: &mut Beat| match (*beat, rebase) {
+            (Beat::Unseen, _) => *beat = Beat::Heard(now),
+            (Beat::Heard(at), Some(last)) => {
+                let before = last.since(at);
+                *beat = Beat::Heard(Monotonic::from_ns(now.as_ns().saturating_sub(before.as_nanos() as u64)));
+            }
+            _ => {}
+        };
+        rebased(&mut self.collector);
         let mut silent = Vec::new();
         for (index, beat) in self.beats.iter_mut().enumerate() {
+            rebased(beat);
             match *beat {
-                Beat::Unseen => *beat = Beat::Heard(now),
-                // Keep the silence it had when the router last looked; drop the gap.
-                Beat::Heard(at) if rebase.is_some() => {
-                    let before = rebase.map_or(Duration::ZERO, |last| last.since(at));
-                    *beat = Beat::Heard(Monotonic::from_ns(now.as_ns().saturating_sub(before.as_nanos() as u64)));
-                }
                 Beat::Heard(at) if now.since(at) > self.timeout && member(index) => {
                     *beat = Beat::Quiet;
                     silent.push((index, now.since(at)));
@@ -134,5 +155,24 @@ mod tests {
         beats.quiet(0);
         beats.heard(0, at(5));
         assert!(beats.silent(at(1_000), |_| true).is_empty());
+    }
+
+    #[test]
+    fn a_silent_collector_is_lost_while_silent_and_back_once_heard() {
+        let mut beats = Heartbeats::new(1, Duration::from_millis(100));
+        beats.silent(at(0), |_| true);
+        beats.heard_collector(at(50));
+        // The router looks every 10 ms; the collector is heard at 50 ms, then not until 200.
+        for ms in (10..=250).step_by(10) {
+            if ms == 200 {
+                beats.heard_collector(at(ms));
+            }
+            beats.silent(at(ms), |_| true);
+            let expected = match ms {
+                160..=190 => Some(Duration::from_millis(ms - 50)),
+                _ => None,
+            };
+            assert_eq!(beats.collector_silent(), expected, "{ms}: lost while silent, back once heard");
+        }
     }
 }

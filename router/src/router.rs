@@ -286,6 +286,7 @@ impl Router {
             }
             FrameKind::Saved => {
                 frame.body::<Saved>().map_err(|error| format!("bad saved frame: {error}")).map(|saved| {
+                    heartbeats.heard_collector(now);
                     // Checkpoints whose outputs are saved may be restored from; their logs
                     // before the barrier go.
                     for confirmed in &saved.confirmed {
@@ -639,6 +640,17 @@ impl Router {
     /// every turn: the state of moving symbols arrives there).
     pub fn rescaling(&self) -> bool {
         self.running().is_some_and(|run| run.rescaling.busy())
+    }
+
+    /// Why the collector is taken for lost, when the router has heard nothing from it (it tells
+    /// what it saved at least every quarter of the failure time-out) for longer than that
+    /// time-out at its last timer turn: stopped, paused or stuck, whatever its connection says.
+    pub fn collector_silent(&self) -> Option<String> {
+        let silent = self.running()?.heartbeats.collector_silent()?;
+        Some(format!(
+            "nothing heard from it for {silent:.2?}, beyond the failure time-out of {:?}: stopped, paused or stuck",
+            self.settings.failure_timeout
+        ))
     }
 
     /// Whether worker `worker` (by index) is a member the run counts on: started, not gone,

@@ -705,7 +705,12 @@ impl LocalCluster {
                     _ => Vec::new(),
                 };
                 let idle = Duration::from_nanos(self.spec.idle_timeout_ns);
-                self.collector_life = Some(CollectorLifecycle::new(idle, Duration::ZERO, self.monotonic()));
+                self.collector_life = Some(CollectorLifecycle::new(
+                    idle,
+                    Duration::ZERO,
+                    Duration::from_nanos(self.spec.failure_timeout_ns / 4),
+                    self.monotonic(),
+                ));
                 self.schedule(self.now + TIMER_NS, Scheduled::Timer(Member::Collector));
                 if self.spec.sequenced {
                     // Saved once at the start; a new incarnation gets every frame not saved.

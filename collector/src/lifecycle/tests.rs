@@ -7,12 +7,13 @@ fn at(ms: u64) -> Monotonic {
 }
 
 const IDLE: Duration = Duration::from_secs(5);
+const ALIVE: Duration = Duration::from_secs(1);
 const RUNNING: Observed =
     Observed { has_everything: false, router_reported: false, shutdown: false, save_in_flight: false };
 
 #[test]
 fn saves_at_its_cadence_only_when_frames_arrived_and_none_is_in_flight() {
-    let mut life = Lifecycle::new(IDLE, Duration::ZERO, at(0));
+    let mut life = Lifecycle::new(IDLE, Duration::ZERO, ALIVE, at(0));
     assert!(!life.turn(at(100), RUNNING).save, "nothing arrived");
     life.frame_arrived(at(120));
     let in_flight = Observed { save_in_flight: true, ..RUNNING };
@@ -25,20 +26,31 @@ fn saves_at_its_cadence_only_when_frames_arrived_and_none_is_in_flight() {
 }
 
 #[test]
+fn with_nothing_new_it_still_saves_at_the_liveness_cadence_so_the_router_hears_from_it() {
+    let mut life = Lifecycle::new(IDLE, Duration::ZERO, ALIVE, at(0));
+    assert!(!life.turn(at(999), RUNNING).save);
+    let in_flight = Observed { save_in_flight: true, ..RUNNING };
+    assert!(!life.turn(at(1_000), in_flight).save, "one save at a time");
+    assert!(life.turn(at(1_001), RUNNING).save, "nothing arrived, but a second passed");
+    assert!(!life.turn(at(1_500), RUNNING).save);
+    assert!(life.turn(at(2_001), RUNNING).save);
+}
+
+#[test]
 fn the_router_is_watched_only_while_it_owes_its_report_and_the_summary_only_when_asked_for() {
-    let mut life = Lifecycle::new(IDLE, Duration::from_millis(200), at(0));
+    let mut life = Lifecycle::new(IDLE, Duration::from_millis(200), ALIVE, at(0));
     let turn = life.turn(at(100), RUNNING);
     assert!(turn.check_router && !turn.write_summary && !turn.publish);
     assert!(life.turn(at(200), RUNNING).write_summary);
     assert!(!life.turn(at(300), Observed { router_reported: true, ..RUNNING }).check_router);
     assert!(life.turn(at(1_000), RUNNING).publish);
-    let mut life = Lifecycle::new(IDLE, Duration::ZERO, at(0));
+    let mut life = Lifecycle::new(IDLE, Duration::ZERO, ALIVE, at(0));
     assert!(!life.turn(at(60_000), RUNNING).write_summary, "zero: no rolling summary");
 }
 
 #[test]
 fn every_report_in_ends_with_a_last_save_and_the_router_told() {
-    let mut life = Lifecycle::new(IDLE, Duration::ZERO, at(0));
+    let mut life = Lifecycle::new(IDLE, Duration::ZERO, ALIVE, at(0));
     let turn = life.turn(at(1), Observed { has_everything: true, save_in_flight: true, ..RUNNING });
     assert!(turn.save);
     let ended = life.ended().unwrap();
@@ -49,7 +61,7 @@ fn every_report_in_ends_with_a_last_save_and_the_router_told() {
 
 #[test]
 fn the_idle_timeout_counts_from_the_last_frame() {
-    let mut life = Lifecycle::new(IDLE, Duration::ZERO, at(0));
+    let mut life = Lifecycle::new(IDLE, Duration::ZERO, ALIVE, at(0));
     life.frame_arrived(at(4_000));
     life.turn(at(9_000), RUNNING);
     assert_eq!(life.ended(), None);
@@ -61,7 +73,7 @@ fn the_idle_timeout_counts_from_the_last_frame() {
 
 #[test]
 fn a_shutdown_takes_the_last_reports_for_the_grace_then_ends_partial_and_keeps_the_state() {
-    let mut life = Lifecycle::new(IDLE, Duration::ZERO, at(0));
+    let mut life = Lifecycle::new(IDLE, Duration::ZERO, ALIVE, at(0));
     let stopping = Observed { shutdown: true, ..RUNNING };
     assert!(!life.turn(at(10), stopping).check_router, "a router stopping with us is not watched");
     life.turn(at(1_009), stopping);
@@ -71,7 +83,7 @@ fn a_shutdown_takes_the_last_reports_for_the_grace_then_ends_partial_and_keeps_t
     assert_eq!(ended, &Ended::Shutdown);
     assert!(!ended.tells_router() && !ended.ran_its_course() && !ended.removes_state());
     // Every report in during the grace: saved, but still a stopped run.
-    let mut life = Lifecycle::new(IDLE, Duration::ZERO, at(0));
+    let mut life = Lifecycle::new(IDLE, Duration::ZERO, ALIVE, at(0));
     life.turn(at(10), stopping);
     assert!(life.turn(at(20), Observed { has_everything: true, ..stopping }).save);
     assert_eq!(life.ended(), Some(&Ended::Shutdown));
@@ -79,7 +91,7 @@ fn a_shutdown_takes_the_last_reports_for_the_grace_then_ends_partial_and_keeps_t
 
 #[test]
 fn a_lost_router_ends_the_run_with_its_cause() {
-    let mut life = Lifecycle::new(IDLE, Duration::ZERO, at(0));
+    let mut life = Lifecycle::new(IDLE, Duration::ZERO, ALIVE, at(0));
     life.router_lost("the router is lost: gone".into());
     let ended = life.ended().unwrap();
     assert_eq!(ended, &Ended::RouterLost("the router is lost: gone".into()));
