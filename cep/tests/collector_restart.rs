@@ -143,7 +143,7 @@ fn kill_collector(worker_first: Option<&str>, max_unsaved: Option<&str>, down: D
     let log = std::fs::read_to_string(&log).unwrap();
     assert!(log.contains("resumed from the saved state"), "{log}");
 
-    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary: Summary = common::read_summary(&out);
     assert!(summary.complete, "{summary:#?}");
     assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(count), count, Some(0)));
     assert_eq!((summary.duplicates, summary.out_of_order, summary.outputs_lost), (0, 0, 0));
@@ -174,7 +174,7 @@ fn cep_run_starts_a_killed_collector_again_and_the_run_completes_with_the_standa
     sigkill(pid);
     assert!(wait(&mut cluster, "cep run", Duration::from_secs(120)).success(), "cep run failed");
 
-    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary: Summary = common::read_summary(&out);
     assert!(summary.complete, "{summary:#?}");
     assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(count), count, Some(0)));
     assert_eq!((summary.duplicates, summary.out_of_order, summary.outputs_lost), (0, 0, 0));

@@ -76,7 +76,7 @@ fn deploy_under_load_switches_every_worker_at_the_same_point() {
     assert!(stdout.contains("(3 queries) as rules version 1; switch: stream 0 from seq "), "{stdout}");
 
     assert!(run.0.wait().unwrap().success());
-    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary: Summary = common::read_summary(&out);
     assert!(summary.complete);
     assert_eq!((summary.events_sent, summary.events_processed), (Some(500_000), 500_000));
     assert_eq!((summary.events_lost, summary.duplicates, summary.outputs_lost), (Some(0), 0, 0));

@@ -39,7 +39,7 @@ fn kill_one_worker(
     sigkill(pid);
     let finished = cluster.0.wait().unwrap();
     assert!(finished.success(), "cep run failed: {finished}");
-    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary: Summary = common::read_summary(&out);
     (summary, out, dir)
 }
 
@@ -118,7 +118,7 @@ fn a_killed_router_ends_every_other_role_with_the_cause_in_the_summary() {
         };
         assert!(!status.success(), "the {role} exited 0 after the router died");
     }
-    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary: Summary = common::read_summary(&out);
     assert!(!summary.complete && !summary.running);
     let failure = summary.failure.expect("the cause is in the summary");
     assert!(failure.contains(&control) && failure.contains("taken for dead"), "{failure}");

@@ -102,8 +102,7 @@ fn assert_exact(cluster: &mut Cluster) -> Summary {
         let status = exit_of(process, role);
         assert!(status.success(), "{role} exited with {status}");
     }
-    let summary: Summary =
-        serde_json::from_str(&std::fs::read_to_string(cluster.out.join("summary.json")).unwrap()).unwrap();
+    let summary: Summary = common::read_summary(&cluster.out);
     assert!(summary.complete, "{summary:#?}");
     assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(COUNT), COUNT, Some(0)));
     assert!(summary.errors.is_empty() && summary.failure.is_none(), "{:?} {:?}", summary.errors, summary.failure);

@@ -156,7 +156,7 @@ fn replay_run(file: &Path, rules: &Path, out: &Path) -> Command {
 }
 
 fn summary(out: &Path) -> Summary {
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+    common::read_summary(out)
 }
 
 #[test]

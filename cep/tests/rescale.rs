@@ -100,7 +100,7 @@ fn a_run_that_grows_from_one_to_three_workers_and_back_to_two_gives_the_standalo
     for mut worker in joined {
         assert!(worker.0.wait().unwrap().success());
     }
-    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary: Summary = common::read_summary(&out);
     assert!(summary.complete);
     assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(count), count, Some(0)));
     assert_eq!((summary.duplicates, summary.out_of_order, summary.outputs_lost), (0, 0, 0));
@@ -165,7 +165,7 @@ fn an_injector_that_registers_while_the_run_goes_adds_its_streams_and_its_output
     let finished = cluster.0.wait().unwrap();
     assert!(finished.success(), "cep run failed: {finished}");
 
-    let summary: Summary = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary: Summary = common::read_summary(&out);
     assert!(summary.complete);
     let total = count + 20_000;
     assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(total), total, Some(0)));

@@ -164,6 +164,18 @@ pub fn summarize(
     }
     summary.events_processed = attributed + unattributed;
     summary.events_sent = all_sent;
+    if unattributed > 0 {
+        match summary.streams.as_mut_slice() {
+            // One stream: what no stream is known for is that stream's.
+            [only] => {
+                only.processed += unattributed;
+                only.lost = only.lost.map(|lost| lost.saturating_sub(unattributed));
+            }
+            // Several: how it splits over them cannot be known, and so neither can what each
+            // lost (the run's total still is, by cause).
+            streams => streams.iter_mut().for_each(|stream| stream.lost = None),
+        }
+    }
     // What workers without a report processed (per stream unknown) was counted lost above:
     // it was not. Taken off the causes in this order, the likeliest first.
     let mut left = unattributed;
@@ -390,6 +402,29 @@ mod tests {
         ];
         let summary = summarize(2, &ids, &reports, &progress, Some(&router([20, 9])), &[], observed(15));
         assert_eq!((summary.events_processed, summary.events_lost, summary.workers[1].events), (25, Some(4), 10));
+    }
+
+    #[test]
+    fn ticks_of_a_worker_without_a_report_are_its_one_streams_or_leave_each_streams_loss_unknown() {
+        // Two streams: w1 never reported; its 10 ticks cannot be split over the streams.
+        let reports: BTreeMap<u32, WorkerReport> = [(0, worker(0, [10, 5], [Some(20), Some(9)]))].into_iter().collect();
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        let progress = [
+            WorkerProgress { processed: 15, outputs: 0, rejected: 0 },
+            WorkerProgress { processed: 10, outputs: 0, rejected: 0 },
+        ];
+        let summary = summarize(2, &ids, &reports, &progress, Some(&router([20, 9])), &[], observed(15));
+        assert_eq!((summary.events_processed, summary.events_lost), (25, Some(4)));
+        assert_eq!((summary.streams[0].lost, summary.streams[1].lost), (None, None), "not a guess");
+        assert_eq!(summary.broken_identities(), Vec::<String>::new());
+        // One stream: they are its own.
+        let mut report = worker(0, [10, 0], [Some(20), None]);
+        report.streams.truncate(1);
+        let reports: BTreeMap<u32, WorkerReport> = [(0, report)].into_iter().collect();
+        let summary = summarize(1, &ids, &reports, &progress, Some(&router([20, 0])), &[], observed(15));
+        assert_eq!((summary.events_processed, summary.events_lost), (20, Some(0)));
+        assert_eq!((summary.streams[0].processed, summary.streams[0].lost), (20, Some(0)));
+        assert_eq!(summary.broken_identities(), Vec::<String>::new());
     }
 
     #[test]

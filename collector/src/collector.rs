@@ -671,6 +671,28 @@ impl<W: Write> Collector<W> {
         )
     }
 
+    /// The run's accounts so far (what was sent, processed and lost, by stream, worker and
+    /// cause), without the costlier figures (latency, clock offsets, rescales): what a check
+    /// of the summary's identities after every step of a simulation needs.
+    pub fn accounts(&self) -> Summary {
+        let observed = Observed {
+            outputs: self.rules.counts(),
+            output_duplicates: self.observed.output_duplicates,
+            failovers: self.failovers.summaries(self.shape.start_ns),
+            failure: self.failure.clone(),
+            ..Observed::default()
+        };
+        summarize(
+            self.shape.streams,
+            &self.shape.workers,
+            &self.reports,
+            &self.progress,
+            self.router.as_ref(),
+            self.failovers.records(),
+            observed,
+        )
+    }
+
     /// Connections the authentication refused so far, by cause
     /// ([`cep_transport::Context::refusals`]): reported with the rejections.
     pub fn refused_connections(&mut self, refusals: &std::collections::BTreeMap<String, u64>) {

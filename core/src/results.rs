@@ -128,10 +128,11 @@ pub struct StreamSummary {
     /// Processed by the workers that reported, and by each dead worker up to the checkpoint
     /// its symbols were restored from.
     pub processed: u64,
-    /// `sent - processed`; `None` while `sent` is unknown, and when `processed` is more than
-    /// `sent` (an error, in `errors`). Ticks processed by a worker whose report never came
-    /// (only its total progress is known) are not in `processed` here, so this is then an
-    /// upper bound.
+    /// `sent - processed`; `None` while `sent` is unknown, when `processed` is more than
+    /// `sent` (an error, in `errors`), and when a worker whose report never came processed
+    /// ticks (only its total progress is known) and the run has several streams: how those
+    /// split over the streams cannot be known (with one stream they are its own, in
+    /// `processed`).
     pub lost: Option<u64>,
 }
 
@@ -342,6 +343,66 @@ pub fn known(count: Option<u64>) -> String {
 }
 
 impl Summary {
+    /// The identities every summary keeps, complete or not, rolling or final: the run's figures
+    /// are the sums of the per-stream, per-cause and per-worker ones wherever those are known.
+    /// Each broken one, in a line (none: they all hold).
+    pub fn broken_identities(&self) -> Vec<String> {
+        let mut broken = Vec::new();
+        let mut check = |holds: bool, what: String| {
+            if !holds {
+                broken.push(what);
+            }
+        };
+        if let Some(lost) = self.events_lost {
+            let by_cause: u64 = self.lost_by_cause.values().sum();
+            check(lost == by_cause, format!("events_lost {lost} != {by_cause}, the sum of lost_by_cause"));
+        }
+        let streams_lost: Option<u64> = self.streams.iter().map(|s| s.lost).sum();
+        if let (Some(lost), Some(streams_lost)) = (self.events_lost, streams_lost) {
+            check(lost == streams_lost, format!("events_lost {lost} != {streams_lost}, the sum of the streams' lost"));
+        }
+        let streams_sent: Option<u64> = self.streams.iter().map(|s| s.sent).sum();
+        if let Some(sent) = self.events_sent {
+            check(
+                streams_sent == Some(sent),
+                format!("events_sent {sent} != {streams_sent:?}, the sum of the streams' sent"),
+            );
+        }
+        let streams_processed: u64 = self.streams.iter().map(|s| s.processed).sum();
+        let processed = self.events_processed;
+        check(
+            processed >= streams_processed,
+            format!("events_processed {processed} < {streams_processed}, the sum of the streams' processed"),
+        );
+        if self.streams.len() == 1 {
+            check(
+                processed == streams_processed,
+                format!("events_processed {processed} != {streams_processed}, its one stream's processed"),
+            );
+        }
+        let by_worker: u64 = self.workers.iter().map(|w| w.events).sum();
+        check(
+            processed == by_worker,
+            format!("events_processed {processed} != {by_worker}, the sum of the workers' events"),
+        );
+        // (A run whose counts contradict each other says so in `errors`.)
+        if let (Some(sent), Some(lost), true) = (self.events_sent, self.events_lost, self.errors.is_empty()) {
+            check(
+                processed + lost == sent,
+                format!("events_processed {processed} + events_lost {lost} != events_sent {sent}"),
+            );
+        }
+        for stream in &self.streams {
+            if let (Some(sent), Some(lost)) = (stream.sent, stream.lost) {
+                check(
+                    stream.processed + lost == sent,
+                    format!("stream {}: processed {} + lost {lost} != sent {sent}", stream.stream, stream.processed),
+                );
+            }
+        }
+        broken
+    }
+
     /// The event counts in one phrase, e.g. `340532 of 400000 events processed, 59468 lost`, or
     /// for a run whose streams never ended `at least 340532 events processed, sent and lost
     /// Why the run is not complete, in a few words: the failure that ended it, else the

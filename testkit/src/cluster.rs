@@ -368,6 +368,14 @@ impl LocalCluster {
         matches!(self.collector, CollectorState::Running(_)) && !self.dead.contains(&Member::Collector)
     }
 
+    /// The running collector's accounts now: its rolling summary.json's counts.
+    pub fn accounts(&self) -> Option<cep_core::results::Summary> {
+        match &self.collector {
+            CollectorState::Running(collector) if !self.dead.contains(&Member::Collector) => Some(collector.accounts()),
+            _ => None,
+        }
+    }
+
     /// Events handled so far.
     pub fn steps(&self) -> u64 {
         self.steps

@@ -257,6 +257,7 @@ impl Scenario {
                 Err(panic) => return Err(run.fail(format!("a core panicked: {}", panic_text(&panic)))),
             }
             run.check_outputs()?;
+            run.check_accounts()?;
         }
         run.check_end()
     }
@@ -535,6 +536,15 @@ impl<'a> CheckedRun<'a> {
     }
 
     /// The end: accounts that add up, and for a lossless scenario the engine's outputs.
+    /// The rolling summary's accounts agree, whatever the run's state.
+    fn check_accounts(&mut self) -> Result<(), Failure> {
+        let broken = self.cluster.accounts().and_then(|summary| summary.broken_identities().into_iter().next());
+        match broken {
+            Some(broken) => Err(self.fail(format!("the rolling summary's accounts disagree: {broken}"))),
+            None => Ok(()),
+        }
+    }
+
     fn check_end(mut self) -> Result<Verdict, Failure> {
         self.check_outputs()?;
         let sent = self.cluster.sent().len() as u64;
@@ -547,6 +557,9 @@ impl<'a> CheckedRun<'a> {
         let outcome = cluster.run();
         let summary = &outcome.summary;
         let failovers = (summary.failovers.len(), summary.failovers.iter().filter(|f| f.recovered).count());
+        if let Some(broken) = summary.broken_identities().first() {
+            return Err(fail(format!("the summary's accounts disagree: {broken}")));
+        }
         if summary.events_sent.is_some_and(|reported| reported != sent) {
             return Err(fail(format!("{sent} ticks sent, the summary says {:?}", summary.events_sent)));
         }

@@ -43,6 +43,7 @@ pub fn wait_for_summary(
     loop {
         let text = std::fs::read_to_string(out.join("summary.json")).unwrap_or_default();
         if let Ok(summary) = serde_json::from_str::<cep_core::results::Summary>(&text) {
+            assert_accounts_agree(&summary);
             if ready(&summary) {
                 return summary;
             }
@@ -50,6 +51,22 @@ pub fn wait_for_summary(
         assert!(Instant::now() < deadline, "{what}: not seen in {}/summary.json within {within:?}", out.display());
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The summary's figures are the sums of its parts wherever those are known (every summary a
+/// test reads, rolling or final, complete or not).
+pub fn assert_accounts_agree(summary: &cep_core::results::Summary) {
+    let broken = summary.broken_identities();
+    assert!(broken.is_empty(), "the summary's accounts disagree: {broken:?}\n{summary:#?}");
+}
+
+/// The final summary.json in `out`, its accounts checked.
+pub fn read_summary(out: &std::path::Path) -> cep_core::results::Summary {
+    let path = out.join("summary.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let summary = serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    assert_accounts_agree(&summary);
+    summary
 }
 
 /// SIGKILL to process `pid`.
