@@ -28,6 +28,23 @@ impl Usage {
 
 /// A role's error as `cep` reports it: a usage error when `is_usage` says the user's flags
 /// or files are at fault, else the error as it is.
+/// The exit status of a collector stopped by a full disk: `cep run` does not start it again
+/// (it would fail the same way) and its verdict says "disk full".
+pub const DISK_FULL_STATUS: i32 = 3;
+
+/// The exit status for `error`: 2 for a usage mistake, [`DISK_FULL_STATUS`] for a full disk at
+/// the collector, 1 for any other failure.
+pub fn exit_status(error: &anyhow::Error) -> i32 {
+    use cep_collector::CollectorError;
+    if error.is::<Usage>() {
+        2
+    } else if matches!(error.downcast_ref::<CollectorError>(), Some(CollectorError::DiskFull { .. })) {
+        DISK_FULL_STATUS
+    } else {
+        1
+    }
+}
+
 fn role_error<E: std::error::Error + Send + Sync + 'static>(
     error: E,
     is_usage: impl FnOnce(&E) -> bool,

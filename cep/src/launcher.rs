@@ -672,6 +672,21 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                     tracing::warn!("{name} exited with {status}; the router moves its symbols to the other workers");
                 } else if !status.success()
                     && !interrupted
+                    && name == "collector"
+                    && status.code() == Some(crate::cli::DISK_FULL_STATUS)
+                {
+                    // Started again it would fail the same way: the run ends here.
+                    failures.push(format!(
+                        "disk full: the collector cannot write its results in {} (its error above says which file \
+                         and how much room is left; outputs.csv ends at a whole row and the saved state is kept)",
+                        args.out.display()
+                    ));
+                    if kill_deadline.is_none() {
+                        stop_at_once(&pids, graceful_deadline.is_some());
+                        kill_deadline = Some(tokio::time::Instant::now() + STOP_GRACE);
+                    }
+                } else if !status.success()
+                    && !interrupted
                     && kill_deadline.is_none()
                     && name == "collector"
                     && collector_restarts < COLLECTOR_RESTARTS

@@ -19,6 +19,6 @@ fn main() {
     if let Err(error) = cep::cli::dispatch(cli) {
         cep_telemetry::logging::fatal(&cep::telemetry::one_line(&error));
         // A mistake found before anything started exits as clap's own usage errors do.
-        std::process::exit(if error.is::<cep::cli::Usage>() { 2 } else { 1 });
+        std::process::exit(cep::cli::exit_status(&error));
     }
 }

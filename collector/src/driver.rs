@@ -50,6 +50,23 @@ pub enum CollectorError {
         /// Why.
         reason: String,
     },
+    /// The disk holding the results is full. The files it appends to end at their last
+    /// whole line and its saved state is kept: started again with room, it resumes.
+    #[error(
+        "disk full: cannot write {path}: {source}; {free} bytes free on its file system \
+         ({out} holds outputs.csv cut back to its last whole row and the saved state: free some \
+         space and start the collector again to resume)"
+    )]
+    DiskFull {
+        /// The file whose write failed.
+        path: PathBuf,
+        /// Why (no space left).
+        source: std::io::Error,
+        /// Bytes free on its file system, as far as it can be known.
+        free: u64,
+        /// The results folder.
+        out: PathBuf,
+    },
     /// A results file could not be written.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -72,12 +89,25 @@ pub fn run(config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary
     run_in(&context, config, shutdown)
 }
 
-/// Runs the collector on `context` (shared by every role of an in-process cluster).
+/// Runs the collector on `context` (shared by every role of an in-process cluster). A full
+/// disk ends it with [`CollectorError::DiskFull`], its files cut back to their last whole line
+/// and its saved state kept: started again once there is room, it resumes.
 pub fn run_in(
     context: &Context,
     config: CollectorConfig,
     shutdown: Arc<AtomicBool>,
 ) -> Result<Summary, CollectorError> {
+    let out = config.out.clone();
+    // Every writer is closed when `collect` returns: nothing is written after the cut.
+    match collect(context, config, shutdown) {
+        Err(CollectorError::Write { path, source }) if source.kind() == std::io::ErrorKind::StorageFull => {
+            Err(crate::disk_full::after_a_full_disk(&out, path, source))
+        }
+        other => other,
+    }
+}
+
+fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>) -> Result<Summary, CollectorError> {
     config.validate().map_err(CollectorError::Config)?;
     std::fs::create_dir_all(&config.out).map_err(write_err(&config.out))?;
     let csv_path = config.out.join("outputs.csv");

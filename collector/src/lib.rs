@@ -15,13 +15,16 @@
 //! - [`collector`]: the core, a state machine from received frames to rows and accounting.
 //! - [`lifecycle`]: the policy around the core: saves, watching the router, the end.
 //! - [`driver`]: sockets, clock, the run loop and the results folder; `storing` writes the
-//!   saved state on a thread of its own.
+//!   saved state on a thread of its own; `disk_full` leaves whole lines and a clear cause
+//!   when the disk fills.
 
 pub mod accounting;
 pub mod collector;
 #[cfg(feature = "driver")]
 pub mod config;
 pub mod csv;
+#[cfg(feature = "driver")]
+mod disk_full;
 #[cfg(feature = "driver")]
 pub mod driver;
 pub mod failovers;
