@@ -96,10 +96,12 @@ pub struct RouterConfig {
     /// held; after this the run ends with an error (0: at once).
     #[arg(long, env = "CEP_COLLECTOR_RETENTION", default_value = "60s", value_parser = cep_core::duration::parse_duration)]
     pub collector_retention: Duration,
-    /// Failure detection of the workers and the collector (a dead worker fails over; a dead
-    /// collector has --collector-retention to come back): a peer whose connection drops and stays down for an eighth
-    /// of this is dead, one never reached after ten times this; TCP keepalive probes at a
-    /// quarter of it (at least 1 s).
+    /// Failure detection of the workers and the collector (a dead worker fails over and is
+    /// fenced; a dead collector has --collector-retention to come back): a peer whose
+    /// connection drops and stays down for an eighth of this is dead, one never reached after
+    /// ten times this, and one not heard from for this long (each sends a heartbeat every
+    /// quarter of it) is taken for dead whatever its connection says; TCP keepalive probes at
+    /// a quarter of it (at least 1 s).
     #[arg(long, env = "CEP_FAILURE_TIMEOUT", default_value = "2s", value_parser = cep_core::duration::parse_duration)]
     pub failure_timeout: Duration,
     /// Write the endpoints actually bound (`data=...`, `control=...`) to this file once
