@@ -201,9 +201,10 @@ impl LaunchArgs {
         source.compile().map_err(|error| anyhow::anyhow!(error.first_line()))?;
         if let Some(file) = &self.replay {
             refuse_replaying_a_run_file(file, &self.out)?;
-            // Read whole here and again by the injector: a bad line must stop the run before
-            // anything starts, and the injector may run elsewhere.
-            cep_core::replay::read(file, self.time_unit).map_err(|error| anyhow::anyhow!("--replay {error}"))?;
+            // Checked whole here, in one pass that keeps only counts: a bad line stops the run
+            // before anything starts, and the injector then sends the file as it reads it.
+            cep_core::replay::scan(file, self.time_unit, 1, self.count)
+                .map_err(|error| anyhow::anyhow!("--replay {error}"))?;
         }
         if self.transport == LocalTransport::Inproc {
             if self.secure {
@@ -518,6 +519,8 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         // Neither (nor a replay, which ends with its file): until stopped.
         duration: args.duration,
         replay: args.replay.clone(),
+        // Checked whole before anything started (constant memory): sent as it is read.
+        replay_checked: args.replay.is_some(),
         speed: args.speed,
         time_unit: args.time_unit,
         record: if args.record_input { Some(args.out.join("input.csv")) } else { injector.record.clone() },

@@ -89,11 +89,6 @@ pub struct TickFile {
 }
 
 impl TickFile {
-    /// The earliest event time in the file (the replay's time origin).
-    pub fn first_event_time(&self) -> Option<u64> {
-        self.ticks.iter().map(|t| t.t_event).min()
-    }
-
     /// Which of `connections` streams each symbol goes to: in order of first appearance,
     /// round robin, so every symbol belongs to one stream.
     pub fn stream_of(symbol: u32, connections: usize) -> usize {
@@ -198,61 +193,97 @@ pub fn parse_timestamp(text: &str, unit: TimeUnit) -> Result<u64, String> {
     Ok(ns)
 }
 
-/// Reads a tick file. `unit` overrides the default unit (ms) of a file whose header does not
-/// name one; a header that names another unit is an error. Errors name the file and line.
+/// Reads a tick file whole. `unit` overrides the default unit (ms) of a file whose header
+/// does not name one; a header that names another unit is an error. Errors name the file and
+/// line. Its memory grows with the file: a replay reads it as a stream ([`TickReader`]).
 pub fn read(path: &Path, unit: Option<TimeUnit>) -> Result<TickFile, String> {
-    let bytes = std::fs::read(path)
-        .map_err(|error| format!("{}: cannot read it: {}", path.display(), crate::io_text::plain(&error)))?;
-    let text = std::str::from_utf8(&bytes).map_err(|error| {
-        let line = bytes[..error.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1;
-        format!("{}:{line}: not UTF-8 text", path.display())
-    })?;
-    parse(text, unit).map_err(|(line, message)| match line {
-        Some(line) => format!("{}:{line}: {message}", path.display()),
-        None => format!("{}: {message}", path.display()),
-    })
+    let mut reader = TickReader::open(path, unit, None)?;
+    let mut ticks = Vec::new();
+    while let Some(tick) = reader.next_tick()? {
+        ticks.push(tick);
+    }
+    let unit = reader.parser.unit();
+    Ok(TickFile { names: reader.parser.names, ticks, unit })
 }
 
 /// [`read`] on text; errors carry their line number.
 pub fn parse(text: &str, unit: Option<TimeUnit>) -> Result<TickFile, (Option<usize>, String)> {
-    let mut names: Vec<String> = Vec::new();
-    let mut index: HashMap<String, u32> = HashMap::new();
+    let mut parser = TickParser::new(unit);
     let mut ticks = Vec::new();
-    let mut layout: Option<(char, Columns)> = None;
-    let mut chosen = unit;
     for (number, line) in text.lines().enumerate() {
-        let number = number + 1;
+        if let Some(tick) = parser.line(line).map_err(|message| (Some(number + 1), message))? {
+            ticks.push(tick);
+        }
+    }
+    if ticks.is_empty() {
+        return Err((None, NO_TICKS.into()));
+    }
+    let unit = parser.unit();
+    Ok(TickFile { names: parser.names, ticks, unit })
+}
+
+const NO_TICKS: &str = "no ticks in the file";
+
+/// Tick lines, one at a time: the format is found on the first line that is not blank or a
+/// comment (a header, or OCTO's columns), and symbols are numbered in order of first
+/// appearance. Memory grows with the symbols, not the lines.
+pub struct TickParser {
+    unit: Option<TimeUnit>,
+    layout: Option<(char, Columns)>,
+    chosen: Option<TimeUnit>,
+    names: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl TickParser {
+    /// A parser with `unit` for a file whose header names none (default: ms).
+    pub fn new(unit: Option<TimeUnit>) -> TickParser {
+        TickParser { unit, layout: None, chosen: unit, names: Vec::new(), index: HashMap::new() }
+    }
+
+    /// The symbols seen so far, in order of first appearance: a tick's `symbol` indexes them.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The unit the timestamps are read in.
+    pub fn unit(&self) -> TimeUnit {
+        self.chosen.unwrap_or(TimeUnit::Millis)
+    }
+
+    /// The tick on the next line (`None` for a header, a blank or a comment line), or what is
+    /// wrong with it.
+    pub fn line(&mut self, line: &str) -> Result<Option<FileTick>, String> {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
-            continue;
+            return Ok(None);
         }
-        let at = |message: String| (Some(number), message);
-        let (separator, columns) = match &layout {
+        let (separator, columns) = match &self.layout {
             Some(layout) => layout,
             None => {
                 let Some(separator) = [';', ',', '\t'].into_iter().find(|c| line.contains(*c)) else {
-                    return Err(at(format!("no field separator (`;`, `,` or a tab) in `{line}`")));
+                    return Err(format!("no field separator (`;`, `,` or a tab) in `{line}`"));
                 };
                 let fields: Vec<&str> = line.split(separator).collect();
                 // A first line whose price field is not a number is a header.
                 let header = fields.get(1).is_none_or(|price| price.trim().parse::<f64>().is_err());
-                let columns = if header { Columns::from_header(line, &fields).map_err(at)? } else { Columns::octo() };
-                if let (Some(named), Some(given)) = (columns.unit, unit) {
+                let columns = if header { Columns::from_header(line, &fields)? } else { Columns::octo() };
+                if let (Some(named), Some(given)) = (columns.unit, self.unit) {
                     if named != given {
-                        return Err(at(format!(
+                        return Err(format!(
                             "the header names the unit {} (column `{}`) but the unit given is {}",
                             named.name(),
                             columns.time_name.as_deref().unwrap_or_default(),
                             given.name()
-                        )));
+                        ));
                     }
                 }
-                chosen = columns.unit.or(unit);
-                layout = Some((separator, columns));
+                self.chosen = columns.unit.or(self.unit);
+                self.layout = Some((separator, columns));
                 if header {
-                    continue;
+                    return Ok(None);
                 }
-                layout.as_ref().expect("just set")
+                self.layout.as_ref().expect("just set")
             }
         };
         let fields: Vec<&str> = line.split(*separator).map(str::trim).collect();
@@ -265,47 +296,128 @@ pub fn parse(text: &str, unit: Option<TimeUnit>) -> Result<TickFile, (Option<usi
             } else {
                 "`symbol;price;timestamp`".to_string()
             };
-            return Err(at(format!("expected {expected}, got `{line}`")));
+            return Err(format!("expected {expected}, got `{line}`"));
         }
         let symbol = fields[columns.symbol];
         if symbol.is_empty() {
-            return Err(at("empty symbol".into()));
+            return Err("empty symbol".into());
         }
         if symbol.len() > crate::wire::MAX_SYMBOL_BYTES {
             let limit = crate::wire::MAX_SYMBOL_BYTES;
-            return Err(at(format!("the symbol takes {} bytes, more than the {limit} a symbol may", symbol.len())));
+            return Err(format!("the symbol takes {} bytes, more than the {limit} a symbol may", symbol.len()));
         }
         let price_text = fields[columns.price];
-        let price: f64 = price_text.parse().map_err(|_| at(format!("price `{price_text}` is not a number")))?;
+        let price: f64 = price_text.parse().map_err(|_| format!("price `{price_text}` is not a number"))?;
         if !(price.is_finite() && price > 0.0) {
-            return Err(at(format!("price {price} must be a positive finite number")));
+            return Err(format!("price {price} must be a positive finite number"));
         }
-        let t_event = parse_timestamp(fields[columns.time], chosen.unwrap_or(TimeUnit::Millis)).map_err(at)?;
+        let t_event = parse_timestamp(fields[columns.time], self.chosen.unwrap_or(TimeUnit::Millis))?;
         let origin = match columns.origin {
             Some((injector, seq)) => {
                 let injector = fields[injector]
                     .parse()
-                    .map_err(|_| at(format!("injector `{}` is not a stream id", fields[injector])))?;
-                let seq =
-                    fields[seq].parse().map_err(|_| at(format!("seq `{}` is not a whole number", fields[seq])))?;
+                    .map_err(|_| format!("injector `{}` is not a stream id", fields[injector]))?;
+                let seq = fields[seq].parse().map_err(|_| format!("seq `{}` is not a whole number", fields[seq]))?;
                 Some((injector, seq))
             }
             None => None,
         };
-        let id = match index.get(symbol) {
+        let id = match self.index.get(symbol) {
             Some(&id) => id,
             None => {
-                names.push(symbol.to_string());
-                index.insert(symbol.to_string(), names.len() as u32 - 1);
-                names.len() as u32 - 1
+                self.names.push(symbol.to_string());
+                self.index.insert(symbol.to_string(), self.names.len() as u32 - 1);
+                self.names.len() as u32 - 1
             }
         };
-        ticks.push(FileTick { symbol: id, price, t_event, origin });
+        Ok(Some(FileTick { symbol: id, price, t_event, origin }))
     }
-    if ticks.is_empty() {
-        return Err((None, "no ticks in the file".into()));
+}
+
+/// A tick file read as a stream, a line at a time: memory does not grow with the file. Errors
+/// name the file and line.
+pub struct TickReader {
+    path: std::path::PathBuf,
+    file: std::io::BufReader<std::fs::File>,
+    parser: TickParser,
+    line: Vec<u8>,
+    number: usize,
+    /// Ticks read so far.
+    read: u64,
+    /// Stops after this many ticks (`--count`).
+    limit: Option<u64>,
+}
+
+impl TickReader {
+    /// Opens the file at `path` (`unit` as for [`read`]), to read at most `limit` ticks.
+    pub fn open(path: &Path, unit: Option<TimeUnit>, limit: Option<u64>) -> Result<TickReader, String> {
+        let file = std::fs::File::open(path)
+            .map_err(|error| format!("{}: cannot read it: {}", path.display(), crate::io_text::plain(&error)))?;
+        Ok(TickReader {
+            path: path.to_path_buf(),
+            file: std::io::BufReader::with_capacity(1 << 16, file),
+            parser: TickParser::new(unit),
+            line: Vec::new(),
+            number: 0,
+            read: 0,
+            limit,
+        })
     }
-    Ok(TickFile { names, ticks, unit: chosen.unwrap_or(TimeUnit::Millis) })
+
+    /// The symbols seen so far (a tick's `symbol` indexes them).
+    pub fn names(&self) -> &[String] {
+        self.parser.names()
+    }
+
+    /// The next tick; `None` at the end of the file (or of `limit`). A file without a tick is
+    /// an error.
+    pub fn next_tick(&mut self) -> Result<Option<FileTick>, String> {
+        use std::io::BufRead;
+        if self.limit.is_some_and(|limit| self.read >= limit) {
+            return Ok(None);
+        }
+        loop {
+            self.line.clear();
+            let at = |number: usize, message: String| format!("{}:{number}: {message}", self.path.display());
+            let taken = self.file.read_until(b'\n', &mut self.line).map_err(|error| {
+                format!("{}: cannot read it: {}", self.path.display(), crate::io_text::plain(&error))
+            })?;
+            if taken == 0 {
+                if self.read == 0 {
+                    return Err(format!("{}: {NO_TICKS}", self.path.display()));
+                }
+                return Ok(None);
+            }
+            self.number += 1;
+            let text = std::str::from_utf8(&self.line).map_err(|_| at(self.number, "not UTF-8 text".into()))?;
+            if let Some(tick) = self.parser.line(text).map_err(|message| at(self.number, message))? {
+                self.read += 1;
+                return Ok(Some(tick));
+            }
+        }
+    }
+}
+
+/// What one pass over a tick file found, keeping nothing but counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scan {
+    /// Ticks (at most the limit asked for).
+    pub ticks: u64,
+    /// Ticks per stream, the symbols split over `connections` streams
+    /// ([`TickFile::stream_of`]).
+    pub per_stream: Vec<u64>,
+}
+
+/// Checks the file at `path` whole, in one pass that keeps only counts (and the symbols'
+/// names): every line as a replay would read it, the first error named by file and line.
+pub fn scan(path: &Path, unit: Option<TimeUnit>, connections: usize, limit: Option<u64>) -> Result<Scan, String> {
+    let mut reader = TickReader::open(path, unit, limit)?;
+    let connections = connections.max(1);
+    let mut per_stream = vec![0; connections];
+    while let Some(tick) = reader.next_tick()? {
+        per_stream[TickFile::stream_of(tick.symbol, connections)] += 1;
+    }
+    Ok(Scan { ticks: reader.read, per_stream })
 }
 
 #[cfg(test)]
@@ -374,5 +486,26 @@ mod tests {
         assert!(parse_timestamp("1e3", TimeUnit::Seconds).is_err());
         assert!(parse_timestamp("9223372037", TimeUnit::Seconds).is_err());
         assert_eq!(parse_timestamp("9223372036", TimeUnit::Seconds), Ok(9_223_372_036_000_000_000));
+    }
+
+    #[test]
+    fn a_reader_streams_the_ticks_read_gives_and_a_scan_counts_them_by_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ticks.csv");
+        std::fs::write(&path, "# c\nAAA;10.5;1000\nBBB;20;1001\n\nAAA;10.6;1002\nCCC;1;1003\n").unwrap();
+        let whole = read(&path, None).unwrap();
+        let mut reader = TickReader::open(&path, None, None).unwrap();
+        let streamed: Vec<FileTick> = std::iter::from_fn(|| reader.next_tick().unwrap()).collect();
+        assert_eq!((streamed, reader.names()), (whole.ticks.clone(), whole.names.as_slice()));
+        let mut limited = TickReader::open(&path, None, Some(2)).unwrap();
+        assert_eq!(std::iter::from_fn(|| limited.next_tick().unwrap()).count(), 2);
+        // AAA and CCC (symbols 0 and 2) on stream 0, BBB on stream 1.
+        assert_eq!(scan(&path, None, 2, None).unwrap(), Scan { ticks: 4, per_stream: vec![3, 1] });
+        assert_eq!(scan(&path, None, 2, Some(2)).unwrap(), Scan { ticks: 2, per_stream: vec![1, 1] });
+        std::fs::write(&path, "AAA;10.5;1000\nAAA;x;1001\n").unwrap();
+        let error = scan(&path, None, 1, None).unwrap_err();
+        assert_eq!(error, format!("{}:2: price `x` is not a number", path.display()));
+        std::fs::write(&path, "# nothing\n").unwrap();
+        assert_eq!(scan(&path, None, 1, None).unwrap_err(), format!("{}: no ticks in the file", path.display()));
     }
 }

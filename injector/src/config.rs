@@ -57,6 +57,11 @@ pub struct InjectorConfig {
     /// as possible; without it a replay is paced by --rate.
     #[arg(long, env = "CEP_SPEED", value_parser = crate::pacing::Speed::parse, requires = "replay")]
     pub speed: Option<crate::pacing::Speed>,
+    /// The replay file was checked already (`cep run` checks it whole before it starts
+    /// anything): send it as it is read, with no first pass over it. A bad line then ends the
+    /// stream there, and the injector exits with an error naming it.
+    #[arg(long, env = "CEP_REPLAY_CHECKED", requires = "replay")]
+    pub replay_checked: bool,
     /// Record every tick sent to this CSV file (`injector,seq,symbol,price,t_inject_ns,t_event_ns`).
     #[arg(long, env = "CEP_RECORD")]
     pub record: Option<PathBuf>,
@@ -99,6 +104,7 @@ impl Default for InjectorConfig {
             replay: None,
             time_unit: None,
             speed: None,
+            replay_checked: false,
             record: None,
             batch: cep_core::wire::DEFAULT_BATCH,
             start_timeout: Duration::from_secs(60),
@@ -170,6 +176,7 @@ impl InjectorConfig {
             .some_path("replay", self.replay.as_deref())
             .some("time-unit", self.time_unit.map(|unit| unit.name()))
             .some("speed", self.speed.map(speed_text))
+            .switch("replay-checked", self.replay_checked)
             .some_path("record", self.record.as_deref())
             .value("batch", self.batch)
             .duration("start-timeout", self.start_timeout)
@@ -218,6 +225,7 @@ mod tests {
             replay: None,
             time_unit: None,
             speed: None,
+            replay_checked: false,
             record: Some("/tmp/input.csv".into()),
             batch: 64,
             start_timeout: Duration::from_secs(5),
@@ -236,6 +244,7 @@ mod tests {
                 replay: Some("ticks.txt".into()),
                 time_unit: Some(cep_core::replay::TimeUnit::Micros),
                 speed: Some(speed),
+                replay_checked: true,
                 ..InjectorConfig::default()
             };
             assert_eq!(parse_flags::<InjectorConfig>(&replay.to_args()).unwrap(), replay);

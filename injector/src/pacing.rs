@@ -111,9 +111,9 @@ pub enum Pace {
     /// A replay at its recorded pace: a tick is due `(t_event - first) / speed` after the start
     /// (never before the stream's previous tick, if the file's times go backwards).
     Recorded {
-        /// When the stream starts (wall clock, ns): the earliest tick is due then.
+        /// When the stream starts (wall clock, ns): the file's first tick is due then.
         start_ns: u64,
-        /// The replay's earliest event time, ns.
+        /// The event time of the replay file's first tick, ns.
         first_event_ns: u64,
         /// How many times faster than recorded.
         speed: f64,

@@ -87,9 +87,8 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
     let shutdown = stop.now.clone();
     config.validate().map_err(InjectorError::Config)?;
     let sources = match &config.replay {
-        Some(path) => {
-            source::replay(path, config.time_unit, config.connections, config.count).map_err(InjectorError::Replay)?
-        }
+        Some(path) => source::replay(path, config.time_unit, config.connections, config.count, config.replay_checked)
+            .map_err(InjectorError::Replay)?,
         None => source::model(config.seed, config.symbols, config.connections, config.count),
     };
     let recorder: Option<Recorder> = match &config.record {
@@ -144,7 +143,7 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
             _ if rate > 0.0 => Pace::Rate(Schedule::new(ready.start_ns, rate)),
             _ => Pace::Unpaced,
         };
-        let (stream, limit) = (ready.assigned + c as u32, tick_limit(&config, pace, rate, &source));
+        let (stream, limit) = (ready.assigned + c as u32, tick_limit(&config, pace, rate));
         // The backlog gauge follows a fixed rate only.
         let schedule = match pace {
             Pace::Rate(schedule) => Some(schedule),
@@ -205,14 +204,13 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
     Ok(report)
 }
 
-/// How many ticks a stream sends at most: `--count` is handled by the source; a run paced
-/// at a rate with a duration sends `rate x (warm-up + duration)`.
-fn tick_limit(config: &InjectorConfig, pace: Pace, rate: f64, source: &StreamSource) -> u64 {
-    let by_time = match (config.count, config.time_limit(), pace) {
+/// How many ticks a stream sends at most: `--count` and a replay's end are the source's; a
+/// run paced at a rate with a duration sends `rate x (warm-up + duration)`.
+fn tick_limit(config: &InjectorConfig, pace: Pace, rate: f64) -> u64 {
+    match (config.count, config.time_limit(), pace) {
         (None, Some(duration), Pace::Rate(_)) => (rate * (config.warmup + duration).as_secs_f64()).round() as u64,
         _ => u64::MAX,
-    };
-    by_time.min(source.len_hint().unwrap_or(u64::MAX))
+    }
 }
 
 struct Plan {
@@ -287,6 +285,10 @@ fn send_stream(
     }
     if let Some(recorder) = recorder {
         recorder.lock().expect("no sender panicked").write_all(rows.as_bytes()).map_err(record_err)?;
+    }
+    if let Some(error) = core.source_error() {
+        // Its marker went with the true count; the run is short of the file's ticks.
+        return Err(InjectorError::Replay(error.to_string()));
     }
     let sent = core.sent();
     plan.metrics.ended(sent);

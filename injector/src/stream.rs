@@ -101,6 +101,11 @@ impl StreamCore {
         }
     }
 
+    /// The bad line a replay met, which ended the stream early.
+    pub fn source_error(&self) -> Option<&str> {
+        self.source.error()
+    }
+
     /// Ticks sent (batched) so far.
     pub fn sent(&self) -> u64 {
         self.sent
@@ -153,7 +158,7 @@ impl StreamCore {
             };
             self.previous_due = t_inject;
             let t_event = tick.t_event.unwrap_or(t_inject);
-            let symbol = names[tick.symbol as usize].as_str();
+            let symbol = self.source.name(tick.symbol, names);
             self.writer.push(symbol.as_bytes(), tick.price, t_inject, t_event, plan.stream, self.sent, 0);
             batched(Batched { seq: self.sent, symbol, price: tick.price, t_inject, t_event });
             self.sent += 1;
