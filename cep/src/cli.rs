@@ -26,8 +26,6 @@ impl Usage {
     }
 }
 
-/// A role's error as `cep` reports it: a usage error when `is_usage` says the user's flags
-/// or files are at fault, else the error as it is.
 /// The exit status of a collector stopped by a full disk: `cep run` does not start it again
 /// (it would fail the same way) and its verdict says "disk full".
 pub const DISK_FULL_STATUS: i32 = 3;
@@ -45,6 +43,8 @@ pub fn exit_status(error: &anyhow::Error) -> i32 {
     }
 }
 
+/// A role's error as `cep` reports it: a usage error when `is_usage` says the user's flags
+/// or files are at fault, else the error as it is.
 fn role_error<E: std::error::Error + Send + Sync + 'static>(
     error: E,
     is_usage: impl FnOnce(&E) -> bool,

@@ -681,7 +681,7 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                     // Started again it would fail the same way: the run ends here.
                     failures.push(format!(
                         "disk full: the collector cannot write its results in {} (its error above says which file \
-                         and how much room is left; outputs.csv ends at a whole row and the saved state is kept)",
+                         and how much room is left; outputs.csv ends at a whole row)",
                         args.out.display()
                     ));
                     if kill_deadline.is_none() {

@@ -11,7 +11,6 @@ use common::{announced, cep, signal, sorted_rows, standalone_rows, wait_for_summ
 
 use cep_core::results::Summary;
 use nix::sys::signal::Signal;
-use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -20,8 +19,12 @@ const COUNT: u64 = 600_000;
 /// The cluster's processes, by role, and where the collector writes.
 struct Cluster {
     router: Running,
+    /// The router's log lines, read as they come (a pipe left unread would fill and stop it).
+    router_log: std::sync::mpsc::Receiver<String>,
     collector: Running,
     workers: Vec<Running>,
+    /// Each worker's log lines, read as they come.
+    worker_logs: Vec<std::sync::mpsc::Receiver<String>>,
     injector: Running,
     out: std::path::PathBuf,
     _dir: tempfile::TempDir,
@@ -43,14 +46,15 @@ fn start_with(router_args: &[&str]) -> Cluster {
         .arg(&announce)
         .stderr(Stdio::piped())
         .spawn();
-    let router = Running(router.unwrap());
+    let mut router = Running(router.unwrap());
+    let router_log = common::lines_of(router.0.stderr.take().unwrap());
     let (data, control) = announced(&announce);
     let collector = cep()
         .args(["collector", "--router", &control, "--csv", "all", "--summary-every", SUMMARY_EVERY, "--out"])
         .arg(&out)
         .spawn();
     let collector = Running(collector.unwrap());
-    let workers = ["worker-0", "worker-1", "worker-2"]
+    let mut workers: Vec<Running> = ["worker-0", "worker-1", "worker-2"]
         .iter()
         .map(|id| {
             let mut worker = cep();
@@ -59,6 +63,7 @@ fn start_with(router_args: &[&str]) -> Cluster {
             Running(worker.stderr(Stdio::piped()).spawn().unwrap())
         })
         .collect();
+    let worker_logs = workers.iter_mut().map(|worker| common::lines_of(worker.0.stderr.take().unwrap())).collect();
     std::fs::create_dir_all(&out).unwrap();
     let injector = cep()
         .args(["injector", "--router", &control, "--router-data", &data, "--rate", "100000"])
@@ -66,7 +71,7 @@ fn start_with(router_args: &[&str]) -> Cluster {
         .arg(out.join("input.csv"))
         .spawn();
     let injector = Running(injector.unwrap());
-    Cluster { router, collector, workers, injector, out, _dir: dir }
+    Cluster { router, router_log, collector, workers, worker_logs, injector, out, _dir: dir }
 }
 
 /// Waits for `process` to exit (a hang guard, not a timing: 60 s).
@@ -127,8 +132,7 @@ fn a_stopped_worker_is_failed_over_and_woken_it_exits_fenced_with_nothing_of_it_
     eprintln!("worker-1 failed over {:?} after SIGSTOP (failure time-out 2 s)", stopped.elapsed());
     signal(cluster.workers[1].0.id() as i32, Signal::SIGCONT);
     let status = exit_of(&mut cluster.workers[1], "the fenced worker");
-    let mut log = String::new();
-    cluster.workers[1].0.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    let log = common::rest_of(&cluster.worker_logs[1]);
     assert!(!status.success(), "the fenced worker exited 0: {log}");
     assert!(log.contains("worker worker-1 was taken for dead by the router and fenced"), "{log}");
     let summary = assert_exact(&mut cluster);
@@ -155,14 +159,13 @@ fn a_worker_stopped_for_good_is_failed_over_and_the_run_completes_without_it() {
 #[test]
 fn a_collector_stopped_for_good_is_taken_for_lost_and_the_router_ends_the_run_after_its_retention() {
     let mut cluster = start_with(&["--collector-retention", "1s"]);
-    let router_log = common::lines_of(cluster.router.0.stderr.take().unwrap());
     wait_for_summary(&cluster.out, "50,000 ticks processed", Duration::from_secs(60), |s| s.events_processed >= 50_000);
     signal(cluster.collector.0.id() as i32, Signal::SIGSTOP);
     let stopped = Instant::now();
     let status = exit_of(&mut cluster.router, "the router");
     eprintln!("the router ended the run {:?} after the collector's SIGSTOP (2 s + 1 s retention)", stopped.elapsed());
     assert!(!status.success(), "the router exited 0 with its collector stopped");
-    let log = common::rest_of(&router_log);
+    let log = common::rest_of(&cluster.router_log);
     assert!(log.contains("collector") && log.contains("nothing heard from it"), "{log}");
 }
 

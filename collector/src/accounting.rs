@@ -169,7 +169,8 @@ pub fn summarize(
             // One stream: what no stream is known for is that stream's.
             [only] => {
                 only.processed += unattributed;
-                only.lost = only.lost.map(|lost| lost.saturating_sub(unattributed));
+                // More processed than sent: an error (in `errors`), nothing known lost.
+                only.lost = only.lost.and_then(|lost| lost.checked_sub(unattributed));
             }
             // Several: how it splits over them cannot be known, and so neither can what each
             // lost (the run's total still is, by cause).

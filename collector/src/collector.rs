@@ -30,7 +30,7 @@ use std::io::{self, Write};
 mod saving;
 mod senders;
 
-pub use saving::{SavedState, SinkMarks};
+pub use saving::{SavedState, SinkFailed, SinkMarks};
 use senders::{known_id, names_a_worker, source_may_send, unnamed_worker, Admission, Senders};
 
 /// How often the collector saves its state while frames arrive (ns): its driver and the

@@ -55,7 +55,7 @@ pub enum CollectorError {
     #[error(
         "disk full: cannot write {path}: {source}; {free} bytes free on its file system \
          ({out} holds outputs.csv cut back to its last whole row and the saved state: free some \
-         space and start the collector again to resume)"
+         space and start the collector again, while its router still runs the run, to resume)"
     )]
     DiskFull {
         /// The file whose write failed.
@@ -196,7 +196,8 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
     };
     let mut life = Lifecycle::new(config.idle_timeout, config.summary_every, alive_every, Monotonic::now());
     let mut progress = config.progress.then(|| Progress::start(Monotonic::now()));
-    receive_loop(&input, Duration::from_millis(100), |received| {
+    // The loop turns at least as often as the router must hear from it, frames or not.
+    receive_loop(&input, alive_every.min(Duration::from_millis(100)), |received| {
         let now = Monotonic::now();
         if let Received::Frame { bytes, sender, .. } = received {
             collector.handle_from(bytes, sender, now_ns()).map_err(write_err(&csv_path))?;

@@ -170,6 +170,10 @@ impl Lifecycle {
         // with nothing new, a save goes at the liveness cadence all the same.
         let save = !observed.save_in_flight && ((self.dirty && self.save.fire(now)) || self.alive.fire(now));
         if save {
+            // Any save tells the router this collector lives: the liveness cadence starts again.
+            self.alive = Every::new(self.alive.period(), now);
+        }
+        if save {
             self.dirty = false;
         }
         let turn = Turn {

@@ -1,7 +1,7 @@
 //! What the collector stores: its state, written whole by a thread of its own (a slow disk
 //! never holds up the outputs; the router is told once it is stored), and the summary.
 
-use crate::collector::Collector;
+use crate::collector::{Collector, SinkFailed};
 use crate::driver::{write_err, CollectorError};
 use cep_core::delivery::Saved;
 use cep_core::frame::Body;
@@ -66,7 +66,12 @@ impl StateWriter {
         &mut self,
         collector: &mut Collector<std::io::BufWriter<std::fs::File>>,
     ) -> Result<(), CollectorError> {
-        let (bytes, saved) = collector.save().map_err(write_err(&self.path))?;
+        let (bytes, saved) = collector.save().map_err(|error| {
+            // A sink flushed for the save names itself: the state file is not the one at fault.
+            let file =
+                SinkFailed::file_of(&error).map_or_else(|| self.path.clone(), |file| self.path.with_file_name(file));
+            write_err(&file)(error)
+        })?;
         let job = SaveJob { bytes, saved };
         let sent = self.jobs.as_ref().is_some_and(|jobs| jobs.send(job).is_ok());
         if !sent {

@@ -20,9 +20,9 @@ pub struct Heartbeat {
     pub finished: bool,
 }
 
-/// "You were taken for dead": router -> a fenced worker (control, pushed unasked, and the
-/// answer to each of its requests from then on). Its symbols are with the other workers; the
-/// worker must stop at once and exit with an error.
+/// "You were taken for dead": router -> a fenced worker (control: the answer to each of its
+/// requests and heartbeats from then on, taken as a notice). Its symbols are with the other
+/// workers; the worker must stop at once and exit with an error.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fenced {
     /// Why, as the router saw it.

@@ -224,6 +224,9 @@ pub fn parse(text: &str, unit: Option<TimeUnit>) -> Result<TickFile, (Option<usi
 
 const NO_TICKS: &str = "no ticks in the file";
 
+/// The longest line of a tick file.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
 /// Tick lines, one at a time: the format is found on the first line that is not blank or a
 /// comment (a header, or OCTO's columns), and symbols are numbered in order of first
 /// appearance. Memory grows with the symbols, not the lines.
@@ -372,16 +375,21 @@ impl TickReader {
     /// The next tick; `None` at the end of the file (or of `limit`). A file without a tick is
     /// an error.
     pub fn next_tick(&mut self) -> Result<Option<FileTick>, String> {
-        use std::io::BufRead;
+        use std::io::{BufRead, Read};
         if self.limit.is_some_and(|limit| self.read >= limit) {
             return Ok(None);
         }
         loop {
             self.line.clear();
             let at = |number: usize, message: String| format!("{}:{number}: {message}", self.path.display());
-            let taken = self.file.read_until(b'\n', &mut self.line).map_err(|error| {
+            // A line is bounded: a file without line ends must not be read whole.
+            let mut bounded = (&mut self.file).take(MAX_LINE_BYTES as u64 + 1);
+            let taken = bounded.read_until(b'\n', &mut self.line).map_err(|error| {
                 format!("{}: cannot read it: {}", self.path.display(), crate::io_text::plain(&error))
             })?;
+            if self.line.len() > MAX_LINE_BYTES {
+                return Err(at(self.number + 1, format!("a line longer than {MAX_LINE_BYTES} bytes")));
+            }
             if taken == 0 {
                 if self.read == 0 {
                     return Err(format!("{}: {NO_TICKS}", self.path.display()));
@@ -505,6 +513,9 @@ mod tests {
         std::fs::write(&path, "AAA;10.5;1000\nAAA;x;1001\n").unwrap();
         let error = scan(&path, None, 1, None).unwrap_err();
         assert_eq!(error, format!("{}:2: price `x` is not a number", path.display()));
+        std::fs::write(&path, format!("AAA;1;1\n{}", "x".repeat(MAX_LINE_BYTES + 1))).unwrap();
+        let error = scan(&path, None, 1, None).unwrap_err();
+        assert_eq!(error, format!("{}:2: a line longer than {MAX_LINE_BYTES} bytes", path.display()));
         std::fs::write(&path, "# nothing\n").unwrap();
         assert_eq!(scan(&path, None, 1, None).unwrap_err(), format!("{}: no ticks in the file", path.display()));
     }

@@ -11,7 +11,7 @@ use crate::msgpack::{self, DecodeError, Reader};
 use crate::tick::{OutputRecord, Stamps, TickRecord};
 
 /// The protocol version this build speaks. A frame of any other version is rejected.
-pub const PROTOCOL_VERSION: u8 = 11;
+pub const PROTOCOL_VERSION: u8 = 12;
 
 /// Most events in one batch, on every hop, unless configured otherwise. Batches fill only
 /// while input is waiting (smart batching), so this bounds size, not latency.
@@ -140,13 +140,14 @@ pub enum FrameKind {
     /// A worker's proof that its loop turns: worker -> router (control, never answered unless
     /// it was fenced).
     Heartbeat = 47,
-    /// The worker was taken for dead and is fenced: router -> that worker (control, unasked).
+    /// The worker was taken for dead and is fenced: router -> that worker (control, in answer
+    /// to whatever it sends, heartbeats included).
     Fenced = 48,
 }
 
 impl FrameKind {
-    /// Control frames that answer no request and are answered by none: a worker's heartbeat,
-    /// and the notices the router pushes unasked.
+    /// Control frames that pair with no request: a worker's heartbeat (never answered, but
+    /// by Fenced), the notices the router pushes unasked, and Fenced.
     pub fn is_notice(self) -> bool {
         matches!(self, FrameKind::Heartbeat | FrameKind::Committed | FrameKind::Fenced)
     }

@@ -30,6 +30,10 @@ pub enum InjectorError {
     /// The replay file cannot be read or has a bad line.
     #[error("cannot read the replay file: {0}")]
     Replay(String),
+    /// A bad line met while sending a replay taken as checked (`--replay-checked`): the file
+    /// changed since, or was not checked. Its stream ended there, with its true count.
+    #[error("the replay file has a bad line, met while sending it: {0}")]
+    ReplayStopped(String),
     #[error("cannot write {path}: {source}")]
     /// The recorded input (`--record-input`) cannot be written.
     Record {
@@ -288,7 +292,7 @@ fn send_stream(
     }
     if let Some(error) = core.source_error() {
         // Its marker went with the true count; the run is short of the file's ticks.
-        return Err(InjectorError::Replay(error.to_string()));
+        return Err(InjectorError::ReplayStopped(error.to_string()));
     }
     let sent = core.sent();
     plan.metrics.ended(sent);

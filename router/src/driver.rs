@@ -149,7 +149,14 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
         warn!("frames for a worker that took none were not delivered (stopped before the drain ended)");
     }
     router.release(&mut out);
-    if shutdown.load(Ordering::Relaxed) {
+    let stopping = shutdown.load(Ordering::Relaxed);
+    if let Some(collector) = out.collector() {
+        // Its frames not yet taken by the socket go to it now (its linger delivers them).
+        if let Err(error) = collector.hand_over(Duration::from_millis(if stopping { 500 } else { 5_000 })) {
+            warn!(%error, "frames for the collector not handed over");
+        }
+    }
+    if stopping {
         for push in out.workers() {
             push.shorten_linger(Duration::from_millis(500));
         }

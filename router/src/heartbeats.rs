@@ -8,11 +8,18 @@
 use cep_core::clock::Monotonic;
 use std::time::Duration;
 
+/// How many failure time-outs a member that was never heard from has to start.
+const STARTING_ALLOWANCE: u32 = 10;
+
 /// What the router knows of one worker's heartbeats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Beat {
     /// Not looked at yet: its time starts at the next look.
     Unseen,
+    /// Not heard from yet since this instant: it is still starting (connecting, measuring its
+    /// clock, compiling its rules), and is given ten times the time-out for that, as a peer
+    /// never connected is.
+    Starting(Monotonic),
     /// Last heard from at this instant.
     Heard(Monotonic),
     /// Its run is over and it went quiet on purpose (or it is fenced): not watched.
@@ -40,6 +47,15 @@ impl Heartbeats {
         self.beats.push(Beat::Unseen);
     }
 
+    /// How long a member may stay silent at `beat`'s stage, and since when it has been.
+    fn silence(&self, beat: Beat, now: Monotonic) -> Option<(Duration, Duration)> {
+        match beat {
+            Beat::Heard(at) => Some((now.since(at), self.timeout)),
+            Beat::Starting(since) => Some((now.since(since), self.timeout * STARTING_ALLOWANCE)),
+            Beat::Unseen | Beat::Quiet => None,
+        }
+    }
+
     /// Worker `worker` was heard from at `now`.
     pub fn heard(&mut self, worker: usize, now: Monotonic) {
         if let Some(beat) = self.beats.get_mut(worker).filter(|beat| **beat != Beat::Quiet) {
@@ -56,10 +72,8 @@ impl Heartbeats {
     /// How long the collector has been silent, when that is beyond the time-out at the last
     /// look ([`Heartbeats::silent`]): it is taken for lost while so (and back when heard).
     pub fn collector_silent(&self) -> Option<Duration> {
-        match (self.collector, self.last_look) {
-            (Beat::Heard(at), Some(now)) if now.since(at) > self.timeout => Some(now.since(at)),
-            _ => None,
-        }
+        let (silent, allowed) = self.silence(self.collector, self.last_look?)?;
+        (silent > allowed).then_some(silent)
     }
 
     /// Worker `worker` goes quiet on purpose (its run is over), or is no longer a member.
@@ -79,21 +93,22 @@ impl Heartbeats {
         let rebase = last_look.filter(|_| gap > self.timeout / 2);
         // Keep the silence each had when the router last looked; drop the gap.
         let rebased = |beat: &mut Beat| match (*beat, rebase) {
-            (Beat::Unseen, _) => *beat = Beat::Heard(now),
-            (Beat::Heard(at), Some(last)) => {
+            (Beat::Unseen, _) => *beat = Beat::Starting(now),
+            (Beat::Heard(at) | Beat::Starting(at), Some(last)) => {
                 let before = last.since(at);
-                *beat = Beat::Heard(Monotonic::from_ns(now.as_ns().saturating_sub(before.as_nanos() as u64)));
+                let at = Monotonic::from_ns(now.as_ns().saturating_sub(before.as_nanos() as u64));
+                *beat = if matches!(beat, Beat::Heard(_)) { Beat::Heard(at) } else { Beat::Starting(at) };
             }
             _ => {}
         };
         rebased(&mut self.collector);
         let mut silent = Vec::new();
-        for (index, beat) in self.beats.iter_mut().enumerate() {
-            rebased(beat);
-            match *beat {
-                Beat::Heard(at) if now.since(at) > self.timeout && member(index) => {
-                    *beat = Beat::Quiet;
-                    silent.push((index, now.since(at)));
+        for index in 0..self.beats.len() {
+            rebased(&mut self.beats[index]);
+            match self.silence(self.beats[index], now) {
+                Some((quiet, allowed)) if quiet > allowed && member(index) => {
+                    self.beats[index] = Beat::Quiet;
+                    silent.push((index, quiet));
                 }
                 _ => {}
             }
@@ -174,5 +189,16 @@ mod tests {
             };
             assert_eq!(beats.collector_silent(), expected, "{ms}: lost while silent, back once heard");
         }
+    }
+
+    #[test]
+    fn a_member_never_heard_from_has_ten_time_outs_to_start() {
+        let mut beats = Heartbeats::new(2, Duration::from_millis(100));
+        for ms in (0..=1_000).step_by(20) {
+            beats.heard(0, at(ms));
+            assert!(beats.silent(at(ms), |_| true).is_empty(), "{ms}: still starting");
+        }
+        beats.heard(0, at(1_020));
+        assert_eq!(beats.silent(at(1_020), |_| true), vec![(1, Duration::from_millis(1_020))]);
     }
 }

@@ -532,6 +532,11 @@ impl Rescaling {
         self.members.get(worker).is_some_and(|member| !member.gone() && !member.never_reached)
     }
 
+    /// Whether worker `worker` (by index) died.
+    pub fn is_failed(&self, worker: usize) -> bool {
+        self.members.get(worker).is_some_and(|member| member.state == MemberState::Failed)
+    }
+
     /// The workers that died, by index.
     pub fn failed(&self) -> Vec<u32> {
         (0..self.members.len() as u32).filter(|i| self.members[*i as usize].state == MemberState::Failed).collect()

@@ -119,6 +119,8 @@ pub struct Router {
     /// Control requests refused for who sent them, and connections the authentication refused,
     /// by cause: reported with the data path's rejections.
     denied: BTreeMap<String, u64>,
+    /// Why each worker taken for dead was: what it is told, fenced, when it speaks again.
+    fenced: BTreeMap<u32, String>,
     /// Whether the report went to the collector (once, whoever ends the run).
     report_sent: bool,
 }
@@ -137,6 +139,7 @@ impl Router {
             checkpoints: Checkpoints::new(0, Duration::ZERO, Duration::ZERO),
             collector_key: String::new(),
             denied: BTreeMap::new(),
+            fenced: BTreeMap::new(),
             report_sent: false,
         }
     }
@@ -209,13 +212,11 @@ impl Router {
         };
         if frame.kind().from_a_worker() {
             let worker = frame.sender() as usize;
-            if rescaling.failed().contains(&frame.sender()) {
+            if rescaling.is_failed(worker) {
                 // Taken for dead: whatever it asks is refused, and it learns why.
                 *self.denied.entry("fenced".into()).or_insert(0) += 1;
-                let reason = format!(
-                    "worker {} was taken for dead and its symbols moved to the other workers",
-                    rescaling.id(worker)
-                );
+                let reason =
+                    self.fenced.get(&frame.sender()).cloned().unwrap_or_else(|| "its connection was lost".into());
                 return out.send(Peer::Client(client), &Fenced { reason }.encode(ROUTER_ID));
             }
             heartbeats.heard(worker, now);
@@ -549,6 +550,7 @@ impl Router {
     /// and the router's report has gone to the collector.
     pub fn worker_lost(&mut self, worker: u32, reason: &str, out: &mut impl Outbox) -> Result<(), String> {
         let Phase::Running(Running { path, rescaling, delivery, .. }) = &mut self.phase else { return Ok(()) };
+        self.fenced.entry(worker).or_insert_with(|| reason.to_string());
         // A dead worker's link is gone: nothing more is pushed to it.
         delivery.unsubscribe(worker);
         let worker = worker as usize;

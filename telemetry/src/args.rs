@@ -184,11 +184,16 @@ pub fn high_water_mark(hwm: i32) -> Result<(), String> {
 /// A role configuration's check of `--failure-timeout`: long enough that a peer that is
 /// merely busy is never taken for dead.
 pub fn failure_timeout(timeout: std::time::Duration) -> Result<(), String> {
-    if timeout < std::time::Duration::from_millis(10) {
-        return Err(format!("--failure-timeout must be at least 10ms, got {timeout:?}"));
+    if timeout < MIN_FAILURE_TIMEOUT {
+        return Err(format!("--failure-timeout must be at least {MIN_FAILURE_TIMEOUT:?}, got {timeout:?}"));
     }
     Ok(())
 }
+
+/// The shortest failure time-out: a peer is heard from every quarter of it, and the router
+/// looks at its heartbeats at its own cadence (every 50 ms); below this a healthy, idle peer
+/// could be taken for dead.
+pub const MIN_FAILURE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(200);
 
 #[cfg(test)]
 mod tests {

@@ -535,7 +535,6 @@ impl<'a> CheckedRun<'a> {
         Ok(())
     }
 
-    /// The end: accounts that add up, and for a lossless scenario the engine's outputs.
     /// The rolling summary's accounts agree, whatever the run's state.
     fn check_accounts(&mut self) -> Result<(), Failure> {
         let broken = self.cluster.accounts().and_then(|summary| summary.broken_identities().into_iter().next());
@@ -545,6 +544,7 @@ impl<'a> CheckedRun<'a> {
         }
     }
 
+    /// The end: accounts that add up, and for a lossless scenario the engine's outputs.
     fn check_end(mut self) -> Result<Verdict, Failure> {
         self.check_outputs()?;
         let sent = self.cluster.sent().len() as u64;

@@ -96,6 +96,20 @@ impl CollectorLink {
         Ok(())
     }
 
+    /// Before the process ends: hands every held frame not yet given to the socket over to it
+    /// (the socket's linger then delivers them), waiting at most `within` for room. What
+    /// is still left then is lost with the process (counted by the collector as frames that
+    /// never came).
+    pub fn hand_over(&mut self, within: Duration) -> Result<(), TransportError> {
+        let deadline = std::time::Instant::now() + within;
+        self.poll()?;
+        while self.resend_from.is_some() && self.lost.is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+            self.poll()?;
+        }
+        Ok(())
+    }
+
     /// Sends the held frames from [`Self::resend_from`] on, in order, until the socket takes
     /// no more without waiting.
     fn send_waiting(&mut self) -> Result<(), TransportError> {

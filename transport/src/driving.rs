@@ -343,7 +343,7 @@ impl Outbox for SocketOutbox<'_> {
         if index < self.workers.len() && !self.dead[index] {
             self.dead[index] = true;
             self.pending[index].clear();
-            self.workers[index].shorten_linger(std::time::Duration::ZERO);
+            self.workers[index].disconnect();
         }
     }
 

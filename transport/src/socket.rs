@@ -311,6 +311,13 @@ impl Push {
         self.watch.as_ref().is_none_or(crate::liveness::PeerWatch::connected)
     }
 
+    /// Drops the connection to the peer and whatever is still queued for it (a peer taken for
+    /// dead gets nothing more, even if it wakes).
+    pub fn disconnect(&self) {
+        let _ = self.socket.set_linger(0);
+        let _ = self.socket.disconnect(&self.peer);
+    }
+
     /// Limits how long closing may wait to deliver what is still queued: on an interrupted
     /// run the peer may be gone, and a shutdown must not wait the full linger for it.
     pub fn shorten_linger(&self, linger: Duration) {

@@ -46,8 +46,8 @@ pub enum WorkerError {
     /// The router took this worker for dead (it heard nothing from it for its failure time-out:
     /// a stopped or stuck process) and moved its symbols to the other workers.
     #[error(
-        "worker {id} was taken for dead by the router and fenced: {reason}; its symbols are with the other \
-         workers and nothing it sends is accepted any more (restart it to join again)"
+        "worker {id} was taken for dead by the router and fenced ({reason}): its symbols are with the other \
+         workers and the router takes nothing more from it (restart it to join again)"
     )]
     Fenced {
         /// This worker's id.
@@ -126,7 +126,9 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     info!(id, index = ready.assigned, workers = ready.workers.len(), rules = ready.rules.origin, "run started");
 
     let metrics = crate::metrics::WorkerMetrics::register(ready.streams);
-    receive_loop(&input, Duration::from_millis(50), |received| {
+    // The loop turns at least as often as its heartbeat is due, input or not.
+    let wait = life.heartbeat_every().min(Duration::from_millis(50));
+    receive_loop(&input, wait, |received| {
         if let Received::Frame { bytes, .. } = received {
             worker.handle(bytes, now_ns(), &mut out);
         }
@@ -181,13 +183,18 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     // Stopped before its course: its sends give up at once now; what it processed is reported.
     let report = if life.ended() == Some(Ended::Stopped) { worker.finish(&mut out) } else { worker.report() };
     metrics.observe(&worker.snapshot());
-    if stop.load(Ordering::Relaxed) {
-        if let Some(collector) = out.collector() {
+    let stopping = stop.load(Ordering::Relaxed);
+    if let Some(collector) = out.collector() {
+        // What waits in the log, not yet taken by the socket (a collector slow to read), goes
+        // to the socket now, whose linger delivers it.
+        collector.hand_over(if stopping { Duration::from_millis(500) } else { config.end_timeout })?;
+        if stopping {
             collector.shorten_linger(Duration::from_millis(500));
         }
-    } else if worker.retired() {
+    }
+    if !stopping && worker.retired() {
         info!(id, "left the cluster: every symbol moved to the other workers");
-    } else {
+    } else if !stopping {
         // The wait watches the router: dead, it ends no run, and this worker says so.
         let watch = StopOrLost::new(&shutdown, || link.check_alive());
         if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &watch) {

@@ -330,12 +330,14 @@ impl Lifecycle {
         let refused = || frame.body::<Refused>().map(|refused| refused.reason).unwrap_or_default();
         match (asked, frame.kind()) {
             // Whatever it asked: the router no longer counts it as a member.
-            (_, FrameKind::Fenced) => {
+            // (Said once: each request still out is answered so.)
+            (_, FrameKind::Fenced) if self.fenced.is_none() => {
                 let reason = frame.body::<Fenced>().map_or_else(|error| format!("(unreadable: {error})"), |f| f.reason);
                 tracing::error!(id, "the router took this worker for dead and moved its symbols: {reason}");
                 self.fenced = Some(reason);
                 self.phase = Phase::Over(Ended::Fenced);
             }
+            (_, FrameKind::Fenced) => {}
             (Some(FrameKind::SymbolState | FrameKind::Reached | FrameKind::Snapshot), FrameKind::StateTaken) => {}
             (Some(FrameKind::Snapshot), FrameKind::Refused) => {
                 // A checkpoint the router dropped (a rescale began): the next one counts.

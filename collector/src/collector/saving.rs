@@ -87,14 +87,46 @@ impl SavedState {
     }
 }
 
+/// A sink that could not be written while the state was taken: which file of the results
+/// folder (its [`io::Error`] keeps the cause's kind, a full disk for one).
+#[derive(Debug)]
+pub struct SinkFailed {
+    /// The file's name in the results folder.
+    pub file: &'static str,
+    source: io::Error,
+}
+
+impl SinkFailed {
+    fn at(file: &'static str) -> impl FnOnce(io::Error) -> io::Error {
+        move |source| io::Error::new(source.kind(), SinkFailed { file, source })
+    }
+
+    /// The file of the results folder `error` failed to write, when a sink's.
+    pub fn file_of(error: &io::Error) -> Option<&'static str> {
+        error.get_ref().and_then(|inner| inner.downcast_ref::<SinkFailed>()).map(|sink| sink.file)
+    }
+}
+
+impl std::fmt::Display for SinkFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.source.fmt(f)
+    }
+}
+
+impl std::error::Error for SinkFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
 impl<W: Write> Collector<W> {
     /// Flushes the sinks and returns the whole state, with the notice for the router once the
     /// bytes are stored ([`Saved`]: what it has taken of each sender, and the checkpoints
     /// confirmed by it). The driver stores the bytes, then tells the router: so every frame the
     /// senders drop, and every checkpoint the router may restore from, is in a stored state.
     pub fn save(&mut self) -> io::Result<(Vec<u8>, Saved)> {
-        self.sinks.csv.flush()?;
-        self.sinks.intervals.flush()?;
+        self.sinks.csv.flush().map_err(SinkFailed::at("outputs.csv"))?;
+        self.sinks.intervals.flush().map_err(SinkFailed::at("intervals.csv"))?;
         let sinks = SinkMarks {
             csv_rows: self.sinks.csv.rows(),
             csv_len: self.sinks.csv.bytes_written(),
