@@ -102,7 +102,7 @@ fn stop_worker_1_until_failed_over(cluster: &Cluster) -> (Summary, Instant) {
 
 /// The run ended complete, every tick processed once, and its outputs are the standalone
 /// engine's over the recorded input.
-fn assert_exact(cluster: &mut Cluster) -> Summary {
+fn assert_exact(cluster: &mut Cluster, failed_over: Option<&str>) -> Summary {
     for (process, role) in [(&mut cluster.injector, "the injector"), (&mut cluster.collector, "the collector")] {
         let status = exit_of(process, role);
         assert!(status.success(), "{role} exited with {status}");
@@ -112,16 +112,51 @@ fn assert_exact(cluster: &mut Cluster) -> Summary {
     assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(COUNT), COUNT, Some(0)));
     assert!(summary.errors.is_empty() && summary.failure.is_none(), "{:?} {:?}", summary.errors, summary.failure);
     assert_eq!(summary.duplicates, 0);
-    assert_eq!(summary.failovers.len(), 1, "{:?}", summary.failovers);
-    let failover = &summary.failovers[0];
-    assert_eq!(failover.worker, "worker-1");
-    assert!(failover.recovered && failover.state_lost.is_empty(), "{failover:?}");
-    assert!(failover.reason.contains("nothing heard from it"), "{}", failover.reason);
-    assert!(summary.workers.iter().any(|w| w.id == "worker-1" && w.failed));
+    match failed_over {
+        Some(worker) => {
+            assert_eq!(summary.failovers.len(), 1, "{:?}", summary.failovers);
+            let failover = &summary.failovers[0];
+            assert_eq!(failover.worker, worker);
+            assert!(failover.recovered && failover.state_lost.is_empty(), "{failover:?}");
+            assert!(failover.reason.contains("nothing heard from it"), "{}", failover.reason);
+            assert!(summary.workers.iter().any(|w| w.id == worker && w.failed));
+        }
+        None => assert!(summary.failovers.is_empty(), "{:?}", summary.failovers),
+    }
     let (expected, got) = (standalone_rows(&cluster.out), sorted_rows(&cluster.out.join("outputs.csv")));
     assert_eq!(got.len(), expected.len(), "rows");
     assert!(got == expected, "the cluster's outputs differ from the standalone engine's");
     summary
+}
+
+/// `role` stopped for 3 s once the run processed 100k ticks, then woken: longer than the
+/// failure time-out (2 s), shorter than the collector's retention (60 s).
+fn pause_for_3_s(cluster: &Cluster, role: &Running) {
+    wait_for_summary(&cluster.out, "100,000 ticks processed", Duration::from_secs(60), |s| {
+        s.events_processed >= 100_000
+    });
+    signal(role.0.id() as i32, Signal::SIGSTOP);
+    // The fault itself lasts 3 s (not a wait for something to happen).
+    std::thread::sleep(Duration::from_secs(3));
+    signal(role.0.id() as i32, Signal::SIGCONT);
+}
+
+#[test]
+fn a_router_paused_3_s_blames_no_worker_and_the_run_is_exact() {
+    let mut cluster = start();
+    pause_for_3_s(&cluster, &cluster.router);
+    assert_exact(&mut cluster, None);
+    assert!(exit_of(&mut cluster.router, "the router").success());
+}
+
+#[test]
+fn a_collector_paused_3_s_is_waited_for_and_the_run_is_exact() {
+    let mut cluster = start();
+    pause_for_3_s(&cluster, &cluster.collector);
+    assert_exact(&mut cluster, None);
+    for (index, worker) in cluster.workers.iter_mut().enumerate() {
+        assert!(exit_of(worker, "a worker").success(), "worker-{index}");
+    }
 }
 
 #[test]
@@ -135,7 +170,7 @@ fn a_stopped_worker_is_failed_over_and_woken_it_exits_fenced_with_nothing_of_it_
     let log = common::rest_of(&cluster.worker_logs[1]);
     assert!(!status.success(), "the fenced worker exited 0: {log}");
     assert!(log.contains("worker worker-1 was taken for dead by the router and fenced"), "{log}");
-    let summary = assert_exact(&mut cluster);
+    let summary = assert_exact(&mut cluster, Some("worker-1"));
     // What it sent on waking (outputs of ticks the survivors replayed) was refused, and counted.
     let refused = summary.rejected.get("collector").and_then(|causes| causes.get("fenced")).copied();
     eprintln!("refused from the fenced worker at the collector: {refused:?}");
@@ -150,7 +185,7 @@ fn a_stopped_worker_is_failed_over_and_woken_it_exits_fenced_with_nothing_of_it_
 fn a_worker_stopped_for_good_is_failed_over_and_the_run_completes_without_it() {
     let mut cluster = start();
     stop_worker_1_until_failed_over(&cluster);
-    assert_exact(&mut cluster);
+    assert_exact(&mut cluster, Some("worker-1"));
     assert!(exit_of(&mut cluster.router, "the router").success());
     // Still stopped: the guard kills it.
     assert!(cluster.workers[1].0.try_wait().unwrap().is_none());
