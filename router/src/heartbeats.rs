@@ -90,12 +90,13 @@ impl Heartbeats {
         // workers' silence: their heartbeats of that time wait unread in its socket.
         let last_look = self.last_look.replace(now);
         let gap = last_look.map_or(Duration::ZERO, |last| now.since(last));
-        let rebase = last_look.filter(|_| gap > self.timeout / 2);
-        // Keep the silence each had when the router last looked; drop the gap.
-        let rebased = |beat: &mut Beat| match (*beat, rebase) {
-            (Beat::Unseen, _) => *beat = Beat::Starting(now),
-            (Beat::Heard(at) | Beat::Starting(at), Some(last)) => {
-                let before = last.since(at);
+        // Keep the silence each had when the router last looked, and drop the gap. At the first
+        // look there is no earlier one: every silence starts now.
+        let rebase = last_look.is_none() || gap > self.timeout / 2;
+        let rebased = |beat: &mut Beat| match *beat {
+            Beat::Unseen => *beat = Beat::Starting(now),
+            Beat::Heard(at) | Beat::Starting(at) if rebase => {
+                let before = last_look.map_or(Duration::ZERO, |last| last.since(at));
                 let at = Monotonic::from_ns(now.as_ns().saturating_sub(before.as_nanos() as u64));
                 *beat = if matches!(beat, Beat::Heard(_)) { Beat::Heard(at) } else { Beat::Starting(at) };
             }
@@ -200,5 +201,20 @@ mod tests {
         }
         beats.heard(0, at(1_020));
         assert_eq!(beats.silent(at(1_020), |_| true), vec![(1, Duration::from_millis(1_020))]);
+    }
+
+    #[test]
+    fn the_first_look_starts_every_silence_even_after_a_gap_before_it() {
+        // The router was stopped before its first look (seed 7763 of the sweep): the workers
+        // heard before that are not silent for the gap.
+        let mut beats = Heartbeats::new(2, Duration::from_millis(50));
+        beats.heard(0, at(1));
+        beats.heard(1, at(1));
+        assert!(beats.silent(at(188), |_| true).is_empty());
+        for ms in (198..=238).step_by(10) {
+            beats.heard(0, at(ms));
+            assert!(beats.silent(at(ms), |_| true).is_empty(), "{ms}: 50 ms from the first look at most");
+        }
+        assert_eq!(beats.silent(at(239), |_| true), vec![(1, Duration::from_millis(51))]);
     }
 }

@@ -408,6 +408,11 @@ impl LocalCluster {
             Scheduled::Unpause(member) => {
                 if self.paused_until.get(&member).is_some_and(|&until| until <= self.now) {
                     self.paused_until.remove(&member);
+                    // The worst order for a router that wakes: its timers run before it reads
+                    // what waited in its sockets (the workers' heartbeats among it).
+                    if member == Member::Router && self.outcome.is_none() && self.router_report.is_none() {
+                        self.router_timer_turn();
+                    }
                     for (from, payload) in self.parked.remove(&member).unwrap_or_default() {
                         self.deliver(from, member, payload);
                     }
@@ -736,6 +741,18 @@ impl LocalCluster {
         }
     }
 
+    /// The router's timer: the core gives up overdue moves, starts checkpoints due and fails
+    /// over workers it has not heard from.
+    fn router_timer_turn(&mut self) {
+        let mut out = self.outbox();
+        if let Err(reason) = self.router.tick(Monotonic::from_ns(self.now), &mut out) {
+            out.event(Event::Refused { who: "the run".into(), reason });
+            self.router_report.get_or_insert_with(|| self.router.report());
+        }
+        self.route_from(Member::Router, out);
+        self.maybe_finish_router();
+    }
+
     fn timer(&mut self, member: Member) {
         if self.dead.contains(&member) || self.outcome.is_some() {
             return;
@@ -747,14 +764,7 @@ impl LocalCluster {
                 self.schedule(self.paused_until[&member], Scheduled::Timer(member));
             }
             Member::Router => {
-                // The router's timer: the core gives up overdue moves and starts checkpoints due.
-                let mut out = self.outbox();
-                if let Err(reason) = self.router.tick(Monotonic::from_ns(self.now), &mut out) {
-                    out.event(Event::Refused { who: "the run".into(), reason });
-                    self.router_report.get_or_insert_with(|| self.router.report());
-                }
-                self.route_from(member, out);
-                self.maybe_finish_router();
+                self.router_timer_turn();
                 if self.router_report.is_none() {
                     self.schedule(self.now + ROUTER_TIMER_NS, Scheduled::Timer(member));
                 }

@@ -44,6 +44,16 @@ pub enum Disruption {
         /// For how long (virtual ns).
         pause_ns: u64,
     },
+    /// Pause the router (`router`) or the collector once this many ticks were sent: a stopped
+    /// process whose connections stay up. Its own gap must not be taken for its peers' silence.
+    PauseRouterOrCollector {
+        /// The router if true, else the collector.
+        router: bool,
+        /// Ticks sent first.
+        after_sent: u64,
+        /// For how long (virtual ns).
+        pause_ns: u64,
+    },
     /// Kill the collector once this many ticks were sent (and it saved a state), and start
     /// it again `down_ns` later.
     RestartCollector {
@@ -205,7 +215,7 @@ impl Scenario {
             let worker = draw.range(0, workers as u64 - 1) as usize;
             let after_sent = draw.range(1, count);
             let after_processed = draw.range(1, per_worker.max(2));
-            match draw.range(0, 5) {
+            match draw.range(0, 6) {
                 0 if workers > 1 && !killed => {
                     killed = true;
                     disruptions.push(Disruption::KillWorker { worker, after_processed });
@@ -224,6 +234,10 @@ impl Scenario {
                 }
                 3 if workers > 1 => disruptions.push(Disruption::Leave { worker, after_sent }),
                 4 => disruptions.push(Disruption::Deploy { rules: draw.range(0, 1) as usize, after_sent }),
+                5 => {
+                    let (router, pause_ns) = (draw.chance(50), draw.range(1, 200) * 1_000_000);
+                    disruptions.push(Disruption::PauseRouterOrCollector { router, after_sent, pause_ns });
+                }
                 _ => disruptions.push(Disruption::Join { after_sent }),
             }
         }
@@ -280,6 +294,15 @@ fn apply(cluster: &mut LocalCluster, disruption: &Disruption, collector_back_at:
             let reached = cluster.is_running(worker) && cluster.processed_by(worker) >= after_processed;
             if reached {
                 cluster.pause(Member::Worker(worker), Duration::from_nanos(pause_ns));
+            }
+            reached
+        }
+        Disruption::PauseRouterOrCollector { router, after_sent, pause_ns } => {
+            // The collector only while it runs (not while a restart has it down).
+            let reached = cluster.sent_so_far() >= after_sent && (router || cluster.collector_running());
+            if reached {
+                let member = if router { Member::Router } else { Member::Collector };
+                cluster.pause(member, Duration::from_nanos(pause_ns));
             }
             reached
         }
@@ -433,6 +456,7 @@ impl<'a> CheckedRun<'a> {
             .iter()
             .map(|d| match d {
                 Disruption::PauseWorker { pause_ns, .. } => *pause_ns,
+                Disruption::PauseRouterOrCollector { pause_ns, .. } => *pause_ns,
                 Disruption::RestartCollector { down_ns, .. } => *down_ns,
                 _ => spec.move_timeout_ns,
             })
@@ -557,6 +581,15 @@ impl<'a> CheckedRun<'a> {
         let outcome = cluster.run();
         let summary = &outcome.summary;
         let failovers = (summary.failovers.len(), summary.failovers.iter().filter(|f| f.recovered).count());
+        // Only a worker killed or paused is failed over: a stopped router or collector, or a
+        // late link within the failure time-out, must not make a healthy one look dead.
+        let worker_stopped = scenario
+            .disruptions
+            .iter()
+            .any(|d| matches!(d, Disruption::KillWorker { .. } | Disruption::PauseWorker { .. }));
+        if !worker_stopped && failovers.0 > 0 {
+            return Err(fail(format!("a healthy worker was failed over: {:?}", summary.failovers)));
+        }
         if let Some(broken) = summary.broken_identities().first() {
             return Err(fail(format!("the summary's accounts disagree: {broken}")));
         }
