@@ -669,29 +669,16 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                 let status: ExitStatus = status?;
                 pids.retain(|(pid_name, _)| pid_name != &name);
                 let workers_left = pids.iter().any(|(pid_name, _)| pid_name.starts_with("worker"));
+                let disk_full = name == "collector" && status.code() == Some(crate::cli::DISK_FULL_STATUS);
                 if !status.success() && !interrupted && name.starts_with("worker") && workers_left {
                     // The router fails its symbols over to the others; the summary says
                     // whether its state was restored.
                     tracing::warn!("{name} exited with {status}; the router moves its symbols to the other workers");
                 } else if !status.success()
                     && !interrupted
-                    && name == "collector"
-                    && status.code() == Some(crate::cli::DISK_FULL_STATUS)
-                {
-                    // Started again it would fail the same way: the run ends here.
-                    failures.push(format!(
-                        "disk full: the collector cannot write its results in {} (its error above says which file \
-                         and how much room is left; outputs.csv ends at a whole row)",
-                        args.out.display()
-                    ));
-                    if kill_deadline.is_none() {
-                        stop_at_once(&pids, graceful_deadline.is_some());
-                        kill_deadline = Some(tokio::time::Instant::now() + STOP_GRACE);
-                    }
-                } else if !status.success()
-                    && !interrupted
                     && kill_deadline.is_none()
                     && name == "collector"
+                    && !disk_full
                     && collector_restarts < COLLECTOR_RESTARTS
                 {
                     collector_restarts += 1;
@@ -699,7 +686,15 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                     let role_args = collector_args.clone().expect("the collector was started");
                     spawn(program, name, role_args, &mut children, &mut pids)?;
                 } else if !status.success() && !interrupted {
-                    failures.push(format!("{name} exited with {status}"));
+                    failures.push(match disk_full {
+                        // Started again it would fail the same way: the run ends here.
+                        true => format!(
+                            "disk full: the collector cannot write its results in {} (its error above says which \
+                             file and how much room is left; outputs.csv ends at a whole row)",
+                            args.out.display()
+                        ),
+                        false => format!("{name} exited with {status}"),
+                    });
                     // One role failing means the run cannot complete: stop the rest now.
                     if kill_deadline.is_none() {
                         stop_at_once(&pids, graceful_deadline.is_some());

@@ -660,15 +660,7 @@ impl<W: Write> Collector<W> {
             resent_frames: self.observed.resent_frames,
             failure: self.failure.clone(),
         };
-        summarize(
-            self.shape.streams,
-            &self.shape.workers,
-            &self.reports,
-            &self.progress,
-            self.router.as_ref(),
-            self.failovers.records(),
-            observed,
-        )
+        self.summarize(observed)
     }
 
     /// The run's accounts so far (what was sent, processed and lost, by stream, worker and
@@ -682,6 +674,11 @@ impl<W: Write> Collector<W> {
             failure: self.failure.clone(),
             ..Observed::default()
         };
+        self.summarize(observed)
+    }
+
+    /// The summary of the reports, progress and failovers held, with what it `observed`.
+    fn summarize(&self, observed: Observed) -> Summary {
         summarize(
             self.shape.streams,
             &self.shape.workers,

@@ -190,10 +190,7 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
 
     let metrics = crate::metrics::CollectorMetrics::register();
     // The router hears from this collector at least every quarter of its failure time-out.
-    let alive_every = match ready.failure_timeout_ns {
-        0 => config.failure_timeout / 4,
-        timeout => Duration::from_nanos(timeout / 4),
-    };
+    let alive_every = ready.liveness_every().unwrap_or(config.failure_timeout / 4);
     let mut life = Lifecycle::new(config.idle_timeout, config.summary_every, alive_every, Monotonic::now());
     let mut progress = config.progress.then(|| Progress::start(Monotonic::now()));
     // The loop turns at least as often as the router must hear from it, frames or not.

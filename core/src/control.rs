@@ -88,6 +88,14 @@ pub struct Ready {
     pub failure_timeout_ns: u64,
 }
 
+impl Ready {
+    /// How often a peer must be heard from: a quarter of the router's failure time-out
+    /// (`None` when the router names none).
+    pub fn liveness_every(&self) -> Option<std::time::Duration> {
+        (self.failure_timeout_ns > 0).then(|| std::time::Duration::from_nanos(self.failure_timeout_ns / 4))
+    }
+}
+
 /// A rules file as it travels: its version in the run, where it came from, its text.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RulesText {

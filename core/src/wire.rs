@@ -152,6 +152,11 @@ impl FrameKind {
         matches!(self, FrameKind::Heartbeat | FrameKind::Committed | FrameKind::Fenced)
     }
 
+    /// Whether a frame whose kind byte is `byte` is a notice ([`Self::is_notice`]).
+    pub fn is_notice_byte(byte: u8) -> bool {
+        FrameKind::from_byte(byte).is_some_and(FrameKind::is_notice)
+    }
+
     /// Control requests a worker sends about itself, naming itself in the header: each is a
     /// sign of life, and each is refused once the worker is fenced.
     pub fn from_a_worker(self) -> bool {

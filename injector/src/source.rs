@@ -119,7 +119,8 @@ impl StreamSource {
 
 /// Symbol names and one source per connection.
 pub struct Sources {
-    /// Every symbol's name; a tick's `symbol` indexes it.
+    /// The model's symbol names, which a generated tick's `symbol` indexes (a replay's are
+    /// its streams' own: [`StreamSource::name`]; empty here).
     pub names: Arc<Vec<String>>,
     /// One source per stream (injector connection).
     pub streams: Vec<StreamSource>,

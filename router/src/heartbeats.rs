@@ -47,7 +47,7 @@ impl Heartbeats {
         self.beats.push(Beat::Unseen);
     }
 
-    /// How long a member may stay silent at `beat`'s stage, and since when it has been.
+    /// How long `beat`'s member has been silent at `now`, and how long its stage allows.
     fn silence(&self, beat: Beat, now: Monotonic) -> Option<(Duration, Duration)> {
         match beat {
             Beat::Heard(at) => Some((now.since(at), self.timeout)),

@@ -539,7 +539,7 @@ impl Rescaling {
 
     /// The workers that died, by index.
     pub fn failed(&self) -> Vec<u32> {
-        (0..self.members.len() as u32).filter(|i| self.members[*i as usize].state == MemberState::Failed).collect()
+        (0..self.members.len() as u32).filter(|&i| self.is_failed(i as usize)).collect()
     }
 
     /// A member's id.

@@ -533,10 +533,7 @@ impl Router {
         }
         self.count_retirements();
         for (worker, quiet) in silent {
-            let reason = format!(
-                "nothing heard from it for {:.2?}, beyond the failure time-out of {:?}: stopped, paused or stuck",
-                quiet, self.settings.failure_timeout
-            );
+            let reason = self.silence_reason(quiet);
             // Nothing more goes to it: its queue may be full and would hold the router up.
             out.disconnect_worker(worker as u32);
             self.worker_lost(worker as u32, &reason, out)?;
@@ -649,10 +646,15 @@ impl Router {
     /// time-out at its last timer turn: stopped, paused or stuck, whatever its connection says.
     pub fn collector_silent(&self) -> Option<String> {
         let silent = self.running()?.heartbeats.collector_silent()?;
-        Some(format!(
+        Some(self.silence_reason(silent))
+    }
+
+    /// Why a peer silent for `silent` is taken for dead, whatever its connection says.
+    fn silence_reason(&self, silent: Duration) -> String {
+        format!(
             "nothing heard from it for {silent:.2?}, beyond the failure time-out of {:?}: stopped, paused or stuck",
             self.settings.failure_timeout
-        ))
+        )
     }
 
     /// Whether worker `worker` (by index) is a member the run counts on: started, not gone,

@@ -163,7 +163,7 @@ impl ControlLink {
             }
         }
         let kind = body.get(2).copied().unwrap_or(0);
-        if !FrameKind::from_byte(kind).is_some_and(FrameKind::is_notice) {
+        if !FrameKind::is_notice_byte(kind) {
             self.pending.borrow_mut().push_back(kind);
         }
         Ok(())
@@ -175,7 +175,7 @@ impl ControlLink {
         match self.socket.recv_multipart(zmq::DONTWAIT) {
             Ok(mut parts) => {
                 let answer = parts.pop().unwrap_or_default();
-                if answer.get(2).copied().and_then(FrameKind::from_byte).is_some_and(FrameKind::is_notice) {
+                if answer.get(2).is_some_and(|&kind| FrameKind::is_notice_byte(kind)) {
                     return Ok(Some((0, answer)));
                 }
                 let asked = self.pending.borrow_mut().pop_front().unwrap_or(0);

@@ -156,10 +156,7 @@ impl Lifecycle {
         (start_timeout, end_timeout): (Duration, Duration),
         now: Monotonic,
     ) -> Lifecycle {
-        let heartbeat_every = match ready.failure_timeout_ns {
-            0 => DEFAULT_HEARTBEAT_EVERY,
-            timeout => Duration::from_nanos(timeout / 4),
-        };
+        let heartbeat_every = ready.liveness_every().unwrap_or(DEFAULT_HEARTBEAT_EVERY);
         Lifecycle {
             id,
             index: ready.assigned,

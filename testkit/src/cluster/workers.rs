@@ -55,7 +55,7 @@ impl LocalCluster {
             Duration::from_nanos(self.spec.idle_timeout_ns),
         );
         let life = Lifecycle::new(id, ready, timeouts, self.monotonic());
-        let next_turn = self.now + (life.heartbeat_every().as_nanos() as u64).min(WORKER_TIMER_NS);
+        let next_turn = self.now + turn_every(&life);
         let worker = SimWorker {
             core,
             life,
@@ -178,7 +178,7 @@ impl LocalCluster {
         }
         let over = worker.life.is_over();
         // The next turn: soon while it holds its input, as the driver's loop turns then.
-        let cadence = (worker.life.heartbeat_every().as_nanos() as u64).min(WORKER_TIMER_NS);
+        let cadence = turn_every(&worker.life);
         worker.next_turn = self.now + if turn.read_input { cadence } else { HOLD_WAIT_NS.min(cadence) };
         let next_turn = worker.next_turn;
         worker.reading = turn.read_input;
@@ -232,7 +232,7 @@ impl LocalCluster {
     /// Records a request worker `from` sends the router, to pair the answer with it.
     pub(super) fn worker_asks(&mut self, from: Member, frame: &[u8]) {
         if let (Member::Worker(index), Some(&kind)) = (from, frame.get(2)) {
-            if FrameKind::from_byte(kind).is_some_and(FrameKind::is_notice) {
+            if FrameKind::is_notice_byte(kind) {
                 return;
             }
             if let WorkerState::Running(worker) = &mut self.workers[index] {
@@ -245,4 +245,10 @@ impl LocalCluster {
     pub(super) fn monotonic(&self) -> Monotonic {
         Monotonic::from_ns(self.now)
     }
+}
+
+/// How often a worker's policy turns at most without a frame, ns ([`WORKER_TIMER_NS`], or its
+/// heartbeat's cadence if shorter).
+fn turn_every(life: &Lifecycle) -> u64 {
+    (life.heartbeat_every().as_nanos() as u64).min(WORKER_TIMER_NS)
 }
