@@ -757,3 +757,28 @@ fn a_worker_that_asks_once_is_pushed_what_the_collector_saves_of_its_frames() {
     );
     assert!(out.take().iter().all(|(_, frame)| Frame::read(frame, usize::MAX).unwrap().kind() != FrameKind::Committed));
 }
+
+#[test]
+fn a_forged_or_unreadable_heartbeat_is_counted_and_never_answered() {
+    use cep_core::liveness::Heartbeat;
+    let (mut router, mut out) = running(100);
+    // Sent as worker 0, naming worker 1; then a heartbeat whose body is not one.
+    let forged = Heartbeat { worker: 1, processed: 5, finished: true }.encode(0);
+    router.control(b"a".to_vec(), &forged, Monotonic::from_ns(1), &mut out);
+    let mut unreadable = forged.clone();
+    unreadable.truncate(unreadable.len() - 2);
+    router.control(b"a".to_vec(), &unreadable, Monotonic::from_ns(1), &mut out);
+    assert!(out.sent.is_empty(), "a heartbeat is never answered: {:?}", out.sent);
+    let refusals =
+        out.events.iter().filter(|event| matches!(event, Event::Refused { who, .. } if who == "a Heartbeat"));
+    assert_eq!(refusals.count(), 2);
+    assert_eq!(router.report().rejected.get("refused_control"), Some(&2));
+    // A true one, finished: worker 1 is no longer watched, and nothing is answered either.
+    router.control(
+        b"b".to_vec(),
+        &Heartbeat { worker: 1, processed: 5, finished: true }.encode(1),
+        Monotonic::from_ns(2),
+        &mut out,
+    );
+    assert!(out.sent.is_empty());
+}
