@@ -128,8 +128,11 @@ pub fn summarize(
     let mut add = |cause: &str, count: u64| *lost_by_cause.entry(cause.into()).or_default() += count;
     let mut all_sent = Some(0u64);
     let mut attributed = 0u64;
+    // A stream the router ended itself, its injector taken for dead: what it sent is unknown
+    // (its markers at the workers count what the router received).
+    let lost_stream = |stream: u32| router.is_some_and(|r| r.lost_streams.contains_key(&stream));
     for stream in 0..streams {
-        let sent = sent_by_stream.get(&stream).copied().flatten();
+        let sent = sent_by_stream.get(&stream).copied().flatten().filter(|_| !lost_stream(stream));
         let processed = processed_by_stream.get(&stream).copied().unwrap_or(0);
         let received_by_router = router.and_then(|r| r.received.get(&stream).copied());
         let lost = match sent {
@@ -155,7 +158,7 @@ pub fn summarize(
                 // Without its end marker a stream's count is unknown: what the router saw and
                 // the workers did not process is the least that was lost.
                 let at_least = received_by_router.unwrap_or(0).saturating_sub(processed);
-                add("stream_never_ended", at_least);
+                add(if lost_stream(stream) { "injector_lost" } else { "stream_never_ended" }, at_least);
             }
         }
         all_sent = all_sent.zip(sent).map(|(all, sent)| all + sent);
@@ -180,9 +183,13 @@ pub fn summarize(
     // What workers without a report processed (per stream unknown) was counted lost above:
     // it was not. Taken off the causes in this order, the likeliest first.
     let mut left = unattributed;
-    for cause in
-        ["not_processed_by_worker", "unknown_router_report_missing", "stream_never_ended", "not_received_by_router"]
-    {
+    for cause in [
+        "not_processed_by_worker",
+        "unknown_router_report_missing",
+        "stream_never_ended",
+        "injector_lost",
+        "not_received_by_router",
+    ] {
         if let Some(count) = lost_by_cause.get_mut(cause) {
             let taken = left.min(*count);
             *count -= taken;
@@ -251,6 +258,17 @@ pub fn summarize(
     if !observed.rejected.is_empty() {
         summary.rejected.insert("collector".into(), observed.rejected);
     }
+    // Streams ended without their injector: the run's input is not known in full.
+    if let Some(router) = router.filter(|r| !r.lost_streams.is_empty()) {
+        let streams: Vec<String> = router.lost_streams.keys().map(u32::to_string).collect();
+        let first = router.lost_streams.values().next().map_or("", String::as_str);
+        summary.failure.get_or_insert_with(|| {
+            format!(
+                "{first}; stream(s) {} ended where the router had them: what their injector sent is unknown",
+                streams.join(", ")
+            )
+        });
+    }
     // A dead worker whose state could not be restored ends the run as a failure.
     if let Some(record) = failed.iter().find(|record| !record.recovered) {
         let symbols = if record.state_lost.is_empty() { record.moved.len() } else { record.state_lost.len() };
@@ -309,6 +327,7 @@ mod tests {
             rejected: [("malformed".to_string(), 2)].into_iter().collect(),
             workers: vec!["w0".into(), "w1".into()],
             failed: vec![],
+            lost_streams: BTreeMap::new(),
         }
     }
 
@@ -547,5 +566,35 @@ mod tests {
             summary.workers.iter().map(|w| (w.events, w.symbols)).collect::<Vec<_>>(),
             [(15, Some(3)), (14, Some(3))]
         );
+    }
+
+    #[test]
+    fn a_stream_whose_injector_was_lost_has_an_unknown_count_and_fails_the_run() {
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        // Stream 1's injector fell silent: the router ended it at the 9 ticks it had, and told
+        // the workers so; one of them is still in flight (processed 8).
+        let reports: BTreeMap<u32, WorkerReport> =
+            [(0, worker(0, [10, 5], [Some(20), Some(9)])), (1, worker(1, [10, 3], [Some(20), Some(9)]))]
+                .into_iter()
+                .collect();
+        let mut router = router([20, 9]);
+        router.lost_streams.insert(1, "the injector of stream 1 was taken for dead: silent".into());
+        let summary = summarize(2, &ids, &reports, &[], Some(&router), &[], observed(28));
+        assert!(!summary.complete);
+        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (None, 28, None));
+        assert_eq!(
+            summary.streams[1],
+            StreamSummary { stream: 1, sent: None, received_by_router: Some(9), processed: 8, lost: None }
+        );
+        assert_eq!(summary.streams[0].lost, Some(0));
+        assert_eq!(summary.lost_by_cause, [("injector_lost".to_string(), 1)].into());
+        assert_eq!(
+            summary.failure.as_deref(),
+            Some(
+                "the injector of stream 1 was taken for dead: silent; stream(s) 1 ended where the router had them: \
+                 what their injector sent is unknown"
+            )
+        );
+        assert!(summary.broken_identities().is_empty(), "{:?}", summary.broken_identities());
     }
 }

@@ -11,7 +11,7 @@
 use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
 use crate::delivery::{Committed, DeliveryQuery, DeliveryStatus, Saved, Sequenced};
 use crate::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, WorkerFailed};
-use crate::liveness::{Fenced, Heartbeat};
+use crate::liveness::{Abandoned, Fenced, Heartbeat, InjectorHeartbeat};
 use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use crate::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
@@ -106,6 +106,8 @@ bodies! {
     WorkerJoined => WorkerJoined,
     Heartbeat => Heartbeat,
     Fenced => Fenced,
+    InjectorHeartbeat => InjectorHeartbeat,
+    Abandoned => Abandoned,
 }
 
 /// Asks for the collector's time (no body: nil).
@@ -349,12 +351,14 @@ mod tests {
             rejected: BTreeMap::new(),
             workers: vec!["w".into()],
             failed: vec![1],
+            lost_streams: BTreeMap::from([(2, "s".into())]),
         };
         #[rustfmt::skip]
         let expected = [
-            0x96, 0x81, 0x00, 0x05, // [received {0: 5},
+            0x97, 0x81, 0x00, 0x05, // [received {0: 5},
             0x91, 0x94, 0x00, 0xa1, b'o', 0x91, 0xa1, b'q', 0x80, // rules [[epoch, origin, queries, at {}]],
-            0x05, 0x80, 0x91, 0xa1, b'w', 0x91, 0x01, // routed, rejected {}, workers, failed]
+            0x05, 0x80, 0x91, 0xa1, b'w', 0x91, 0x01, // routed, rejected {}, workers, failed,
+            0x81, 0x02, 0xa1, b's', // lost_streams {2: "s"}]
         ];
         golden(report, 0, &expected);
     }
@@ -550,6 +554,8 @@ mod tests {
         golden(Committed(status), 0, &[0x94, 0x02, 0xa1, b'e', 0x09, 0xc3]);
         golden(Heartbeat { worker: 3, processed: 5, finished: true }, 3, &[0x93, 0x03, 0x05, 0xc3]);
         golden(Fenced { reason: "f".into() }, 0, &[0x91, 0xa1, b'f']);
+        golden(InjectorHeartbeat { first: 2, sent: vec![5, 6] }, 2, &[0x92, 0x02, 0x92, 0x05, 0x06]);
+        golden(Abandoned { reason: "a".into() }, 0, &[0x91, 0xa1, b'a']);
         // The envelope: [version, Sequenced, source, incarnation, position, frame], the two
         // numbers 9 bytes each, the frame as it is.
         let inner = CheckpointMark { id: 7 }.encode(2);

@@ -4,6 +4,11 @@
 //! of the router's failure time-out; a worker the router hears nothing from for the whole
 //! time-out is taken for dead and failed over like a killed one, and fenced: whatever it sends
 //! afterwards is refused and counted, and it is told [`Fenced`], on which it exits.
+//!
+//! Injectors do the same with an [`InjectorHeartbeat`]: one the router hears nothing from for
+//! the time-out has its streams ended where the router has them (their true counts are then
+//! unknown), and is fenced. A router that gives the run up tells every process it has a link
+//! to why ([`Abandoned`]), so that each names the peer actually lost, not the router.
 
 use serde::{Deserialize, Serialize};
 
@@ -26,5 +31,24 @@ pub struct Heartbeat {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fenced {
     /// Why, as the router saw it.
+    pub reason: String,
+}
+
+/// "Still here, and this far": injector -> router (control), at least every quarter of the
+/// router's failure time-out. Never answered, unless the injector was fenced ([`Fenced`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InjectorHeartbeat {
+    /// Its first stream: its streams are `first..first + sent.len()`.
+    pub first: u32,
+    /// Ticks each of its streams has sent so far.
+    pub sent: Vec<u64>,
+}
+
+/// "The run is given up, because...": router -> every process on a standing link (workers,
+/// injectors), pushed just before the router exits with an error, so that each says the
+/// cause (the collector lost, say) rather than only that the router went.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Abandoned {
+    /// The router's error, in its words.
     pub reason: String,
 }

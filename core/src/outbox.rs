@@ -106,6 +106,15 @@ pub enum Event {
         /// What the router received of it.
         received: u64,
     },
+    /// The router ended a stream itself: its injector fell silent or died.
+    StreamLost {
+        /// The stream.
+        stream: u32,
+        /// What the router received of it (what its injector sent is unknown).
+        received: u64,
+        /// Why its injector was taken for dead.
+        reason: String,
+    },
     /// A worker switched to new rules.
     RulesSwitched {
         /// Their version in the run.
@@ -194,6 +203,12 @@ impl Event {
             Event::Deployed { epoch, origin, at } => tracing::info!(epoch, origin, ?at, "rules deployed"),
             Event::DeploymentRefused { reason } => tracing::warn!("deployment refused: {reason}"),
             Event::StreamEnded { stream, sent, received } => tracing::info!(stream, sent, received, "stream ended"),
+            Event::StreamLost { stream, received, reason } => tracing::error!(
+                stream,
+                received,
+                "stream {stream} ended by the router, its injector taken for dead ({reason}): what it sent \
+                 beyond the {received} ticks received is unknown"
+            ),
             Event::RulesSwitched { epoch, origin } => tracing::info!(epoch, origin, "rules switched"),
             Event::RescaleStarted { kind, worker, symbols, slices } => {
                 tracing::info!(worker, symbols, slices, "rescale started: {kind} of {worker}")

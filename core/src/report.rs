@@ -128,6 +128,9 @@ pub struct RouterReport {
     pub workers: Vec<String>,
     /// Indexes of the workers that died (they send no report; see `WorkerFailed`).
     pub failed: Vec<u32>,
+    /// Streams the router ended itself because their injector fell silent or died, with why:
+    /// what each sent in truth is unknown (at least what the router received of it).
+    pub lost_streams: BTreeMap<u32, String>,
 }
 
 /// Counts rejected frames and ticks by cause and logs them with their sender: the first few

@@ -179,9 +179,11 @@ pub struct Summary {
     /// Each worker's events and symbols.
     pub workers: Vec<WorkerSummary>,
     /// Lost events by cause: `not_received_by_router`, `not_processed_by_worker`,
-    /// `unknown_router_report_missing`, and `stream_never_ended`, a lower bound: ticks of a
-    /// stream without its end marker that the router received and no worker processed (only
-    /// while `events_lost` is unknown). Causes with nothing lost are left out.
+    /// `unknown_router_report_missing`, and two lower bounds (only while `events_lost` is
+    /// unknown): `stream_never_ended`, ticks of a stream without its end marker that the router
+    /// received and no worker processed, and `injector_lost`, the same for a stream the router
+    /// ended itself because its injector fell silent or died (what it sent beyond is unknown).
+    /// Causes with nothing lost are left out.
     pub lost_by_cause: BTreeMap<String, u64>,
     /// Rejected frames and ticks by place (`router`, `worker:<id>`, `collector`) and cause.
     pub rejected: BTreeMap<String, BTreeMap<String, u64>>,
@@ -334,7 +336,8 @@ const PARTIAL: &str = "\
 # PARTIAL RUN (Complete, false): interrupted, or a stream, a worker or the router never sent its
 #   end. A figure written `unknown` was never reported (EventsSent needs every stream's end
 #   marker). EventsProcessed, Throughput, OUTPUTS, latency Operations and each WORKER's Events
-#   count what arrived: the run did at least that much. LOST stream_never_ended is a lower bound.
+#   count what arrived: the run did at least that much. LOST stream_never_ended and injector_lost
+#   (a stream the router ended itself, its injector silent or dead) are lower bounds.
 ";
 
 /// A count, or `unknown` when it was never reported.

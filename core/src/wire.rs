@@ -11,7 +11,7 @@ use crate::msgpack::{self, DecodeError, Reader};
 use crate::tick::{OutputRecord, Stamps, TickRecord};
 
 /// The protocol version this build speaks. A frame of any other version is rejected.
-pub const PROTOCOL_VERSION: u8 = 12;
+pub const PROTOCOL_VERSION: u8 = 13;
 
 /// Most events in one batch, on every hop, unless configured otherwise. Batches fill only
 /// while input is waiting (smart batching), so this bounds size, not latency.
@@ -143,13 +143,26 @@ pub enum FrameKind {
     /// The worker was taken for dead and is fenced: router -> that worker (control, in answer
     /// to whatever it sends, heartbeats included).
     Fenced = 48,
+    /// An injector's proof that it lives, with how far each of its streams got: injector ->
+    /// router (control, never answered unless it was fenced).
+    InjectorHeartbeat = 49,
+    /// The router gives the run up (the collector lost beyond its retention, no worker left):
+    /// router -> every standing link it knows, pushed just before it exits.
+    Abandoned = 50,
 }
 
 impl FrameKind {
-    /// Control frames that pair with no request: a worker's heartbeat (never answered, but
-    /// by Fenced), the notices the router pushes unasked, and Fenced.
+    /// Control frames that pair with no request: heartbeats (never answered, but by Fenced),
+    /// the notices the router pushes unasked, and Fenced.
     pub fn is_notice(self) -> bool {
-        matches!(self, FrameKind::Heartbeat | FrameKind::Committed | FrameKind::Fenced)
+        matches!(
+            self,
+            FrameKind::Heartbeat
+                | FrameKind::InjectorHeartbeat
+                | FrameKind::Committed
+                | FrameKind::Fenced
+                | FrameKind::Abandoned
+        )
     }
 
     /// Whether a frame whose kind byte is `byte` is a notice ([`Self::is_notice`]).
@@ -221,6 +234,8 @@ impl FrameKind {
             Committed,
             Heartbeat,
             Fenced,
+            InjectorHeartbeat,
+            Abandoned,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)

@@ -12,10 +12,13 @@
 //! - [`pacing`]: the schedule of intended send times.
 //! - [`stream`]: one stream's sending, sans I/O: what is due, batches, the end marker.
 //! - [`sending`]: the run: registration, a thread per stream carrying out its [`stream`].
+//! - [`liveness`]: its heartbeats to the router, and the router's word that ends it.
 //! - [`stop`]: how it is told to stop (gracefully, or at once).
 
 #[cfg(feature = "driver")]
 pub mod config;
+#[cfg(feature = "driver")]
+pub mod liveness;
 pub mod metrics;
 pub mod pacing;
 #[cfg(feature = "driver")]

@@ -2,6 +2,7 @@
 //! ([`crate::stream`]) on a thread of its own.
 
 use crate::config::InjectorConfig;
+use crate::liveness::{Liveness, Verdict};
 use crate::pacing::{Pace, Schedule, Speed};
 use crate::source::{self, StreamSource};
 use crate::stop::Stop;
@@ -17,7 +18,7 @@ use cep_transport::{Context, Push, Server, SocketOptions, TransportError};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tracing::info;
 
@@ -48,6 +49,16 @@ pub enum InjectorError {
     /// The router died.
     #[error("the router is lost: {0}")]
     RouterLost(TransportError),
+    /// The router took this injector for dead (it heard nothing from it for its failure
+    /// time-out) and ended its streams without it.
+    #[error(
+        "this injector was taken for dead by the router and fenced ({0}): its streams were ended without it and \
+         the router takes nothing more from it"
+    )]
+    Fenced(String),
+    /// The router gave the run up and said why (the collector lost, say).
+    #[error("the router gave the run up: {0}")]
+    Abandoned(String),
     /// The router refused or did not answer the registration.
     #[error(transparent)]
     Registration(#[from] RegistrationError),
@@ -71,6 +82,9 @@ impl InjectorReport {
 }
 
 type Recorder = Arc<Mutex<BufWriter<File>>>;
+
+/// The heartbeat's cadence when the router names no failure time-out.
+const DEFAULT_HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How long an interrupted injector still tries to deliver its end-of-stream markers.
 const SHUTDOWN_LINGER: std::time::Duration = std::time::Duration::from_millis(500);
@@ -119,6 +133,32 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
     let ready = register(context, &config.router, &registration, config.start_timeout, &stop)?;
     cep_telemetry::identity::set_id(&format!("injector-{}", ready.assigned));
     info!(first_stream = ready.assigned, "run started");
+    // From now on the injector stops at once on its own flag, which the caller's raises too
+    // (passed on by the heartbeat thread), and the router's word that ends it.
+    let halt = Arc::new(AtomicBool::new(stop.now.load(Ordering::Relaxed)));
+    let stop = Stop::new(stop.graceful.clone(), halt.clone());
+    let sent: Arc<[AtomicU64]> = (0..config.connections).map(|_| AtomicU64::new(0)).collect();
+    let every = ready.liveness_every().unwrap_or(DEFAULT_HEARTBEAT_EVERY);
+    let liveness = Liveness::start(context, &config.router, ready.assigned, sent.clone(), every, shutdown, halt)?;
+    let result = send_streams(context, &config, &ready, sources, recorder, &sent, stop);
+    match liveness.finish() {
+        Some(Verdict::Fenced(reason)) => Err(InjectorError::Fenced(reason)),
+        Some(Verdict::Abandoned(reason)) => Err(InjectorError::Abandoned(reason)),
+        None => result,
+    }
+}
+
+/// The run once started: every stream on a thread of its own, then the wait for the end.
+fn send_streams(
+    context: &Context,
+    config: &InjectorConfig,
+    ready: &cep_core::control::Ready,
+    sources: source::Sources,
+    recorder: Option<Recorder>,
+    sent_so_far: &Arc<[AtomicU64]>,
+    stop: Stop,
+) -> Result<InjectorReport, InjectorError> {
+    let shutdown = stop.now.clone();
     // Intended send times are in the collector's clock, like every other stamp.
     if let Some(estimate) = synchronise(context, &ready.collector_clock, &ready.collector_key, &shutdown)? {
         // Closed at once: not watched (see `cep_transport::liveness`).
@@ -147,7 +187,7 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
             _ if rate > 0.0 => Pace::Rate(Schedule::new(ready.start_ns, rate)),
             _ => Pace::Unpaced,
         };
-        let (stream, limit) = (ready.assigned + c as u32, tick_limit(&config, pace, rate));
+        let (stream, limit) = (ready.assigned + c as u32, tick_limit(config, pace, rate));
         // The backlog gauge follows a fixed rate only.
         let schedule = match pace {
             Pace::Rate(schedule) => Some(schedule),
@@ -163,6 +203,8 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
             },
             start_ns: ready.start_ns,
             metrics: metrics.stream(stream, schedule, limit),
+            sent_so_far: sent_so_far.clone(),
+            index: c,
         };
         let (names, recorder, stop) = (sources.names.clone(), recorder.clone(), stop.clone());
         // A stream's thread logs as the injector does (a thread of its own in one process).
@@ -221,6 +263,9 @@ struct Plan {
     stream: StreamPlan,
     start_ns: u64,
     metrics: Arc<crate::metrics::StreamMetrics>,
+    /// Every stream's count so far, which the heartbeats carry; this one's at `index`.
+    sent_so_far: Arc<[AtomicU64]>,
+    index: usize,
 }
 
 /// How often a stream asks whether the router is alive while it is not blocked.
@@ -271,6 +316,7 @@ fn send_stream(
             Step::Send(batch) => {
                 push.send(batch.seal(now_ns()), shutdown)?;
                 plan.metrics.sent(core.sent());
+                plan.sent_so_far[plan.index].store(core.sent(), Ordering::Relaxed);
             }
             Step::End(marker) => {
                 push.send(marker, shutdown)?;

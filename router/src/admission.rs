@@ -60,6 +60,8 @@ pub fn authorize(peer: &Identity, body: &[u8], workers: &[WorkerInfo], collector
                 _ => Err(format!("{peer} is not the run's collector")),
             }
         }
+        // Which streams it may speak for is the core's to check (the keys that registered them).
+        FrameKind::InjectorHeartbeat => needs(Role::Injector),
         FrameKind::AwaitEnd if peer.is(Role::Worker) || peer.is(Role::Injector) => Ok(()),
         FrameKind::AwaitEnd => needs(Role::Injector),
         _ => Ok(()),

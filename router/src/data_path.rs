@@ -54,6 +54,8 @@ pub struct DataPath {
     next_seq: Vec<u64>,
     routed_total: u64,
     ended: Vec<bool>,
+    /// Per stream, whether the router ended it itself, its injector taken for dead.
+    lost: Vec<bool>,
     /// Per ended stream, what its injector said it sent (for workers that join later).
     end_sent: Vec<u64>,
     /// Per stream, the CURVE key of the injector that registered it (empty when open): on a
@@ -133,6 +135,7 @@ impl DataPath {
             next_seq: vec![0; stream_count],
             routed_total: 0,
             ended: vec![false; stream_count],
+            lost: vec![false; stream_count],
             end_sent: vec![0; stream_count],
             stream_keys: vec![String::new(); stream_count],
             rejections: Rejections::new("router"),
@@ -149,6 +152,18 @@ impl DataPath {
     /// Bytes held in the replay logs.
     pub fn replay_bytes(&self) -> usize {
         self.logs.iter().map(ReplayLog::bytes).sum()
+    }
+
+    /// Whether the holder of `key` (empty: an open run) registered every stream of `streams`.
+    pub fn owns_streams(&self, streams: std::ops::Range<u32>, key: &str) -> bool {
+        !streams.is_empty()
+            && streams.end as usize <= self.stream_keys.len()
+            && self.stream_keys[streams.start as usize..streams.end as usize].iter().all(|owner| owner == key)
+    }
+
+    /// Whether the router ended stream `stream` itself, its injector taken for dead.
+    pub fn is_lost(&self, stream: u32) -> bool {
+        self.lost.get(stream as usize) == Some(&true)
     }
 
     /// Whether any stream has ended (a dead worker can then no longer be replayed: the
@@ -267,6 +282,7 @@ impl DataPath {
         self.routed.resize_with(total, || vec![0; workers]);
         self.next_seq.resize(total, 0);
         self.ended.resize(total, false);
+        self.lost.resize(total, false);
         self.end_sent.resize(total, 0);
         self.stream_keys.resize(total, String::new());
         let marker = StreamsOpened { first, count }.encode(ROUTER_ID);
@@ -488,6 +504,11 @@ impl DataPath {
             return;
         }
         if tick.injector >= self.streams || self.ended[tick.injector as usize] {
+            if self.lost.get(tick.injector as usize) == Some(&true) {
+                let detail = format_args!("tick of stream {}, ended as lost: its injector is fenced", tick.injector);
+                self.rejections.reject("fenced", Some(batch.sender), &detail);
+                return;
+            }
             let detail = format_args!(
                 "tick of stream {} (run has {} streams; ended streams take no ticks)",
                 tick.injector, self.streams
@@ -550,8 +571,35 @@ impl DataPath {
         self.held_ticks += 1;
     }
 
+    /// Ends stream `stream` for its injector, which was taken for dead: as if its marker had
+    /// come, counting what arrived of it (what it sent in truth is unknown). Whatever of it
+    /// arrives later is refused as `fenced`. Returns what it received, or `None` when the
+    /// stream had ended already.
+    pub fn end_lost(&mut self, stream: u32, out: &mut impl Outbox) -> Option<u64> {
+        let index = stream as usize;
+        if self.ended.get(index) != Some(&false) {
+            return None;
+        }
+        self.lost[index] = true;
+        // At least one past the highest number that arrived, as a marker would have to say.
+        let eos = EndOfStream { stream, sent: self.next_seq[index], routed: 0 };
+        self.ended[index] = true;
+        self.end_sent[index] = eos.sent;
+        if self.parts_in_flight() {
+            self.deferred_ends.push(eos);
+        } else {
+            self.send_end(eos, out);
+        }
+        Some(self.received[index])
+    }
+
     fn end_stream(&mut self, eos: EndOfStream, sender: u32, from: Option<&str>, out: &mut impl Outbox) {
         let stream = eos.stream as usize;
+        if self.lost.get(stream) == Some(&true) {
+            let detail = format_args!("end of stream {}, ended as lost: its injector is fenced", eos.stream);
+            self.rejections.reject("fenced", Some(sender), &detail);
+            return;
+        }
         if stream >= self.ended.len() || self.ended[stream] {
             let detail = format_args!("end of stream {} (run has {} streams)", eos.stream, self.streams);
             self.rejections.reject("unknown_stream", Some(sender), &detail);

@@ -106,6 +106,11 @@ impl CollectorDelivery {
         }
     }
 
+    /// The standing links of the workers that asked ([`Self::subscribe`]).
+    pub fn links(&self) -> impl Iterator<Item = &ClientId> {
+        self.subscribers.iter().flatten().map(|(client, _)| client)
+    }
+
     /// The notices due since the last call: one per subscribed worker whose status changed,
     /// to the client it asked from.
     pub fn changes(&mut self) -> Vec<(ClientId, Committed)> {

@@ -64,87 +64,17 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
 
     let metrics = crate::metrics::RouterMetrics::register(config.workers, config.streams);
     let mut router = Router::new(config.settings(), Deployments::start(&source).map_err(RouterError::Rules)?);
-    let mut policy =
-        RunPolicy::new(config.start_timeout, config.end_timeout, config.collector_retention, Monotonic::now());
     let mut out = SocketOutbox::new(Vec::new(), None, Some(&control), &shutdown);
-    let mut receiver = Receiver::new();
-    let mut report = None;
-    // One loop over every socket: input frames (a turn's worth at most), control requests,
-    // room in a full worker queue, the timers; the policy says what each turn does.
-    loop {
-        let observed = Observed { pending: out.has_pending(), shutdown: shutdown.load(Ordering::Relaxed) };
-        let turn = policy.turn(Monotonic::now(), &router, observed)?;
-        match turn.change {
-            Some(Change::Start) => {
-                out = start(context, &config, &mut router, &control, &options, &shutdown)?;
-                metrics.started(&router.worker_ids(), config.streams);
-            }
-            Some(Change::Finish) => {
-                // What is batched reaches the workers (a failure here fails the run); the
-                // report is then only the collector's to miss.
-                router.flush(&mut out);
-                out.check()?;
-                router.refused_connections(&context.refusals());
-                report = Some(router.finish(&mut out));
-                router.publish(&metrics);
-                if let Err(error) = out.check() {
-                    warn!(%error, "router report not delivered");
-                }
-            }
-            Some(Change::Release) => break,
-            None => {}
+    let sockets = Sockets { context, control: &control, input: &input, options: &options, shutdown: &shutdown };
+    let report = match serve_run(&config, &sockets, &mut router, &mut out, &metrics) {
+        Ok(report) => report,
+        Err(error) => {
+            // Every process with a standing link learns the cause before the router's end
+            // (the control socket's linger delivers it): the collector lost, say.
+            router.abandon(&error.to_string(), &mut out);
+            return Err(error);
         }
-        // Reading: the first frame waited for on the input alone (a wait that also watched the
-        // control socket costs each wake-up more system calls: 16 % of the throughput at 8
-        // workers on 16 cores); control requests are then served at the look-around's cadence.
-        // Otherwise: a wait on the control socket and on room in full worker queues.
-        let mut control_waits = false;
-        if turn.read_input {
-            for taken in 0..FRAMES_PER_TURN {
-                let next = if taken == 0 { receiver.recv(&input, turn.wait)? } else { receiver.try_recv(&input)? };
-                let Some(Received::Frame { bytes, input, sender }) = next else {
-                    break;
-                };
-                router.data_from(bytes, sender, now_ns(), &mut out);
-                if !input.more_waiting() {
-                    router.flush(&mut out);
-                }
-                if !router.accepting_input() || out.has_pending() {
-                    break;
-                }
-            }
-        } else {
-            control_waits = out.wait(turn.wait);
-        }
-        if out.has_pending() {
-            out.flush_pending();
-        }
-        if (control_waits || turn.serve_control) && serve(&mut router, &control, &mut out)? && !policy.started() {
-            metrics.registered(router.registered());
-        }
-        if turn.timers {
-            router.tick(Monotonic::now(), &mut out).map_err(RouterError::NoWorkerLeft)?;
-            out.check()?;
-        }
-        if turn.look_around {
-            out.check_peers();
-            // Refused connections are rejections like any other, in the metrics as they come.
-            router.refused_connections(&context.refusals());
-            router.publish(&metrics);
-        }
-        if turn.watch_collector {
-            // Its connection dropped, or it fell silent (its connection may stay up).
-            let dropped = out.collector().and_then(|collector| collector.lost()).map(str::to_string);
-            let lost = dropped.or_else(|| router.collector_silent());
-            policy.collector(Monotonic::now(), lost.as_deref())?;
-        }
-        // Once the collector has everything, a send that fails (a worker gone after its end)
-        // no longer fails the run.
-        if turn.fail_over {
-            fail_over(&mut router, &mut out)?;
-            out.check()?;
-        }
-    }
+    };
     if out.has_pending() {
         warn!("frames for a worker that took none were not delivered (stopped before the drain ended)");
     }
@@ -168,6 +98,110 @@ pub fn run_in(context: &Context, config: RouterConfig, shutdown: Arc<AtomicBool>
     let rejected: u64 = report.rejected.values().sum();
     info!(routed = report.routed, rejected, "router done");
     Ok(report)
+}
+
+/// The sockets a run is served on, bound before it.
+struct Sockets<'s> {
+    context: &'s Context,
+    control: &'s ControlServer,
+    input: &'s Pull,
+    options: &'s SocketOptions,
+    shutdown: &'s AtomicBool,
+}
+
+/// Serves the run until the policy releases the nodes; returns the report, if the run got
+/// that far. An error is the run given up (the caller tells everyone why).
+fn serve_run<'s>(
+    config: &RouterConfig,
+    sockets: &Sockets<'s>,
+    router: &mut Router,
+    out: &mut SocketOutbox<'s>,
+    metrics: &crate::metrics::RouterMetrics,
+) -> Result<Option<RouterReport>, RouterError> {
+    let mut policy =
+        RunPolicy::new(config.start_timeout, config.end_timeout, config.collector_retention, Monotonic::now());
+    let mut receiver = Receiver::new();
+    let mut report = None;
+    // One loop over every socket: input frames (a turn's worth at most), control requests,
+    // room in a full worker queue, the timers; the policy says what each turn does.
+    loop {
+        let observed = Observed { pending: out.has_pending(), shutdown: sockets.shutdown.load(Ordering::Relaxed) };
+        let turn = policy.turn(Monotonic::now(), router, observed)?;
+        match turn.change {
+            Some(Change::Start) => {
+                *out = start(sockets.context, config, router, sockets.control, sockets.options, sockets.shutdown)?;
+                metrics.started(&router.worker_ids(), config.streams);
+            }
+            Some(Change::Finish) => {
+                // What is batched reaches the workers (a failure here fails the run); the
+                // report is then only the collector's to miss.
+                router.flush(out);
+                out.check()?;
+                router.refused_connections(&sockets.context.refusals());
+                report = Some(router.finish(out));
+                router.publish(metrics);
+                if let Err(error) = out.check() {
+                    warn!(%error, "router report not delivered");
+                }
+            }
+            Some(Change::Release) => return Ok(report),
+            None => {}
+        }
+        // Reading: the first frame waited for on the input alone (a wait that also watched the
+        // control socket costs each wake-up more system calls: 16 % of the throughput at 8
+        // workers on 16 cores); control requests are then served at the look-around's cadence.
+        // Otherwise: a wait on the control socket and on room in full worker queues.
+        let mut control_waits = false;
+        if turn.read_input {
+            for taken in 0..FRAMES_PER_TURN {
+                let next = if taken == 0 {
+                    receiver.recv(sockets.input, turn.wait)?
+                } else {
+                    receiver.try_recv(sockets.input)?
+                };
+                let Some(Received::Frame { bytes, input, sender }) = next else {
+                    break;
+                };
+                router.data_from(bytes, sender, now_ns(), out);
+                if !input.more_waiting() {
+                    router.flush(out);
+                }
+                if !router.accepting_input() || out.has_pending() {
+                    break;
+                }
+            }
+        } else {
+            control_waits = out.wait(turn.wait);
+        }
+        if out.has_pending() {
+            out.flush_pending();
+        }
+        if (control_waits || turn.serve_control) && serve(router, sockets.control, out)? && !policy.started() {
+            metrics.registered(router.registered());
+        }
+        if turn.timers {
+            router.tick(Monotonic::now(), out).map_err(RouterError::NoWorkerLeft)?;
+            out.check()?;
+        }
+        if turn.look_around {
+            out.check_peers();
+            // Refused connections are rejections like any other, in the metrics as they come.
+            router.refused_connections(&sockets.context.refusals());
+            router.publish(metrics);
+        }
+        if turn.watch_collector {
+            // Its connection dropped, or it fell silent (its connection may stay up).
+            let dropped = out.collector().and_then(|collector| collector.lost()).map(str::to_string);
+            let lost = dropped.or_else(|| router.collector_silent());
+            policy.collector(Monotonic::now(), lost.as_deref())?;
+        }
+        // Once the collector has everything, a send that fails (a worker gone after its end)
+        // no longer fails the run.
+        if turn.fail_over {
+            fail_over(router, out)?;
+            out.check()?;
+        }
+    }
 }
 
 /// The cluster is complete: measures this host's clock against the collector's (stamps are

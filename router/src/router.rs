@@ -12,7 +12,7 @@ use crate::data_path::DataPath;
 use crate::delivery::CollectorDelivery;
 use crate::deploying::Deployments;
 use crate::failover::Checkpoints;
-use crate::heartbeats::Heartbeats;
+use crate::heartbeats::{Heartbeats, Silent};
 use crate::rendezvous::{Rendezvous, WorkerCount};
 use crate::rescaling::Rescaling;
 use cep_core::clock::Monotonic;
@@ -22,7 +22,7 @@ use cep_core::delivery::{DeliveryQuery, Saved};
 use cep_core::failover::{Snapshot, WorkerFailed};
 use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::identity::{Identity, Role, Sender, ROUTER_ID};
-use cep_core::liveness::{Fenced, Heartbeat};
+use cep_core::liveness::{Abandoned, Fenced, Heartbeat, InjectorHeartbeat};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{CauseCounts, ClockReport, RouterReport};
 use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, WorkerJoined, MAX_STREAMS};
@@ -100,8 +100,11 @@ struct Running {
     joiner_ready: Option<Ready>,
     /// The collector serving the run (restarted ones take over).
     delivery: CollectorDelivery,
-    /// What the router hears from each worker: a silent one is taken for dead.
+    /// What the router hears from each worker and injector: a silent one is taken for dead.
     heartbeats: Heartbeats,
+    /// Each injector's standing link, by its first stream (from its heartbeats): where the
+    /// router's last word goes if it gives the run up.
+    injector_links: BTreeMap<u32, ClientId>,
 }
 
 /// One run of the router.
@@ -121,6 +124,9 @@ pub struct Router {
     denied: BTreeMap<String, u64>,
     /// Why each worker taken for dead was: what it is told, fenced, when it speaks again.
     fenced: BTreeMap<u32, String>,
+    /// The streams the router ended itself, their injector taken for dead, with why: in the
+    /// report, and what that injector is told, fenced, when it speaks again.
+    lost_streams: BTreeMap<u32, String>,
     /// Whether the report went to the collector (once, whoever ends the run).
     report_sent: bool,
 }
@@ -140,6 +146,7 @@ impl Router {
             collector_key: String::new(),
             denied: BTreeMap::new(),
             fenced: BTreeMap::new(),
+            lost_streams: BTreeMap::new(),
             report_sent: false,
         }
     }
@@ -188,7 +195,8 @@ impl Router {
         now: Monotonic,
         out: &mut impl Outbox,
     ) {
-        let Phase::Running(Running { path, rescaling, delivery, heartbeats, .. }) = &mut self.phase else {
+        let Phase::Running(Running { path, rescaling, delivery, heartbeats, injector_links, .. }) = &mut self.phase
+        else {
             let kind = Frame::read(body, MAX_CONTROL_FRAME_BYTES).map(|frame| frame.kind());
             if matches!(
                 kind,
@@ -199,7 +207,8 @@ impl Router {
                     | FrameKind::Snapshot
                     | FrameKind::Saved
                     | FrameKind::DeliveryQuery
-                    | FrameKind::Heartbeat)
+                    | FrameKind::Heartbeat
+                    | FrameKind::InjectorHeartbeat)
             ) {
                 let reason = format!("the run has not started: waiting for {}", self.waiting_for());
                 self.control.count_refused("refused_control");
@@ -222,6 +231,27 @@ impl Router {
             heartbeats.heard(worker, now);
         }
         let answer = match frame.kind() {
+            FrameKind::InjectorHeartbeat => {
+                let beat = frame.body::<InjectorHeartbeat>().ok().and_then(|beat| {
+                    let streams = beat.first..beat.first.checked_add(u32::try_from(beat.sent.len()).ok()?)?;
+                    path.owns_streams(streams.clone(), caller_key).then_some(streams)
+                });
+                let Some(streams) = beat else {
+                    // Not answered (a heartbeat never is): counted and told.
+                    self.control.count_refused("refused_control");
+                    let reason = "an injector's heartbeat must name streams it registered".to_string();
+                    return out.event(Event::Refused { who: "an InjectorHeartbeat".into(), reason });
+                };
+                if let Some(reason) = streams.clone().find_map(|stream| self.lost_streams.get(&stream)) {
+                    // Taken for dead: its streams were ended without it, and it learns why.
+                    *self.denied.entry("fenced".into()).or_insert(0) += 1;
+                    let fenced = Fenced { reason: reason.clone() };
+                    return out.send(Peer::Client(client), &fenced.encode(ROUTER_ID));
+                }
+                heartbeats.heard_streams(streams.clone(), now);
+                injector_links.insert(streams.start, client);
+                return;
+            }
             FrameKind::Heartbeat => {
                 match frame.body::<Heartbeat>() {
                     Ok(beat) if beat.worker == frame.sender() => {
@@ -465,7 +495,7 @@ impl Router {
         caller_key: &str,
         out: &mut impl Outbox,
     ) -> Result<Vec<u8>, String> {
-        let Phase::Running(Running { path, joiner_ready, .. }) = &mut self.phase else {
+        let Phase::Running(Running { path, joiner_ready, heartbeats, .. }) = &mut self.phase else {
             return Err(NOT_STARTED.into());
         };
         let ready = joiner_ready.as_mut().ok_or(NOT_STARTED)?;
@@ -481,6 +511,7 @@ impl Router {
         }
         let first = path.add_streams(register.streams, out);
         path.bind_streams(first, &vec![caller_key.to_string(); register.streams as usize]);
+        heartbeats.open_streams(register.streams);
         self.late_injectors.push((client.to_vec(), first, register.streams));
         self.settings.streams = path.streams();
         self.control.node_joined();
@@ -520,7 +551,7 @@ impl Router {
     /// the failure time-out (the driver calls it between turns of its loop). An error when no
     /// worker is left ([`Self::worker_lost`]).
     pub fn tick(&mut self, now: Monotonic, out: &mut impl Outbox) -> Result<(), String> {
-        let mut silent = Vec::new();
+        let mut silent = Silent::default();
         if let Phase::Running(Running { path, rescaling, heartbeats, .. }) = &mut self.phase {
             rescaling.tick(now, path, out);
             if rescaling.busy() {
@@ -529,16 +560,43 @@ impl Router {
             } else {
                 self.checkpoints.turn(now, path, rescaling, self.settings.max_replay_bytes, out);
             }
-            silent = heartbeats.silent(now, |worker| rescaling.is_member(worker));
+            silent = heartbeats.silent(now, |worker| rescaling.is_member(worker), |stream| !path.ended()[stream]);
         }
         self.count_retirements();
-        for (worker, quiet) in silent {
+        for (stream, quiet) in silent.streams {
+            self.stream_lost(stream, &self.silence_reason(quiet), out);
+        }
+        for (worker, quiet) in silent.workers {
             let reason = self.silence_reason(quiet);
             // Nothing more goes to it: its queue may be full and would hold the router up.
             out.disconnect_worker(worker as u32);
             self.worker_lost(worker as u32, &reason, out)?;
         }
         Ok(())
+    }
+
+    /// The injector of stream `stream` is dead (`reason`): the stream is ended where the router
+    /// has it (every worker gets its end marker, behind its last ticks), what it sent in truth
+    /// is unknown (the report says so), and its injector is fenced.
+    pub fn stream_lost(&mut self, stream: u32, reason: &str, out: &mut impl Outbox) {
+        let Phase::Running(Running { path, .. }) = &mut self.phase else { return };
+        let why = format!("the injector of stream {stream} was taken for dead: {reason}");
+        if let Some(received) = path.end_lost(stream, out) {
+            out.event(Event::StreamLost { stream, received, reason: reason.to_string() });
+            self.lost_streams.insert(stream, why);
+        }
+    }
+
+    /// The router gives the run up (`reason`: its error): every process it has a standing
+    /// link to (workers that asked where the collector is, injectors that sent a heartbeat) is
+    /// told why, so that each names the cause rather than only the router's end.
+    pub fn abandon(&mut self, reason: &str, out: &mut impl Outbox) {
+        let Some(Running { delivery, injector_links, .. }) = self.running() else { return };
+        let notice = Abandoned { reason: reason.to_string() }.encode(ROUTER_ID);
+        let links: Vec<ClientId> = delivery.links().chain(injector_links.values()).cloned().collect();
+        for client in links {
+            out.send(Peer::Client(client), &notice);
+        }
     }
 
     /// Worker `worker` is dead (`reason`): its symbols go to the others, restored from its
@@ -727,8 +785,9 @@ impl Router {
             path.keep_replay_logs();
         }
         path.bind_streams(0, &start.stream_keys);
-        let heartbeats = Heartbeats::new(ids.len(), self.settings.failure_timeout);
-        self.phase = Phase::Running(Running { path, rescaling, joiner_ready, delivery, heartbeats });
+        let heartbeats = Heartbeats::new(ids.len(), self.settings.streams, self.settings.failure_timeout);
+        let injector_links = BTreeMap::new();
+        self.phase = Phase::Running(Running { path, rescaling, joiner_ready, delivery, heartbeats, injector_links });
         self.answers = start.answers;
         self.collector_key.clone_from(&start.collector_key);
         Start { workers: start.workers, collector: start.collector, collector_key: start.collector_key }
@@ -812,6 +871,7 @@ impl Router {
             rejected: self.rejected(),
             workers: run.map(|run| run.rescaling.reported_ids()).unwrap_or_default(),
             failed: run.map(|run| run.rescaling.failed()).unwrap_or_default(),
+            lost_streams: self.lost_streams.clone(),
         }
     }
 

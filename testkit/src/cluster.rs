@@ -11,6 +11,7 @@ use cep_core::control::{Ready, Refused, Register};
 use cep_core::delivery::DeliveryLog;
 use cep_core::frame::{Body, Frame, RunFinished};
 use cep_core::identity::{Role, ROUTER_ID};
+use cep_core::liveness::Fenced;
 use cep_core::outbox::{Event, Outbox, Peer, Recorded};
 use cep_core::report::{RouterReport, WorkerReport};
 use cep_core::wire::FrameKind;
@@ -130,6 +131,10 @@ pub struct LocalCluster {
     streams: Vec<Stream>,
     names: Vec<String>,
     injector_started: bool,
+    /// Why the router fenced the injector, once it told it.
+    fenced_injector: Option<String>,
+    /// When the injector's next heartbeat is due (a timer before it does nothing).
+    injector_beat_due: u64,
     start_ns: u64,
     sent: Vec<SentTick>,
     events: Vec<(Member, Event)>,
@@ -190,6 +195,8 @@ impl LocalCluster {
             streams: sources.streams.into_iter().map(|source| Stream::Waiting(Some(source))).collect(),
             names: sources.names.to_vec(),
             injector_started: false,
+            fenced_injector: None,
+            injector_beat_due: 0,
             start_ns: 0,
             sent: Vec::new(),
             events: Vec::new(),
@@ -247,6 +254,26 @@ impl LocalCluster {
         let until = self.paused_until.get(&member).map_or(until, |&already| already.max(until));
         self.paused_until.insert(member, until);
         self.schedule(until, Scheduled::Unpause(member));
+    }
+
+    /// Wakes a paused `member` now (SIGCONT): what waited for it is handled, its timers fire.
+    pub fn wake(&mut self, member: Member) {
+        if self.paused_until.contains_key(&member) {
+            self.paused_until.insert(member, self.now);
+            self.schedule(self.now, Scheduled::Unpause(member));
+            if member == Member::Injector(0) && self.injector_started {
+                self.schedule(self.now, Scheduled::Timer(member));
+                for stream in 0..self.spec.streams {
+                    self.schedule(self.now, Scheduled::InjectorStep(stream));
+                }
+            }
+        }
+    }
+
+    /// Whether every injector stream has ended at the router (its marker came, or the router
+    /// ended it without its injector).
+    pub fn all_streams_ended(&self) -> bool {
+        self.router.all_ended()
     }
 
     /// Starts another worker, which registers with the running cluster (a join); returns it.
@@ -532,6 +559,10 @@ impl LocalCluster {
                 if frame.kind() == FrameKind::Ready {
                     let ready: Ready = frame.body().expect("a Ready frame");
                     self.start_injector(ready.start_ns);
+                } else if frame.kind() == FrameKind::Fenced {
+                    // Taken for dead: it stops at once, as the process exits.
+                    let reason = frame.body::<Fenced>().expect("a reason").reason;
+                    self.fenced_injector.get_or_insert(reason);
                 } else if frame.kind() != FrameKind::EndAck {
                     panic!("{stream}: the router refused the injector: {:?}", frame.body::<Refused>());
                 }
@@ -775,6 +806,7 @@ impl LocalCluster {
                     self.schedule(self.now + TIMER_NS, Scheduled::Timer(member));
                 }
             }
+            Member::Injector(_) if self.fenced_injector.is_none() => self.injector_heartbeat(),
             _ => {}
         }
     }
@@ -822,6 +854,7 @@ impl LocalCluster {
             events: std::mem::take(&mut self.events),
             refusals: std::mem::take(&mut self.refusals),
             fenced: std::mem::take(&mut self.fenced),
+            injector_fenced: self.fenced_injector.take(),
         });
     }
 }

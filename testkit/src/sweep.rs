@@ -54,6 +54,14 @@ pub enum Disruption {
         /// For how long (virtual ns).
         pause_ns: u64,
     },
+    /// Pause the injector once this many ticks were sent. Beyond the failure time-out the
+    /// router ends its streams without it (the run then loses what it had not sent).
+    PauseInjector {
+        /// Ticks sent first.
+        after_sent: u64,
+        /// For how long (virtual ns).
+        pause_ns: u64,
+    },
     /// Kill the collector once this many ticks were sent (and it saved a state), and start
     /// it again `down_ns` later.
     RestartCollector {
@@ -215,7 +223,7 @@ impl Scenario {
             let worker = draw.range(0, workers as u64 - 1) as usize;
             let after_sent = draw.range(1, count);
             let after_processed = draw.range(1, per_worker.max(2));
-            match draw.range(0, 6) {
+            match draw.range(0, 7) {
                 0 if workers > 1 && !killed => {
                     killed = true;
                     disruptions.push(Disruption::KillWorker { worker, after_processed });
@@ -237,6 +245,14 @@ impl Scenario {
                 5 => {
                     let (router, pause_ns) = (draw.chance(50), draw.range(1, 200) * 1_000_000);
                     disruptions.push(Disruption::PauseRouterOrCollector { router, after_sent, pause_ns });
+                }
+                6 => {
+                    let pause_ns = draw.range(1, 200) * 1_000_000;
+                    // Well within the failure time-out (its last heartbeat may have gone a period
+                    // before the pause, and a link may be late) it is slow, not dead: nothing
+                    // may be lost. Beyond, the router may end its streams.
+                    lossless &= pause_ns <= spec.failure_timeout_ns / 2;
+                    disruptions.push(Disruption::PauseInjector { after_sent, pause_ns });
                 }
                 _ => disruptions.push(Disruption::Join { after_sent }),
             }
@@ -303,6 +319,13 @@ fn apply(cluster: &mut LocalCluster, disruption: &Disruption, collector_back_at:
             if reached {
                 let member = if router { Member::Router } else { Member::Collector };
                 cluster.pause(member, Duration::from_nanos(pause_ns));
+            }
+            reached
+        }
+        Disruption::PauseInjector { after_sent, pause_ns } => {
+            let reached = cluster.sent_so_far() >= after_sent;
+            if reached {
+                cluster.pause(Member::Injector(0), Duration::from_nanos(pause_ns));
             }
             reached
         }
@@ -456,7 +479,9 @@ impl<'a> CheckedRun<'a> {
             .iter()
             .map(|d| match d {
                 Disruption::PauseWorker { pause_ns, .. } => *pause_ns,
-                Disruption::PauseRouterOrCollector { pause_ns, .. } => *pause_ns,
+                Disruption::PauseRouterOrCollector { pause_ns, .. } | Disruption::PauseInjector { pause_ns, .. } => {
+                    *pause_ns
+                }
                 Disruption::RestartCollector { down_ns, .. } => *down_ns,
                 _ => spec.move_timeout_ns,
             })

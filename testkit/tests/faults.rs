@@ -267,6 +267,57 @@ fn a_worker_paused_beyond_the_failure_timeout_is_failed_over_then_fenced_when_it
     assert_eq!(outcome.output_rows(), reference_rows(&outcome.sent), "its symbols went on elsewhere, nothing twice");
 }
 
+#[test]
+fn an_injector_paused_beyond_the_failure_timeout_has_its_streams_ended_and_is_fenced_when_it_wakes() {
+    for wakes in [false, true] {
+        let mut cluster = LocalCluster::new(slow_spec(), vec![]);
+        assert!(cluster.run_until(|c| c.sent_so_far() >= 5_000));
+        cluster.pause(Member::Injector(0), Duration::from_secs(3_600));
+        if wakes {
+            // SIGCONT once the router has ended its streams without it, with the run still
+            // going (the collector stalls a moment: the run would be over at once otherwise).
+            assert!(cluster.run_until(LocalCluster::all_streams_ended));
+            cluster.pause(Member::Collector, Duration::from_millis(20));
+            cluster.wake(Member::Injector(0));
+        }
+        let outcome = cluster.run();
+        let summary = &outcome.summary;
+        // The run ends without it, says why and what it does not know, and its accounts agree.
+        assert!(!summary.complete);
+        let failure = summary.failure.as_deref().unwrap_or_default();
+        assert!(
+            failure.starts_with("the injector of stream 0 was taken for dead: nothing heard from it for"),
+            "{failure}"
+        );
+        assert!(
+            failure.ends_with("stream(s) 0, 1 ended where the router had them: what their injector sent is unknown")
+        );
+        assert_eq!((summary.events_sent, summary.events_lost), (None, None));
+        assert!(summary.streams.iter().all(|stream| stream.sent.is_none() && stream.received_by_router.is_some()));
+        assert!(summary.broken_identities().is_empty(), "{:?}", summary.broken_identities());
+        let router = outcome.router_report.as_ref().expect("the router reported");
+        assert_eq!(router.lost_streams.keys().copied().collect::<Vec<_>>(), [0, 1]);
+        // Everything of it that reached the router before its streams ended was processed and
+        // gave the engine's outputs; what it sent on waking, before it was told, was refused
+        // (after the router's report: counted in its log and metrics only).
+        let received: u64 = router.received.values().sum();
+        assert_eq!(summary.events_processed, received);
+        let accepted: Vec<_> =
+            outcome.sent.iter().filter(|tick| tick.seq < router.received[&tick.stream]).cloned().collect();
+        assert_eq!(accepted.len() as u64, received);
+        assert_eq!(outcome.output_rows(), reference_rows(&accepted));
+        let refused = summary.rejected.get("router").and_then(|router| router.get("fenced")).copied().unwrap_or(0);
+        assert_eq!(refused, router.rejected.get("fenced").copied().unwrap_or(0));
+        match wakes {
+            false => assert_eq!(outcome.injector_fenced, None),
+            true => {
+                let told = outcome.injector_fenced.as_deref().unwrap_or_default();
+                assert!(told.starts_with("the injector of stream 0 was taken for dead"), "{told}");
+            }
+        }
+    }
+}
+
 fn random_faults(seed: u64) -> Outcome {
     let spec = ClusterSpec { seed, count: 10_000, ..ClusterSpec::default() };
     let faults = vec![

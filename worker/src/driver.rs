@@ -55,6 +55,9 @@ pub enum WorkerError {
         /// Why, as the router said.
         reason: String,
     },
+    /// The router gave the run up and said why (the collector lost, say).
+    #[error("the router gave the run up: {0}")]
+    Abandoned(String),
     /// It joined a running cluster, but the router never reached its data endpoint.
     #[error(
         "the router accepted this worker but never reached its data endpoint {endpoint} within {waited:?}: \
@@ -148,7 +151,9 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         // A dead router: nothing this worker does can reach the results. A dead collector:
         // its frames are held until a restarted one takes over.
         if turn.check_liveness {
-            link.check_alive().map_err(WorkerError::RouterLost)?;
+            if let Err(lost) = link.check_alive() {
+                return Err(router_lost(&link, lost));
+            }
             out.check_peers();
             worker.refused_connections(&context.refusals());
         }
@@ -162,7 +167,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         out.check()?;
         Ok::<_, WorkerError>(match life.ended() {
             Some(Ended::Finished) => Flow::Stop,
-            Some(Ended::Stopped | Ended::Unreached | Ended::Fenced) => {
+            Some(Ended::Stopped | Ended::Unreached | Ended::Fenced | Ended::Abandoned) => {
                 stop.store(true, Ordering::Relaxed);
                 Flow::Stop
             }
@@ -170,6 +175,9 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
             None => Flow::Hold,
         })
     })?;
+    if let Some(reason) = life.abandoned().filter(|_| life.ended() == Some(Ended::Abandoned)) {
+        return Err(WorkerError::Abandoned(reason.to_string()));
+    }
     if life.ended() == Some(Ended::Unreached) {
         return Err(WorkerError::Unreached { endpoint, waited: config.start_timeout });
     }
@@ -199,7 +207,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         let watch = StopOrLost::new(&shutdown, || link.check_alive());
         if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &watch) {
             if let Some(lost) = watch.lost() {
-                return Err(WorkerError::RouterLost(lost));
+                return Err(router_lost(&link, lost));
             }
             // Everything was sent; the end signal only guards delivery, so this is a warning.
             tracing::warn!(%error, "no end-of-run signal from the router");
@@ -207,4 +215,19 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     }
     info!(processed = report.processed, symbols = report.symbols, "worker done");
     Ok(report)
+}
+
+/// The router is lost: if it said why it gave the run up before it went (its notice waits on
+/// the link, ahead of the connection's end), that is the error, else its loss.
+fn router_lost(link: &ControlLink, lost: TransportError) -> WorkerError {
+    use cep_core::control::MAX_CONTROL_FRAME_BYTES;
+    use cep_core::frame::Frame;
+    use cep_core::liveness::Abandoned;
+    while let Ok(Some((_, answer))) = link.try_recv() {
+        let Ok(frame) = Frame::read(&answer, MAX_CONTROL_FRAME_BYTES) else { continue };
+        if let Ok(abandoned) = frame.body::<Abandoned>() {
+            return WorkerError::Abandoned(abandoned.reason);
+        }
+    }
+    WorkerError::RouterLost(lost)
 }

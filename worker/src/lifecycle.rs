@@ -16,6 +16,7 @@
 //!  Leave refused, unanswered or not drained in time ──▶ Over(Stopped): the driver stops its
 //!     sends, then sends the report. A joiner never reached ──▶ Over(Unreached): an error.
 //!  The router says it took this worker for dead (any phase) ──▶ Over(Fenced): an error.
+//!  The router says it gives the run up (any phase) ──▶ Over(Abandoned): an error, its reason.
 //! ```
 //!
 //! At every phase until its run is over it sends the router a [`Heartbeat`] at least every
@@ -28,7 +29,7 @@ use cep_core::control::Ready;
 use cep_core::control::{Refused, MAX_CONTROL_FRAME_BYTES};
 use cep_core::delivery::{Committed, DeliveryQuery, DeliveryStatus};
 use cep_core::frame::{Body, Frame};
-use cep_core::liveness::{Fenced, Heartbeat};
+use cep_core::liveness::{Abandoned, Fenced, Heartbeat};
 use cep_core::outbox::{Outbox, Peer};
 use cep_core::rescale::{Leave, RescaleAccepted};
 use cep_core::wire::FrameKind;
@@ -89,6 +90,9 @@ pub enum Ended {
     /// The router took it for dead (it was silent for the failure time-out) and moved its
     /// symbols: it must not act any more ([`Lifecycle::fenced`] says why).
     Fenced,
+    /// The router gave the run up and said why ([`Lifecycle::abandoned`]): the collector was
+    /// lost, say. Nothing this worker does can reach the results any more.
+    Abandoned,
 }
 
 /// The phases of a worker's run.
@@ -135,6 +139,8 @@ pub struct Lifecycle {
     heartbeat: Every,
     /// Why the router fenced this worker, once it did.
     fenced: Option<String>,
+    /// Why the router gave the run up, once it said so.
+    abandoned: Option<String>,
     /// When the [`DeliveryQuery`] out, not answered yet, was asked. The worker asks once (and
     /// again when it waits and hears nothing); the router answers, then pushes each change
     /// ([`Committed`]).
@@ -170,6 +176,7 @@ impl Lifecycle {
             progress: Every::new(PROGRESS_EVERY, now),
             heartbeat: Every::new(heartbeat_every, now),
             fenced: None,
+            abandoned: None,
             asking: None,
             last_news: None,
             warned_full: false,
@@ -194,6 +201,11 @@ impl Lifecycle {
     /// Why the router fenced this worker ([`Ended::Fenced`]).
     pub fn fenced(&self) -> Option<&str> {
         self.fenced.as_deref()
+    }
+
+    /// Why the router gave the run up ([`Ended::Abandoned`]).
+    pub fn abandoned(&self) -> Option<&str> {
+        self.abandoned.as_deref()
     }
 
     /// How often it sends its [`Heartbeat`]: the longest its loop may wait between two turns.
@@ -335,6 +347,16 @@ impl Lifecycle {
                 self.phase = Phase::Over(Ended::Fenced);
             }
             (_, FrameKind::Fenced) => {}
+            (_, FrameKind::Abandoned) if self.abandoned.is_none() => {
+                let reason =
+                    frame.body::<Abandoned>().map_or_else(|error| format!("(unreadable: {error})"), |a| a.reason);
+                tracing::error!(id, "the router gave the run up: {reason}");
+                self.abandoned = Some(reason);
+                if self.fenced.is_none() {
+                    self.phase = Phase::Over(Ended::Abandoned);
+                }
+            }
+            (_, FrameKind::Abandoned) => {}
             (Some(FrameKind::SymbolState | FrameKind::Reached | FrameKind::Snapshot), FrameKind::StateTaken) => {}
             (Some(FrameKind::Snapshot), FrameKind::Refused) => {
                 // A checkpoint the router dropped (a rescale began): the next one counts.

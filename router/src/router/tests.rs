@@ -782,3 +782,68 @@ fn a_forged_or_unreadable_heartbeat_is_counted_and_never_answered() {
     );
     assert!(out.sent.is_empty());
 }
+
+#[test]
+fn an_injector_silent_for_the_timeout_has_its_stream_ended_where_the_router_has_it_and_is_fenced() {
+    use cep_core::liveness::{Abandoned, InjectorHeartbeat};
+    let (mut router, mut out) = running(100);
+    let timeout = Duration::from_millis(100);
+    router.settings.failure_timeout = timeout;
+    if let Phase::Running(run) = &mut router.phase {
+        run.heartbeats = Heartbeats::new(2, 1, timeout);
+    }
+    let ms = |ms: u64| Monotonic::from_ns(ms * 1_000_000);
+    let beat = |sent: u64| InjectorHeartbeat { first: 0, sent: vec![sent] }.encode(0);
+    router.tick(ms(0), &mut out).unwrap();
+    router.control(b"i-link".to_vec(), &beat(0), ms(10), &mut out);
+    router.data(&ticks(&["S1", "S2", "S3"], 0), 100, &mut out);
+    // Beats naming a stream it does not have, or none: counted, never answered.
+    for forged in [InjectorHeartbeat { first: 1, sent: vec![0] }, InjectorHeartbeat { first: 0, sent: vec![] }] {
+        router.control(b"i-link".to_vec(), &forged.encode(0), ms(20), &mut out);
+    }
+    assert_eq!(router.report().rejected.get("refused_control"), Some(&2));
+    // The router looks every 10 ms (a longer gap in its looking would be its own, not counted).
+    for at in (10..=110).step_by(10) {
+        router.tick(ms(at), &mut out).unwrap();
+    }
+    assert!(router.report().lost_streams.is_empty(), "100 ms of silence is within the time-out");
+    out.take();
+    router.tick(ms(111), &mut out).unwrap();
+    // Every worker gets the stream's end behind its ticks, counting what arrived.
+    let ends: Vec<(Peer, EndOfStream)> = out
+        .take()
+        .into_iter()
+        .filter_map(|(to, bytes)| {
+            let frame = Frame::read(&bytes, usize::MAX).unwrap();
+            (frame.kind() == FrameKind::EndOfStream).then(|| (to, frame.body::<EndOfStream>().unwrap()))
+        })
+        .collect();
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert!(ends.iter().all(|(_, end)| end.stream == 0 && end.sent == 3), "{ends:?}");
+    assert_eq!(ends.iter().map(|(_, end)| end.routed).sum::<u64>(), 3);
+    assert!(router.all_ended());
+    let report = router.report();
+    let reason = &report.lost_streams[&0];
+    assert!(reason.starts_with("the injector of stream 0 was taken for dead: nothing heard from it for"), "{reason}");
+    assert!(out.events.iter().any(|event| matches!(event, Event::StreamLost { stream: 0, received: 3, .. })));
+    // Woken, it is fenced: its heartbeat answered so, its ticks and marker refused.
+    router.control(b"i-link".to_vec(), &beat(5), ms(300), &mut out);
+    let answer = out.take().pop().unwrap();
+    assert_eq!(answer.0, Peer::Client(b"i-link".to_vec()));
+    let fenced: Fenced = Frame::read(&answer.1, usize::MAX).unwrap().body().unwrap();
+    assert_eq!(&fenced.reason, reason);
+    router.data(&ticks(&["S4"], 3), 300, &mut out);
+    router.data(&EndOfStream { stream: 0, sent: 5, routed: 0 }.encode(0), 300, &mut out);
+    assert!(out.take().is_empty());
+    let rejected = router.report().rejected;
+    assert_eq!((rejected.get("fenced"), rejected.get("unknown_stream")), (Some(&3), None), "{rejected:?}");
+    // Given up, the router tells every standing link it knows why: the injector's, a worker's.
+    router.control(b"a-link".to_vec(), &DeliveryQuery { worker: 0 }.encode(0), ms(310), &mut out);
+    out.take();
+    router.abandon("the collector is lost", &mut out);
+    let told: Vec<Peer> = out.take().into_iter().map(|(to, _)| to).collect();
+    assert_eq!(told, [Peer::Client(b"a-link".to_vec()), Peer::Client(b"i-link".to_vec())]);
+    let notice = Abandoned { reason: "the collector is lost".into() }.encode(ROUTER_ID);
+    router.abandon("the collector is lost", &mut out);
+    assert!(out.sent.iter().all(|(_, bytes)| *bytes == notice));
+}

@@ -5,6 +5,7 @@
 use super::{LocalCluster, Payload, Scheduled, SentTick};
 use crate::spec::Member;
 use cep_core::frame::{AwaitEnd, Body};
+use cep_core::liveness::InjectorHeartbeat;
 use cep_injector::pacing::{Pace, Schedule};
 use cep_injector::source::StreamSource;
 use cep_injector::stream::{Step, StreamCore, StreamPlan};
@@ -52,14 +53,38 @@ impl LocalCluster {
             self.streams[stream as usize] = Stream::Sending(Box::new(StreamCore::new(plan, source, start_ns)));
             self.schedule(start_ns, Scheduled::InjectorStep(stream));
         }
+        // Its heartbeats, from the answer on, as the driver's thread sends them.
+        self.schedule(self.now, Scheduled::Timer(Member::Injector(0)));
+    }
+
+    /// The injector's heartbeat, every quarter of the failure time-out until the run is over
+    /// (the collector's end):
+    /// one for all its streams, with each one's count.
+    pub(super) fn injector_heartbeat(&mut self) {
+        let member = Member::Injector(0);
+        if self.dead.contains(&member) || self.now < self.injector_beat_due {
+            return;
+        }
+        self.injector_beat_due = self.now + self.spec.failure_timeout_ns / 4;
+        let beat = InjectorHeartbeat { first: 0, sent: self.streams.iter().map(Stream::sent).collect() };
+        self.send(member, Member::Router, Payload::Request(member, beat.encode(0)));
+        self.schedule(self.injector_beat_due, Scheduled::Timer(member));
     }
 
     /// A stream wakes up: it sends what is due, then sleeps until the next tick falls due. A
     /// thread's wake-ups are not exact: this one wakes when a batch's worth is due.
     pub(super) fn injector_step(&mut self, stream: u32) {
         let member = Member::Injector(stream);
-        if self.dead.contains(&member) {
+        if self.dead.contains(&Member::Injector(0)) || self.dead.contains(&member) {
             return;
+        }
+        if self.fenced_injector.is_some() {
+            // Told it was taken for dead: it stops at once.
+            return;
+        }
+        if let Some(&until) = self.paused_until.get(&Member::Injector(0)) {
+            // A stopped process sends nothing: its streams go on when it wakes.
+            return self.schedule(until, Scheduled::InjectorStep(stream));
         }
         let Stream::Sending(core) = &mut self.streams[stream as usize] else { return };
         let (now, names, sent) = (self.now, &self.names, &mut self.sent);

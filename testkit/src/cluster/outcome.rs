@@ -62,6 +62,8 @@ pub struct Outcome {
     /// The workers (by member index) the router took for dead while they lived, and which
     /// exited on learning it.
     pub fenced: Vec<usize>,
+    /// Why the router fenced the injector, if it took it for dead and told it when it woke.
+    pub injector_fenced: Option<String>,
 }
 
 impl Outcome {

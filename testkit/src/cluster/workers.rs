@@ -225,6 +225,11 @@ impl LocalCluster {
                 self.delivery.remove(&member);
                 self.fenced.push(index);
             }
+            // The sim's router never gives up with workers left to tell (it has no driver).
+            Some(Ended::Abandoned) => {
+                self.dead.insert(member);
+                self.delivery.remove(&member);
+            }
             Some(Ended::Unreached) | None => {}
         }
     }
