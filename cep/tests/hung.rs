@@ -26,6 +26,8 @@ struct Cluster {
     /// Each worker's log lines, read as they come.
     worker_logs: Vec<std::sync::mpsc::Receiver<String>>,
     injector: Running,
+    /// The injector's log lines, read as they come.
+    injector_log: std::sync::mpsc::Receiver<String>,
     out: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -69,9 +71,11 @@ fn start_with(router_args: &[&str]) -> Cluster {
         .args(["injector", "--router", &control, "--router-data", &data, "--rate", "100000"])
         .args(["--count", &COUNT.to_string(), "--record"])
         .arg(out.join("input.csv"))
+        .stderr(Stdio::piped())
         .spawn();
-    let injector = Running(injector.unwrap());
-    Cluster { router, router_log, collector, workers, worker_logs, injector, out, _dir: dir }
+    let mut injector = Running(injector.unwrap());
+    let injector_log = common::lines_of(injector.0.stderr.take().unwrap());
+    Cluster { router, router_log, collector, workers, worker_logs, injector, injector_log, out, _dir: dir }
 }
 
 /// Waits for `process` to exit (a hang guard, not a timing: 60 s).
@@ -202,6 +206,53 @@ fn a_collector_stopped_for_good_is_taken_for_lost_and_the_router_ends_the_run_af
     assert!(!status.success(), "the router exited 0 with its collector stopped");
     let log = common::rest_of(&cluster.router_log);
     assert!(log.contains("collector") && log.contains("nothing heard from it"), "{log}");
+    // The router told every worker and the injector why before it went: each names the
+    // collector, not the router.
+    let named = "the router gave the run up: the collector is lost";
+    for (index, worker) in cluster.workers.iter_mut().enumerate() {
+        let status = exit_of(worker, "a worker");
+        let log = common::rest_of(&cluster.worker_logs[index]);
+        assert!(!status.success(), "worker-{index} exited 0: {log}");
+        assert!(log.contains(named), "worker-{index}: {log}");
+    }
+    let status = exit_of(&mut cluster.injector, "the injector");
+    let log = common::rest_of(&cluster.injector_log);
+    assert!(!status.success() && log.contains(named), "the injector: {status} {log}");
+}
+
+#[test]
+fn a_stopped_injector_has_its_streams_ended_without_it_and_woken_it_exits_fenced() {
+    let mut cluster = start();
+    wait_for_summary(&cluster.out, "100,000 ticks processed", Duration::from_secs(60), |s| {
+        s.events_processed >= 100_000
+    });
+    signal(cluster.injector.0.id() as i32, Signal::SIGSTOP);
+    let stopped = Instant::now();
+    // The run ends without it: the router ends its stream where it has it, the workers report,
+    // the collector writes the summary and exits non-zero (the run is incomplete).
+    let status = exit_of(&mut cluster.collector, "the collector");
+    eprintln!("the run ended {:?} after the injector's SIGSTOP (failure time-out 2 s)", stopped.elapsed());
+    assert!(!status.success(), "the collector exited 0 with its run incomplete");
+    let summary: Summary = common::read_summary(&cluster.out);
+    assert!(!summary.complete);
+    let failure = summary.failure.as_deref().unwrap_or_default();
+    assert!(failure.starts_with("the injector of stream 0 was taken for dead: nothing heard from it for"), "{failure}");
+    assert_eq!((summary.events_sent, summary.events_lost), (None, None));
+    let stream = &summary.streams[0];
+    assert_eq!((stream.sent, stream.received_by_router), (None, Some(summary.events_processed)), "{stream:?}");
+    assert!(summary.events_processed >= 100_000 && summary.events_processed < COUNT);
+    assert!(summary.failovers.is_empty(), "no worker is blamed: {:?}", summary.failovers);
+    // Woken, it learns it was fenced and exits non-zero.
+    signal(cluster.injector.0.id() as i32, Signal::SIGCONT);
+    let status = exit_of(&mut cluster.injector, "the fenced injector");
+    let log = common::rest_of(&cluster.injector_log);
+    assert!(!status.success(), "the fenced injector exited 0: {log}");
+    assert!(log.contains("this injector was taken for dead by the router and fenced"), "{log}");
+    for (index, worker) in cluster.workers.iter_mut().enumerate() {
+        let status = exit_of(worker, "a worker");
+        assert!(status.success(), "worker-{index} exited with {status}");
+    }
+    assert!(exit_of(&mut cluster.router, "the router").success());
 }
 
 #[test]
