@@ -42,6 +42,10 @@ pub struct Observed {
     pub resent_frames: u64,
     /// Why the run ended by a failure, if it did.
     pub failure: Option<String>,
+    /// Per worker (by index), the ticks whose outputs were kept (each tick once): what its
+    /// outputs prove it processed.
+    #[serde(default)]
+    pub ticks_with_outputs: Vec<u64>,
 }
 
 /// What the accounting takes of one worker.
@@ -51,7 +55,8 @@ enum Share<'a> {
     /// It died and its symbols were restored from a checkpoint: what it had processed and
     /// output at that checkpoint (what it did after was replayed to the survivors).
     Checkpoint(&'a WorkerFailed),
-    /// Neither: its last progress, a lower bound and per stream unknown.
+    /// Neither: its last progress, or the ticks its outputs prove if more, a lower bound and
+    /// per stream unknown.
     Progress(u64),
 }
 
@@ -82,12 +87,13 @@ pub fn summarize(
         ..Summary::default()
     };
     let failed_record = |index: u32| failed.iter().find(|record| record.index == index);
+    let proven = |index: u32| observed.ticks_with_outputs.get(index as usize).copied().unwrap_or(0);
     // A dead worker restored from its checkpoint counts as that checkpoint, even if a report
     // of its came after all (one taken for dead that was not): the survivors replayed the rest.
     let share = |index: u32| match (failed_record(index).filter(|r| r.recovered), reports.get(&index)) {
         (Some(record), _) => Share::Checkpoint(record),
         (None, Some(report)) => Share::Report(report),
-        (None, None) => Share::Progress(progress.get(index as usize).map_or(0, |p| p.processed)),
+        (None, None) => Share::Progress(progress.get(index as usize).map_or(0, |p| p.processed).max(proven(index))),
     };
     // Every worker with a report or a record, and every one of the run's: each counts once.
     let mut indexes: Vec<u32> = (0..workers.len() as u32)
@@ -247,6 +253,7 @@ pub fn summarize(
             events,
             symbols,
             failed: failed_record(index).is_some() || router.is_some_and(|r| r.failed.contains(&index)),
+            ticks_with_outputs: proven(index),
         });
         if let Some(report) = report.filter(|r| !r.rejected.is_empty()) {
             summary.rejected.insert(format!("worker:{}", report.id), report.rejected.clone());
@@ -596,5 +603,29 @@ mod tests {
             )
         );
         assert!(summary.broken_identities().is_empty(), "{:?}", summary.broken_identities());
+    }
+
+    #[test]
+    fn a_worker_without_a_report_counts_at_least_the_ticks_its_outputs_prove() {
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        // Its last progress is older than its last outputs (the router died, say).
+        let progress = [
+            WorkerProgress { processed: 175, outputs: 0, rejected: 0 },
+            WorkerProgress { processed: 165, outputs: 0, rejected: 0 },
+        ];
+        let seen = Observed { ticks_with_outputs: vec![200, 100], ..observed(15) };
+        let summary = summarize(2, &ids, &BTreeMap::new(), &progress, None, &[], seen);
+        let workers: Vec<(u64, u64)> = summary.workers.iter().map(|w| (w.events, w.ticks_with_outputs)).collect();
+        assert_eq!(workers, [(200, 200), (165, 100)]);
+        assert_eq!(summary.events_processed, 365);
+        assert!(summary.broken_identities().is_empty(), "{:?}", summary.broken_identities());
+        // A report that says less than its outputs prove contradicts them: the identity says so.
+        let reports: BTreeMap<u32, WorkerReport> =
+            [(0, worker(0, [10, 5], [Some(20), Some(9)])), (1, worker(1, [10, 4], [Some(20), Some(9)]))]
+                .into_iter()
+                .collect();
+        let seen = Observed { ticks_with_outputs: vec![16, 14], ..observed(29) };
+        let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), &[], seen);
+        assert_eq!(summary.broken_identities(), ["worker w0: events 15 < 16 ticks whose outputs arrived"]);
     }
 }

@@ -570,6 +570,9 @@ impl<W: Write> Collector<W> {
                         Replay::Again => (false, true),
                     };
                     group = Some((output.injector, output.seq, duplicate, replayed));
+                    if !duplicate && !replayed {
+                        self.count_tick_with_outputs(batch.sender);
+                    }
                     if self.rescales.watching() && !replayed {
                         let latency_ns = t_collector.saturating_sub(output.stamps.t_inject);
                         self.rescales.output(batch.sender, symbol, latency_ns, t_collector);
@@ -598,6 +601,16 @@ impl<W: Write> Collector<W> {
             self.hops.record_batch(&first.stamps, t_collector, measured);
         }
         Ok(())
+    }
+
+    /// One more tick of `sender` whose outputs were kept: what it processed at least. Call it
+    /// once `sender` has announced its rules (its table grows with the run's workers).
+    fn count_tick_with_outputs(&mut self, sender: u32) {
+        let counts = &mut self.observed.ticks_with_outputs;
+        if counts.len() <= sender as usize {
+            counts.resize(sender as usize + 1, 0);
+        }
+        counts[sender as usize] += 1;
     }
 
     /// Records that the outputs of tick `seq` of `symbol` on `stream` arrived from `sender`;
@@ -659,6 +672,7 @@ impl<W: Write> Collector<W> {
             replayed_outputs: self.observed.replayed_outputs,
             resent_frames: self.observed.resent_frames,
             failure: self.failure.clone(),
+            ticks_with_outputs: self.observed.ticks_with_outputs.clone(),
         };
         self.summarize(observed)
     }
@@ -672,6 +686,7 @@ impl<W: Write> Collector<W> {
             output_duplicates: self.observed.output_duplicates,
             failovers: self.failovers.summaries(self.shape.start_ns),
             failure: self.failure.clone(),
+            ticks_with_outputs: self.observed.ticks_with_outputs.clone(),
             ..Observed::default()
         };
         self.summarize(observed)

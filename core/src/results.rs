@@ -114,6 +114,11 @@ pub struct WorkerSummary {
     /// could be restored, at least what its last progress said.
     #[serde(default)]
     pub failed: bool,
+    /// Ticks of this worker whose outputs the collector kept (each tick once, duplicates and
+    /// replays aside): it processed at least these, so `events` is never below them (a worker
+    /// without a report counts the larger of its last progress and this).
+    #[serde(default)]
+    pub ticks_with_outputs: u64,
 }
 
 /// One injector stream's accounting.
@@ -383,6 +388,17 @@ impl Summary {
                 format!("events_processed {processed} != {streams_processed}, its one stream's processed"),
             );
         }
+        // What its outputs prove it processed (a dead worker's counts are its checkpoint's, and
+        // its later ticks the survivors').
+        for worker in self.workers.iter().filter(|w| !w.failed) {
+            check(
+                worker.events >= worker.ticks_with_outputs,
+                format!(
+                    "worker {}: events {} < {} ticks whose outputs arrived",
+                    worker.id, worker.events, worker.ticks_with_outputs
+                ),
+            );
+        }
         let by_worker: u64 = self.workers.iter().map(|w| w.events).sum();
         check(
             processed == by_worker,
@@ -549,6 +565,7 @@ mod tests {
                 events: 2_200_000,
                 symbols: Some(1470),
                 failed: false,
+                ticks_with_outputs: 2_200_000,
             }],
             complete: true,
             ..Summary::default()
@@ -590,7 +607,13 @@ mod tests {
             events_sent: None,
             events_lost: None,
             complete: false,
-            workers: vec![WorkerSummary { id: "worker-1".into(), events: 170_000, symbols: None, failed: false }],
+            workers: vec![WorkerSummary {
+                id: "worker-1".into(),
+                events: 170_000,
+                symbols: None,
+                failed: false,
+                ticks_with_outputs: 0,
+            }],
             ..summary()
         };
         let report = partial.ycsb_report();
@@ -619,7 +642,13 @@ mod tests {
             failure: Some("worker w1 died; its state could not be restored:\n3 symbols started afresh".into()),
             errors: vec!["stream 0: 120 ticks processed but its injector sent 100".into()],
             replayed_outputs: 7,
-            workers: vec![WorkerSummary { id: "w1".into(), events: 10, symbols: None, failed: true }],
+            workers: vec![WorkerSummary {
+                id: "w1".into(),
+                events: 10,
+                symbols: None,
+                failed: true,
+                ticks_with_outputs: 0,
+            }],
             failovers: vec![FailoverSummary {
                 worker: "w1".into(),
                 at_s: 1.5,
