@@ -201,9 +201,16 @@ impl LaunchArgs {
         source.compile().map_err(|error| anyhow::anyhow!(error.first_line()))?;
         if let Some(file) = &self.replay {
             refuse_replaying_a_run_file(file, &self.out)?;
-            // Checked whole here, in one pass that keeps only counts: a bad line stops the run
-            // before anything starts, and the injector then sends the file as it reads it.
-            cep_core::replay::scan(file, self.time_unit, 1, self.count)
+            // Checked here, in a pass that keeps only counts, before anything starts: the whole
+            // file for one process, else its first lines (its columns, its unit, a file of the
+            // wrong kind), the rest while the run starts ([`supervise`]: the first ticks leave
+            // at once, and a bad line further on stops the run). The injector sends the file
+            // as it reads it.
+            let checked = match self.transport {
+                LocalTransport::Inproc => self.count,
+                _ => Some(self.count.map_or(CHECKED_BEFORE_START, |count| count.min(CHECKED_BEFORE_START))),
+            };
+            cep_core::replay::scan(file, self.time_unit, 1, checked)
                 .map_err(|error| anyhow::anyhow!("--replay {error}"))?;
         }
         if self.transport == LocalTransport::Inproc {
@@ -243,6 +250,11 @@ impl LaunchArgs {
         Ok(())
     }
 }
+
+/// Lines of a replay file checked before a run of processes starts; the rest is checked while
+/// it starts (about 15 ms of reading: a file's format and first lines are refused before
+/// anything is touched).
+const CHECKED_BEFORE_START: u64 = 100_000;
 
 /// The results folder exists (or can be made) and takes files.
 fn check_out_folder(out: &Path) -> anyhow::Result<()> {
@@ -607,6 +619,12 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
         let globals = crate::cli::global_args(cep_telemetry::logging::format(), clock_skew);
         [role.to_args(observed.as_ref().unwrap_or(&unobserved)), globals].concat()
     };
+    // The replay file whole, checked while the run starts (its first lines were, before).
+    let mut replay_check = args.replay.clone().map(|file| {
+        let (unit, count) = (args.time_unit, args.count);
+        tokio::task::spawn_blocking(move || cep_core::replay::scan(&file, unit, 1, count).map(|_| ()))
+    });
+    let mut bad_replay: Option<String> = None;
     let router = RoleConfig::Router(router_config(args, endpoints)?);
     spawn(program, "router".into(), process_args("router", &router), &mut children, &mut pids)?;
     let started = tokio::time::Instant::now();
@@ -707,6 +725,22 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                     kill_deadline = Some(tokio::time::Instant::now() + grace);
                 }
             }
+            checked = async { replay_check.as_mut().expect("guarded").await }, if replay_check.is_some() => {
+                replay_check = None;
+                let error = match checked {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(error)) => error,
+                    Err(panicked) => format!("the check of the file failed: {panicked}"),
+                };
+                // Nothing past a bad line can be sent: the run stops here, with what it did.
+                bad_replay = Some(format!(
+                    "--replay {error}; the run was stopped (what it did so far is in {})",
+                    args.out.display()
+                ));
+                interrupted = true;
+                stop_at_once(&pids, graceful_deadline.is_some());
+                kill_deadline.get_or_insert(tokio::time::Instant::now() + STOP_GRACE);
+            }
             terminated = signalled => {
                 if terminated && last_terminate.is_some_and(|at| at.elapsed() < SIGNAL_ECHO) {
                     // The same SIGTERM sent twice: `timeout` signals the process, then its group.
@@ -749,6 +783,9 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
             true => targets.await??,
             false => targets.abort(),
         }
+    }
+    if let Some(error) = bad_replay {
+        return Err(Usage(error).into());
     }
     if interrupted && !failures.is_empty() {
         bail!("interrupted; {}", failures.join("; "));

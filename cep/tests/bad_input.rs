@@ -202,12 +202,12 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     to_router.send(&bad_ticks(), &never).unwrap();
     // A forged end marker claiming fewer ticks than arrived, and a tick numbered far beyond
     // its stream: neither is trusted.
-    to_router.send(&EndOfStream { stream: 0, sent: 5, routed: 0 }.encode(0), &never).unwrap();
+    to_router.send(&EndOfStream { stream: 0, sent: 5, routed: 0, cut: None }.encode(0), &never).unwrap();
     let mut far_ahead = TickBatchWriter::new(0);
     far_ahead.push(b"S0001", 10.0, 1, 1, 0, 500 + cep_router::data_path::MAX_SEQ_AHEAD + 1, 0);
     to_router.send(far_ahead.seal(0), &never).unwrap();
     to_router.send(&valid_ticks(500, 1000), &never).unwrap();
-    to_router.send(&EndOfStream { stream: 0, sent: 1000, routed: 0 }.encode(0), &never).unwrap();
+    to_router.send(&EndOfStream { stream: 0, sent: 1000, routed: 0, cut: None }.encode(0), &never).unwrap();
 
     let (mut worker_report, mut router_report): (Option<WorkerReport>, Option<RouterReport>) = (None, None);
     let mut decoded = Vec::new();

@@ -202,3 +202,27 @@ fn a_secure_run_says_so_and_the_next_run_removes_its_keys_only() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(keys.symlink_metadata().unwrap().file_type().is_symlink() && elsewhere.join("RUN-KEYS.txt").is_file());
 }
+
+#[test]
+fn a_bad_replay_line_past_the_lines_checked_before_the_start_stops_the_run_with_its_line() {
+    // The first 100,000 lines are checked before anything starts; the rest while the run
+    // starts, its first ticks already sent: a bad line there stops it (exit status 2 too).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("long.txt");
+    let mut text: String = (0..150_000).map(|i| format!("S{};10.5;{}\n", i % 50, 1_000 + i)).collect();
+    text.push_str("S1;abc;999999\n");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.path().join("results");
+    let output = cep_run(&out, &["--replay", file.to_str().unwrap(), "--workers", "1"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().rfind(|line| !line.trim().is_empty()).unwrap_or_default();
+    assert_eq!(
+        last,
+        format!(
+            "error: --replay {}:150001: price `abc` is not a number; the run was stopped (what it did so far is in {})",
+            file.display(),
+            out.display()
+        )
+    );
+}

@@ -227,8 +227,8 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
 
     // The forger, admitted as an injector, sends ticks and an end marker for the real stream:
     // rejected, as not its own. It ends its own stream, having sent nothing.
-    let forged_end = EndOfStream { stream, sent: 5, routed: 0 }.encode(stream);
-    let own_end = EndOfStream { stream: forger_stream, sent: 0, routed: 0 }.encode(forger_stream);
+    let forged_end = EndOfStream { stream, sent: 5, routed: 0, cut: None }.encode(stream);
+    let own_end = EndOfStream { stream: forger_stream, sent: 0, routed: 0, cut: None }.encode(forger_stream);
     send_once(&forger, &roles.data, Server::Router, &[ticks(stream, stream, 0, FORGED_TICKS), forged_end, own_end]);
 
     // Straight at the collector: a worker key that is not worker 0's cannot speak for it or for
@@ -277,7 +277,7 @@ fn strangers_and_other_roles_keys_are_refused_and_counted_and_the_real_stream_st
 
     // The real stream, in two batches, then its end.
     let real_frames = [ticks(stream, stream, 0, TICKS / 2), ticks(stream, stream, TICKS / 2, TICKS)];
-    let real_end = EndOfStream { stream, sent: TICKS, routed: 0 }.encode(stream);
+    let real_end = EndOfStream { stream, sent: TICKS, routed: 0, cut: None }.encode(stream);
     send_once(&injector, &roles.data, Server::Router, &[real_frames[0].clone(), real_frames[1].clone(), real_end]);
     let waiting: Vec<_> = [injector.clone(), forger.clone()]
         .into_iter()
@@ -352,7 +352,10 @@ fn a_worker_that_joins_is_known_by_its_own_key_and_a_worker_key_registers_only_i
     send_once(&spare, &ready.collector, Server::Key(&ready.collector_key), &[as_worker_1]);
     wait_for_rejections(&[("unauthorized_sender", 1)]);
 
-    let rest = [ticks(stream, stream, TICKS / 2, TICKS), EndOfStream { stream, sent: TICKS, routed: 0 }.encode(stream)];
+    let rest = [
+        ticks(stream, stream, TICKS / 2, TICKS),
+        EndOfStream { stream, sent: TICKS, routed: 0, cut: None }.encode(stream),
+    ];
     send_once(&injector, &roles.data, Server::Router, &rest);
     end_of_run(&injector, &control, EndOfRun::AwaitEnd, Duration::from_secs(60), &never).unwrap();
     let summary = roles.collector.join().unwrap().unwrap();

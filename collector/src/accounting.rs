@@ -276,6 +276,10 @@ pub fn summarize(
             )
         });
     }
+    // Streams their injector ended early: their counts are exact, the input short.
+    if let Some((stream, reason)) = router.and_then(|r| r.cut_streams.iter().next()) {
+        summary.failure.get_or_insert_with(|| format!("stream {stream} was cut short by its injector: {reason}"));
+    }
     // A dead worker whose state could not be restored ends the run as a failure.
     if let Some(record) = failed.iter().find(|record| !record.recovered) {
         let symbols = if record.state_lost.is_empty() { record.moved.len() } else { record.state_lost.len() };
@@ -335,6 +339,7 @@ mod tests {
             workers: vec!["w0".into(), "w1".into()],
             failed: vec![],
             lost_streams: BTreeMap::new(),
+            cut_streams: BTreeMap::new(),
         }
     }
 
@@ -627,5 +632,23 @@ mod tests {
         let seen = Observed { ticks_with_outputs: vec![16, 14], ..observed(29) };
         let summary = summarize(2, &ids, &reports, &[], Some(&router([20, 9])), &[], seen);
         assert_eq!(summary.broken_identities(), ["worker w0: events 15 < 16 ticks whose outputs arrived"]);
+    }
+
+    #[test]
+    fn a_stream_its_injector_cut_short_balances_and_fails_the_run() {
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        let reports: BTreeMap<u32, WorkerReport> =
+            [(0, worker(0, [10, 5], [Some(20), Some(9)])), (1, worker(1, [10, 4], [Some(20), Some(9)]))]
+                .into_iter()
+                .collect();
+        let mut router = router([20, 9]);
+        router.cut_streams.insert(1, "its replay file has a bad line: f:10: price `x` is not a number".into());
+        let summary = summarize(2, &ids, &reports, &[], Some(&router), &[], observed(29));
+        assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(29), 29, Some(0)));
+        assert!(!summary.complete);
+        assert_eq!(
+            summary.failure.as_deref(),
+            Some("stream 1 was cut short by its injector: its replay file has a bad line: f:10: price `x` is not a number")
+        );
     }
 }

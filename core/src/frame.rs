@@ -309,7 +309,13 @@ mod tests {
 
     #[test]
     fn end_of_stream() {
-        golden(EndOfStream { stream: 2, sent: 300, routed: 0 }, 9, &[0x93, 0x02, 0xcd, 0x01, 0x2c, 0x00]);
+        golden(
+            EndOfStream { stream: 2, sent: 300, routed: 0, cut: None },
+            9,
+            &[0x94, 0x02, 0xcd, 0x01, 0x2c, 0x00, 0xc0],
+        );
+        let cut = EndOfStream { stream: 2, sent: 1, routed: 0, cut: Some("c".into()) };
+        golden(cut, 2, &[0x94, 0x02, 0x01, 0x00, 0xa1, b'c']);
     }
 
     #[test]
@@ -352,13 +358,15 @@ mod tests {
             workers: vec!["w".into()],
             failed: vec![1],
             lost_streams: BTreeMap::from([(2, "s".into())]),
+            cut_streams: BTreeMap::from([(3, "c".into())]),
         };
         #[rustfmt::skip]
         let expected = [
-            0x97, 0x81, 0x00, 0x05, // [received {0: 5},
+            0x98, 0x81, 0x00, 0x05, // [received {0: 5},
             0x91, 0x94, 0x00, 0xa1, b'o', 0x91, 0xa1, b'q', 0x80, // rules [[epoch, origin, queries, at {}]],
             0x05, 0x80, 0x91, 0xa1, b'w', 0x91, 0x01, // routed, rejected {}, workers, failed,
-            0x81, 0x02, 0xa1, b's', // lost_streams {2: "s"}]
+            0x81, 0x02, 0xa1, b's', // lost_streams {2: "s"},
+            0x81, 0x03, 0xa1, b'c', // cut_streams {3: "c"}]
         ];
         golden(report, 0, &expected);
     }

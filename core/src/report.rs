@@ -16,6 +16,26 @@ pub struct EndOfStream {
     pub sent: u64,
     /// Ticks of this stream the router sent to the receiving worker (0 as the injector sends it).
     pub routed: u64,
+    /// Why its injector ended it before its course (its replay file has a bad line, say):
+    /// `sent` is still its true count, but the run's input is short of what was meant. At
+    /// most [`MAX_REASON_BYTES`]. The router keeps it; it does not forward it.
+    #[serde(default)]
+    pub cut: Option<String>,
+}
+
+/// The longest reason a peer's frame may carry and be kept (cut to this at a char boundary).
+pub const MAX_REASON_BYTES: usize = 512;
+
+/// `reason`, at most [`MAX_REASON_BYTES`] long (cut at a char boundary, marked with `...`).
+pub fn bounded_reason(reason: &str) -> String {
+    if reason.len() <= MAX_REASON_BYTES {
+        return reason.to_string();
+    }
+    let mut end = MAX_REASON_BYTES - 3;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &reason[..end])
 }
 
 /// Counters by cause (`"malformed"`, `"bad_version"`, `"non_finite_price"`, ...).
@@ -131,6 +151,9 @@ pub struct RouterReport {
     /// Streams the router ended itself because their injector fell silent or died, with why:
     /// what each sent in truth is unknown (at least what the router received of it).
     pub lost_streams: BTreeMap<u32, String>,
+    /// Streams their injector ended before their course, with why (their end marker's `cut`):
+    /// their counts are exact, the run's input is short of what was meant.
+    pub cut_streams: BTreeMap<u32, String>,
 }
 
 /// Counts rejected frames and ticks by cause and logs them with their sender: the first few

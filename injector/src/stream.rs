@@ -12,7 +12,7 @@
 use crate::pacing::Pace;
 use crate::source::StreamSource;
 use cep_core::frame::Body;
-use cep_core::report::EndOfStream;
+use cep_core::report::{bounded_reason, EndOfStream};
 use cep_core::wire::TickBatchWriter;
 
 /// What a stream sends, and until when.
@@ -134,7 +134,10 @@ impl StreamCore {
         let past_deadline = plan.deadline_ns.is_some_and(|deadline| next_due.unwrap_or(now) >= deadline);
         if self.exhausted || self.stopped || self.sent >= plan.limit || past_deadline {
             self.over = true;
-            let marker = EndOfStream { stream: plan.stream, sent: self.sent, routed: 0 };
+            // A replay that met a bad line says so: its count is true, its input short.
+            let cut =
+                self.source.error().map(|error| bounded_reason(&format!("its replay file has a bad line: {error}")));
+            let marker = EndOfStream { stream: plan.stream, sent: self.sent, routed: 0, cut };
             return Step::End(self.marker.insert(marker.encode(plan.stream)));
         }
         if let Some(due) = next_due.filter(|due| *due > now) {

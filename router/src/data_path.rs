@@ -17,7 +17,7 @@ use cep_core::frame::{Body, TickBatch};
 use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::partition::Partitioner;
-use cep_core::report::{EndOfStream, Rejections};
+use cep_core::report::{bounded_reason, EndOfStream, Rejections};
 use cep_core::rescale::{MovedSymbol, Retire, StreamsOpened};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, TickBatchWriter};
@@ -56,6 +56,8 @@ pub struct DataPath {
     ended: Vec<bool>,
     /// Per stream, whether the router ended it itself, its injector taken for dead.
     lost: Vec<bool>,
+    /// Streams their injector ended before their course, with why (their marker's `cut`).
+    cut_streams: BTreeMap<u32, String>,
     /// Per ended stream, what its injector said it sent (for workers that join later).
     end_sent: Vec<u64>,
     /// Per stream, the CURVE key of the injector that registered it (empty when open): on a
@@ -136,6 +138,7 @@ impl DataPath {
             routed_total: 0,
             ended: vec![false; stream_count],
             lost: vec![false; stream_count],
+            cut_streams: BTreeMap::new(),
             end_sent: vec![0; stream_count],
             stream_keys: vec![String::new(); stream_count],
             rejections: Rejections::new("router"),
@@ -159,6 +162,11 @@ impl DataPath {
         !streams.is_empty()
             && streams.end as usize <= self.stream_keys.len()
             && self.stream_keys[streams.start as usize..streams.end as usize].iter().all(|owner| owner == key)
+    }
+
+    /// The streams their injector ended before their course, with why.
+    pub fn cut_streams(&self) -> &BTreeMap<u32, String> {
+        &self.cut_streams
     }
 
     /// Whether the router ended stream `stream` itself, its injector taken for dead.
@@ -311,7 +319,7 @@ impl DataPath {
         let deferred: Vec<u32> = self.deferred_ends.iter().map(|eos| eos.stream).collect();
         for stream in 0..self.ended.len() {
             if self.ended[stream] && !deferred.contains(&(stream as u32)) {
-                let marker = EndOfStream { stream: stream as u32, sent: self.end_sent[stream], routed: 0 };
+                let marker = EndOfStream { stream: stream as u32, sent: self.end_sent[stream], routed: 0, cut: None };
                 out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_ID));
             }
         }
@@ -582,7 +590,7 @@ impl DataPath {
         }
         self.lost[index] = true;
         // At least one past the highest number that arrived, as a marker would have to say.
-        let eos = EndOfStream { stream, sent: self.next_seq[index], routed: 0 };
+        let eos = EndOfStream { stream, sent: self.next_seq[index], routed: 0, cut: None };
         self.ended[index] = true;
         self.end_sent[index] = eos.sent;
         if self.parts_in_flight() {
@@ -624,6 +632,9 @@ impl DataPath {
         }
         self.ended[stream] = true;
         self.end_sent[stream] = eos.sent;
+        if let Some(reason) = &eos.cut {
+            self.cut_streams.insert(eos.stream, bounded_reason(reason));
+        }
         if self.parts_in_flight() {
             // Held ticks of this stream must reach their new owner before its end marker.
             self.deferred_ends.push(eos);
@@ -637,7 +648,8 @@ impl DataPath {
         // The marker must follow the stream's last ticks on every worker's socket.
         self.flush_all(out);
         for worker in (0..self.batches.len()).filter(|worker| !self.retired[*worker]) {
-            let marker = EndOfStream { stream: eos.stream, sent: eos.sent, routed: self.routed[stream][worker] };
+            let marker =
+                EndOfStream { stream: eos.stream, sent: eos.sent, routed: self.routed[stream][worker], cut: None };
             out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_ID));
         }
         out.event(Event::StreamEnded { stream: eos.stream, sent: eos.sent, received: self.received[stream] });

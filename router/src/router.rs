@@ -872,6 +872,7 @@ impl Router {
             workers: run.map(|run| run.rescaling.reported_ids()).unwrap_or_default(),
             failed: run.map(|run| run.rescaling.failed()).unwrap_or_default(),
             lost_streams: self.lost_streams.clone(),
+            cut_streams: path.map(|p| p.cut_streams().clone()).unwrap_or_default(),
         }
     }
 

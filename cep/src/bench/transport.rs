@@ -146,7 +146,7 @@ fn send(context: &Context, args: &PeerArgs) -> anyhow::Result<()> {
         push.send(batch.seal(now_ns()), &never)?;
         sent += 1;
     }
-    push.send(&EndOfStream { stream: 0, sent, routed: 0 }.encode(0), &never)?;
+    push.send(&EndOfStream { stream: 0, sent, routed: 0, cut: None }.encode(0), &never)?;
     Ok(())
 }
 

@@ -60,6 +60,7 @@ fn router_report(received: u64) -> Vec<u8> {
         workers: vec!["w0".into()],
         failed: vec![],
         lost_streams: BTreeMap::new(),
+        cut_streams: BTreeMap::new(),
     }
     .encode(0)
 }
@@ -263,6 +264,7 @@ fn router_report_failed(received: u64, failed: Vec<u32>) -> Vec<u8> {
         workers: vec!["w0".into(), "w1".into()],
         failed,
         lost_streams: BTreeMap::new(),
+        cut_streams: BTreeMap::new(),
     }
     .encode(0)
 }

@@ -84,3 +84,25 @@ fn a_deadline_a_stop_and_the_sources_end_each_end_the_stream_with_what_it_sent()
     let mut core = StreamCore::new(plan(Pace::Unpaced, u64::MAX, None), source, 0);
     assert_eq!(run_to_wait(&mut core, &names, 1), (vec![vec![0, 1, 2, 3], vec![4, 5]], Err(6)));
 }
+
+#[test]
+fn a_replay_that_meets_a_bad_line_ends_with_its_true_count_and_says_it_was_cut_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ticks.txt");
+    std::fs::write(&file, "AAA;1.5;1\nBBB;2.5;2\nAAA;oops;3\nAAA;1.5;4\n").unwrap();
+    // Taken as checked: sent as it is read, up to the bad line.
+    let source = crate::source::replay(&file, None, 1, None, true).unwrap().streams.into_iter().next().unwrap();
+    let mut core = StreamCore::new(plan(Pace::Unpaced, u64::MAX, None), source, 0);
+    let mut marker = None;
+    while marker.is_none() {
+        match core.step(1, &[], |_| {}) {
+            Step::End(bytes) => marker = Some(Frame::read(bytes, usize::MAX).unwrap().body::<EndOfStream>().unwrap()),
+            Step::Send(_) | Step::WaitUntil(_) => {}
+            Step::Over => panic!("over before its marker"),
+        }
+    }
+    let marker = marker.unwrap();
+    assert_eq!(marker.sent, 2);
+    let cut = marker.cut.unwrap_or_default();
+    assert_eq!(cut, format!("its replay file has a bad line: {}:3: price `oops` is not a number", file.display()));
+}

@@ -134,7 +134,7 @@ fn a_run_gathers_starts_reads_until_every_stream_ended_and_nothing_waits_then_fi
     // Frames wait for a worker's full queue: no input is read, and the driver wakes on room.
     let held = policy.turn(at(5), &router, Observed { pending: true, shutdown: false }).unwrap();
     assert_eq!((held.read_input, held.wait, held.change), (false, HOLD_WAIT, None));
-    router.data(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 6, &mut out);
+    router.data(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 6, &mut out);
     assert!(router.all_ended());
     // The stream ended, but the report waits for what waits for the worker.
     let ended = policy.turn(at(7), &router, Observed { pending: true, shutdown: false }).unwrap();

@@ -136,7 +136,7 @@ fn each_symbol_goes_to_its_owner_in_batches_and_the_end_follows_the_ticks() {
         assert_eq!(*worker as usize, ring.owner(symbol), "{symbol}");
         assert_eq!((*t_router_in, *t_sent), (40, 777));
     }
-    router.data(&EndOfStream { stream: 0, sent: 8, routed: 0 }.encode(0), 41, &mut out);
+    router.data(&EndOfStream { stream: 0, sent: 8, routed: 0, cut: None }.encode(0), 41, &mut out);
     let markers: Vec<(Peer, EndOfStream)> = out
         .take()
         .into_iter()
@@ -146,8 +146,8 @@ fn each_symbol_goes_to_its_owner_in_batches_and_the_end_follows_the_ticks() {
     assert_eq!(
         markers,
         [
-            (Peer::Worker(0), EndOfStream { stream: 0, sent: 8, routed: to_a }),
-            (Peer::Worker(1), EndOfStream { stream: 0, sent: 8, routed: 8 - to_a })
+            (Peer::Worker(0), EndOfStream { stream: 0, sent: 8, routed: to_a, cut: None }),
+            (Peer::Worker(1), EndOfStream { stream: 0, sent: 8, routed: 8 - to_a, cut: None })
         ]
     );
     assert!(router.all_ended());
@@ -163,7 +163,7 @@ fn each_symbol_goes_to_its_owner_in_batches_and_the_end_follows_the_ticks() {
 #[test]
 fn nodes_wait_for_the_collector_before_closing() {
     let (mut router, mut out) = running(10);
-    router.data(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+    router.data(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 1, &mut out);
     router.finish(&mut out);
     out.take();
     router.control(b"a".to_vec(), &AwaitEnd.encode(0), Monotonic::from_ns(2), &mut out);
@@ -238,7 +238,7 @@ fn a_forged_or_oversized_control_frame_is_refused_with_its_cause() {
     // A well-formed frame of a kind the control socket does not take: refused, not served.
     router.control(
         b"x".to_vec(),
-        &EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0),
+        &EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0),
         Monotonic::from_ns(1),
         &mut out,
     );
@@ -278,7 +278,7 @@ fn bad_frames_and_ticks_are_counted_by_cause() {
     writer.push(b"S1", 1.0, 1, 1, 4, 0, 0);
     writer.push(b"S1", 1.0, 1, 1, 0, 1, 0);
     router.data(writer.seal(0), 1, &mut out);
-    router.data(&EndOfStream { stream: 9, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+    router.data(&EndOfStream { stream: 9, sent: 0, routed: 0, cut: None }.encode(0), 1, &mut out);
     router.flush(&mut out);
     assert_eq!(routed(&out.take()).len(), 1);
     let report = router.report();
@@ -319,7 +319,7 @@ fn an_injector_that_registers_while_the_run_goes_opens_streams_of_its_own() {
     // The run ends when every stream, its own included, has.
     for stream in 0..3 {
         let sent = router.report().received.get(&stream).copied().unwrap_or(0);
-        router.data(&EndOfStream { stream, sent, routed: 0 }.encode(0), 7, &mut out);
+        router.data(&EndOfStream { stream, sent, routed: 0, cut: None }.encode(0), 7, &mut out);
     }
     assert!(router.all_ended());
     assert_eq!(router.report().received.get(&1), Some(&1));
@@ -451,7 +451,7 @@ fn a_worker_that_joins_takes_its_share_with_the_state_ahead_of_the_held_ticks() 
     router.flush(&mut out);
     assert_eq!(routed(&out.take())[0].0, 2);
     // The end marker reaches all three, and the report names them.
-    router.data(&EndOfStream { stream: 0, sent: 2_000, routed: 0 }.encode(0), 7, &mut out);
+    router.data(&EndOfStream { stream: 0, sent: 2_000, routed: 0, cut: None }.encode(0), 7, &mut out);
     assert_eq!(out.take().len(), 3, "not to e, which never answered");
     assert_eq!(router.report().workers, ["a", "b", "c", ""], "e never joined");
     // A second worker with a taken id is refused.
@@ -505,10 +505,10 @@ fn leaving_is_refused_for_unknown_or_last_workers_and_drains_a_member() {
     router.data(&ticks(&["S1", "S2", "S3", "S4"], 4), 4, &mut out);
     router.flush(&mut out);
     assert!(routed(&out.take()).iter().all(|tick| tick.0 == 1), "everything goes to b now");
-    router.data(&EndOfStream { stream: 0, sent: 8, routed: 0 }.encode(0), 5, &mut out);
+    router.data(&EndOfStream { stream: 0, sent: 8, routed: 0, cut: None }.encode(0), 5, &mut out);
     let markers: Vec<(Peer, EndOfStream)> =
         out.take().into_iter().map(|(to, f)| (to, read(&f).body().unwrap())).collect();
-    assert_eq!(markers, [(Peer::Worker(1), EndOfStream { stream: 0, sent: 8, routed: 8 - routed_to_a })]);
+    assert_eq!(markers, [(Peer::Worker(1), EndOfStream { stream: 0, sent: 8, routed: 8 - routed_to_a, cut: None })]);
 }
 
 /// A dead worker's symbol first routed to it after its checkpoint is in no snapshot part:
@@ -697,12 +697,27 @@ fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
     // numbered far beyond the stream is not trusted, nor an end marker behind it.
     let (as_a, as_i) = (sender(&a, "worker"), sender(&i, "injector"));
     router.data_from(&ticks(&["S1"], 0), Some(Sender::new(&as_a)), 3, &mut out);
-    router.data_from(&EndOfStream { stream: 0, sent: 9, routed: 0 }.encode(0), Some(Sender::new(&as_a)), 3, &mut out);
+    router.data_from(
+        &EndOfStream { stream: 0, sent: 9, routed: 0, cut: None }.encode(0),
+        Some(Sender::new(&as_a)),
+        3,
+        &mut out,
+    );
     router.data_from(&ticks(&["S1", "S2"], 0), Some(Sender::new(&as_i)), 3, &mut out);
     router.data_from(&ticks(&["S3"], 3 + crate::data_path::MAX_SEQ_AHEAD), Some(Sender::new(&as_i)), 3, &mut out);
-    router.data_from(&EndOfStream { stream: 0, sent: 1, routed: 0 }.encode(0), Some(Sender::new(&as_i)), 3, &mut out);
+    router.data_from(
+        &EndOfStream { stream: 0, sent: 1, routed: 0, cut: None }.encode(0),
+        Some(Sender::new(&as_i)),
+        3,
+        &mut out,
+    );
     assert!(!router.all_ended());
-    router.data_from(&EndOfStream { stream: 0, sent: 2, routed: 0 }.encode(0), Some(Sender::new(&as_i)), 3, &mut out);
+    router.data_from(
+        &EndOfStream { stream: 0, sent: 2, routed: 0, cut: None }.encode(0),
+        Some(Sender::new(&as_i)),
+        3,
+        &mut out,
+    );
     assert!(router.all_ended(), "{:?}", router.report());
     let report = router.report();
     assert_eq!(report.received.get(&0), Some(&2));
@@ -833,7 +848,7 @@ fn an_injector_silent_for_the_timeout_has_its_stream_ended_where_the_router_has_
     let fenced: Fenced = Frame::read(&answer.1, usize::MAX).unwrap().body().unwrap();
     assert_eq!(&fenced.reason, reason);
     router.data(&ticks(&["S4"], 3), 300, &mut out);
-    router.data(&EndOfStream { stream: 0, sent: 5, routed: 0 }.encode(0), 300, &mut out);
+    router.data(&EndOfStream { stream: 0, sent: 5, routed: 0, cut: None }.encode(0), 300, &mut out);
     assert!(out.take().is_empty());
     let rejected = router.report().rejected;
     assert_eq!((rejected.get("fenced"), rejected.get("unknown_stream")), (Some(&3), None), "{rejected:?}");

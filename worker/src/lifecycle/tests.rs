@@ -116,7 +116,7 @@ fn heartbeats_go_every_quarter_of_the_failure_timeout_in_every_phase_and_a_last_
     let full = Links { collector_full: true, all_saved: false };
     life.turn(at(1_000), &mut worker, full, &mut out);
     assert_eq!(beats(&mut out).len(), 1);
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 1, &mut out);
     life.turn(at(1_100), &mut worker, FREE, &mut out);
     assert!(beats(&mut out).is_empty());
     life.turn(at(1_200), &mut worker, Links { collector_full: false, all_saved: true }, &mut out);
@@ -155,7 +155,7 @@ fn a_full_collector_link_holds_the_input_until_it_saves() {
 #[test]
 fn the_end_sends_the_report_and_waits_for_every_save_at_most_the_end_timeout() {
     let (mut worker, mut life, mut out) = started(false);
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 1, &mut out);
     out.take();
     // The links read before the report went say nothing of it: all saved then is not enough.
     // Nor does a progress report follow it, even when one is due (the collector may end at the
@@ -170,7 +170,7 @@ fn the_end_sends_the_report_and_waits_for_every_save_at_most_the_end_timeout() {
 
     // Never saved: it ends all the same after the end time-out, and sends one report only.
     let (mut worker, mut life, mut out) = started(false);
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 1, &mut out);
     life.turn(at(1), &mut worker, FREE, &mut out);
     out.take();
     life.turn(at(3_000), &mut worker, FREE, &mut out);
@@ -233,7 +233,7 @@ fn a_leave_refused_after_the_streams_ended_changes_nothing_of_the_end() {
     let (mut worker, mut life, mut out) = started(false);
     life.stop_requested();
     life.turn(at(1), &mut worker, FREE, &mut out);
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 2, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 2, &mut out);
     life.turn(at(3), &mut worker, FREE, &mut out);
     let refused = Refused { reason: "the last worker".into() };
     life.answer(Some(FrameKind::Leave), &refused.encode(0), at(4), &mut out);

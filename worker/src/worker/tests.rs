@@ -85,7 +85,7 @@ fn duplicates_order_and_bad_input_are_counted_not_processed() {
     worker.handle(&ticks(1, &[("A", 100.0, 0, 5), ("A", 100.0, 0, 5), ("A", 101.0, 0, 3)]), 1, &mut out);
     worker.handle(&ticks(1, &[("A", 100.0, 7, 0), ("A", -1.0, 0, 9)]), 1, &mut out);
     worker.handle(b"garbage", 1, &mut out);
-    worker.handle(&EndOfStream { stream: 3, sent: 1, routed: 1 }.encode(0), 1, &mut out);
+    worker.handle(&EndOfStream { stream: 3, sent: 1, routed: 1, cut: None }.encode(0), 1, &mut out);
     let report = worker.report();
     assert_eq!((report.processed, report.duplicates, report.out_of_order), (1, 1, 1));
     let rejected: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
@@ -216,9 +216,9 @@ fn the_end_of_every_stream_closes_windows_then_reports() {
     out.take();
     worker.handle(&ticks(1, &[("A", 100.0, 1, 0), ("A", 102.0, 1, 1)]), 1, &mut out);
     assert!(out.take().is_empty(), "the window is still open");
-    worker.handle(&EndOfStream { stream: 1, sent: 2, routed: 2 }.encode(0), 9, &mut out);
+    worker.handle(&EndOfStream { stream: 1, sent: 2, routed: 2, cut: None }.encode(0), 9, &mut out);
     assert!(!worker.all_ended());
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 10, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 10, &mut out);
     assert!(worker.all_ended());
     let report = worker.finish(&mut out);
     let sent = out.take();
@@ -307,7 +307,7 @@ fn nothing_follows_the_report() {
     let (mut worker, mut out) = started(1);
     worker.progress(&mut out);
     assert_eq!(kinds(&out.take()), vec![FrameKind::WorkerProgress]);
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0 }.encode(0), 1, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 1, &mut out);
     worker.finish(&mut out);
     assert_eq!(kinds(&out.take()).last(), Some(&FrameKind::WorkerReport));
     worker.progress(&mut out);
