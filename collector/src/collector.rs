@@ -546,6 +546,8 @@ impl<W: Write> Collector<W> {
         // The outputs of one tick (same stream and seq, consecutive in a batch) are told
         // apart once: (stream, seq, duplicate, replayed).
         let mut group: Option<(u32, u64, bool, bool)> = None;
+        // Ticks whose outputs are kept, counted for the sender once per frame.
+        let mut kept_ticks = 0;
         for output in batch.records {
             if !self.admit_stream(output.injector) {
                 continue;
@@ -570,9 +572,7 @@ impl<W: Write> Collector<W> {
                         Replay::Again => (false, true),
                     };
                     group = Some((output.injector, output.seq, duplicate, replayed));
-                    if !duplicate && !replayed {
-                        self.count_tick_with_outputs(batch.sender);
-                    }
+                    kept_ticks += u64::from(!duplicate && !replayed);
                     if self.rescales.watching() && !replayed {
                         let latency_ns = t_collector.saturating_sub(output.stamps.t_inject);
                         self.rescales.output(batch.sender, symbol, latency_ns, t_collector);
@@ -600,17 +600,20 @@ impl<W: Write> Collector<W> {
         if let Some(first) = batch.records.first() {
             self.hops.record_batch(&first.stamps, t_collector, measured);
         }
+        if kept_ticks > 0 {
+            self.count_ticks_with_outputs(batch.sender, kept_ticks);
+        }
         Ok(())
     }
 
-    /// One more tick of `sender` whose outputs were kept: what it processed at least. Call it
-    /// once `sender` has announced its rules (its table grows with the run's workers).
-    fn count_tick_with_outputs(&mut self, sender: u32) {
+    /// `ticks` more ticks of `sender` whose outputs were kept: what it processed at least.
+    /// Call it once `sender` has announced its rules (its table grows with the run's workers).
+    fn count_ticks_with_outputs(&mut self, sender: u32, ticks: u64) {
         let counts = &mut self.observed.ticks_with_outputs;
         if counts.len() <= sender as usize {
             counts.resize(sender as usize + 1, 0);
         }
-        counts[sender as usize] += 1;
+        counts[sender as usize] += ticks;
     }
 
     /// Records that the outputs of tick `seq` of `symbol` on `stream` arrived from `sender`;

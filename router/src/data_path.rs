@@ -169,11 +169,6 @@ impl DataPath {
         &self.cut_streams
     }
 
-    /// Whether the router ended stream `stream` itself, its injector taken for dead.
-    pub fn is_lost(&self, stream: u32) -> bool {
-        self.lost.get(stream as usize) == Some(&true)
-    }
-
     /// Whether any stream has ended (a dead worker can then no longer be replayed: the
     /// survivors may have closed the stream).
     pub fn any_ended(&self) -> bool {
@@ -512,17 +507,7 @@ impl DataPath {
             return;
         }
         if tick.injector >= self.streams || self.ended[tick.injector as usize] {
-            if self.lost.get(tick.injector as usize) == Some(&true) {
-                let detail = format_args!("tick of stream {}, ended as lost: its injector is fenced", tick.injector);
-                self.rejections.reject("fenced", Some(batch.sender), &detail);
-                return;
-            }
-            let detail = format_args!(
-                "tick of stream {} (run has {} streams; ended streams take no ticks)",
-                tick.injector, self.streams
-            );
-            self.rejections.reject("unknown_stream", Some(batch.sender), &detail);
-            return;
+            return self.reject_closed_stream(tick.injector, batch.sender);
         }
         let stream = tick.injector as usize;
         if !sender.owns(tick.injector, &self.stream_keys) {
@@ -566,6 +551,20 @@ impl DataPath {
         if writer.is_full(self.batch_limit) {
             self.flush(owner, out);
         }
+    }
+
+    /// A tick of a stream the run does not have, or that has ended (counted as `fenced` when
+    /// the router ended it, its injector taken for dead).
+    #[cold]
+    #[inline(never)]
+    fn reject_closed_stream(&mut self, stream: u32, sender: u32) {
+        if self.lost.get(stream as usize) == Some(&true) {
+            let detail = format_args!("tick of stream {stream}, ended as lost: its injector is fenced");
+            return self.rejections.reject("fenced", Some(sender), &detail);
+        }
+        let detail =
+            format_args!("tick of stream {stream} (run has {} streams; ended streams take no ticks)", self.streams);
+        self.rejections.reject("unknown_stream", Some(sender), &detail);
     }
 
     #[cold]
