@@ -248,8 +248,8 @@ pub struct Summary {
     /// injector sent 100`), one line each; any makes the run incomplete.
     #[serde(default)]
     pub errors: Vec<String>,
-    /// Why the run ended by a failure (the router lost, or a dead worker whose state could
-    /// not be restored); `null` when none did.
+    /// Why the run failed (the router lost, a dead worker whose state could not be restored,
+    /// an injector taken for dead, a stream its injector cut short); `null` when none did.
     #[serde(default)]
     pub failure: Option<String>,
 }
