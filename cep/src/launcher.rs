@@ -202,7 +202,7 @@ impl LaunchArgs {
         if let Some(file) = &self.replay {
             refuse_replaying_a_run_file(file, &self.out)?;
             // Checked here, in a pass that keeps only counts, before anything starts: the whole
-            // file for one process, else its first lines (its columns, its unit, a file of the
+            // file for one process, else its first ticks (its columns, its unit, a file of the
             // wrong kind), the rest while the run starts ([`supervise`]: the first ticks leave
             // at once, and a bad line further on stops the run). The injector sends the file
             // as it reads it.
@@ -251,9 +251,9 @@ impl LaunchArgs {
     }
 }
 
-/// Lines of a replay file checked before a run of processes starts; the rest is checked while
-/// it starts (about 15 ms of reading: a file's format and first lines are refused before
-/// anything is touched).
+/// Ticks of a replay file checked before a run of processes starts (blank and comment lines
+/// aside); the rest is checked while it starts (about 15 ms of reading: a file's format and
+/// first lines are refused before anything is touched).
 const CHECKED_BEFORE_START: u64 = 100_000;
 
 /// The results folder exists (or can be made) and takes files.
@@ -619,10 +619,15 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
         let globals = crate::cli::global_args(cep_telemetry::logging::format(), clock_skew);
         [role.to_args(observed.as_ref().unwrap_or(&unobserved)), globals].concat()
     };
-    // The replay file whole, checked while the run starts (its first lines were, before).
+    // The replay file whole, checked while the run starts (its first ticks were, before), on a
+    // thread of its own that nothing waits for: a run that ends first ends the launcher.
     let mut replay_check = args.replay.clone().map(|file| {
         let (unit, count) = (args.time_unit, args.count);
-        tokio::task::spawn_blocking(move || cep_core::replay::scan(&file, unit, 1, count).map(|_| ()))
+        let (tell, told) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let _ = tell.send(cep_core::replay::scan(&file, unit, 1, count).map(|_| ()));
+        });
+        told
     });
     let mut bad_replay: Option<String> = None;
     let router = RoleConfig::Router(router_config(args, endpoints)?);
@@ -730,8 +735,12 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                 let error = match checked {
                     Ok(Ok(())) => continue,
                     Ok(Err(error)) => error,
-                    Err(panicked) => format!("the check of the file failed: {panicked}"),
+                    Err(_) => "the check of the file stopped unexpectedly".to_string(),
                 };
+                if kill_deadline.is_some() {
+                    // The run is over (the collector has everything) or stopping already.
+                    continue;
+                }
                 // Nothing past a bad line can be sent: the run stops here, with what it did.
                 bad_replay = Some(format!(
                     "--replay {error}; the run was stopped (what it did so far is in {})",

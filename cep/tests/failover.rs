@@ -7,7 +7,7 @@ mod common;
 
 use common::{
     announced, cep, cep_run_recorded, child_pid, sigkill, sorted_rows, standalone_rows, wait_for_summary, Running,
-    SUMMARY_EVERY,
+    EPHEMERAL_COLLECTOR, SUMMARY_EVERY,
 };
 
 use cep_core::results::Summary;
@@ -90,7 +90,9 @@ fn a_killed_router_ends_every_other_role_with_the_cause_in_the_summary() {
         "collector",
         Running(
             cep()
-                .args(["collector", "--router", &control, "--summary-every", SUMMARY_EVERY, "--out"])
+                .args(["collector", "--router", &control, "--summary-every", SUMMARY_EVERY])
+                .args(EPHEMERAL_COLLECTOR)
+                .arg("--out")
                 .arg(&out)
                 .spawn()
                 .unwrap(),

@@ -52,7 +52,9 @@ fn start_with(router_args: &[&str]) -> Cluster {
     let router_log = common::lines_of(router.0.stderr.take().unwrap());
     let (data, control) = announced(&announce);
     let collector = cep()
-        .args(["collector", "--router", &control, "--csv", "all", "--summary-every", SUMMARY_EVERY, "--out"])
+        .args(["collector", "--router", &control, "--csv", "all", "--summary-every", SUMMARY_EVERY])
+        .args(common::EPHEMERAL_COLLECTOR)
+        .arg("--out")
         .arg(&out)
         .spawn();
     let collector = Running(collector.unwrap());
@@ -267,7 +269,12 @@ fn an_injector_whose_streams_ended_exits_non_zero_naming_the_router_when_the_rou
         .spawn();
     let mut router = Running(router.unwrap());
     let (data, control) = announced(&announce);
-    let collector = cep().args(["collector", "--router", &control, "--out"]).arg(&out).spawn();
+    let collector = cep()
+        .args(["collector", "--router", &control])
+        .args(common::EPHEMERAL_COLLECTOR)
+        .arg("--out")
+        .arg(&out)
+        .spawn();
     let collector = Running(collector.unwrap());
     let worker = cep().args(["worker", "--router", &control, "--id", "w0", "--listen", "tcp://127.0.0.1:*"]).spawn();
     let _worker = Running(worker.unwrap());

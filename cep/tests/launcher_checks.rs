@@ -205,7 +205,7 @@ fn a_secure_run_says_so_and_the_next_run_removes_its_keys_only() {
 
 #[test]
 fn a_bad_replay_line_past_the_lines_checked_before_the_start_stops_the_run_with_its_line() {
-    // The first 100,000 lines are checked before anything starts; the rest while the run
+    // The first 100,000 ticks are checked before anything starts; the rest while the run
     // starts, its first ticks already sent: a bad line there stops it (exit status 2 too).
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("long.txt");

@@ -136,9 +136,9 @@ pub fn summarize(
     let mut attributed = 0u64;
     // A stream the router ended itself, its injector taken for dead: what it sent is unknown
     // (its markers at the workers count what the router received).
-    let lost_stream = |stream: u32| router.is_some_and(|r| r.lost_streams.contains_key(&stream));
+    let lost_stream = |stream: u32| router.and_then(|r| r.lost_streams.get(&stream));
     for stream in 0..streams {
-        let sent = sent_by_stream.get(&stream).copied().flatten().filter(|_| !lost_stream(stream));
+        let sent = sent_by_stream.get(&stream).copied().flatten().filter(|_| lost_stream(stream).is_none());
         let processed = processed_by_stream.get(&stream).copied().unwrap_or(0);
         let received_by_router = router.and_then(|r| r.received.get(&stream).copied());
         let lost = match sent {
@@ -163,8 +163,12 @@ pub fn summarize(
             (None, _) => {
                 // Without its end marker a stream's count is unknown: what the router saw and
                 // the workers did not process is the least that was lost.
-                let at_least = received_by_router.unwrap_or(0).saturating_sub(processed);
-                add(if lost_stream(stream) { "injector_lost" } else { "stream_never_ended" }, at_least);
+                let received = received_by_router.unwrap_or(0);
+                match lost_stream(stream) {
+                    // What its injector said it sent, or the router received, and no worker processed.
+                    Some(lost) => add("injector_lost", lost.sent_at_least.max(received).saturating_sub(processed)),
+                    None => add("stream_never_ended", received.saturating_sub(processed)),
+                }
             }
         }
         all_sent = all_sent.zip(sent).map(|(all, sent)| all + sent);
@@ -265,20 +269,22 @@ pub fn summarize(
     if !observed.rejected.is_empty() {
         summary.rejected.insert("collector".into(), observed.rejected);
     }
-    // Streams ended without their injector: the run's input is not known in full.
+    // Streams ended without their injector (the run's input is not known in full), and streams
+    // their injector ended early (their counts exact, the input short): every cause said.
+    let mut causes = Vec::new();
     if let Some(router) = router.filter(|r| !r.lost_streams.is_empty()) {
         let streams: Vec<String> = router.lost_streams.keys().map(u32::to_string).collect();
-        let first = router.lost_streams.values().next().map_or("", String::as_str);
-        summary.failure.get_or_insert_with(|| {
-            format!(
-                "{first}; stream(s) {} ended where the router had them: what their injector sent is unknown",
-                streams.join(", ")
-            )
-        });
+        let first = router.lost_streams.values().next().map_or("", |lost| lost.reason.as_str());
+        causes.push(format!(
+            "{first}; stream(s) {} ended where the router had them: what their injector sent is unknown",
+            streams.join(", ")
+        ));
     }
-    // Streams their injector ended early: their counts are exact, the input short.
-    if let Some((stream, reason)) = router.and_then(|r| r.cut_streams.iter().next()) {
-        summary.failure.get_or_insert_with(|| format!("stream {stream} was cut short by its injector: {reason}"));
+    for (stream, reason) in router.map(|r| &r.cut_streams).into_iter().flatten() {
+        causes.push(format!("stream {stream} was cut short by its injector: {reason}"));
+    }
+    if !causes.is_empty() {
+        summary.failure.get_or_insert_with(|| causes.join("; "));
     }
     // A dead worker whose state could not be restored ends the run as a failure.
     if let Some(record) = failed.iter().find(|record| !record.recovered) {
@@ -590,7 +596,8 @@ mod tests {
                 .into_iter()
                 .collect();
         let mut router = router([20, 9]);
-        router.lost_streams.insert(1, "the injector of stream 1 was taken for dead: silent".into());
+        let reason = "the injector of stream 1 was taken for dead: silent".into();
+        router.lost_streams.insert(1, cep_core::report::LostStream { reason, sent_at_least: 10 });
         let summary = summarize(2, &ids, &reports, &[], Some(&router), &[], observed(28));
         assert!(!summary.complete);
         assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (None, 28, None));
@@ -599,7 +606,8 @@ mod tests {
             StreamSummary { stream: 1, sent: None, received_by_router: Some(9), processed: 8, lost: None }
         );
         assert_eq!(summary.streams[0].lost, Some(0));
-        assert_eq!(summary.lost_by_cause, [("injector_lost".to_string(), 1)].into());
+        // Its last heartbeat said 10 sent: 2 at least never processed.
+        assert_eq!(summary.lost_by_cause, [("injector_lost".to_string(), 2)].into());
         assert_eq!(
             summary.failure.as_deref(),
             Some(

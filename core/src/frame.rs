@@ -357,7 +357,7 @@ mod tests {
             rejected: BTreeMap::new(),
             workers: vec!["w".into()],
             failed: vec![1],
-            lost_streams: BTreeMap::from([(2, "s".into())]),
+            lost_streams: BTreeMap::from([(2, crate::report::LostStream { reason: "s".into(), sent_at_least: 7 })]),
             cut_streams: BTreeMap::from([(3, "c".into())]),
         };
         #[rustfmt::skip]
@@ -365,7 +365,7 @@ mod tests {
             0x98, 0x81, 0x00, 0x05, // [received {0: 5},
             0x91, 0x94, 0x00, 0xa1, b'o', 0x91, 0xa1, b'q', 0x80, // rules [[epoch, origin, queries, at {}]],
             0x05, 0x80, 0x91, 0xa1, b'w', 0x91, 0x01, // routed, rejected {}, workers, failed,
-            0x81, 0x02, 0xa1, b's', // lost_streams {2: "s"},
+            0x81, 0x02, 0x92, 0xa1, b's', 0x07, // lost_streams {2: [reason "s", sent_at_least 7]},
             0x81, 0x03, 0xa1, b'c', // cut_streams {3: "c"}]
         ];
         golden(report, 0, &expected);

@@ -52,3 +52,29 @@ pub struct Abandoned {
     /// The router's error, in its words.
     pub reason: String,
 }
+
+/// The router's word that ends a process, as a control frame carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// It took the process for dead ([`Fenced`]), for this reason.
+    Fenced(String),
+    /// It gave the run up ([`Abandoned`]), for this reason.
+    Abandoned(String),
+}
+
+impl Verdict {
+    /// The verdict `frame` carries, if it is one (a body that does not read still ends the
+    /// process: its reason says so).
+    pub fn of(frame: &crate::frame::Frame<'_>) -> Option<Verdict> {
+        let unreadable = |error: crate::wire::WireError| format!("(unreadable: {error})");
+        match frame.kind() {
+            crate::wire::FrameKind::Fenced => {
+                Some(Verdict::Fenced(frame.body::<Fenced>().map_or_else(unreadable, |fenced| fenced.reason)))
+            }
+            crate::wire::FrameKind::Abandoned => Some(Verdict::Abandoned(
+                frame.body::<Abandoned>().map_or_else(unreadable, |abandoned| abandoned.reason),
+            )),
+            _ => None,
+        }
+    }
+}

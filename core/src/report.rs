@@ -38,6 +38,16 @@ pub fn bounded_reason(reason: &str) -> String {
     format!("{}...", &reason[..end])
 }
 
+/// A stream the router ended itself, its injector taken for dead.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostStream {
+    /// Why its injector was taken for dead.
+    pub reason: String,
+    /// What it sent at least: the larger of what the router received of it and what its last
+    /// heartbeat said.
+    pub sent_at_least: u64,
+}
+
 /// Counters by cause (`"malformed"`, `"bad_version"`, `"non_finite_price"`, ...).
 pub type CauseCounts = BTreeMap<String, u64>;
 
@@ -148,9 +158,9 @@ pub struct RouterReport {
     pub workers: Vec<String>,
     /// Indexes of the workers that died (they send no report; see `WorkerFailed`).
     pub failed: Vec<u32>,
-    /// Streams the router ended itself because their injector fell silent or died, with why:
-    /// what each sent in truth is unknown (at least what the router received of it).
-    pub lost_streams: BTreeMap<u32, String>,
+    /// Streams the router ended itself because their injector fell silent or died: what each
+    /// sent in truth is unknown.
+    pub lost_streams: BTreeMap<u32, LostStream>,
     /// Streams their injector ended before their course, with why (their end marker's `cut`):
     /// their counts are exact, the run's input is short of what was meant.
     pub cut_streams: BTreeMap<u32, String>,

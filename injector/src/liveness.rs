@@ -7,8 +7,8 @@
 
 use cep_core::control::MAX_CONTROL_FRAME_BYTES;
 use cep_core::frame::{Body, Frame};
-use cep_core::liveness::{Abandoned, Fenced, InjectorHeartbeat};
-use cep_core::wire::FrameKind;
+use cep_core::liveness::InjectorHeartbeat;
+pub use cep_core::liveness::Verdict;
 use cep_transport::control::ControlLink;
 use cep_transport::{Context, TransportError};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,14 +19,9 @@ use std::time::{Duration, Instant};
 /// How often the thread looks at the link and the stop flags between two heartbeats.
 const LOOK_EVERY: Duration = Duration::from_millis(20);
 
-/// What the router said that ends the injector.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// It took this injector for dead and ended its streams without it.
-    Fenced(String),
-    /// It gave the run up, for this reason.
-    Abandoned(String),
-}
+/// How long an injector that was stopped and woke waits at its end for the router's answer to
+/// the beat it sent on waking (Fenced, if its streams were ended without it).
+const ANSWER_AFTER_WAKING: Duration = Duration::from_secs(1);
 
 /// The heartbeat thread, running until [`Liveness::finish`].
 pub struct Liveness {
@@ -60,7 +55,8 @@ impl Liveness {
     }
 
     /// Stops beating and returns what the router said, if it ended the injector (a notice
-    /// that arrived before the link closed is read first).
+    /// that arrived before the link closed is read first; one woken from a stop waits up to
+    /// a second for the answer to its beat).
     pub fn finish(self) -> Option<Verdict> {
         self.done.store(true, Ordering::Relaxed);
         self.thread.join().unwrap_or(None)
@@ -77,48 +73,42 @@ fn beat(
     done: &AtomicBool,
 ) -> Option<Verdict> {
     let mut next_beat = Instant::now();
+    let mut last_turn = Instant::now();
+    // When it last beat after a gap in its own turning (it was stopped): the router may answer
+    // that beat with Fenced, which the end waits a moment for.
+    let mut woken_at: Option<Instant> = None;
     let mut verdict = None;
     loop {
         if stop_now.load(Ordering::Relaxed) {
             halt.store(true, Ordering::Relaxed);
         }
+        let now = Instant::now();
+        if now.duration_since(last_turn) > every * 2 {
+            woken_at = Some(now);
+        }
+        last_turn = now;
         let over = done.load(Ordering::Relaxed);
-        if !over && verdict.is_none() && Instant::now() >= next_beat {
+        if !over && verdict.is_none() && now >= next_beat {
             let beat =
                 InjectorHeartbeat { first, sent: sent.iter().map(|count| count.load(Ordering::Relaxed)).collect() };
-            // A router that is gone is the senders' to notice (their sockets watch it).
-            if let Err(error) = link.send(&beat.encode(first), halt) {
+            // Never blocks: a beat the link cannot take now is dropped (a router that does not
+            // read is the senders' to notice: their sockets watch it).
+            if let Err(error) = link.try_send_notice(&beat.encode(first)) {
                 tracing::debug!(%error, "heartbeat not sent");
             }
-            next_beat += every;
+            next_beat = now + every;
         }
         while let Ok(Some((_, answer))) = link.try_recv() {
-            if verdict.is_none() {
-                verdict = read_verdict(&answer);
-                if verdict.is_some() {
-                    halt.store(true, Ordering::Relaxed);
-                }
+            let word = Frame::read(&answer, MAX_CONTROL_FRAME_BYTES).ok().and_then(|frame| Verdict::of(&frame));
+            if verdict.is_none() && word.is_some() {
+                verdict = word;
+                halt.store(true, Ordering::Relaxed);
             }
         }
-        if over {
+        let awaiting_answer = woken_at.is_some_and(|at| at.elapsed() < ANSWER_AFTER_WAKING);
+        if over && (verdict.is_some() || !awaiting_answer) {
             return verdict;
         }
         std::thread::sleep(LOOK_EVERY);
-    }
-}
-
-/// The router's word on the link, if it ends the injector.
-fn read_verdict(answer: &[u8]) -> Option<Verdict> {
-    let frame = Frame::read(answer, MAX_CONTROL_FRAME_BYTES).ok()?;
-    let unreadable = |error: cep_core::wire::WireError| format!("(unreadable: {error})");
-    match frame.kind() {
-        FrameKind::Fenced => Some(Verdict::Fenced(frame.body::<Fenced>().map_or_else(unreadable, |f| f.reason))),
-        FrameKind::Abandoned => {
-            Some(Verdict::Abandoned(frame.body::<Abandoned>().map_or_else(unreadable, |a| a.reason)))
-        }
-        kind => {
-            tracing::warn!(?kind, "unexpected answer from the router on the heartbeat link");
-            None
-        }
     }
 }

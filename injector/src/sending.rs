@@ -141,10 +141,14 @@ pub fn run_in(context: &Context, config: InjectorConfig, stop: Stop) -> Result<I
     let every = ready.liveness_every().unwrap_or(DEFAULT_HEARTBEAT_EVERY);
     let liveness = Liveness::start(context, &config.router, ready.assigned, sent.clone(), every, shutdown, halt)?;
     let result = send_streams(context, &config, &ready, sources, recorder, &sent, stop);
+    // The router's word explains an end that looks like its loss or a stop (and overrides a
+    // success: what was sent was not taken); an error of the injector's own stays.
+    let own_error =
+        matches!(&result, Err(error) if !matches!(error, InjectorError::RouterLost(_) | InjectorError::Transport(_)));
     match liveness.finish() {
-        Some(Verdict::Fenced(reason)) => Err(InjectorError::Fenced(reason)),
-        Some(Verdict::Abandoned(reason)) => Err(InjectorError::Abandoned(reason)),
-        None => result,
+        Some(Verdict::Fenced(reason)) if !own_error => Err(InjectorError::Fenced(reason)),
+        Some(Verdict::Abandoned(reason)) if !own_error => Err(InjectorError::Abandoned(reason)),
+        _ => result,
     }
 }
 
@@ -231,7 +235,10 @@ fn send_streams(
             if let Some(lost) = watch.lost() {
                 return Err(InjectorError::RouterLost(lost));
             }
-            tracing::warn!(%error, "no end-of-run signal from the router");
+            // (Stopped by the router's word, the caller says why.)
+            if !shutdown.load(Ordering::Relaxed) {
+                tracing::warn!(%error, "no end-of-run signal from the router");
+            }
         }
     }
     if shutdown.load(Ordering::Relaxed) {

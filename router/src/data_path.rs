@@ -69,6 +69,10 @@ pub struct DataPath {
     logging: bool,
 }
 
+/// The `cut` of the end markers the router sends for a stream it ended itself: the workers
+/// report its `sent` as unknown.
+pub const LOST_STREAM_MARK: &str = "its injector was taken for dead: ended by the router";
+
 /// How far ahead of its stream a tick's sequence number may be: an injector numbers every
 /// tick it sends, so a gap is only ticks the router rejected; a number further ahead is not
 /// its injector's, and trusting it would make the stream's later ticks look behind.
@@ -162,6 +166,12 @@ impl DataPath {
         !streams.is_empty()
             && streams.end as usize <= self.stream_keys.len()
             && self.stream_keys[streams.start as usize..streams.end as usize].iter().all(|owner| owner == key)
+    }
+
+    /// What a worker's end marker of `stream` says of how it ended: for a stream the router
+    /// ended itself, that its `sent` is the router's count, not its injector's.
+    fn lost_marker(&self, stream: usize) -> Option<String> {
+        self.lost[stream].then(|| LOST_STREAM_MARK.to_string())
     }
 
     /// The streams their injector ended before their course, with why.
@@ -314,7 +324,8 @@ impl DataPath {
         let deferred: Vec<u32> = self.deferred_ends.iter().map(|eos| eos.stream).collect();
         for stream in 0..self.ended.len() {
             if self.ended[stream] && !deferred.contains(&(stream as u32)) {
-                let marker = EndOfStream { stream: stream as u32, sent: self.end_sent[stream], routed: 0, cut: None };
+                let cut = self.lost_marker(stream);
+                let marker = EndOfStream { stream: stream as u32, sent: self.end_sent[stream], routed: 0, cut };
                 out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_ID));
             }
         }
@@ -507,7 +518,7 @@ impl DataPath {
             return;
         }
         if tick.injector >= self.streams || self.ended[tick.injector as usize] {
-            return self.reject_closed_stream(tick.injector, batch.sender);
+            return self.reject_closed_stream(tick.injector, batch.sender, sender);
         }
         let stream = tick.injector as usize;
         if !sender.owns(tick.injector, &self.stream_keys) {
@@ -554,11 +565,11 @@ impl DataPath {
     }
 
     /// A tick of a stream the run does not have, or that has ended (counted as `fenced` when
-    /// the router ended it, its injector taken for dead).
+    /// the router ended it, its injector taken for dead, and its own injector sent it).
     #[cold]
     #[inline(never)]
-    fn reject_closed_stream(&mut self, stream: u32, sender: u32) {
-        if self.lost.get(stream as usize) == Some(&true) {
+    fn reject_closed_stream(&mut self, stream: u32, sender: u32, key: &mut SenderCheck<'_>) {
+        if self.lost.get(stream as usize) == Some(&true) && key.owns(stream, &self.stream_keys) {
             let detail = format_args!("tick of stream {stream}, ended as lost: its injector is fenced");
             return self.rejections.reject("fenced", Some(sender), &detail);
         }
@@ -600,14 +611,9 @@ impl DataPath {
         Some(self.received[index])
     }
 
-    fn end_stream(&mut self, eos: EndOfStream, sender: u32, from: Option<&str>, out: &mut impl Outbox) {
+    fn end_stream(&mut self, mut eos: EndOfStream, sender: u32, from: Option<&str>, out: &mut impl Outbox) {
         let stream = eos.stream as usize;
-        if self.lost.get(stream) == Some(&true) {
-            let detail = format_args!("end of stream {}, ended as lost: its injector is fenced", eos.stream);
-            self.rejections.reject("fenced", Some(sender), &detail);
-            return;
-        }
-        if stream >= self.ended.len() || self.ended[stream] {
+        if stream >= self.ended.len() {
             let detail = format_args!("end of stream {} (run has {} streams)", eos.stream, self.streams);
             self.rejections.reject("unknown_stream", Some(sender), &detail);
             return;
@@ -615,6 +621,16 @@ impl DataPath {
         if from.is_some_and(|key| key != self.stream_keys[stream]) {
             let detail = format_args!("end of stream {} from a key that did not register it", eos.stream);
             self.rejections.reject("stream_of_another_key", Some(sender), &detail);
+            return;
+        }
+        if self.lost[stream] {
+            let detail = format_args!("end of stream {}, ended as lost: its injector is fenced", eos.stream);
+            self.rejections.reject("fenced", Some(sender), &detail);
+            return;
+        }
+        if self.ended[stream] {
+            let detail = format_args!("end of stream {} (it has ended)", eos.stream);
+            self.rejections.reject("unknown_stream", Some(sender), &detail);
             return;
         }
         // Its injector numbers its ticks 0, 1, ...: it sent at least one past the highest number
@@ -631,8 +647,9 @@ impl DataPath {
         }
         self.ended[stream] = true;
         self.end_sent[stream] = eos.sent;
-        if let Some(reason) = &eos.cut {
-            self.cut_streams.insert(eos.stream, bounded_reason(reason));
+        // Kept bounded here; the marker goes on without it (it may wait in `deferred_ends`).
+        if let Some(reason) = eos.cut.take() {
+            self.cut_streams.insert(eos.stream, bounded_reason(&reason));
         }
         if self.parts_in_flight() {
             // Held ticks of this stream must reach their new owner before its end marker.
@@ -647,11 +664,14 @@ impl DataPath {
         // The marker must follow the stream's last ticks on every worker's socket.
         self.flush_all(out);
         for worker in (0..self.batches.len()).filter(|worker| !self.retired[*worker]) {
-            let marker =
-                EndOfStream { stream: eos.stream, sent: eos.sent, routed: self.routed[stream][worker], cut: None };
+            let routed = self.routed[stream][worker];
+            let marker = EndOfStream { stream: eos.stream, sent: eos.sent, routed, cut: self.lost_marker(stream) };
             out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_ID));
         }
-        out.event(Event::StreamEnded { stream: eos.stream, sent: eos.sent, received: self.received[stream] });
+        // (A stream the router ended itself has its own event: what its injector sent is unknown.)
+        if !self.lost[stream] {
+            out.event(Event::StreamEnded { stream: eos.stream, sent: eos.sent, received: self.received[stream] });
+        }
     }
 
     /// Per stream, the first sequence number after everything routed so far.

@@ -24,11 +24,14 @@ use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::identity::{Identity, Role, Sender, ROUTER_ID};
 use cep_core::liveness::{Abandoned, Fenced, Heartbeat, InjectorHeartbeat};
 use cep_core::outbox::{Event, Outbox, Peer};
-use cep_core::report::{CauseCounts, ClockReport, RouterReport};
+use cep_core::report::{CauseCounts, ClockReport, LostStream, RouterReport};
 use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, WorkerJoined, MAX_STREAMS};
 use cep_core::wire::FrameKind;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// The largest InjectorHeartbeat read: one count (9 bytes at most) per stream a run can have.
+const MAX_INJECTOR_HEARTBEAT_BYTES: usize = 64 + 9 * MAX_STREAMS as usize;
 
 /// The answer to a request that needs the running phase before it.
 const NOT_STARTED: &str = "the run has not started";
@@ -126,7 +129,9 @@ pub struct Router {
     fenced: BTreeMap<u32, String>,
     /// The streams the router ended itself, their injector taken for dead, with why: in the
     /// report, and what that injector is told, fenced, when it speaks again.
-    lost_streams: BTreeMap<u32, String>,
+    lost_streams: BTreeMap<u32, LostStream>,
+    /// Per stream, the count its injector's last heartbeat gave.
+    heard_sent: BTreeMap<u32, u64>,
     /// Whether the report went to the collector (once, whoever ends the run).
     report_sent: bool,
 }
@@ -147,6 +152,7 @@ impl Router {
             denied: BTreeMap::new(),
             fenced: BTreeMap::new(),
             lost_streams: BTreeMap::new(),
+            heard_sent: BTreeMap::new(),
             report_sent: false,
         }
     }
@@ -232,23 +238,29 @@ impl Router {
         }
         let answer = match frame.kind() {
             FrameKind::InjectorHeartbeat => {
-                let beat = frame.body::<InjectorHeartbeat>().ok().and_then(|beat| {
+                // No larger than one count per stream a run can have, before it is decoded.
+                let bounded = body.len() <= MAX_INJECTOR_HEARTBEAT_BYTES;
+                let beat = bounded.then(|| frame.body::<InjectorHeartbeat>().ok()).flatten().and_then(|beat| {
                     let streams = beat.first..beat.first.checked_add(u32::try_from(beat.sent.len()).ok()?)?;
-                    path.owns_streams(streams.clone(), caller_key).then_some(streams)
+                    path.owns_streams(streams.clone(), caller_key).then_some((streams, beat.sent))
                 });
-                let Some(streams) = beat else {
+                let Some((streams, sent)) = beat else {
                     // Not answered (a heartbeat never is): counted and told.
                     self.control.count_refused("refused_control");
                     let reason = "an injector's heartbeat must name streams it registered".to_string();
                     return out.event(Event::Refused { who: "an InjectorHeartbeat".into(), reason });
                 };
-                if let Some(reason) = streams.clone().find_map(|stream| self.lost_streams.get(&stream)) {
+                if let Some(lost) = streams.clone().find_map(|stream| self.lost_streams.get(&stream)) {
                     // Taken for dead: its streams were ended without it, and it learns why.
                     *self.denied.entry("fenced".into()).or_insert(0) += 1;
-                    let fenced = Fenced { reason: reason.clone() };
+                    let fenced = Fenced { reason: lost.reason.clone() };
                     return out.send(Peer::Client(client), &fenced.encode(ROUTER_ID));
                 }
                 heartbeats.heard_streams(streams.clone(), now);
+                for (stream, count) in streams.clone().zip(sent) {
+                    let heard = self.heard_sent.entry(stream).or_insert(0);
+                    *heard = (*heard).max(count);
+                }
                 injector_links.insert(streams.start, client);
                 return;
             }
@@ -563,14 +575,16 @@ impl Router {
             silent = heartbeats.silent(now, |worker| rescaling.is_member(worker), |stream| !path.ended()[stream]);
         }
         self.count_retirements();
-        for (stream, quiet) in silent.streams {
-            self.stream_lost(stream, &self.silence_reason(quiet), out);
-        }
+        // Workers first: once a stream has ended, a dead worker's state can no longer be
+        // restored (the survivors may close windows it is part of).
         for (worker, quiet) in silent.workers {
             let reason = self.silence_reason(quiet);
             // Nothing more goes to it: its queue may be full and would hold the router up.
             out.disconnect_worker(worker as u32);
             self.worker_lost(worker as u32, &reason, out)?;
+        }
+        for (stream, quiet) in silent.streams {
+            self.stream_lost(stream, &self.silence_reason(quiet), out);
         }
         Ok(())
     }
@@ -583,13 +597,15 @@ impl Router {
         let why = format!("the injector of stream {stream} was taken for dead: {reason}");
         if let Some(received) = path.end_lost(stream, out) {
             out.event(Event::StreamLost { stream, received, reason: reason.to_string() });
-            self.lost_streams.insert(stream, why);
+            let sent_at_least = self.heard_sent.get(&stream).copied().unwrap_or(0).max(received);
+            self.lost_streams.insert(stream, LostStream { reason: why, sent_at_least });
         }
     }
 
-    /// The router gives the run up (`reason`: its error): every process it has a standing
-    /// link to (workers that asked where the collector is, injectors that sent a heartbeat) is
-    /// told why, so that each names the cause rather than only the router's end.
+    /// The router gives the run up (`reason`: its error): every worker and injector it has a
+    /// standing link to (workers that asked where the collector is, injectors that sent a
+    /// heartbeat) is told why, so that each names the cause rather than only the router's end
+    /// (the collector writes the cause itself when it loses the router).
     pub fn abandon(&mut self, reason: &str, out: &mut impl Outbox) {
         let Some(Running { delivery, injector_links, .. }) = self.running() else { return };
         let notice = Abandoned { reason: reason.to_string() }.encode(ROUTER_ID);

@@ -256,7 +256,9 @@ impl LocalCluster {
         self.schedule(until, Scheduled::Unpause(member));
     }
 
-    /// Wakes a paused `member` now (SIGCONT): what waited for it is handled, its timers fire.
+    /// Wakes a paused `member` now (SIGCONT): what waited for it is handled, and the injector's
+    /// heartbeat and streams go on at once (another member's timers fire at the end its pause
+    /// was planned for).
     pub fn wake(&mut self, member: Member) {
         if self.paused_until.contains_key(&member) {
             self.paused_until.insert(member, self.now);

@@ -248,10 +248,12 @@ impl Scenario {
                 }
                 6 => {
                     let pause_ns = draw.range(1, 200) * 1_000_000;
-                    // Well within the failure time-out (its last heartbeat may have gone a period
-                    // before the pause, and a link may be late) it is slow, not dead: nothing
-                    // may be lost. Beyond, the router may end its streams.
-                    lossless &= pause_ns <= spec.failure_timeout_ns / 2;
+                    // Well within the failure time-out it is slow, not dead: nothing may be lost.
+                    // Its last beat may have gone a period (a quarter) before the pause, travels
+                    // the injector's link (at most 5 ms late) and waits for the router's timer
+                    // (10 ms): a quarter of the time-out leaves room for all. Beyond, the
+                    // router may end its streams.
+                    lossless &= pause_ns <= spec.failure_timeout_ns / 4;
                     disruptions.push(Disruption::PauseInjector { after_sent, pause_ns });
                 }
                 _ => disruptions.push(Disruption::Join { after_sent }),

@@ -169,6 +169,17 @@ impl ControlLink {
         Ok(())
     }
 
+    /// Sends one notice (a frame the router answers no request for, such as a heartbeat) if the
+    /// link's queue takes it now; false, and nothing sent, when it is full. Never blocks.
+    pub fn try_send_notice(&self, body: &[u8]) -> Result<bool, TransportError> {
+        debug_assert!(FrameKind::is_notice_byte(body.get(2).copied().unwrap_or(0)));
+        match self.socket.send_multipart([&[][..], body], zmq::DONTWAIT) {
+            Ok(()) => Ok(true),
+            Err(zmq::Error::EAGAIN) => Ok(false),
+            Err(source) => Err(TransportError::Socket { what: "send control notice", source }),
+        }
+    }
+
     /// The next answer if one has arrived: (the kind byte of the request it answers, the answer).
     /// A notice the router pushes unasked ([`FrameKind::is_notice`]) answers no request: 0.
     pub fn try_recv(&self) -> Result<Option<(u8, Vec<u8>)>, TransportError> {

@@ -152,7 +152,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         // its frames are held until a restarted one takes over.
         if turn.check_liveness {
             if let Err(lost) = link.check_alive() {
-                return Err(router_lost(&link, lost));
+                return Err(router_lost(&link, &id, lost));
             }
             out.check_peers();
             worker.refused_connections(&context.refusals());
@@ -207,7 +207,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         let watch = StopOrLost::new(&shutdown, || link.check_alive());
         if let Err(error) = end_of_run(context, &config.router, EndOfRun::AwaitEnd, config.end_timeout, &watch) {
             if let Some(lost) = watch.lost() {
-                return Err(router_lost(&link, lost));
+                return Err(router_lost(&link, &id, lost));
             }
             // Everything was sent; the end signal only guards delivery, so this is a warning.
             tracing::warn!(%error, "no end-of-run signal from the router");
@@ -217,16 +217,18 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     Ok(report)
 }
 
-/// The router is lost: if it said why it gave the run up before it went (its notice waits on
-/// the link, ahead of the connection's end), that is the error, else its loss.
-fn router_lost(link: &ControlLink, lost: TransportError) -> WorkerError {
+/// The router is lost: if it said why before it went (its word waits on the link, ahead of
+/// the connection's end: it gave the run up, or took this worker for dead), that is the error,
+/// else its loss.
+fn router_lost(link: &ControlLink, id: &str, lost: TransportError) -> WorkerError {
     use cep_core::control::MAX_CONTROL_FRAME_BYTES;
     use cep_core::frame::Frame;
-    use cep_core::liveness::Abandoned;
+    use cep_core::liveness::Verdict;
     while let Ok(Some((_, answer))) = link.try_recv() {
-        let Ok(frame) = Frame::read(&answer, MAX_CONTROL_FRAME_BYTES) else { continue };
-        if let Ok(abandoned) = frame.body::<Abandoned>() {
-            return WorkerError::Abandoned(abandoned.reason);
+        match Frame::read(&answer, MAX_CONTROL_FRAME_BYTES).ok().and_then(|frame| Verdict::of(&frame)) {
+            Some(Verdict::Abandoned(reason)) => return WorkerError::Abandoned(reason),
+            Some(Verdict::Fenced(reason)) => return WorkerError::Fenced { id: id.to_string(), reason },
+            None => {}
         }
     }
     WorkerError::RouterLost(lost)

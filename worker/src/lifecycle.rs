@@ -29,7 +29,7 @@ use cep_core::control::Ready;
 use cep_core::control::{Refused, MAX_CONTROL_FRAME_BYTES};
 use cep_core::delivery::{Committed, DeliveryQuery, DeliveryStatus};
 use cep_core::frame::{Body, Frame};
-use cep_core::liveness::{Abandoned, Fenced, Heartbeat};
+use cep_core::liveness::{Heartbeat, Verdict};
 use cep_core::outbox::{Outbox, Peer};
 use cep_core::rescale::{Leave, RescaleAccepted};
 use cep_core::wire::FrameKind;
@@ -340,23 +340,22 @@ impl Lifecycle {
         match (asked, frame.kind()) {
             // Whatever it asked: the router no longer counts it as a member.
             // (Said once: each request still out is answered so.)
-            (_, FrameKind::Fenced) if self.fenced.is_none() => {
-                let reason = frame.body::<Fenced>().map_or_else(|error| format!("(unreadable: {error})"), |f| f.reason);
-                tracing::error!(id, "the router took this worker for dead and moved its symbols: {reason}");
-                self.fenced = Some(reason);
-                self.phase = Phase::Over(Ended::Fenced);
-            }
-            (_, FrameKind::Fenced) => {}
-            (_, FrameKind::Abandoned) if self.abandoned.is_none() => {
-                let reason =
-                    frame.body::<Abandoned>().map_or_else(|error| format!("(unreadable: {error})"), |a| a.reason);
-                tracing::error!(id, "the router gave the run up: {reason}");
-                self.abandoned = Some(reason);
-                if self.fenced.is_none() {
-                    self.phase = Phase::Over(Ended::Abandoned);
+            (_, FrameKind::Fenced | FrameKind::Abandoned) => match Verdict::of(&frame) {
+                // Said once: each request still out is answered so.
+                Some(Verdict::Fenced(reason)) if self.fenced.is_none() => {
+                    tracing::error!(id, "the router took this worker for dead and moved its symbols: {reason}");
+                    self.fenced = Some(reason);
+                    self.phase = Phase::Over(Ended::Fenced);
                 }
-            }
-            (_, FrameKind::Abandoned) => {}
+                Some(Verdict::Abandoned(reason)) if self.abandoned.is_none() => {
+                    tracing::error!(id, "the router gave the run up: {reason}");
+                    self.abandoned = Some(reason);
+                    if self.fenced.is_none() {
+                        self.phase = Phase::Over(Ended::Abandoned);
+                    }
+                }
+                _ => {}
+            },
             (Some(FrameKind::SymbolState | FrameKind::Reached | FrameKind::Snapshot), FrameKind::StateTaken) => {}
             (Some(FrameKind::Snapshot), FrameKind::Refused) => {
                 // A checkpoint the router dropped (a rescale began): the next one counts.

@@ -594,7 +594,9 @@ impl Worker {
                     let retired = self.retired.as_ref().and_then(|routed| routed.get(&(stream as u32)));
                     StreamAtWorker {
                         stream: stream as u32,
-                        sent: end.map(|e| e.sent),
+                        // A marker with a `cut` from the router is of a stream it ended
+                        // itself: its count is the router's, what was sent is unknown.
+                        sent: end.filter(|e| e.cut.is_none()).map(|e| e.sent),
                         routed: end.map(|e| e.routed).or(retired.copied()),
                         processed: state.processed,
                     }

@@ -6,6 +6,10 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// `cep`, logging warnings only.
+/// A collector's endpoints on ports the kernel picks: tests that run at once never share
+/// the defaults (5557, 5558).
+pub const EPHEMERAL_COLLECTOR: [&str; 4] = ["--listen", "tcp://127.0.0.1:*", "--clock-listen", "tcp://127.0.0.1:*"];
+
 pub fn cep() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_cep"));
     command.env("RUST_LOG", "warn");

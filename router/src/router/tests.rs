@@ -692,6 +692,18 @@ fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
         &mut out,
     );
     assert_eq!(Frame::read(&out.take()[0].1, usize::MAX).unwrap().kind(), FrameKind::ClusterStatus);
+    // Only an injector beats for streams, and only for those its key registered.
+    let beat = cep_core::liveness::InjectorHeartbeat { first: 0, sent: vec![1] }.encode(0);
+    let reason = refused(&mut router, &b, &beat, &mut out);
+    assert!(reason.contains("not listed under injector/"), "{reason}");
+    let j = peer(Role::Injector, "j");
+    let before = router.report().rejected.get("refused_control").copied().unwrap_or(0);
+    router.control_from(b"j".to_vec(), Some(&j), &beat, Monotonic::from_ns(2), &mut out);
+    assert!(out.take().is_empty(), "a heartbeat is never answered");
+    assert_eq!(router.report().rejected.get("refused_control"), Some(&(before + 1)));
+    router.control_from(b"i".to_vec(), Some(&i), &beat, Monotonic::from_ns(2), &mut out);
+    assert!(out.take().is_empty());
+    assert_eq!(router.report().rejected.get("refused_control"), Some(&(before + 1)), "its own: heard");
 
     // Stream 0 is i's: a worker's key cannot send its ticks or end it; i can. A tick
     // numbered far beyond the stream is not trusted, nor an end marker behind it.
@@ -724,7 +736,13 @@ fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
     let causes: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(
         causes,
-        [("end_behind_stream", 1), ("seq_far_ahead", 1), ("stream_of_another_key", 2), ("unauthorized_control", 6)]
+        [
+            ("end_behind_stream", 1),
+            ("refused_control", 1),
+            ("seq_far_ahead", 1),
+            ("stream_of_another_key", 2),
+            ("unauthorized_control", 7)
+        ]
     );
 }
 
@@ -838,7 +856,8 @@ fn an_injector_silent_for_the_timeout_has_its_stream_ended_where_the_router_has_
     assert_eq!(ends.iter().map(|(_, end)| end.routed).sum::<u64>(), 3);
     assert!(router.all_ended());
     let report = router.report();
-    let reason = &report.lost_streams[&0];
+    let reason = &report.lost_streams[&0].reason;
+    assert_eq!(report.lost_streams[&0].sent_at_least, 3, "its heartbeat said 0, the router had 3");
     assert!(reason.starts_with("the injector of stream 0 was taken for dead: nothing heard from it for"), "{reason}");
     assert!(out.events.iter().any(|event| matches!(event, Event::StreamLost { stream: 0, received: 3, .. })));
     // Woken, it is fenced: its heartbeat answered so, its ticks and marker refused.
@@ -860,5 +879,48 @@ fn an_injector_silent_for_the_timeout_has_its_stream_ended_where_the_router_has_
     assert_eq!(told, [Peer::Client(b"a-link".to_vec()), Peer::Client(b"i-link".to_vec())]);
     let notice = Abandoned { reason: "the collector is lost".into() }.encode(ROUTER_ID);
     router.abandon("the collector is lost", &mut out);
+    assert_eq!(out.sent.len(), 2);
     assert!(out.sent.iter().all(|(_, bytes)| *bytes == notice));
+}
+
+#[test]
+fn a_worker_and_an_injector_silent_at_the_same_look_fail_the_worker_over_first() {
+    use cep_core::liveness::InjectorHeartbeat;
+    // Once a stream has ended, a dead worker's state can no longer be restored: the worker goes
+    // first.
+    let (mut router, mut out) = running(100);
+    let timeout = Duration::from_millis(100);
+    if let Phase::Running(run) = &mut router.phase {
+        run.heartbeats = Heartbeats::new(2, 1, timeout);
+    }
+    let ms = |ms: u64| Monotonic::from_ns(ms * 1_000_000);
+    for at in (0..=150).step_by(10) {
+        if at <= 20 {
+            let beat = InjectorHeartbeat { first: 0, sent: vec![0] }.encode(0);
+            router.control(b"i-link".to_vec(), &beat, ms(at), &mut out);
+            router.control(
+                b"a".to_vec(),
+                &Heartbeat { worker: 0, processed: 0, finished: false }.encode(0),
+                ms(at),
+                &mut out,
+            );
+        }
+        router.control(
+            b"b".to_vec(),
+            &Heartbeat { worker: 1, processed: 0, finished: false }.encode(1),
+            ms(at),
+            &mut out,
+        );
+        router.tick(ms(at), &mut out).unwrap();
+    }
+    let order: Vec<&str> = out
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::WorkerFailed { .. } => Some("worker"),
+            Event::StreamLost { .. } => Some("stream"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["worker", "stream"]);
 }

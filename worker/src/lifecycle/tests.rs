@@ -2,6 +2,7 @@
 
 use super::*;
 use cep_core::control::{Ready, RulesText};
+use cep_core::liveness::{Abandoned, Fenced};
 use cep_core::outbox::Recorded;
 use cep_core::report::EndOfStream;
 
@@ -141,6 +142,21 @@ fn a_fenced_worker_is_over_with_the_routers_reason_whatever_it_was_doing() {
     assert_eq!(life.fenced(), Some("silent for 2.1 s"));
     assert_eq!(life.turn(at(600), &mut worker, FREE, &mut out), Turn::default());
     assert!(all_to_router(&mut out).is_empty(), "nothing more is sent, not even a heartbeat");
+}
+
+#[test]
+fn a_worker_told_the_run_is_given_up_is_over_with_the_routers_reason_unless_fenced_first() {
+    let (mut worker, mut life, mut out) = started(false);
+    life.turn(at(0), &mut worker, FREE, &mut out);
+    let abandoned = Abandoned { reason: "the collector is lost".into() };
+    life.answer(None, &abandoned.encode(0), at(10), &mut out);
+    assert_eq!((life.ended(), life.abandoned()), (Some(Ended::Abandoned), Some("the collector is lost")));
+    // Fenced first: that is how it ended, whatever comes after.
+    let (mut worker, mut life, mut out) = started(false);
+    life.turn(at(0), &mut worker, FREE, &mut out);
+    life.answer(None, &Fenced { reason: "silent".into() }.encode(0), at(10), &mut out);
+    life.answer(None, &abandoned.encode(0), at(20), &mut out);
+    assert_eq!(life.ended(), Some(Ended::Fenced));
 }
 
 #[test]
