@@ -30,12 +30,32 @@ impl Usage {
 /// (it would fail the same way) and its verdict says "disk full".
 pub const DISK_FULL_STATUS: i32 = 3;
 
+/// The exit status of a collector that wrote the results of a run that did not complete (its
+/// summary says why): `cep run` takes its results as it does a complete run's, and does not
+/// start it again.
+pub const INCOMPLETE_STATUS: i32 = 4;
+
+/// A collector's run ended incomplete; its results are written, the cause in its summary.
+#[derive(Debug)]
+pub struct RunIncomplete(pub String);
+
+impl std::fmt::Display for RunIncomplete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RunIncomplete {}
+
 /// The exit status for `error`: 2 for a usage mistake, [`DISK_FULL_STATUS`] for a full disk at
-/// the collector, 1 for any other failure.
+/// the collector, [`INCOMPLETE_STATUS`] for a collector's incomplete run, 1 for any other
+/// failure.
 pub fn exit_status(error: &anyhow::Error) -> i32 {
     use cep_collector::CollectorError;
     if error.is::<Usage>() {
         2
+    } else if error.is::<RunIncomplete>() {
+        INCOMPLETE_STATUS
     } else if matches!(error.downcast_ref::<CollectorError>(), Some(CollectorError::DiskFull { .. })) {
         DISK_FULL_STATUS
     } else {
@@ -302,7 +322,8 @@ pub fn run_role(role: RoleConfig, metrics: &MetricsArgs) -> anyhow::Result<()> {
                 Ok(summary)
             })?;
             if !summary.complete {
-                anyhow::bail!("run incomplete ({}): {}", summary.incomplete_because(), summary.counts());
+                let why = format!("run incomplete ({}): {}", summary.incomplete_because(), summary.counts());
+                return Err(RunIncomplete(why).into());
             }
             Ok(())
         }

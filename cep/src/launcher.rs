@@ -693,6 +693,9 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                 pids.retain(|(pid_name, _)| pid_name != &name);
                 let workers_left = pids.iter().any(|(pid_name, _)| pid_name.starts_with("worker"));
                 let disk_full = name == "collector" && status.code() == Some(crate::cli::DISK_FULL_STATUS);
+                // Its results are written, the cause in its summary: as a finished run's.
+                let collector_done = name == "collector"
+                    && (status.success() || status.code() == Some(crate::cli::INCOMPLETE_STATUS));
                 if !status.success() && !interrupted && name.starts_with("worker") && workers_left {
                     // The router fails its symbols over to the others; the summary says
                     // whether its state was restored.
@@ -702,13 +705,14 @@ async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &Endpoints) -> 
                     && kill_deadline.is_none()
                     && name == "collector"
                     && !disk_full
+                    && !collector_done
                     && collector_restarts < COLLECTOR_RESTARTS
                 {
                     collector_restarts += 1;
                     tracing::warn!("the collector exited with {status}; starting it again: it resumes from its saved state");
                     let role_args = collector_args.clone().expect("the collector was started");
                     spawn(program, name, role_args, &mut children, &mut pids)?;
-                } else if !status.success() && !interrupted {
+                } else if !status.success() && !interrupted && !collector_done {
                     failures.push(match disk_full {
                         // Started again it would fail the same way: the run ends here.
                         true => format!(
