@@ -6,7 +6,7 @@ use cep_core::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
 use cep_core::delivery::{Committed, DeliveryQuery, DeliveryStatus, Saved};
 use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, WorkerFailed};
 use cep_core::frame::{AwaitEnd, ClockReply, ClockRequest, EndAck, Frame, RunFinished};
-use cep_core::liveness::{Fenced, Heartbeat};
+use cep_core::liveness::{Abandoned, Fenced, Heartbeat, InjectorHeartbeat};
 use cep_core::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
 use cep_core::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
@@ -75,6 +75,11 @@ fn decode(
         FrameKind::Fenced => drop(frame.body::<Fenced>()),
         FrameKind::Restored => drop(frame.body::<Restored>()),
         FrameKind::WorkerJoined => drop(frame.body::<WorkerJoined>()),
+        FrameKind::InjectorHeartbeat => drop(frame.body::<InjectorHeartbeat>()),
+        FrameKind::Abandoned => {
+            // Read as the worker and the injector read it, unreadable bodies included.
+            drop(cep_core::liveness::Verdict::of(frame));
+        }
     }
 }
 
