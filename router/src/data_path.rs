@@ -17,7 +17,7 @@ use cep_core::frame::{Body, TickBatch};
 use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::partition::Partitioner;
-use cep_core::report::{bounded_reason, EndOfStream, Rejections};
+use cep_core::report::{bounded_reason, EndOfStream, LostStream, Rejections};
 use cep_core::rescale::{MovedSymbol, Retire, StreamsOpened};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, TickBatchWriter};
@@ -54,8 +54,8 @@ pub struct DataPath {
     next_seq: Vec<u64>,
     routed_total: u64,
     ended: Vec<bool>,
-    /// Per stream, whether the router ended it itself, its injector taken for dead.
-    lost: Vec<bool>,
+    /// The streams the router ended itself, their injector taken for dead, with why.
+    lost_streams: BTreeMap<u32, LostStream>,
     /// Streams their injector ended before their course, with why (their marker's `cut`).
     cut_streams: BTreeMap<u32, String>,
     /// Per ended stream, what its injector said it sent (for workers that join later).
@@ -141,7 +141,7 @@ impl DataPath {
             next_seq: vec![0; stream_count],
             routed_total: 0,
             ended: vec![false; stream_count],
-            lost: vec![false; stream_count],
+            lost_streams: BTreeMap::new(),
             cut_streams: BTreeMap::new(),
             end_sent: vec![0; stream_count],
             stream_keys: vec![String::new(); stream_count],
@@ -171,7 +171,17 @@ impl DataPath {
     /// What a worker's end marker of `stream` says of how it ended: for a stream the router
     /// ended itself, that its `sent` is the router's count, not its injector's.
     fn lost_marker(&self, stream: usize) -> Option<String> {
-        self.lost[stream].then(|| LOST_STREAM_MARK.to_string())
+        self.is_lost(stream).then(|| LOST_STREAM_MARK.to_string())
+    }
+
+    /// Whether the router ended `stream` itself, its injector taken for dead.
+    fn is_lost(&self, stream: usize) -> bool {
+        self.lost_streams.contains_key(&(stream as u32))
+    }
+
+    /// The streams the router ended itself, with why and what each sent at least.
+    pub fn lost_streams(&self) -> &BTreeMap<u32, LostStream> {
+        &self.lost_streams
     }
 
     /// The streams their injector ended before their course, with why.
@@ -295,7 +305,6 @@ impl DataPath {
         self.routed.resize_with(total, || vec![0; workers]);
         self.next_seq.resize(total, 0);
         self.ended.resize(total, false);
-        self.lost.resize(total, false);
         self.end_sent.resize(total, 0);
         self.stream_keys.resize(total, String::new());
         let marker = StreamsOpened { first, count }.encode(ROUTER_ID);
@@ -569,7 +578,7 @@ impl DataPath {
     #[cold]
     #[inline(never)]
     fn reject_closed_stream(&mut self, stream: u32, sender: u32, key: &mut SenderCheck<'_>) {
-        if self.lost.get(stream as usize) == Some(&true) && key.owns(stream, &self.stream_keys) {
+        if self.is_lost(stream as usize) && key.owns(stream, &self.stream_keys) {
             let detail = format_args!("tick of stream {stream}, ended as lost: its injector is fenced");
             return self.rejections.reject("fenced", Some(sender), &detail);
         }
@@ -589,26 +598,20 @@ impl DataPath {
         self.held_ticks += 1;
     }
 
-    /// Ends stream `stream` for its injector, which was taken for dead: as if its marker had
-    /// come, counting what arrived of it (what it sent in truth is unknown). Whatever of it
-    /// arrives later is refused as `fenced`. Returns what it received, or `None` when the
-    /// stream had ended already.
-    pub fn end_lost(&mut self, stream: u32, out: &mut impl Outbox) -> Option<u64> {
+    /// Ends stream `stream` for its injector, which was taken for dead (`reason`; its last
+    /// heartbeat said it had sent `heard`): as if its marker had come, counting what arrived of
+    /// it (what it sent in truth is unknown). Whatever of it arrives later is refused as
+    /// `fenced`. Returns what it received, or `None` when the stream had ended already.
+    pub fn end_lost(&mut self, stream: u32, reason: String, heard: u64, out: &mut impl Outbox) -> Option<u64> {
         let index = stream as usize;
         if self.ended.get(index) != Some(&false) {
             return None;
         }
-        self.lost[index] = true;
+        let received = self.received[index];
+        self.lost_streams.insert(stream, LostStream { reason, sent_at_least: heard.max(received) });
         // At least one past the highest number that arrived, as a marker would have to say.
-        let eos = EndOfStream { stream, sent: self.next_seq[index], routed: 0, cut: None };
-        self.ended[index] = true;
-        self.end_sent[index] = eos.sent;
-        if self.parts_in_flight() {
-            self.deferred_ends.push(eos);
-        } else {
-            self.send_end(eos, out);
-        }
-        Some(self.received[index])
+        self.close_stream(EndOfStream { stream, sent: self.next_seq[index], routed: 0, cut: None }, out);
+        Some(received)
     }
 
     fn end_stream(&mut self, mut eos: EndOfStream, sender: u32, from: Option<&str>, out: &mut impl Outbox) {
@@ -623,7 +626,7 @@ impl DataPath {
             self.rejections.reject("stream_of_another_key", Some(sender), &detail);
             return;
         }
-        if self.lost[stream] {
+        if self.is_lost(stream) {
             let detail = format_args!("end of stream {}, ended as lost: its injector is fenced", eos.stream);
             self.rejections.reject("fenced", Some(sender), &detail);
             return;
@@ -645,12 +648,18 @@ impl DataPath {
             self.rejections.reject("end_behind_stream", Some(sender), &detail);
             return;
         }
-        self.ended[stream] = true;
-        self.end_sent[stream] = eos.sent;
         // Kept bounded here; the marker goes on without it (it may wait in `deferred_ends`).
         if let Some(reason) = eos.cut.take() {
             self.cut_streams.insert(eos.stream, bounded_reason(&reason));
         }
+        self.close_stream(eos, out);
+    }
+
+    /// The stream of `eos` has ended: its marker goes to every worker behind its last ticks.
+    fn close_stream(&mut self, eos: EndOfStream, out: &mut impl Outbox) {
+        let stream = eos.stream as usize;
+        self.ended[stream] = true;
+        self.end_sent[stream] = eos.sent;
         if self.parts_in_flight() {
             // Held ticks of this stream must reach their new owner before its end marker.
             self.deferred_ends.push(eos);
@@ -669,7 +678,7 @@ impl DataPath {
             out.send(Peer::Worker(worker as u32), &marker.encode(ROUTER_ID));
         }
         // (A stream the router ended itself has its own event: what its injector sent is unknown.)
-        if !self.lost[stream] {
+        if !self.is_lost(stream) {
             out.event(Event::StreamEnded { stream: eos.stream, sent: eos.sent, received: self.received[stream] });
         }
     }

@@ -80,6 +80,12 @@ impl Heartbeats {
         }
     }
 
+    /// How long `beat`'s member has been silent at `now` beyond what its stage allows, if it has.
+    fn overdue(&self, beat: Beat, now: Monotonic) -> Option<Duration> {
+        let (silent, allowed) = self.silence(beat, now)?;
+        (silent > allowed).then_some(silent)
+    }
+
     /// Worker `worker` was heard from at `now`.
     pub fn heard(&mut self, worker: usize, now: Monotonic) {
         if let Some(beat) = self.beats.get_mut(worker).filter(|beat| **beat != Beat::Quiet) {
@@ -96,8 +102,7 @@ impl Heartbeats {
     /// How long the collector has been silent, when that is beyond the time-out at the last
     /// look ([`Heartbeats::silent`]): it is taken for lost while so (and back when heard).
     pub fn collector_silent(&self) -> Option<Duration> {
-        let (silent, allowed) = self.silence(self.collector, self.last_look?)?;
-        (silent > allowed).then_some(silent)
+        self.overdue(self.collector, self.last_look?)
     }
 
     /// Worker `worker` goes quiet on purpose (its run is over), or is no longer a member.
@@ -131,12 +136,9 @@ impl Heartbeats {
         let mut silent = Silent::default();
         for index in 0..self.beats.len() {
             rebased(&mut self.beats[index]);
-            match self.silence(self.beats[index], now) {
-                Some((quiet, allowed)) if quiet > allowed && member(index) => {
-                    self.beats[index] = Beat::Quiet;
-                    silent.workers.push((index, quiet));
-                }
-                _ => {}
+            if let Some(quiet) = self.overdue(self.beats[index], now).filter(|_| member(index)) {
+                self.beats[index] = Beat::Quiet;
+                silent.workers.push((index, quiet));
             }
         }
         for stream in 0..self.streams.len() {
@@ -144,12 +146,9 @@ impl Heartbeats {
                 self.streams[stream] = Beat::Quiet;
             }
             rebased(&mut self.streams[stream]);
-            match self.silence(self.streams[stream], now) {
-                Some((quiet, allowed)) if quiet > allowed => {
-                    self.streams[stream] = Beat::Quiet;
-                    silent.streams.push((stream as u32, quiet));
-                }
-                _ => {}
+            if let Some(quiet) = self.overdue(self.streams[stream], now) {
+                self.streams[stream] = Beat::Quiet;
+                silent.streams.push((stream as u32, quiet));
             }
         }
         silent

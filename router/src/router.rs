@@ -24,7 +24,7 @@ use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::identity::{Identity, Role, Sender, ROUTER_ID};
 use cep_core::liveness::{Abandoned, Fenced, Heartbeat, InjectorHeartbeat};
 use cep_core::outbox::{Event, Outbox, Peer};
-use cep_core::report::{CauseCounts, ClockReport, LostStream, RouterReport};
+use cep_core::report::{CauseCounts, ClockReport, RouterReport};
 use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, WorkerJoined, MAX_STREAMS};
 use cep_core::wire::FrameKind;
 use std::collections::BTreeMap;
@@ -127,9 +127,6 @@ pub struct Router {
     denied: BTreeMap<String, u64>,
     /// Why each worker taken for dead was: what it is told, fenced, when it speaks again.
     fenced: BTreeMap<u32, String>,
-    /// The streams the router ended itself, their injector taken for dead, with why: in the
-    /// report, and what that injector is told, fenced, when it speaks again.
-    lost_streams: BTreeMap<u32, LostStream>,
     /// Per stream, the count its injector's last heartbeat gave.
     heard_sent: BTreeMap<u32, u64>,
     /// Whether the report went to the collector (once, whoever ends the run).
@@ -151,7 +148,6 @@ impl Router {
             collector_key: String::new(),
             denied: BTreeMap::new(),
             fenced: BTreeMap::new(),
-            lost_streams: BTreeMap::new(),
             heard_sent: BTreeMap::new(),
             report_sent: false,
         }
@@ -250,7 +246,7 @@ impl Router {
                     let reason = "an injector's heartbeat must name streams it registered".to_string();
                     return out.event(Event::Refused { who: "an InjectorHeartbeat".into(), reason });
                 };
-                if let Some(lost) = streams.clone().find_map(|stream| self.lost_streams.get(&stream)) {
+                if let Some(lost) = streams.clone().find_map(|stream| path.lost_streams().get(&stream)) {
                     // Taken for dead: its streams were ended without it, and it learns why.
                     *self.denied.entry("fenced".into()).or_insert(0) += 1;
                     let fenced = Fenced { reason: lost.reason.clone() };
@@ -595,10 +591,9 @@ impl Router {
     pub fn stream_lost(&mut self, stream: u32, reason: &str, out: &mut impl Outbox) {
         let Phase::Running(Running { path, .. }) = &mut self.phase else { return };
         let why = format!("the injector of stream {stream} was taken for dead: {reason}");
-        if let Some(received) = path.end_lost(stream, out) {
+        let heard = self.heard_sent.get(&stream).copied().unwrap_or(0);
+        if let Some(received) = path.end_lost(stream, why, heard, out) {
             out.event(Event::StreamLost { stream, received, reason: reason.to_string() });
-            let sent_at_least = self.heard_sent.get(&stream).copied().unwrap_or(0).max(received);
-            self.lost_streams.insert(stream, LostStream { reason: why, sent_at_least });
         }
     }
 
@@ -887,7 +882,7 @@ impl Router {
             rejected: self.rejected(),
             workers: run.map(|run| run.rescaling.reported_ids()).unwrap_or_default(),
             failed: run.map(|run| run.rescaling.failed()).unwrap_or_default(),
-            lost_streams: self.lost_streams.clone(),
+            lost_streams: path.map(|p| p.lost_streams().clone()).unwrap_or_default(),
             cut_streams: path.map(|p| p.cut_streams().clone()).unwrap_or_default(),
         }
     }
