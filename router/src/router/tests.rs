@@ -924,3 +924,23 @@ fn a_worker_and_an_injector_silent_at_the_same_look_fail_the_worker_over_first()
         .collect();
     assert_eq!(order, ["worker", "stream"]);
 }
+
+#[test]
+fn a_cut_reason_is_kept_bounded_whatever_length_a_marker_claims() {
+    let (mut router, mut out) = running(100);
+    // A forged marker with a reason of 100 kB (and a multi-byte char across the bound).
+    let reason = format!("{}é{}", "x".repeat(cep_core::report::MAX_REASON_BYTES - 4), "y".repeat(100_000));
+    let marker = EndOfStream { stream: 0, sent: 0, routed: 0, cut: Some(reason) };
+    router.data(&marker.encode(0), 1, &mut out);
+    assert!(router.all_ended());
+    let kept = &router.report().cut_streams[&0];
+    assert!(kept.len() <= cep_core::report::MAX_REASON_BYTES && kept.ends_with("..."), "{} bytes", kept.len());
+    // The markers the workers get carry none of it.
+    let forwarded: Vec<EndOfStream> = out
+        .take()
+        .into_iter()
+        .filter_map(|(_, bytes)| Frame::read(&bytes, usize::MAX).unwrap().body::<EndOfStream>().ok())
+        .collect();
+    assert_eq!(forwarded.len(), 2);
+    assert!(forwarded.iter().all(|marker| marker.cut.is_none()));
+}
