@@ -5,7 +5,7 @@
 use cep_core::control::{Ready, Register};
 use cep_core::delivery::Saved;
 use cep_core::frame::{Body, Frame};
-use cep_core::identity::Role;
+use cep_core::identity::{Role, ROUTER_ID};
 use cep_core::report::{CauseCounts, EndOfStream, RouterReport, WorkerProgress, WorkerReport};
 use cep_core::wire::{FrameKind, OutputBatchWriter, TickBatchWriter};
 use cep_router::RouterConfig;
@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 const MAX_FRAME: usize = cep_core::wire::MIN_MAX_FRAME_BYTES;
 
-fn valid_ticks(from: u64, to: u64) -> Vec<u8> {
-    let mut batch = TickBatchWriter::new(0);
+/// Ticks `from..to` of stream 0, as `sender` (0: the stream's injector; ROUTER_ID: the router).
+fn valid_ticks(sender: u32, from: u64, to: u64) -> Vec<u8> {
+    let mut batch = TickBatchWriter::new(sender);
     for seq in from..to {
         batch.push(
             format!("S{:04}", seq % 50).as_bytes(),
@@ -48,13 +49,13 @@ fn bad_ticks() -> Vec<u8> {
     batch.seal(0).to_vec()
 }
 
-/// One of each kind of bad frame.
-fn bad_frames() -> Vec<Vec<u8>> {
-    let mut other_version = valid_ticks(0, 3);
+/// One of each kind of bad frame, as `sender`.
+fn bad_frames(sender: u32) -> Vec<Vec<u8>> {
+    let mut other_version = valid_ticks(sender, 0, 3);
     other_version[1] = 1;
-    let mut outputs = OutputBatchWriter::new(0);
+    let mut outputs = OutputBatchWriter::new(sender);
     outputs.push(0, b"S0001", 1.0, 3.0, 0, 1, 1, 1);
-    let truncated = valid_ticks(0, 3);
+    let truncated = valid_ticks(sender, 0, 3);
     vec![
         b"definitely not MessagePack".to_vec(),
         other_version,
@@ -164,13 +165,16 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
         register(&context, &control, &other_run, Duration::from_secs(10), &AtomicBool::new(false)).unwrap_err();
     assert!(refused.to_string().contains("saved state is of another run"), "{refused}");
 
-    // Straight to the worker: every bad frame plus one bad tick; wait until it has counted them.
+    // Straight to the worker, as a broken router would: every bad frame plus one bad tick; and
+    // as an injector pointed at the worker's port would: ticks it must not process. Wait until
+    // it has counted them.
     let to_worker =
         Push::connect(&context, &ready.workers[0].endpoint, cep_transport::Server::Router, &options).unwrap();
-    let mut direct = bad_frames();
-    let mut nan_tick = TickBatchWriter::new(9);
+    let mut direct = bad_frames(ROUTER_ID);
+    let mut nan_tick = TickBatchWriter::new(ROUTER_ID);
     nan_tick.push(b"S0001", f64::NAN, 1, 1, 0, 99_999, 0);
     direct.push(nan_tick.seal(0).to_vec());
+    direct.push(valid_ticks(0, 0, 10));
     for frame in &direct {
         to_worker.send(frame, &never).unwrap();
     }
@@ -195,8 +199,8 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
 
     // Through the router, on the injector's own connection: valid, bad, valid, end.
     let to_router = Push::connect(&context, &data, cep_transport::Server::Router, &options).unwrap();
-    to_router.send(&valid_ticks(0, 500), &never).unwrap();
-    for frame in bad_frames() {
+    to_router.send(&valid_ticks(0, 0, 500), &never).unwrap();
+    for frame in bad_frames(0) {
         to_router.send(&frame, &never).unwrap();
     }
     to_router.send(&bad_ticks(), &never).unwrap();
@@ -206,7 +210,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     let mut far_ahead = TickBatchWriter::new(0);
     far_ahead.push(b"S0001", 10.0, 1, 1, 0, 500 + cep_router::data_path::MAX_SEQ_AHEAD + 1, 0);
     to_router.send(far_ahead.seal(0), &never).unwrap();
-    to_router.send(&valid_ticks(500, 1000), &never).unwrap();
+    to_router.send(&valid_ticks(0, 500, 1000), &never).unwrap();
     to_router.send(&EndOfStream { stream: 0, sent: 1000, routed: 0, cut: None }.encode(0), &never).unwrap();
 
     let (mut worker_report, mut router_report): (Option<WorkerReport>, Option<RouterReport>) = (None, None);
@@ -240,7 +244,7 @@ fn bad_frames_are_counted_and_valid_traffic_survives() {
     ]);
     assert_eq!(router_report.rejected, counts(&router_expected));
     let mut worker_expected = frame_causes.to_vec();
-    worker_expected.push(("non_finite_price", 1));
+    worker_expected.extend([("non_finite_price", 1), ("not_from_router", 1)]);
     assert_eq!(worker_report.rejected, counts(&worker_expected));
 
     assert_eq!(router_report.received.get(&0), Some(&1000));

@@ -141,6 +141,13 @@ pub fn summarize(
         let sent = sent_by_stream.get(&stream).copied().flatten().filter(|_| lost_stream(stream).is_none());
         let processed = processed_by_stream.get(&stream).copied().unwrap_or(0);
         let received_by_router = router.and_then(|r| r.received.get(&stream).copied());
+        // Workers take ticks from the router alone: more processed than it received means ticks
+        // reached a worker some other way (an injector pointed at a worker's port).
+        if let Some(received) = received_by_router.filter(|received| processed > *received) {
+            summary
+                .errors
+                .push(format!("stream {stream}: {processed} ticks processed but the router received {received}"));
+        }
         let lost = match sent {
             Some(sent) if processed > sent => {
                 summary
@@ -466,6 +473,21 @@ mod tests {
     }
 
     #[test]
+    fn more_processed_than_the_router_received_is_an_error() {
+        // An injector pointed at a worker's port: stream 0's 20 ticks all processed (and sent),
+        // but only 12 went through the router.
+        let reports: BTreeMap<u32, WorkerReport> =
+            [(0, worker(0, [12, 9], [Some(20), Some(9)])), (1, worker(1, [8, 0], [Some(20), Some(9)]))]
+                .into_iter()
+                .collect();
+        let ids = vec!["w0".to_string(), "w1".to_string()];
+        let summary = summarize(2, &ids, &reports, &[], Some(&router([12, 9])), &[], observed(29));
+        assert!(!summary.complete);
+        assert_eq!(summary.errors, ["stream 0: 20 ticks processed but the router received 12"]);
+        assert_eq!(summary.streams[0].received_by_router, Some(12));
+    }
+
+    #[test]
     fn more_processed_than_sent_is_an_error_never_hidden() {
         // Stream 0: 20 sent, 22 processed; stream 1: 9 sent, 8 processed.
         let reports: BTreeMap<u32, WorkerReport> =
@@ -478,6 +500,7 @@ mod tests {
         assert_eq!(
             summary.errors,
             [
+                "stream 0: 22 ticks processed but the router received 20",
                 "stream 0: 22 ticks processed but its injector sent 20",
                 "30 ticks processed in all but the injectors sent 29"
             ]

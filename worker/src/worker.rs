@@ -147,6 +147,13 @@ impl Worker {
     /// Handles one frame from the router, received at `now`.
     pub fn handle(&mut self, bytes: &[u8], now: u64, out: &mut impl Outbox) {
         let Some(frame) = self.rejections.accept(bytes, self.max_frame_bytes) else { return };
+        // Everything here comes from the router; a symbol's state is forwarded by it unchanged,
+        // under the sender of the worker that handed it off. Anything else is someone else's
+        // (an injector pointed at this worker's port) and is never processed.
+        if frame.sender() != ROUTER_ID && frame.kind() != FrameKind::SymbolState {
+            let detail = format_args!("a {:?} frame from sender {}", frame.kind(), frame.sender());
+            return self.rejections.reject("not_from_router", Some(frame.sender()), &detail);
+        }
         match frame.kind() {
             FrameKind::Ticks => {
                 let mut decoded = std::mem::take(&mut self.decoded);
@@ -185,10 +192,6 @@ impl Worker {
                 if let Some(opened) = self.rejections.decode::<StreamsOpened>(&frame) {
                     self.open_streams(opened, frame.sender());
                 }
-            }
-            // Only the router checkpoints and restores.
-            FrameKind::Checkpoint | FrameKind::Restore if frame.sender() != ROUTER_ID => {
-                self.rejections.unexpected(&frame)
             }
             FrameKind::Checkpoint => {
                 if let Some(checkpoint) = self.rejections.decode::<Checkpoint>(&frame) {

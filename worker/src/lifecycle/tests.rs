@@ -4,6 +4,7 @@ use super::*;
 use cep_core::control::{Ready, RulesText};
 use cep_core::liveness::{Abandoned, Fenced};
 use cep_core::outbox::Recorded;
+use cep_core::identity::ROUTER_ID;
 use cep_core::report::EndOfStream;
 
 const PERC: &str = "@name('perc') SELECT symbol, price, perc(price) AS value FROM StockTick \
@@ -66,10 +67,10 @@ fn cadences_fire_on_the_monotonic_clock_and_delivery_is_asked_once_then_pushed()
     let turn = life.turn(at(100), &mut worker, FREE, &mut out);
     assert!(turn.check_liveness && !turn.report_progress);
     let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 7, resend: false };
-    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(0), at(110), &mut out);
+    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(110), &mut out);
     // Then the router pushes: nothing more is asked, however long the run.
     let pushed = Committed(DeliveryStatus { incarnation: 2, endpoint: "c2".into(), saved: 9, resend: true });
-    life.answer(None, &pushed.encode(0), at(200), &mut out);
+    life.answer(None, &pushed.encode(ROUTER_ID), at(200), &mut out);
     // What they say reaches the link: drop what is saved, send again, the collector that took over.
     assert_eq!(out.saved, vec![(7, false), (9, true)]);
     assert_eq!(out.moved, vec![("c".into(), "key".into(), 1), ("c2".into(), "key".into(), 2)]);
@@ -84,7 +85,7 @@ fn a_worker_waiting_on_the_collector_without_news_for_a_second_asks_again() {
     let (mut worker, mut life, mut out) = started(false);
     life.turn(at(0), &mut worker, FREE, &mut out);
     let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 0, resend: false };
-    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(0), at(5), &mut out);
+    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(5), &mut out);
     to_router(&mut out);
     let full = Links { collector_full: true, all_saved: false };
     life.turn(at(10), &mut worker, full, &mut out);
@@ -117,7 +118,7 @@ fn heartbeats_go_every_quarter_of_the_failure_timeout_in_every_phase_and_a_last_
     let full = Links { collector_full: true, all_saved: false };
     life.turn(at(1_000), &mut worker, full, &mut out);
     assert_eq!(beats(&mut out).len(), 1);
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 1, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(ROUTER_ID), 1, &mut out);
     life.turn(at(1_100), &mut worker, FREE, &mut out);
     assert!(beats(&mut out).is_empty());
     life.turn(at(1_200), &mut worker, Links { collector_full: false, all_saved: true }, &mut out);
@@ -137,7 +138,7 @@ fn a_fenced_worker_is_over_with_the_routers_reason_whatever_it_was_doing() {
     life.turn(at(0), &mut worker, FREE, &mut out);
     assert_eq!(all_to_router(&mut out), vec![FrameKind::DeliveryQuery]);
     let fenced = Fenced { reason: "silent for 2.1 s".into() };
-    life.answer(Some(FrameKind::DeliveryQuery), &fenced.encode(0), at(10), &mut out);
+    life.answer(Some(FrameKind::DeliveryQuery), &fenced.encode(ROUTER_ID), at(10), &mut out);
     assert_eq!(life.ended(), Some(Ended::Fenced));
     assert_eq!(life.fenced(), Some("silent for 2.1 s"));
     assert_eq!(life.turn(at(600), &mut worker, FREE, &mut out), Turn::default());
@@ -149,13 +150,13 @@ fn a_worker_told_the_run_is_given_up_is_over_with_the_routers_reason_unless_fenc
     let (mut worker, mut life, mut out) = started(false);
     life.turn(at(0), &mut worker, FREE, &mut out);
     let abandoned = Abandoned { reason: "the collector is lost".into() };
-    life.answer(None, &abandoned.encode(0), at(10), &mut out);
+    life.answer(None, &abandoned.encode(ROUTER_ID), at(10), &mut out);
     assert_eq!((life.ended(), life.abandoned()), (Some(Ended::Abandoned), Some("the collector is lost")));
     // Fenced first: that is how it ended, whatever comes after.
     let (mut worker, mut life, mut out) = started(false);
     life.turn(at(0), &mut worker, FREE, &mut out);
-    life.answer(None, &Fenced { reason: "silent".into() }.encode(0), at(10), &mut out);
-    life.answer(None, &abandoned.encode(0), at(20), &mut out);
+    life.answer(None, &Fenced { reason: "silent".into() }.encode(ROUTER_ID), at(10), &mut out);
+    life.answer(None, &abandoned.encode(ROUTER_ID), at(20), &mut out);
     assert_eq!(life.ended(), Some(Ended::Fenced));
 }
 
@@ -171,7 +172,7 @@ fn a_full_collector_link_holds_the_input_until_it_saves() {
 #[test]
 fn the_end_sends_the_report_and_waits_for_every_save_at_most_the_end_timeout() {
     let (mut worker, mut life, mut out) = started(false);
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 1, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(ROUTER_ID), 1, &mut out);
     out.take();
     // The links read before the report went say nothing of it: all saved then is not enough.
     // Nor does a progress report follow it, even when one is due (the collector may end at the
@@ -186,7 +187,7 @@ fn the_end_sends_the_report_and_waits_for_every_save_at_most_the_end_timeout() {
 
     // Never saved: it ends all the same after the end time-out, and sends one report only.
     let (mut worker, mut life, mut out) = started(false);
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 1, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(ROUTER_ID), 1, &mut out);
     life.turn(at(1), &mut worker, FREE, &mut out);
     out.take();
     life.turn(at(3_000), &mut worker, FREE, &mut out);
@@ -217,7 +218,7 @@ fn a_leave_accepted_drains_until_retired_or_the_end_timeout_and_a_refused_one_st
     // Even a full link: it goes on taking input, which is how it drains.
     assert!(life.turn(at(1), &mut worker, Links { collector_full: true, all_saved: false }, &mut out).read_input);
     let accepted = RescaleAccepted { symbols: 4, slices: 1 };
-    life.answer(Some(FrameKind::Leave), &accepted.encode(0), at(10), &mut out);
+    life.answer(Some(FrameKind::Leave), &accepted.encode(ROUTER_ID), at(10), &mut out);
     life.turn(at(3_000), &mut worker, FREE, &mut out);
     assert_eq!(life.ended(), None, "draining, within the end time-out");
     life.turn(at(3_011), &mut worker, FREE, &mut out);
@@ -227,7 +228,7 @@ fn a_leave_accepted_drains_until_retired_or_the_end_timeout_and_a_refused_one_st
     life.stop_requested();
     life.turn(at(1), &mut worker, FREE, &mut out);
     let refused = Refused { reason: "the last worker".into() };
-    life.answer(Some(FrameKind::Leave), &refused.encode(0), at(2), &mut out);
+    life.answer(Some(FrameKind::Leave), &refused.encode(ROUTER_ID), at(2), &mut out);
     assert_eq!(life.ended(), Some(Ended::Stopped), "at once: it reads no more input");
 }
 
@@ -249,10 +250,10 @@ fn a_leave_refused_after_the_streams_ended_changes_nothing_of_the_end() {
     let (mut worker, mut life, mut out) = started(false);
     life.stop_requested();
     life.turn(at(1), &mut worker, FREE, &mut out);
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 2, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(ROUTER_ID), 2, &mut out);
     life.turn(at(3), &mut worker, FREE, &mut out);
     let refused = Refused { reason: "the last worker".into() };
-    life.answer(Some(FrameKind::Leave), &refused.encode(0), at(4), &mut out);
+    life.answer(Some(FrameKind::Leave), &refused.encode(ROUTER_ID), at(4), &mut out);
     assert_eq!(life.ended(), None, "it waits for the collector as any worker at its end");
     life.turn(at(5), &mut worker, Links { collector_full: false, all_saved: true }, &mut out);
     assert_eq!(life.ended(), Some(Ended::Finished));

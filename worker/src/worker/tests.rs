@@ -29,7 +29,7 @@ fn ready(streams: u32) -> Ready {
 
 /// A tick batch from the router (ROUTER_ID) sent at `t_sent`: (symbol, price, stream, seq).
 fn ticks(t_sent: u64, ticks: &[(&str, f64, u32, u64)]) -> Vec<u8> {
-    let mut writer = TickBatchWriter::new(0);
+    let mut writer = TickBatchWriter::new(ROUTER_ID);
     for &(symbol, price, stream, seq) in ticks {
         writer.push(symbol.as_bytes(), price, 1_000 + seq, 1_000 + seq, stream, seq, 2_000 + seq);
     }
@@ -85,7 +85,7 @@ fn duplicates_order_and_bad_input_are_counted_not_processed() {
     worker.handle(&ticks(1, &[("A", 100.0, 0, 5), ("A", 100.0, 0, 5), ("A", 101.0, 0, 3)]), 1, &mut out);
     worker.handle(&ticks(1, &[("A", 100.0, 7, 0), ("A", -1.0, 0, 9)]), 1, &mut out);
     worker.handle(b"garbage", 1, &mut out);
-    worker.handle(&EndOfStream { stream: 3, sent: 1, routed: 1, cut: None }.encode(0), 1, &mut out);
+    worker.handle(&EndOfStream { stream: 3, sent: 1, routed: 1, cut: None }.encode(ROUTER_ID), 1, &mut out);
     let report = worker.report();
     assert_eq!((report.processed, report.duplicates, report.out_of_order), (1, 1, 1));
     let rejected: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
@@ -97,23 +97,23 @@ fn forged_rescale_markers_are_counted_and_change_nothing() {
     use cep_core::rescale::{StreamsOpened, Welcome};
     let (mut worker, mut out) = started(1);
     // A Welcome for another worker, streams opened out of order or beyond the limit.
-    worker.handle(&Welcome { index: 7 }.encode(0), 1, &mut out);
-    worker.handle(&StreamsOpened { first: 5, count: 1 }.encode(0), 1, &mut out);
-    worker.handle(&StreamsOpened { first: 1, count: u32::MAX }.encode(0), 1, &mut out);
+    worker.handle(&Welcome { index: 7 }.encode(ROUTER_ID), 1, &mut out);
+    worker.handle(&StreamsOpened { first: 5, count: 1 }.encode(ROUTER_ID), 1, &mut out);
+    worker.handle(&StreamsOpened { first: 1, count: u32::MAX }.encode(ROUTER_ID), 1, &mut out);
     assert!(out.take().is_empty(), "nothing answered to the router");
     let report = worker.report();
     let rejected: Vec<(&str, u64)> = report.rejected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(rejected, vec![("unexpected_kind", 1), ("unknown_stream", 2)]);
     assert_eq!(report.streams.len(), 1);
     // The right ones are taken: streams 1 and 2 open, the Welcome is answered.
-    worker.handle(&StreamsOpened { first: 1, count: 2 }.encode(0), 1, &mut out);
-    worker.handle(&Welcome { index: 1 }.encode(0), 1, &mut out);
+    worker.handle(&StreamsOpened { first: 1, count: 2 }.encode(ROUTER_ID), 1, &mut out);
+    worker.handle(&Welcome { index: 1 }.encode(ROUTER_ID), 1, &mut out);
     assert_eq!(worker.report().streams.len(), 3);
     assert_eq!(out.take().iter().map(|(to, _)| to.clone()).collect::<Vec<_>>(), [Peer::Router]);
 }
 
 #[test]
-fn a_checkpoint_or_restore_not_from_the_router_is_counted_and_changes_nothing() {
+fn frames_not_from_the_router_are_counted_and_change_nothing() {
     use cep_core::failover::{Checkpoint, Restore};
     let (mut worker, mut out) = started(1);
     worker.handle(&ticks(0, &[("AAA", 10.0, 0, 0)]), 1, &mut out);
@@ -122,8 +122,16 @@ fn a_checkpoint_or_restore_not_from_the_router_is_counted_and_changes_nothing() 
     worker.handle(&Checkpoint { id: 1, base: 0 }.encode(3), 2, &mut out);
     worker.handle(&Restore { from: 2, symbols: vec![], engine: vec![1, 2, 3] }.encode(3), 2, &mut out);
     worker.handle(&Checkpoint { id: 1, base: 0 }.encode(0), 2, &mut out);
+    // An injector pointed at this worker's port: its ticks (sender = its stream) and its end
+    // are not processed, so the run's accounts never hold ticks the router did not see.
+    let mut writer = TickBatchWriter::new(0);
+    writer.push(b"AAA", 11.0, 1_001, 1_001, 0, 1, 2_001);
+    worker.handle(writer.seal(2), 2, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 2, routed: 2, cut: None }.encode(0), 2, &mut out);
     assert!(out.take().is_empty(), "nothing sent");
-    assert_eq!(worker.report().rejected.get("unexpected_kind"), Some(&3));
+    assert_eq!(worker.report().rejected.get("not_from_router"), Some(&5));
+    assert_eq!(worker.processed(), 1);
+    assert!(!worker.done(), "the stream is still open");
     // From the router, a checkpoint goes to the router, its mark to the collector.
     worker.handle(&Checkpoint { id: 1, base: 0 }.encode(ROUTER_ID), 3, &mut out);
     let to: Vec<Peer> = out.take().into_iter().map(|(to, _)| to).collect();
@@ -142,7 +150,7 @@ fn snapshot_parts(worker: &mut Worker, id: u64, base: u64, out: &mut Recorded) -
 
 /// Ticks of symbols S0..S99 (a stream's seq from `first`), 1 ms apart, prices wandering.
 fn many_ticks(first: u64, count: u64) -> Vec<u8> {
-    let mut writer = TickBatchWriter::new(0);
+    let mut writer = TickBatchWriter::new(ROUTER_ID);
     for seq in first..first + count {
         let (symbol, price) = (format!("S{}", seq % 100), 100.0 + ((seq * 37) % 11) as f64);
         writer.push(symbol.as_bytes(), price, seq * 1_000_000, seq * 1_000_000, 0, seq, 0);
@@ -216,9 +224,9 @@ fn the_end_of_every_stream_closes_windows_then_reports() {
     out.take();
     worker.handle(&ticks(1, &[("A", 100.0, 1, 0), ("A", 102.0, 1, 1)]), 1, &mut out);
     assert!(out.take().is_empty(), "the window is still open");
-    worker.handle(&EndOfStream { stream: 1, sent: 2, routed: 2, cut: None }.encode(0), 9, &mut out);
+    worker.handle(&EndOfStream { stream: 1, sent: 2, routed: 2, cut: None }.encode(ROUTER_ID), 9, &mut out);
     assert!(!worker.all_ended());
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 10, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(ROUTER_ID), 10, &mut out);
     assert!(worker.all_ended());
     let report = worker.finish(&mut out);
     let sent = out.take();
@@ -236,13 +244,13 @@ fn the_end_of_every_stream_closes_windows_then_reports() {
 fn a_rule_switch_is_announced_and_progress_is_periodic() {
     let (mut worker, mut out) = started(1);
     let switch = RulesText { epoch: 1, origin: "new".into(), text: PERC.replace("'perc'", "'jump'") };
-    worker.handle(&switch.encode(0), 1, &mut out);
+    worker.handle(&switch.encode(ROUTER_ID), 1, &mut out);
     let sent = out.take();
     let installed: RulesInstalled = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
     assert_eq!((installed.epoch, installed.queries[0].name.as_str()), (1, "jump"));
     assert_eq!(std::mem::take(&mut out.events), [Event::RulesSwitched { epoch: 1, origin: "new".into() }]);
     let broken = RulesText { epoch: 2, origin: "bad".into(), text: "SELECT".into() };
-    worker.handle(&broken.encode(0), 1, &mut out);
+    worker.handle(&broken.encode(ROUTER_ID), 1, &mut out);
     assert!(out.take().is_empty());
     assert_eq!(worker.report().rejected.get("bad_rules"), Some(&1));
     worker.progress(&mut out);
@@ -263,7 +271,7 @@ fn handed_off_symbols_carry_on_at_their_new_owner_as_if_they_never_moved() {
     stay.handle(&first, 1, &mut out);
     old.handle(&first, 1, &mut old_out);
     let hand_off = HandOff { part: 7, to: 2, symbols: vec!["A".into(), "never-seen".into()] };
-    old.handle(&hand_off.encode(0), 2, &mut old_out);
+    old.handle(&hand_off.encode(ROUTER_ID), 2, &mut old_out);
     let sent = old_out.take();
     let state_frame = sent.iter().find(|(to, _)| *to == Peer::Router).expect("the state goes to the router");
     let state: SymbolState = Frame::read(&state_frame.1, usize::MAX).unwrap().body().unwrap();
@@ -290,7 +298,7 @@ fn handed_off_symbols_carry_on_at_their_new_owner_as_if_they_never_moved() {
     assert_eq!((new.report().duplicates, new.report().out_of_order), (1, 1));
     // Retired: nothing more comes; the report says what the router routed here.
     let retire = Retire { routed: [(0, 3)].into() };
-    old.handle(&retire.encode(0), 6, &mut old_out);
+    old.handle(&retire.encode(ROUTER_ID), 6, &mut old_out);
     assert!(old.retired() && old.done() && !old.all_ended());
     let report = old.finish(&mut old_out);
     assert_eq!(report.streams[0], StreamAtWorker { stream: 0, sent: None, routed: Some(3), processed: 3 });
@@ -307,7 +315,7 @@ fn nothing_follows_the_report() {
     let (mut worker, mut out) = started(1);
     worker.progress(&mut out);
     assert_eq!(kinds(&out.take()), vec![FrameKind::WorkerProgress]);
-    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(0), 1, &mut out);
+    worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(ROUTER_ID), 1, &mut out);
     worker.finish(&mut out);
     assert_eq!(kinds(&out.take()).last(), Some(&FrameKind::WorkerReport));
     worker.progress(&mut out);
