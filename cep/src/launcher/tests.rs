@@ -2,6 +2,7 @@
 
 use super::*;
 use cep_telemetry::args::parse_flags;
+use cep_telemetry::MetricsArgs;
 
 #[test]
 fn default_is_what_no_flags_give() {

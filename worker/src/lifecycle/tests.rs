@@ -2,9 +2,9 @@
 
 use super::*;
 use cep_core::control::{Ready, RulesText};
+use cep_core::identity::ROUTER_ID;
 use cep_core::liveness::{Abandoned, Fenced};
 use cep_core::outbox::Recorded;
-use cep_core::identity::ROUTER_ID;
 use cep_core::report::EndOfStream;
 
 const PERC: &str = "@name('perc') SELECT symbol, price, perc(price) AS value FROM StockTick \
