@@ -6,7 +6,7 @@
 //! clock: the driver ([`crate::driver`]) feeds it frames with their arrival time and sends
 //! what it puts in the [`Outbox`].
 
-use crate::admission::{authorize, check_endpoint};
+use crate::admission::authorize;
 use crate::control::{ClientId, Control};
 use crate::data_path::DataPath;
 use crate::delivery::CollectorDelivery;
@@ -19,13 +19,13 @@ use cep_core::clock::Monotonic;
 use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register, WorkerInfo, MAX_CONTROL_FRAME_BYTES};
 use cep_core::delivery::{DeliveryQuery, Saved};
-use cep_core::failover::{Snapshot, WorkerFailed};
+use cep_core::failover::Snapshot;
 use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::identity::{Identity, Role, Sender, ROUTER_ID};
-use cep_core::liveness::{Abandoned, Fenced, Heartbeat, InjectorHeartbeat};
+use cep_core::liveness::{Fenced, Heartbeat, InjectorHeartbeat};
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::report::{CauseCounts, ClockReport, RouterReport};
-use cep_core::rescale::{Leave, Reached, RescaleAccepted, StateTaken, SymbolState, Welcome, WorkerJoined, MAX_STREAMS};
+use cep_core::rescale::{Leave, Reached, StateTaken, SymbolState, MAX_STREAMS};
 use cep_core::wire::FrameKind;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -396,164 +396,6 @@ impl Router {
         self.note_rescaling();
     }
 
-    /// A collector registers while the run goes on: a restarted one resuming this run takes
-    /// over (its answer is the run's Ready, with its incarnation); frames to the collector go
-    /// to it from now on, and workers learn of it when they next ask.
-    fn collector_restarted(
-        &mut self,
-        register: Register,
-        caller_key: &str,
-        out: &mut impl Outbox,
-    ) -> Result<Vec<u8>, String> {
-        let Phase::Running(run) = &mut self.phase else { return Err(NOT_STARTED.into()) };
-        check_endpoint(&register.endpoint)?;
-        if self.collector_key != caller_key {
-            return Err("a collector that resumes the run must hold the key of the one it replaces".into());
-        }
-        let ready = run.joiner_ready.as_mut().ok_or(NOT_STARTED)?;
-        let incarnation = run.delivery.take_over(&register)?;
-        ready.collector.clone_from(&register.endpoint);
-        ready.collector_clock.clone_from(&register.clock_endpoint);
-        ready.collector_incarnation = incarnation;
-        let mut answer = ready.clone();
-        answer.assigned = 0;
-        answer.workers = self.workers.clone();
-        answer.rules = self.control.deployments.current().clone();
-        out.event(Event::Registered {
-            who: format!("collector {} at {} (incarnation {incarnation})", register.id, register.endpoint),
-            waiting_for: "nothing: it resumes from its saved state, and every sender sends it what it had not saved"
-                .into(),
-        });
-        out.collector_moved(&register.endpoint, &self.collector_key, incarnation);
-        for (worker, committed) in run.delivery.changes() {
-            out.send(Peer::Client(worker), &committed.encode(ROUTER_ID));
-        }
-        Ok(answer.encode(ROUTER_ID))
-    }
-
-    /// State moving between workers is not in the replay logs: once a rescale starts, no
-    /// checkpoint is current until the next one after it.
-    fn note_rescaling(&mut self) {
-        if self.rescaling() {
-            self.checkpoints.invalidate();
-        }
-    }
-
-    /// Workers that retired will not ask for the end of the run.
-    fn count_retirements(&mut self) {
-        let retired = match &mut self.phase {
-            Phase::Running(run) => run.rescaling.take_retired(),
-            Phase::Gathering => 0,
-        };
-        for _ in 0..retired {
-            self.control.node_retiring();
-        }
-    }
-
-    /// A worker registered while the run goes on: it joins, and its share of the symbols
-    /// moves to it.
-    fn join(
-        &mut self,
-        register: Register,
-        caller_key: &str,
-        now: Monotonic,
-        out: &mut impl Outbox,
-    ) -> Result<Vec<u8>, String> {
-        let Phase::Running(Running { path, rescaling, joiner_ready, heartbeats, .. }) = &mut self.phase else {
-            return Err(NOT_STARTED.into());
-        };
-        if path.input_ended() {
-            return Err("every stream has ended: there is nothing left to take a share of".into());
-        }
-        check_endpoint(&register.endpoint)?;
-        rescaling.join(&register.id, now)?;
-        let index = self.workers.len();
-        let key = caller_key.to_string();
-        // Before the worker is answered, so ahead of anything it sends the collector (which
-        // holds that index's frames until it knows the key, should they come first).
-        let joined = WorkerJoined { index: index as u32, id: register.id.clone(), key: key.clone() };
-        out.send(Peer::Collector, &joined.encode(ROUTER_ID));
-        self.workers.push(WorkerInfo { id: register.id.clone(), endpoint: register.endpoint.clone(), key });
-        out.connect_worker(index as u32, &register.endpoint, caller_key);
-        // First on its socket: the Welcome it must answer before anything is routed to it.
-        out.send(Peer::Worker(index as u32), &Welcome { index: index as u32 }.encode(ROUTER_ID));
-        let added = path.add_worker(out);
-        debug_assert_eq!(added, index);
-        self.checkpoints.add_worker();
-        heartbeats.add_worker();
-        self.control.node_joined();
-        let mut ready = joiner_ready.clone().ok_or(NOT_STARTED)?;
-        ready.assigned = index as u32;
-        ready.workers = self.workers.clone();
-        ready.rules = self.control.deployments.current().clone();
-        ready.joining = true;
-        out.event(Event::Registered {
-            who: format!("worker {} at {}", register.id, register.endpoint),
-            waiting_for: "its answer to the Welcome on its data socket, then it joins the running cluster".into(),
-        });
-        Ok(ready.encode(ROUTER_ID))
-    }
-
-    /// An injector registered while the run goes on: its streams open (every worker is told,
-    /// ahead of their ticks) and it starts at once.
-    fn open_streams(
-        &mut self,
-        client: &[u8],
-        register: Register,
-        caller_key: &str,
-        out: &mut impl Outbox,
-    ) -> Result<Vec<u8>, String> {
-        let Phase::Running(Running { path, joiner_ready, heartbeats, .. }) = &mut self.phase else {
-            return Err(NOT_STARTED.into());
-        };
-        let ready = joiner_ready.as_mut().ok_or(NOT_STARTED)?;
-        if path.input_ended() {
-            return Err("every stream has ended: the run is finishing".into());
-        }
-        if register.streams == 0 || path.streams().saturating_add(register.streams) > MAX_STREAMS {
-            return Err(format!(
-                "{} more streams: a run takes 1 to {MAX_STREAMS} streams in all (it has {})",
-                register.streams,
-                path.streams()
-            ));
-        }
-        let first = path.add_streams(register.streams, out);
-        path.bind_streams(first, &vec![caller_key.to_string(); register.streams as usize]);
-        heartbeats.open_streams(register.streams);
-        self.late_injectors.push((client.to_vec(), first, register.streams));
-        self.settings.streams = path.streams();
-        self.control.node_joined();
-        ready.streams = self.settings.streams;
-        let ready = Ready {
-            assigned: first,
-            workers: self.workers.clone(),
-            rules: self.control.deployments.current().clone(),
-            // Time for its clock samples, as at the start.
-            start_ns: out.now() + LATE_START_DELAY_NS,
-            ..ready.clone()
-        };
-        out.event(Event::Registered {
-            who: format!("injector {} with streams {first}..{}", register.id, first + register.streams),
-            waiting_for: "nothing: its streams join the running cluster".into(),
-        });
-        Ok(ready.encode(ROUTER_ID))
-    }
-
-    /// Asks a worker to leave: its symbols move to the others, then it retires.
-    fn leave(&mut self, worker: &str, out: &mut impl Outbox) -> Result<Vec<u8>, String> {
-        let Phase::Running(Running { path, rescaling, .. }) = &mut self.phase else {
-            return Err(NOT_STARTED.into());
-        };
-        if path.input_ended() {
-            return Err("every stream has ended: the run is finishing".into());
-        }
-        let index = rescaling.leave(worker)?;
-        let symbols = path.owned().get(index).copied().unwrap_or(0);
-        rescaling.step(path, out);
-        Ok(RescaleAccepted { symbols, slices: symbols.div_ceil(self.settings.slice_symbols.max(1) as u64) as u32 }
-            .encode(ROUTER_ID))
-    }
-
     /// The router's timer at `now`: gives up a move whose state is overdue, starts a
     /// checkpoint round when one is due, and fails over (and fences) every worker silent for
     /// the failure time-out (the driver calls it between turns of its loop). An error when no
@@ -582,112 +424,6 @@ impl Router {
         for (stream, quiet) in silent.streams {
             self.stream_lost(stream, &self.silence_reason(quiet), out);
         }
-        Ok(())
-    }
-
-    /// The injector of stream `stream` is dead (`reason`): the stream is ended where the router
-    /// has it (every worker gets its end marker, behind its last ticks), what it sent in truth
-    /// is unknown (the report says so), and its injector is fenced.
-    pub fn stream_lost(&mut self, stream: u32, reason: &str, out: &mut impl Outbox) {
-        let Phase::Running(Running { path, .. }) = &mut self.phase else { return };
-        let why = format!("the injector of stream {stream} was taken for dead: {reason}");
-        let heard = self.heard_sent.get(&stream).copied().unwrap_or(0);
-        if let Some(received) = path.end_lost(stream, why, heard, out) {
-            out.event(Event::StreamLost { stream, received, reason: reason.to_string() });
-        }
-    }
-
-    /// The router gives the run up (`reason`: its error): every worker and injector it has a
-    /// standing link to (workers that asked where the collector is, injectors that sent a
-    /// heartbeat) is told why, so that each names the cause rather than only the router's end
-    /// (the collector writes the cause itself when it loses the router).
-    pub fn abandon(&mut self, reason: &str, out: &mut impl Outbox) {
-        let Some(Running { delivery, injector_links, .. }) = self.running() else { return };
-        let notice = Abandoned { reason: reason.to_string() }.encode(ROUTER_ID);
-        let links: Vec<ClientId> = delivery.links().chain(injector_links.values()).cloned().collect();
-        for client in links {
-            out.send(Peer::Client(client), &notice);
-        }
-    }
-
-    /// Worker `worker` is dead (`reason`): its symbols go to the others, restored from its
-    /// last checkpoint and replayed when that is current, from empty state otherwise; the
-    /// collector is told first. An error when no worker is left to take them: the run is over,
-    /// and the router's report has gone to the collector.
-    pub fn worker_lost(&mut self, worker: u32, reason: &str, out: &mut impl Outbox) -> Result<(), String> {
-        let Phase::Running(Running { path, rescaling, delivery, .. }) = &mut self.phase else { return Ok(()) };
-        self.fenced.entry(worker).or_insert_with(|| reason.to_string());
-        // A dead worker's link is gone: nothing more is pushed to it.
-        delivery.unsubscribe(worker);
-        let worker = worker as usize;
-        let why = format!("because worker {} died ({reason})", self.workers.get(worker).map_or("?", |w| &w.id));
-        // Its state is known only if no stream ended (survivors may have closed it) and no
-        // rescale or rule switch since its snapshot.
-        let restore = if path.any_ended() || rescaling.busy() { None } else { self.checkpoints.restorable(worker) };
-        // What the collector is told when nothing could be moved or restored.
-        let unrecovered = WorkerFailed {
-            worker: rescaling.id(worker).to_string(),
-            index: worker as u32,
-            reason: reason.to_string(),
-            detected_ns: out.now(),
-            recovered: false,
-            checkpoint: 0,
-            processed: Default::default(),
-            outputs: 0,
-            replayed: 0,
-            moved: Vec::new(),
-            state_lost: Vec::new(),
-        };
-        let failed = match rescaling.fail(worker, &why, path, out) {
-            Ok(failed) => failed,
-            Err(reason) => {
-                // No worker left: the collector is told what was lost, and the run ends with
-                // the router's report (if it has not gone yet).
-                let record = WorkerFailed { reason: format!("{reason} ({why})"), ..unrecovered };
-                out.send(Peer::Collector, &record.encode(ROUTER_ID));
-                self.finish(out);
-                return Err(reason);
-            }
-        };
-        if !failed {
-            return Ok(());
-        }
-        // The survivors' snapshots do not hold what they take now, nor do their logs: no
-        // snapshot is current until the next round, which starts at once.
-        self.checkpoints.invalidate();
-        self.checkpoints.due_now();
-        let moved = path.reassign(worker, out);
-        // Every part carries the counts at its barrier: the last, the newest snapshot's.
-        let snapshot = restore.as_ref().and_then(Option::as_ref).and_then(|parts| parts.last());
-        let record = WorkerFailed {
-            recovered: restore.is_some(),
-            checkpoint: snapshot.map_or(0, |s| s.id),
-            processed: snapshot.map(|s| s.processed.clone()).unwrap_or_default(),
-            outputs: snapshot.map_or(0, |s| s.outputs),
-            replayed: if restore.is_some() { path.logged_ticks(worker) } else { 0 },
-            state_lost: if restore.is_some() { Vec::new() } else { moved.iter().map(|(s, _, _)| s.clone()).collect() },
-            moved,
-            ..unrecovered
-        };
-        // Before any replayed output can exist.
-        out.send(Peer::Collector, &record.encode(ROUTER_ID));
-        let replayed = match &restore {
-            Some(parts) => path.replay(worker, parts.as_deref().unwrap_or_default(), &record.moved, out),
-            None => {
-                path.drop_log(worker);
-                0
-            }
-        };
-        out.event(Event::WorkerFailed {
-            worker: record.worker,
-            reason: reason.to_string(),
-            symbols: record.moved.len() as u64,
-            recovered: record.recovered,
-            replayed,
-        });
-        rescaling.step(path, out);
-        self.count_retirements();
-        self.note_rescaling();
         Ok(())
     }
 
@@ -922,6 +658,9 @@ impl Router {
         }
     }
 }
+
+mod losses;
+mod membership;
 
 #[cfg(test)]
 pub(crate) mod tests;

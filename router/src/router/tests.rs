@@ -1,6 +1,7 @@
 //! The router core's tests: frame by frame, through its entry points.
 
 use super::*;
+use crate::admission::check_endpoint;
 use cep_core::control::{Deploy, Deployed, Register};
 use cep_core::frame::{AwaitEnd, EndAck, Frame, RunFinished};
 use cep_core::identity::Role;
@@ -8,6 +9,7 @@ use cep_core::identity::SHARED_WORKER_KEY;
 use cep_core::outbox::{Event, Recorded};
 use cep_core::partition::Partitioner;
 use cep_core::report::EndOfStream;
+use cep_core::rescale::WorkerJoined;
 use cep_core::wire::{FrameKind, TickBatchWriter};
 
 /// A registration of `role` as `id`, opening `streams` streams (the lifecycle's tests use it too).
