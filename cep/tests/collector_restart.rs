@@ -148,7 +148,17 @@ fn kill_collector(worker_first: Option<&str>, max_unsaved: Option<&str>, down: D
     assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(count), count, Some(0)));
     assert_eq!((summary.duplicates, summary.out_of_order, summary.outputs_lost), (0, 0, 0));
     assert!(summary.errors.is_empty() && summary.failure.is_none(), "{:?} {:?}", summary.errors, summary.failure);
-    assert!(summary.rejected.is_empty(), "{:?}", summary.rejected);
+    // The killed worker's last frames may reach the collector after its failover record: the
+    // collector's socket takes from each connection in turn, not in the order they were sent.
+    // They are refused as a fenced worker's (the survivor replays their ticks) and counted.
+    let mut rejected = summary.rejected.clone();
+    if worker_first.is_some() {
+        if let Some(causes) = rejected.get_mut("collector") {
+            causes.remove("fenced");
+        }
+        rejected.retain(|_, causes| !causes.is_empty());
+    }
+    assert!(rejected.is_empty(), "{:?}", summary.rejected);
     if let Some(victim) = worker_first {
         assert_eq!(summary.failovers.len(), 1, "{:?}", summary.failovers);
         let failover = &summary.failovers[0];

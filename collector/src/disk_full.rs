@@ -2,7 +2,7 @@
 //! to its last whole line, the half-written state file goes (the last whole one stays, for a
 //! resume), and the error says which file and how much room is left.
 
-use crate::driver::CollectorError;
+use crate::error::CollectorError;
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};

@@ -16,7 +16,7 @@
 //! - [`lifecycle`]: the policy around the core: saves, watching the router, the end.
 //! - [`driver`]: sockets, clock, the run loop and the results folder; `storing` writes the
 //!   saved state on a thread of its own; `disk_full` leaves whole lines and a clear cause
-//!   when the disk fills.
+//!   when the disk fills; `error` says why the collector stops.
 
 pub mod accounting;
 pub mod collector;
@@ -27,6 +27,8 @@ pub mod csv;
 mod disk_full;
 #[cfg(feature = "driver")]
 pub mod driver;
+#[cfg(feature = "driver")]
+mod error;
 pub mod failovers;
 mod histogram_serde;
 pub mod intervals;

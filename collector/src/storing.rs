@@ -2,7 +2,7 @@
 //! never holds up the outputs; the router is told once it is stored), and the summary.
 
 use crate::collector::{Collector, SinkFailed};
-use crate::driver::{write_err, CollectorError};
+use crate::error::{write_err, CollectorError};
 use cep_core::delivery::Saved;
 use cep_core::frame::Body;
 use cep_core::results::Summary;
