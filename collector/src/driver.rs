@@ -6,7 +6,7 @@ use crate::collector::{Collector, RunShape, SavedState, Sinks};
 use crate::config::CollectorConfig;
 use crate::csv::OutputsCsv;
 use crate::error::write_err;
-pub use crate::error::CollectorError;
+use crate::error::CollectorError;
 use crate::intervals::IntervalRecorder;
 use crate::lifecycle::{Ended, Lifecycle, Observed};
 use crate::storing::StateWriter;

@@ -45,4 +45,6 @@ pub use collector::Collector;
 pub use config::CollectorConfig;
 pub use csv::CsvMode;
 #[cfg(feature = "driver")]
-pub use driver::{run, run_in, write_results, write_summary, CollectorError};
+pub use driver::{run, run_in, write_results, write_summary};
+#[cfg(feature = "driver")]
+pub use error::CollectorError;
