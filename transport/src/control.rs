@@ -198,6 +198,14 @@ impl ControlLink {
     }
 }
 
+impl Drop for ControlLink {
+    fn drop(&mut self) {
+        if let Some(watch) = &self.watch {
+            watch.detach(&self.socket);
+        }
+    }
+}
+
 /// A routing identity for a standing link: 16 bytes from the operating system's random
 /// source, so that no other client of the control socket can guess it and, by the handover,
 /// take the link's answers and notices (a process and time stamp only if that source fails).
@@ -421,10 +429,7 @@ impl std::ops::Deref for WatchedRequest {
 
 impl Drop for WatchedRequest {
     fn drop(&mut self) {
-        // A new monitor of no events replaces the old one (libzmq stops one for a null
-        // endpoint, which the zmq crate cannot pass): no event is sent from here on, whichever
-        // socket closes first.
-        let _ = self.socket.monitor(&crate::monitor::endpoint("request-handshakes-off"), 0);
+        crate::monitor::stop(&self.socket);
     }
 }
 

@@ -12,9 +12,10 @@
 //! whatever its application does), so a host that vanishes without closing its connections is
 //! noticed once its connection has been idle for a second and two probes went unanswered.
 //!
-//! Watch only sockets that live as long as the run: closing a monitored socket while the
-//! process goes on can stall ZeroMQ's I/O thread (libzmq 4.3; seen as another socket of the
-//! process that never connected), so a short-lived socket is made with no failure time-out.
+//! A watched socket's owner stops the watch before the socket closes ([`PeerWatch::detach`]):
+//! libzmq sends each event with a blocking send from its I/O thread, and one event for a
+//! watch already dropped stalls that thread, and every socket of the process with it (seen as
+//! a restarted collector's senders all falling silent at once).
 
 use crate::monitor::{Event, EVENT_CONNECTED, EVENT_DISCONNECTED};
 use crate::socket::{socket_err, TransportError};
@@ -112,6 +113,14 @@ impl PeerWatch {
         }
     }
 
+    /// Stops watching `socket`, the socket it was attached to: its owner calls it before the
+    /// socket closes, at any time in the run ([`crate::monitor::stop`]).
+    pub(crate) fn detach(&self, socket: &zmq::Socket) {
+        if self.monitor.is_some() {
+            crate::monitor::stop(socket);
+        }
+    }
+
     fn read_events(&self) {
         let Some(monitor) = self.monitor.as_ref() else { return };
         while let Some(event) = Event::next(monitor) {
@@ -167,6 +176,30 @@ mod tests {
         assert!(matches!(error, TransportError::PeerLost { .. }), "{error}");
         assert!(error.to_string().contains("taken for dead"), "{error}");
         assert!(push.check_alive().is_err());
+    }
+
+    /// libzmq sends each monitor event with a blocking send from its I/O thread: a watched
+    /// socket closed while its first connection is being made (a collector's old socket
+    /// replaced when a restarted one takes over) must not leave an event for a reader already
+    /// gone, which would stall that thread and every socket of the process with it.
+    #[test]
+    fn closing_watched_sockets_as_they_connect_leaves_the_context_moving() {
+        let options = SocketOptions { failure_timeout: Some(Duration::from_secs(2)), ..SocketOptions::default() };
+        let context = crate::Context::new();
+        let pull = Pull::bind(&context, "tcp://127.0.0.1:*", &options, &Role::ALL).unwrap();
+        let mut message = zmq::Message::new();
+        for round in 0..300 {
+            // Closed at once: its connection, and the event that says so, race the close.
+            drop(Push::connect(&context, pull.endpoint(), Server::Router, &options).unwrap());
+            if round % 30 == 29 {
+                let push = Push::connect(&context, pull.endpoint(), Server::Router, &options).unwrap();
+                push.send(b"still moving", &AtomicBool::new(false)).unwrap();
+                assert!(
+                    pull.recv(&mut message, Duration::from_secs(5)).unwrap(),
+                    "round {round}: the context stopped moving frames"
+                );
+            }
+        }
     }
 
     #[test]

@@ -24,6 +24,15 @@ pub(crate) fn endpoint(purpose: &str) -> String {
     format!("inproc://cep-{purpose}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// Stops `socket`'s monitor: call it before the socket, or the monitor's reader, closes.
+/// libzmq sends each event with a blocking send from its I/O thread, so an event for a
+/// reader already closed stalls that thread, and every socket of the process with it. A
+/// monitor of no events replaces the old one (libzmq stops one for a null endpoint, which the
+/// zmq crate cannot pass): no event is sent from here on, whichever closes first.
+pub(crate) fn stop(socket: &zmq::Socket) {
+    let _ = socket.monitor(&endpoint("off"), 0);
+}
+
 /// One event a monitor sent.
 pub(crate) struct Event {
     /// Its `ZMQ_EVENT_*`.

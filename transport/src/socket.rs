@@ -362,6 +362,14 @@ impl Push {
     }
 }
 
+impl Drop for Push {
+    fn drop(&mut self) {
+        if let Some(watch) = &self.watch {
+            watch.detach(&self.socket);
+        }
+    }
+}
+
 /// The address this host uses to reach `peer` (a `tcp://host:port` endpoint): the local end
 /// of a UDP socket connected towards it (nothing is sent). This is how a worker in a
 /// container or on another host finds the address to advertise.
