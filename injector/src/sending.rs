@@ -165,7 +165,7 @@ fn send_streams(
     let shutdown = stop.now.clone();
     // Intended send times are in the collector's clock, like every other stamp.
     if let Some(estimate) = synchronise(context, &ready.collector_clock, &ready.collector_key, &shutdown)? {
-        // Closed at once: not watched (see `cep_transport::liveness`).
+        // One frame, then closed: its fresh queue takes it at once, so no watch is needed.
         let once = SocketOptions { failure_timeout: None, ..SocketOptions::default() };
         let collector = Push::connect(context, &ready.collector, Server::Key(&ready.collector_key), &once)?;
         let report = ClockReport { node: format!("injector-{}", ready.assigned), estimate };

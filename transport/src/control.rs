@@ -132,10 +132,12 @@ impl ControlLink {
         let watch = failure_timeout
             .map(|timeout| crate::liveness::PeerWatch::attach(context.zmq(), &socket, endpoint, timeout))
             .transpose()?;
-        socket
+        // Made before it connects: if connecting fails, dropping it stops the watch.
+        let link = ControlLink { socket, endpoint: endpoint.to_string(), watch, pending: Default::default() };
+        link.socket
             .connect(endpoint)
             .map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
-        Ok(ControlLink { socket, endpoint: endpoint.to_string(), watch, pending: Default::default() })
+        Ok(link)
     }
 
     /// Fails with [`TransportError::PeerLost`] once the router is dead: its connection down
@@ -375,12 +377,8 @@ struct WatchedRequest {
 
 impl WatchedRequest {
     fn watch(context: &Context, socket: crate::context::Socket) -> Result<WatchedRequest, TransportError> {
-        let name = crate::monitor::endpoint("request-handshakes");
         let failures = EVENT_HANDSHAKE_FAILED_AUTH | EVENT_HANDSHAKE_FAILED_PROTOCOL | EVENT_HANDSHAKE_FAILED_NO_DETAIL;
-        socket.monitor(&name, failures as i32).map_err(socket_err("monitor the handshake"))?;
-        let events = context.zmq().socket(zmq::PAIR).map_err(socket_err("create handshake monitor"))?;
-        events.set_linger(0).map_err(socket_err("set linger"))?;
-        events.connect(&name).map_err(socket_err("connect handshake monitor"))?;
+        let events = crate::monitor::watch(context.zmq(), &socket, "request-handshakes", failures)?;
         Ok(WatchedRequest { events, socket, closed_handshakes: 0 })
     }
 

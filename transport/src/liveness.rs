@@ -64,7 +64,7 @@ pub struct PeerWatch {
 impl PeerWatch {
     /// Starts watching `socket`, which connects (or is about to connect) to `endpoint`; call
     /// it before `connect`, so the first connection's events are seen.
-    pub fn attach(
+    pub(crate) fn attach(
         context: &zmq::Context,
         socket: &zmq::Socket,
         endpoint: &str,
@@ -76,11 +76,7 @@ impl PeerWatch {
             return Ok(PeerWatch { monitor: None, link, connections: Cell::new(1), timeout });
         }
         keepalive(socket, timeout)?;
-        let name = crate::monitor::endpoint("monitor");
-        let events = EVENT_CONNECTED | EVENT_DISCONNECTED;
-        socket.monitor(&name, events as i32).map_err(socket_err("monitor a connection"))?;
-        let monitor = context.socket(zmq::PAIR).map_err(socket_err("create monitor socket"))?;
-        monitor.connect(&name).map_err(socket_err("connect monitor socket"))?;
+        let monitor = crate::monitor::watch(context, socket, "monitor", EVENT_CONNECTED | EVENT_DISCONNECTED)?;
         Ok(PeerWatch { monitor: Some(monitor), link, connections: Cell::new(0), timeout })
     }
 
@@ -117,6 +113,9 @@ impl PeerWatch {
     /// socket closes, at any time in the run ([`crate::monitor::stop`]).
     pub(crate) fn detach(&self, socket: &zmq::Socket) {
         if self.monitor.is_some() {
+            // Read first: libzmq holds the lock that stopping takes while it waits on a full
+            // queue of events.
+            self.read_events();
             crate::monitor::stop(socket);
         }
     }

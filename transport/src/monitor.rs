@@ -24,6 +24,28 @@ pub(crate) fn endpoint(purpose: &str) -> String {
     format!("inproc://cep-{purpose}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// Starts a monitor of `events` on `socket` and returns its reader, connected before any event
+/// can be sent (a monitor's events reach only a reader already connected). If a step fails,
+/// nothing is left watching.
+pub(crate) fn watch(
+    context: &zmq::Context,
+    socket: &zmq::Socket,
+    purpose: &str,
+    events: u32,
+) -> Result<zmq::Socket, crate::TransportError> {
+    use crate::socket::socket_err;
+    let name = endpoint(purpose);
+    socket.monitor(&name, events as i32).map_err(socket_err("monitor a socket"))?;
+    let reader = context
+        .socket(zmq::PAIR)
+        .and_then(|reader| reader.set_linger(0).and_then(|()| reader.connect(&name)).map(|()| reader))
+        .map_err(socket_err("connect a socket monitor"));
+    if reader.is_err() {
+        stop(socket);
+    }
+    reader
+}
+
 /// Stops `socket`'s monitor: call it before the socket, or the monitor's reader, closes.
 /// libzmq sends each event with a blocking send from its I/O thread, so an event for a
 /// reader already closed stalls that thread, and every socket of the process with it. A

@@ -270,10 +270,12 @@ impl Push {
             .failure_timeout
             .map(|timeout| crate::liveness::PeerWatch::attach(context.zmq(), &socket, endpoint, timeout))
             .transpose()?;
-        socket
+        // Made before it connects: if connecting fails, dropping it stops the watch.
+        let push = Push { socket, peer: endpoint.to_string(), watch };
+        push.socket
             .connect(endpoint)
             .map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
-        Ok(Push { socket, peer: endpoint.to_string(), watch })
+        Ok(push)
     }
 
     /// Binds a PUSH socket that admits `admits` (used by tests and benchmarks that play a fixed
