@@ -355,12 +355,11 @@ impl Rescaling {
     }
 
     /// A worker sent the state of a part: it goes to the new owner with the held ticks behind
-    /// it. `frame` is the state's frame as received, forwarded unchanged.
+    /// it, as the router's frame (a worker takes frames from the router alone).
     pub fn state_arrived(
         &mut self,
         sender: u32,
         state: &SymbolState,
-        frame: &[u8],
         path: &mut DataPath,
         out: &mut impl Outbox,
     ) -> Result<(), String> {
@@ -370,7 +369,7 @@ impl Rescaling {
             return Err(format!("move part {} is not worker {}'s to hand off", state.part, state.from));
         }
         let part = rescale.parts.remove(&state.part).expect("checked above");
-        out.send(Peer::Worker(part.to as u32), frame);
+        out.send(Peer::Worker(part.to as u32), &state.encode(ROUTER_ID));
         rescale.held_ticks += path.complete_part(state.part, &part.symbols, part.to, out);
         rescale.moved += part.symbols.len() as u64;
         rescale.state_bytes += state.engine.len() as u64;

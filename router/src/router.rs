@@ -287,7 +287,7 @@ impl Router {
             FrameKind::SymbolState => frame
                 .body::<SymbolState>()
                 .map_err(|error| format!("bad state frame: {error}"))
-                .and_then(|state| rescaling.state_arrived(frame.sender(), &state, body, path, out))
+                .and_then(|state| rescaling.state_arrived(frame.sender(), &state, path, out))
                 .map(|()| StateTaken.encode(ROUTER_ID)),
             FrameKind::Leave => frame
                 .body::<Leave>()

@@ -147,10 +147,10 @@ impl Worker {
     /// Handles one frame from the router, received at `now`.
     pub fn handle(&mut self, bytes: &[u8], now: u64, out: &mut impl Outbox) {
         let Some(frame) = self.rejections.accept(bytes, self.max_frame_bytes) else { return };
-        // Everything here comes from the router; a symbol's state is forwarded by it unchanged,
-        // under the sender of the worker that handed it off. Anything else is someone else's
-        // (an injector pointed at this worker's port) and is never processed.
-        if frame.sender() != ROUTER_ID && frame.kind() != FrameKind::SymbolState {
+        // Everything here comes from the router, a symbol's state it forwards included.
+        // Anything else is someone else's (an injector pointed at this worker's port) and is
+        // never processed.
+        if frame.sender() != ROUTER_ID {
             let detail = format_args!("a {:?} frame from sender {}", frame.kind(), frame.sender());
             return self.rejections.reject("not_from_router", Some(frame.sender()), &detail);
         }

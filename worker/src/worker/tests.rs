@@ -278,7 +278,12 @@ fn handed_off_symbols_carry_on_at_their_new_owner_as_if_they_never_moved() {
     assert_eq!((state.part, state.from, state.symbols.len()), (7, 1, 1));
     assert_eq!((state.symbols[0].symbol.as_str(), state.symbols[0].next_seq), ("A", 3));
     assert_eq!(old.report().symbols, 1, "A is forgotten, B stays");
+    // As the old owner sent it, it is not the router's: refused, nothing imported.
     new.handle(&state_frame.1, 3, &mut new_out);
+    assert_eq!(new.report().symbols, 0, "a state from a worker is never taken");
+    assert_eq!(new.report().rejected.get("not_from_router"), Some(&1), "{:?}", new.report().rejected);
+    // As the router forwards it.
+    new.handle(&state.encode(ROUTER_ID), 3, &mut new_out);
     // A jumps 3 % at its new owner: the output needs A's history from the old one.
     let second = ticks(4, &[("A", 104.03, 0, 3)]);
     stay.handle(&second, 4, &mut out);
@@ -306,7 +311,7 @@ fn handed_off_symbols_carry_on_at_their_new_owner_as_if_they_never_moved() {
     let mut bad = state.clone();
     bad.engine[8] ^= 0xff;
     let (mut other, mut other_out) = started(1);
-    other.handle(&bad.encode(1), 7, &mut other_out);
+    other.handle(&bad.encode(ROUTER_ID), 7, &mut other_out);
     assert_eq!(other.report().rejected.get("bad_state"), Some(&1));
 }
 
