@@ -414,17 +414,43 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
         let (data, control) = (router.listen.clone(), router.control.clone());
         let mut roles = vec![("router".to_string(), RoleConfig::Router(router))];
         roles.extend(role_configs(args, &endpoints, &data, &control)?.into_iter().map(|p| (p.name, p.role)));
-        crate::inprocess::run(roles, crate::telemetry::stop_flags()?)?;
+        let outcome = crate::inprocess::run(roles, crate::telemetry::stop_flags()?);
+        outcome.inspect_err(|cause| record_failure(&args.out, &cause.to_string()))?;
     } else {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         endpoints.create()?;
         let outcome = runtime.block_on(supervise(program, args, &endpoints));
         let _ = std::fs::remove_dir_all(&endpoints.scratch);
-        outcome?;
+        outcome.inspect_err(|cause| record_failure(&args.out, &cause.to_string()))?;
     }
     let path = args.out.join("summary.json");
     let text = std::fs::read_to_string(&path).with_context(|| format!("the collector wrote no {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))
+}
+
+/// Writes why this launcher stopped the run into the collector's summary, where the collector
+/// could not know it (a bad replay line, a role that died, an interrupt): an incomplete run's
+/// `failure` is never left null, and it no longer says it is running. Stopped before the
+/// collector wrote any summary (the cluster still assembling), the summary says only that:
+/// nothing counted, nothing known sent or lost. A complete run's results stay as they are.
+fn record_failure(out: &Path, cause: &str) {
+    let path = out.join("summary.json");
+    let mut summary = match std::fs::read_to_string(&path) {
+        Ok(text) => match serde_json::from_str::<Summary>(&text) {
+            Ok(summary) => summary,
+            Err(_) => return,
+        },
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound && out.is_dir() => Summary::default(),
+        Err(_) => return,
+    };
+    if summary.complete || summary.failure.is_some() {
+        return;
+    }
+    summary.failure = Some(format!("cep run stopped the run: {cause}"));
+    summary.running = false;
+    if let Err(error) = cep_collector::write_results(out, &summary) {
+        tracing::warn!("cannot write the run's failure into {}: {error}", path.display());
+    }
 }
 
 /// Every process's configuration as its role checks it, before any starts (the router's

@@ -230,4 +230,5 @@ fn a_bad_replay_line_past_the_lines_checked_before_the_start_stops_the_run_with_
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let failure = summary.failure.unwrap_or_default();
     assert!(!summary.complete && failure.contains("price `abc` is not a number"), "{failure}");
+    assert!(!summary.running, "a run the launcher stopped is not running");
 }

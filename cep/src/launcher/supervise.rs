@@ -275,22 +275,5 @@ pub(super) async fn supervise(program: &Path, args: &LaunchArgs, endpoints: &End
         (None, false, false) => anyhow::anyhow!("{}", failures.join("; ")),
         (None, false, true) => return Ok(()),
     };
-    record_failure(&args.out, &cause.to_string());
     Err(cause)
-}
-
-/// Writes why this launcher stopped the run into the collector's summary, where the collector
-/// could not know it (a bad replay line, a role that died): an incomplete run's `failure` is
-/// never left null. A complete run's results stay as they are.
-fn record_failure(out: &Path, cause: &str) {
-    let path = out.join("summary.json");
-    let Ok(text) = std::fs::read_to_string(&path) else { return };
-    let Ok(mut summary) = serde_json::from_str::<cep_core::results::Summary>(&text) else { return };
-    if summary.complete || summary.failure.is_some() {
-        return;
-    }
-    summary.failure = Some(format!("cep run stopped the run: {cause}"));
-    if let Err(error) = cep_collector::write_results(out, &summary) {
-        tracing::warn!("cannot write the run's failure into {}: {error}", path.display());
-    }
 }

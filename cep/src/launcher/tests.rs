@@ -66,3 +66,24 @@ fn every_process_gets_what_the_run_says() {
     let Some(RoleConfig::Injector(injector)) = timed.last().map(|p| &p.role) else { panic!() };
     assert_eq!((injector.duration, injector.warmup), (Some(Duration::from_secs(3)), Duration::from_secs(1)));
 }
+
+#[test]
+fn a_run_stopped_before_any_summary_gets_one_that_says_why_and_counts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    record_failure(dir.path(), "interrupted");
+    let read = || -> Summary {
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap()
+    };
+    let summary = read();
+    assert_eq!(summary.failure.as_deref(), Some("cep run stopped the run: interrupted"));
+    assert!(!summary.complete && !summary.running);
+    assert_eq!((summary.events_sent, summary.events_lost, summary.events_processed), (None, None, 0));
+    assert!(std::fs::read_to_string(dir.path().join("report.txt")).unwrap().contains("[OVERALL], Complete, false"));
+    // The first cause stays; a complete run is never marked failed.
+    record_failure(dir.path(), "another");
+    assert_eq!(read().failure.as_deref(), Some("cep run stopped the run: interrupted"));
+    let complete = Summary { complete: true, ..Summary::default() };
+    cep_collector::write_results(dir.path(), &complete).unwrap();
+    record_failure(dir.path(), "interrupted");
+    assert_eq!(read(), complete);
+}
