@@ -152,9 +152,10 @@ fn kill_collector(worker_first: Option<&str>, max_unsaved: Option<&str>, down: D
     // collector's socket takes from each connection in turn, not in the order they were sent.
     // They are refused as a fenced worker's (the survivor replays their ticks) and counted.
     let mut rejected = summary.rejected.clone();
+    let mut fenced = 0;
     if worker_first.is_some() {
         if let Some(causes) = rejected.get_mut("collector") {
-            causes.remove("fenced");
+            fenced = causes.remove("fenced").unwrap_or(0);
         }
         rejected.retain(|_, causes| !causes.is_empty());
     }
@@ -163,6 +164,8 @@ fn kill_collector(worker_first: Option<&str>, max_unsaved: Option<&str>, down: D
         assert_eq!(summary.failovers.len(), 1, "{:?}", summary.failovers);
         let failover = &summary.failovers[0];
         assert!(failover.worker == victim && failover.recovered && failover.state_lost.is_empty(), "{failover:?}");
+        // Each refused frame carries the outputs of at least one replayed tick.
+        assert!(fenced <= failover.replayed, "{fenced} frames refused as fenced, {} ticks replayed", failover.replayed);
     }
 
     let (expected, got) = (standalone_rows(&out), sorted_rows(&out.join("outputs.csv")));
