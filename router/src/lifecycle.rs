@@ -268,10 +268,15 @@ impl CollectorWatch {
     /// once it has been lost for longer than the retention time.
     pub fn observe(&mut self, now: Monotonic, lost: Option<&str>) -> Result<bool, Stop> {
         let Some(cause) = lost else {
-            return Ok(self.lost_since.take().is_some());
+            let Some(since) = self.lost_since.take() else { return Ok(false) };
+            info!(after = ?now.since(since), "the collector is back (heard from again, or a restarted one took over)");
+            return Ok(true);
         };
         let since = *self.lost_since.get_or_insert_with(|| {
-            warn!(retention = ?self.retention, "waiting for a restarted collector to take over (the run goes on)");
+            warn!(
+                retention = ?self.retention,
+                "the collector is lost ({cause}): waiting for it, or a restarted one, to take over (the run goes on)"
+            );
             now
         });
         if now.since(since) > self.retention {
