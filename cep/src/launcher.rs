@@ -29,7 +29,7 @@ pub struct LaunchArgs {
     #[arg(long, env = "CEP_WORKERS", default_value_t = 2)]
     pub workers: usize,
     /// Total ticks per second; 0 sends as fast as possible.
-    #[arg(long, env = "CEP_RATE", default_value_t = 200_000.0)]
+    #[arg(long, env = "CEP_RATE", default_value_t = 200_000.0, allow_negative_numbers = true)]
     pub rate: f64,
     /// Injector connections (streams); symbols are split evenly between them.
     #[arg(long, env = "CEP_CONNECTIONS", default_value_t = 1)]
@@ -185,7 +185,7 @@ impl LaunchArgs {
             bail!("--connections must be at least 1");
         }
         if !(self.rate.is_finite() && self.rate >= 0.0) {
-            bail!("--rate must be a non-negative number");
+            bail!("--rate must be a non-negative number, got {}", self.rate);
         }
         if self.count == Some(0) {
             bail!("--count must be at least 1");

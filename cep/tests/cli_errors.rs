@@ -30,6 +30,9 @@ fn bad_flag_values() {
     assert!(line.starts_with("error: cannot read the rules file /nonexistent.rules: "), "{line}");
     let line = error_line(&cep(&["injector", "--connections", "3", "--symbols", "2", "--count", "5"]));
     assert!(line.contains("--connections 3 exceeds --symbols 2"), "{line}");
+    // A negative number is the flag's value, checked as such (not taken for a flag).
+    let line = error_line(&cep(&["injector", "--rate", "-5", "--count", "10"]));
+    assert!(line.ends_with("--rate must be a non-negative number, got -5"), "{line}");
 }
 
 #[test]

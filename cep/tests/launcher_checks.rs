@@ -58,7 +58,7 @@ fn bad_flags_and_files_are_refused_before_anything_starts() {
             "error: --connections must be between 1 and --symbols (1470)".into(),
         ),
         (vec!["--count".into(), "0".into()], "error: --count must be at least 1".into()),
-        (vec!["--rate=-5".into()], "error: --rate must be a non-negative number".into()),
+        (vec!["--rate".into(), "-5".into()], "error: --rate must be a non-negative number, got -5".into()),
         (
             vec!["--rules".into(), "/nope.rules".into()],
             "error: cannot read the rules file /nope.rules: No such file or directory (os error 2)".into(),

@@ -26,7 +26,7 @@ pub struct InjectorConfig {
     pub connections: usize,
     /// Total ticks per second over all connections; 0 sends as fast as possible. A replay
     /// given --speed is paced by its own timestamps instead.
-    #[arg(long, env = "CEP_RATE", default_value_t = 0.0)]
+    #[arg(long, env = "CEP_RATE", default_value_t = 0.0, allow_negative_numbers = true)]
     pub rate: f64,
     /// How long to send after the warm-up (e.g. 30s, 500ms). Without it, or 0 (and without
     /// --count or --replay), the injector sends until it is stopped: the first SIGINT/SIGTERM
