@@ -56,6 +56,23 @@ fn unreachable_router() {
 }
 
 #[test]
+fn a_router_address_where_nothing_listens_is_said_while_it_waits() {
+    // Nothing listens on port 1: every connection is refused, and the worker says so once,
+    // at 5 s, then goes on trying until its start time-out.
+    let output = Command::new(env!("CARGO_BIN_EXE_cep"))
+        .args(["worker", "--router", "tcp://127.0.0.1:1", "--start-timeout", "6s"])
+        .env("RUST_LOG", "warn")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let warned = "nothing at tcp://127.0.0.1:1 has accepted a connection for 5s: is a router running there?";
+    assert_eq!(stderr.matches(warned).count(), 1, "{stderr}");
+    assert!(stderr.contains("error: cannot register with the router at tcp://127.0.0.1:1: no answer"), "{stderr}");
+}
+
+#[test]
 fn router_host_that_does_not_resolve() {
     // Found while choosing the address to advertise (the route to the router)...
     let line = error_line(&cep(&["worker", "--router", "tcp://no-such-host.invalid:5556", "--start-timeout", "300ms"]));

@@ -4,8 +4,8 @@
 
 use crate::context::SocketRole;
 use crate::monitor::{
-    Event, EVENT_HANDSHAKE_FAILED_AUTH, EVENT_HANDSHAKE_FAILED_NO_DETAIL, EVENT_HANDSHAKE_FAILED_PROTOCOL,
-    MECHANISM_MISMATCH,
+    Event, EVENT_CONNECTED, EVENT_DISCONNECTED, EVENT_HANDSHAKE_FAILED_AUTH, EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+    EVENT_HANDSHAKE_FAILED_PROTOCOL, MECHANISM_MISMATCH,
 };
 use crate::security::{identity_of, Identity, Role, Server};
 use crate::socket::{socket_err, TransportError};
@@ -329,6 +329,10 @@ fn ask_once(
     let mut socket = WatchedRequest::watch(context, socket)?;
     socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
     socket.send(body, 0).map_err(socket_err("send control request"))?;
+    // A request may wait long for its answer (a worker's, until the cluster is complete), but
+    // one that cannot even connect is said once, while it goes on trying (in-process peers
+    // cannot be unreachable and have no connection events).
+    let mut unreached = (!endpoint.starts_with("inproc://")).then(|| Instant::now() + UNREACHED_WARNING);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if shutdown.raised() {
@@ -336,6 +340,15 @@ fn ask_once(
         }
         if let Some(turned_away) = socket.turned_away(context.is_secure()) {
             return Ok(Asked::TurnedAway(turned_away));
+        }
+        if socket.connected {
+            unreached = unreached.map(|_| Instant::now() + UNREACHED_WARNING);
+        } else if unreached.is_some_and(|at| Instant::now() >= at) {
+            unreached = None;
+            tracing::warn!(
+                "nothing at {endpoint} has accepted a connection for {UNREACHED_WARNING:?}: is a router running there? \
+                 (still trying, for {left:.0?} more)"
+            );
         }
         if left.is_zero() {
             return Ok(Asked::TimedOut { closed_handshakes: socket.closed_handshakes });
@@ -347,6 +360,9 @@ fn ask_once(
         }
     }
 }
+
+/// How long a request goes without a connection to its server before it says so (once).
+const UNREACHED_WARNING: Duration = Duration::from_secs(5);
 
 /// How long a request whose key was refused waits before it asks again: a little more than
 /// the second within which a server's authentication handler reads its public keys again.
@@ -363,8 +379,8 @@ enum TurnedAway {
     Handshake(String),
 }
 
-/// A request's socket with a monitor of its handshakes, so that a server that turns it away
-/// is said at once instead of as a time-out. The monitor is stopped before either socket
+/// A request's socket with a monitor of its connection and handshakes, so that a server that
+/// turns it away is said at once instead of as a time-out, and one never reached is said too. The monitor is stopped before either socket
 /// closes: libzmq (4.3) sends monitor events with a blocking send, so an event for a reader
 /// already gone would stall its I/O thread.
 struct WatchedRequest {
@@ -373,17 +389,23 @@ struct WatchedRequest {
     socket: crate::context::Socket,
     /// Handshakes the server closed without a word (ZeroMQ connects again after each).
     closed_handshakes: u32,
+    /// Whether a connection to the server is up.
+    connected: bool,
 }
 
 impl WatchedRequest {
     fn watch(context: &Context, socket: crate::context::Socket) -> Result<WatchedRequest, TransportError> {
-        let failures = EVENT_HANDSHAKE_FAILED_AUTH | EVENT_HANDSHAKE_FAILED_PROTOCOL | EVENT_HANDSHAKE_FAILED_NO_DETAIL;
-        let events = crate::monitor::watch(context.zmq(), &socket, "request-handshakes", failures)?;
-        Ok(WatchedRequest { events, socket, closed_handshakes: 0 })
+        let watched = EVENT_HANDSHAKE_FAILED_AUTH
+            | EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | EVENT_HANDSHAKE_FAILED_NO_DETAIL
+            | EVENT_CONNECTED
+            | EVENT_DISCONNECTED;
+        let events = crate::monitor::watch(context.zmq(), &socket, "request-handshakes", watched)?;
+        Ok(WatchedRequest { events, socket, closed_handshakes: 0, connected: false })
     }
 
     /// The first refusal among the handshake events so far (`secure`: this process runs
-    /// CURVE); counts the handshakes closed without one.
+    /// CURVE); counts the handshakes closed without one, and notes whether a connection is up.
     fn turned_away(&mut self, secure: bool) -> Option<TurnedAway> {
         while let Some(Event { kind, value, .. }) = Event::next(&self.events) {
             match kind {
@@ -410,6 +432,8 @@ impl WatchedRequest {
                     }));
                 }
                 EVENT_HANDSHAKE_FAILED_NO_DETAIL => self.closed_handshakes += 1,
+                EVENT_CONNECTED => self.connected = true,
+                EVENT_DISCONNECTED => self.connected = false,
                 _ => {}
             }
         }
