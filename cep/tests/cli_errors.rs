@@ -73,6 +73,29 @@ fn a_router_address_where_nothing_listens_is_said_while_it_waits() {
 }
 
 #[test]
+fn a_router_gone_after_its_connection_was_made_is_said_while_it_waits() {
+    // Something accepts the first connection, then closes it and stops listening: the worker
+    // says the connection dropped and is not back, once, and goes on trying.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let router = format!("tcp://{}", listener.local_addr().unwrap());
+    let closer = std::thread::spawn(move || drop(listener.accept()));
+    let output = Command::new(env!("CARGO_BIN_EXE_cep"))
+        .args(["worker", "--router", &router, "--start-timeout", "7s"])
+        .env("RUST_LOG", "warn")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    closer.join().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let warned = format!(
+        "the connection to {router} dropped before it answered and is not back after 5s: has the router stopped?"
+    );
+    assert_eq!(stderr.matches(&warned).count(), 1, "{stderr}");
+    assert!(!stderr.contains("has accepted a connection"), "it was reached once: {stderr}");
+}
+
+#[test]
 fn router_host_that_does_not_resolve() {
     // Found while choosing the address to advertise (the route to the router)...
     let line = error_line(&cep(&["worker", "--router", "tcp://no-such-host.invalid:5556", "--start-timeout", "300ms"]));

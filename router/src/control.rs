@@ -175,7 +175,13 @@ impl Control {
     ) {
         let verdict = match registration {
             Ok(registration) => {
-                let who = format!("{:?} `{}` at {}", registration.role, registration.id, registration.endpoint);
+                // An injector binds nothing: it has no endpoint to name.
+                let at = if registration.endpoint.is_empty() {
+                    String::new()
+                } else {
+                    format!(" at {}", registration.endpoint)
+                };
+                let who = format!("{:?} `{}`{at}", registration.role, registration.id);
                 let verdict = self.rendezvous.offer(client.clone(), registration, key, now);
                 out.event(match &verdict {
                     Verdict::Hold => Event::Registered { who, waiting_for: self.rendezvous.waiting_for() },

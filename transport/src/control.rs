@@ -330,9 +330,11 @@ fn ask_once(
     socket.connect(endpoint).map_err(|source| TransportError::Connect { endpoint: endpoint.to_string(), source })?;
     socket.send(body, 0).map_err(socket_err("send control request"))?;
     // A request may wait long for its answer (a worker's, until the cluster is complete), but
-    // one that cannot even connect is said once, while it goes on trying (in-process peers
-    // cannot be unreachable and have no connection events).
-    let mut unreached = (!endpoint.starts_with("inproc://")).then(|| Instant::now() + UNREACHED_WARNING);
+    // one without a connection to its server (never made, or dropped: the server stopped) is
+    // said, once each, while it goes on trying (in-process peers cannot be unreachable and
+    // have no connection events).
+    let watched = !endpoint.starts_with("inproc://");
+    let (mut up_at, mut said_unreached, mut said_dropped) = (Instant::now(), false, false);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if shutdown.raised() {
@@ -342,13 +344,19 @@ fn ask_once(
             return Ok(Asked::TurnedAway(turned_away));
         }
         if socket.connected {
-            unreached = unreached.map(|_| Instant::now() + UNREACHED_WARNING);
-        } else if unreached.is_some_and(|at| Instant::now() >= at) {
-            unreached = None;
-            tracing::warn!(
-                "nothing at {endpoint} has accepted a connection for {UNREACHED_WARNING:?}: is a router running there? \
-                 (still trying, for {left:.0?} more)"
-            );
+            up_at = Instant::now();
+        } else if watched && up_at.elapsed() >= UNREACHED_WARNING {
+            if !socket.ever_connected && !std::mem::replace(&mut said_unreached, true) {
+                tracing::warn!(
+                    "nothing at {endpoint} has accepted a connection for {UNREACHED_WARNING:?}: is a router running \
+                     there? (still trying, for {left:.0?} more)"
+                );
+            } else if socket.ever_connected && !std::mem::replace(&mut said_dropped, true) {
+                tracing::warn!(
+                    "the connection to {endpoint} dropped before it answered and is not back after \
+                     {UNREACHED_WARNING:?}: has the router stopped? (still trying, for {left:.0?} more)"
+                );
+            }
         }
         if left.is_zero() {
             return Ok(Asked::TimedOut { closed_handshakes: socket.closed_handshakes });
@@ -391,6 +399,8 @@ struct WatchedRequest {
     closed_handshakes: u32,
     /// Whether a connection to the server is up.
     connected: bool,
+    /// Whether one ever was.
+    ever_connected: bool,
 }
 
 impl WatchedRequest {
@@ -401,7 +411,7 @@ impl WatchedRequest {
             | EVENT_CONNECTED
             | EVENT_DISCONNECTED;
         let events = crate::monitor::watch(context.zmq(), &socket, "request-handshakes", watched)?;
-        Ok(WatchedRequest { events, socket, closed_handshakes: 0, connected: false })
+        Ok(WatchedRequest { events, socket, closed_handshakes: 0, connected: false, ever_connected: false })
     }
 
     /// The first refusal among the handshake events so far (`secure`: this process runs
@@ -432,7 +442,7 @@ impl WatchedRequest {
                     }));
                 }
                 EVENT_HANDSHAKE_FAILED_NO_DETAIL => self.closed_handshakes += 1,
-                EVENT_CONNECTED => self.connected = true,
+                EVENT_CONNECTED => (self.connected, self.ever_connected) = (true, true),
                 EVENT_DISCONNECTED => self.connected = false,
                 _ => {}
             }
