@@ -14,7 +14,11 @@ use nix::sys::signal::Signal;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-const COUNT: u64 = 600_000;
+/// Ten seconds at 100k ticks/s. A worker is stopped once 100k ticks are processed, and its
+/// failover must come while the stream is open: a failover after a stream has ended starts
+/// its symbols empty (the survivors may have closed their windows). A loaded machine lags
+/// the processing behind the injector by seconds, so the stream is made long enough.
+const COUNT: u64 = 1_000_000;
 
 /// The cluster's processes, by role, and where the collector writes.
 struct Cluster {
