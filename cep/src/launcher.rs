@@ -409,20 +409,20 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
             tracing::info!("secure: every socket under CURVE, the run's keys in {}", keys.dir.display());
         }
     }
-    if args.transport == LocalTransport::Inproc {
+    let outcome = if args.transport == LocalTransport::Inproc {
         let router = RouterConfig { announce: None, ..router_config(args, &endpoints)? };
         let (data, control) = (router.listen.clone(), router.control.clone());
         let mut roles = vec![("router".to_string(), RoleConfig::Router(router))];
         roles.extend(role_configs(args, &endpoints, &data, &control)?.into_iter().map(|p| (p.name, p.role)));
-        let outcome = crate::inprocess::run(roles, crate::telemetry::stop_flags()?);
-        outcome.inspect_err(|cause| record_failure(&args.out, &cause.to_string()))?;
+        crate::inprocess::run(roles, crate::telemetry::stop_flags()?)
     } else {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         endpoints.create()?;
         let outcome = runtime.block_on(supervise(program, args, &endpoints));
         let _ = std::fs::remove_dir_all(&endpoints.scratch);
-        outcome.inspect_err(|cause| record_failure(&args.out, &cause.to_string()))?;
-    }
+        outcome
+    };
+    outcome.inspect_err(|cause| record_failure(&args.out, &cause.to_string()))?;
     let path = args.out.join("summary.json");
     let text = std::fs::read_to_string(&path).with_context(|| format!("the collector wrote no {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))
@@ -435,17 +435,14 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
 /// nothing counted, nothing known sent or lost. A complete run's results stay as they are.
 fn record_failure(out: &Path, cause: &str) {
     let path = out.join("summary.json");
-    let mut summary = match std::fs::read_to_string(&path) {
-        Ok(text) => match serde_json::from_str::<Summary>(&text) {
-            Ok(summary) => summary,
-            Err(_) => return,
-        },
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound && out.is_dir() => Summary::default(),
-        Err(_) => return,
+    let summary = match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str::<Summary>(&text).ok(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound && out.is_dir() => Some(Summary::default()),
+        Err(_) => None,
     };
-    if summary.complete || summary.failure.is_some() {
+    let Some(mut summary) = summary.filter(|summary| !summary.complete && summary.failure.is_none()) else {
         return;
-    }
+    };
     summary.failure = Some(format!("cep run stopped the run: {cause}"));
     summary.running = false;
     if let Err(error) = cep_collector::write_results(out, &summary) {

@@ -388,9 +388,8 @@ enum TurnedAway {
 }
 
 /// A request's socket with a monitor of its connection and handshakes, so that a server that
-/// turns it away is said at once instead of as a time-out, and one never reached is said too. The monitor is stopped before either socket
-/// closes: libzmq (4.3) sends monitor events with a blocking send, so an event for a reader
-/// already gone would stall its I/O thread.
+/// turns it away is said at once instead of as a time-out, and one not reached is said too.
+/// The monitor is stopped before either socket closes ([`crate::monitor::stop`]).
 struct WatchedRequest {
     /// The reader of the socket's events (dropped before the socket: fields drop in order).
     events: zmq::Socket,
