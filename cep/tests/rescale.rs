@@ -7,8 +7,10 @@ mod common;
 use common::{cep, Running};
 
 use cep_core::results::Summary;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 fn run(command: &mut Command) -> Output {
@@ -182,4 +184,96 @@ fn an_injector_that_registers_while_the_run_goes_adds_its_streams_and_its_output
         assert!(!expected.is_empty());
         assert!(sorted_rows(&out.join("outputs.csv"), 4, Some(stream)) == expected, "stream {stream} differs");
     }
+}
+
+/// The states `cep cluster status` lists for the members with id `id`, in the order they
+/// registered (a worker started again under its id is a member of its own).
+fn states(status: &str, id: &str) -> Vec<String> {
+    let prefix = format!("{id} ");
+    status
+        .lines()
+        .filter(|line| line.starts_with(&prefix))
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_worker_killed_and_started_again_under_its_id_at_its_address_joins_again_with_the_standalone_outputs() {
+    // What a supervisor does (systemd's Restart=, a container's restart policy): the same id,
+    // the same port. The router fails the dead one over (its symbols restored on the others),
+    // the new process joins as a member of its own, and nothing queued for the dead one
+    // reaches it (the router's socket to that address was disconnected, not left to reconnect).
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let control = format!("ipc://{}", dir.path().join("control").display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("tcp://127.0.0.1:{port}");
+    // Twelve seconds of stream: the failover must come while it is open, even on a loaded machine.
+    let count: u64 = 2_400_000;
+    let mut cluster = Running(
+        cep()
+            .args(["run", "--workers", "1", "--rate", "200000", "--count", &count.to_string()])
+            .args(["--csv", "all", "--record-input", "--quiet", "--control", &control])
+            .arg("--out")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    let worker = || {
+        let mut command = cep();
+        command.args(["worker", "--router", &control, "--id", "phoenix", "--listen", &listen]);
+        command
+    };
+    // The first one says when it takes its part of a checkpoint (a debug line).
+    let mut first =
+        Running(worker().env("RUST_LOG", "warn,cep_core::outbox=debug").stderr(Stdio::piped()).spawn().unwrap());
+    let (checkpoints, taken) = mpsc::channel();
+    let stderr = BufReader::new(first.0.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if line.contains("checkpoint taken") {
+                let _ = checkpoints.send(());
+            }
+        }
+    });
+    wait_for_status(&control, "phoenix to join and own symbols", |s| {
+        states(s, "phoenix") == ["active"]
+            && s.contains("moving: nothing")
+            && s.lines().any(|l| l.starts_with("phoenix ") && l.split_whitespace().nth(3).is_some_and(|n| n != "0"))
+    });
+    // Three checkpoints after its join (a rescale voids the ones before): by the third, the
+    // first is confirmed (the collector saves every 100 ms, checkpoints go every second).
+    while taken.try_recv().is_ok() {}
+    for n in 1..=3 {
+        taken.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("checkpoint {n} after the join"));
+    }
+    common::sigkill(first.0.id() as i32);
+    first.0.wait().unwrap();
+    wait_for_status(&control, "phoenix to be failed over", |s| states(s, "phoenix") == ["failed"]);
+    let mut second = Running(worker().spawn().unwrap());
+    wait_for_status(&control, "phoenix to join again", |s| {
+        states(s, "phoenix") == ["failed", "active"] && s.contains("moving: nothing")
+    });
+
+    let finished = cluster.0.wait().unwrap();
+    assert!(finished.success(), "cep run failed: {finished}");
+    assert!(second.0.wait().unwrap().success());
+    let summary: Summary = common::read_summary(&out);
+    assert!(summary.complete, "{summary:#?}");
+    assert_eq!((summary.events_sent, summary.events_processed, summary.events_lost), (Some(count), count, Some(0)));
+    assert_eq!((summary.duplicates, summary.out_of_order, summary.outputs_lost), (0, 0, 0));
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    assert_eq!(summary.failovers.len(), 1, "{:?}", summary.failovers);
+    assert!(summary.failovers[0].worker == "phoenix" && summary.failovers[0].recovered, "{:?}", summary.failovers);
+    let rescales: Vec<(&str, &str)> = summary.rescales.iter().map(|r| (r.kind.as_str(), r.worker.as_str())).collect();
+    assert_eq!(rescales, [("join", "phoenix"), ("join", "phoenix")]);
+
+    let standalone = dir.path().join("standalone.csv");
+    let engine = run(cep().args(["engine", "--input"]).arg(out.join("input.csv")).arg("--output").arg(&standalone));
+    assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
+    let expected = sorted_rows(&standalone, 6, None);
+    let got = sorted_rows(&out.join("outputs.csv"), 6, None);
+    assert_eq!(got.len(), expected.len());
+    assert!(got == expected, "the cluster's outputs differ from the standalone engine's");
 }

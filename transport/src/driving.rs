@@ -268,7 +268,9 @@ impl<'s> SocketOutbox<'s> {
         self.dead[index] = true;
         // Whatever it did not take is in the router's replay log, as what its queue held.
         self.pending[index].clear();
-        self.workers[index].shorten_linger(std::time::Duration::ZERO);
+        // Disconnected, not left to reconnect: a process started again at its address (a
+        // supervisor's restart, as a member of its own) must not get what was queued for it.
+        self.workers[index].disconnect();
         self.lost.push((index as u32, error.to_string()));
     }
 
