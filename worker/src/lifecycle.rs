@@ -145,6 +145,8 @@ pub struct Lifecycle {
     /// again when it waits and hears nothing); the router answers, then pushes each change
     /// ([`Committed`]).
     asking: Option<Monotonic>,
+    /// Whether the question out was asked after a silence while frames waited on the collector.
+    asked_after_silence: bool,
     /// When it last heard what the collector committed (an answer or a notice); `None`: never
     /// asked yet. A worker that waits on the collector and hears nothing for
     /// [`ASK_AGAIN_AFTER`] asks again (a notice can be lost while its link reconnects).
@@ -178,6 +180,7 @@ impl Lifecycle {
             fenced: None,
             abandoned: None,
             asking: None,
+            asked_after_silence: false,
             last_news: None,
             warned_full: false,
         }
@@ -241,6 +244,7 @@ impl Lifecycle {
         if free && silent {
             out.send(Peer::Router, &DeliveryQuery { worker: self.index }.encode(self.index));
             self.asking = Some(now);
+            self.asked_after_silence = self.last_news.is_some();
             self.last_news.get_or_insert(now);
         }
         self.leave(now, worker, out);
@@ -370,8 +374,14 @@ impl Lifecycle {
             }
             (Some(FrameKind::DeliveryQuery), FrameKind::DeliveryStatus) => {
                 self.asking = None;
+                // Asked after a second without news while frames wait: what the collector has
+                // not saved by now was lost on the way (the last frames of a connection that
+                // broke: no later frame shows it the gap), and goes again.
+                let lost_tail = std::mem::take(&mut self.asked_after_silence);
                 match frame.body::<DeliveryStatus>() {
-                    Ok(status) => self.committed(&status, now, out),
+                    Ok(status) => {
+                        self.committed(&DeliveryStatus { resend: status.resend || lost_tail, ..status }, now, out)
+                    }
                     Err(error) => warn!(id, %error, "bad delivery status from the router"),
                 }
             }

@@ -81,7 +81,7 @@ fn cadences_fire_on_the_monotonic_clock_and_delivery_is_asked_once_then_pushed()
 }
 
 #[test]
-fn a_worker_waiting_on_the_collector_without_news_for_a_second_asks_again() {
+fn a_worker_waiting_on_the_collector_without_news_for_a_second_asks_again_and_sends_again_what_is_not_saved() {
     let (mut worker, mut life, mut out) = started(false);
     life.turn(at(0), &mut worker, FREE, &mut out);
     let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 0, resend: false };
@@ -93,10 +93,17 @@ fn a_worker_waiting_on_the_collector_without_news_for_a_second_asks_again() {
     assert!(to_router(&mut out).is_empty(), "a second without news not yet over");
     assert!(life.turn(at(1_005), &mut worker, full, &mut out).check_liveness, "its links looked after at every turn");
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
+    // Its answer: what is held and not saved after a second of silence was lost on the way
+    // (a broken connection's last frames, which no later frame shows as a gap): sent again.
+    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 3, resend: false };
+    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(1_010), &mut out);
+    assert_eq!(out.saved, vec![(0, false), (3, true)], "the first answer only drops what is saved");
+    life.turn(at(2_011), &mut worker, full, &mut out);
+    assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
     // Not while the question is out, unless its answer is taken as lost after 5 s.
     life.turn(at(3_000), &mut worker, full, &mut out);
     assert!(to_router(&mut out).is_empty());
-    life.turn(at(6_005), &mut worker, full, &mut out);
+    life.turn(at(7_011), &mut worker, full, &mut out);
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
 }
 
