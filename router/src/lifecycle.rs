@@ -195,9 +195,10 @@ impl RunPolicy {
 }
 
 /// Why the policy ends the run early.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Stop {
     /// The cluster did not assemble within the start time-out.
+    #[error("the cluster was not complete within {waited:?}: {missing}")]
     Incomplete {
         /// How long the router waited.
         waited: Duration,
@@ -205,8 +206,10 @@ pub enum Stop {
         missing: String,
     },
     /// Asked to stop before the cluster was complete; who was missing.
+    #[error("shut down before the cluster was complete ({0})")]
     ShutdownBeforeStart(String),
     /// The collector was lost for longer than the retention time.
+    #[error("the collector is lost ({cause}) and none took over within {retention:?} (--collector-retention)")]
     CollectorLost {
         /// How it was noticed.
         cause: String,

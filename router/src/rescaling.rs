@@ -526,6 +526,11 @@ impl Rescaling {
             .collect()
     }
 
+    /// Whether worker `worker` is active: on the ring, neither joining nor leaving.
+    pub fn is_active(&self, worker: usize) -> bool {
+        self.members.get(worker).is_some_and(|m| m.on_ring && m.state == MemberState::Active)
+    }
+
     /// Whether worker `worker` is a member: active, joining or leaving (its liveness is watched).
     pub fn is_member(&self, worker: usize) -> bool {
         self.members.get(worker).is_some_and(|member| !member.gone() && !member.never_reached)

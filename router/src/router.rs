@@ -468,6 +468,11 @@ impl Router {
         self.running().is_some_and(|run| run.rescaling.is_member(worker))
     }
 
+    /// Whether worker `worker` (by index) is active: on the ring, neither joining nor leaving.
+    pub fn is_active(&self, worker: usize) -> bool {
+        self.running().is_some_and(|run| run.rescaling.is_active(worker))
+    }
+
     /// The running phase's state, once the run has started.
     fn running(&self) -> Option<&Running> {
         match &self.phase {

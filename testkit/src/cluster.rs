@@ -4,17 +4,17 @@ use crate::spec::{ClusterSpec, Fault, LinkKind, Member};
 use cep_collector::collector::Collector;
 use cep_collector::lifecycle::Lifecycle as CollectorLifecycle;
 use cep_core::clock::Monotonic;
-use cep_core::clock::OffsetEstimate;
 use cep_core::control::{Ready, Refused, Register};
 use cep_core::delivery::DeliveryLog;
 use cep_core::frame::{Body, Frame};
 use cep_core::identity::Role;
 use cep_core::liveness::Fenced;
-use cep_core::outbox::{Event, Outbox, Peer, Recorded};
+use cep_core::outbox::{Event, Peer, Recorded};
 use cep_core::report::{RouterReport, WorkerReport};
 use cep_core::wire::FrameKind;
 use cep_injector::source::model;
 use cep_router::deploying::Deployments;
+use cep_router::lifecycle::RunPolicy;
 use cep_router::rendezvous::WorkerCount;
 use cep_router::router::{Router, RouterSettings};
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +25,7 @@ mod disk;
 mod injector;
 mod links;
 mod outcome;
+mod router;
 mod workers;
 
 use disk::{CollectorDisk, SharedFile};
@@ -113,9 +114,16 @@ pub struct LocalCluster {
     /// What arrived for a paused member, in order.
     parked: BTreeMap<Member, Vec<(Member, Payload)>>,
     router: Router,
+    /// The router's run policy, as its driver runs it: start, report, the collector's watch, release.
+    router_policy: RunPolicy,
+    /// Why the router's process ended, once it did (released every node, or gave up).
+    router_exit: Option<String>,
     ring: Vec<usize>,
     router_report: Option<RouterReport>,
     workers: Vec<WorkerState>,
+    /// Each worker member's id: `worker-N` for member N, or the id of the killed member a
+    /// restarted one took back ([`Self::restart_worker`]).
+    worker_ids: Vec<String>,
     worker_reports: Vec<WorkerReport>,
     collector: CollectorState,
     /// The running collector's policy (its saves, its idle time-out, its end).
@@ -123,6 +131,10 @@ pub struct LocalCluster {
     collector_disk: CollectorDisk,
     /// How many times a restarted collector cut its files back to its saved state.
     collector_resumes: u64,
+    /// Workers started again under the id of a killed one.
+    restarted_workers: u64,
+    /// Worker turns taken at the bound of unsaved frames (input held).
+    turns_at_max_unsaved: u64,
     /// With [`ClusterSpec::sequenced`]: the frames each sender sent the collector and it has
     /// not saved, and the collector they are addressed to.
     delivery: BTreeMap<Member, DeliveryLog>,
@@ -168,6 +180,14 @@ impl LocalCluster {
             failure_timeout: Duration::from_nanos(spec.failure_timeout_ns),
         };
         let router = Router::new(settings, Deployments::start(&source).expect("the spec's rules check"));
+        // No start time-out (every member registers at once); the end waits as long as the
+        // collector waits for frames.
+        let router_policy = RunPolicy::new(
+            Duration::ZERO,
+            Duration::from_nanos(spec.idle_timeout_ns),
+            Duration::from_nanos(spec.collector_retention_ns),
+            Monotonic::from_ns(EPOCH_NS),
+        );
         let sources = model(spec.seed, spec.symbols, spec.streams as usize, None);
         let mut cluster = LocalCluster {
             faults,
@@ -181,14 +201,19 @@ impl LocalCluster {
             paused_until: BTreeMap::new(),
             parked: BTreeMap::new(),
             router,
+            router_policy,
+            router_exit: None,
             ring: Vec::new(),
             router_report: None,
             workers: (0..spec.workers).map(|_| WorkerState::Registering(Vec::new())).collect(),
+            worker_ids: (0..spec.workers).map(worker_id).collect(),
             worker_reports: Vec::new(),
             collector: CollectorState::Registering(Vec::new()),
             collector_life: None,
             collector_disk: CollectorDisk::default(),
             collector_resumes: 0,
+            restarted_workers: 0,
+            turns_at_max_unsaved: 0,
             delivery: BTreeMap::new(),
             collector_incarnation: 1,
             streams: sources.streams.into_iter().map(|source| Stream::Waiting(Some(source))).collect(),
@@ -268,10 +293,41 @@ impl LocalCluster {
 
     /// Starts another worker, which registers with the running cluster (a join); returns it.
     pub fn join(&mut self) -> Member {
+        self.start_member(worker_id(self.workers.len()))
+    }
+
+    /// Starts killed `worker` again under its own id, as a supervisor restarts a process: a
+    /// new member that registers with the running cluster (a join, which the router refuses
+    /// while it still counts the old one as a member). Returns it.
+    pub fn restart_worker(&mut self, worker: usize) -> Member {
+        assert!(self.dead.contains(&Member::Worker(worker)), "only a killed worker is started again");
+        self.restarted_workers += 1;
+        self.start_member(self.worker_ids[worker].clone())
+    }
+
+    fn start_member(&mut self, id: String) -> Member {
         let member = Member::Worker(self.workers.len());
         self.workers.push(WorkerState::Registering(Vec::new()));
+        self.worker_ids.push(id);
         self.register(member, Role::Worker, 0);
         member
+    }
+
+    /// Why the router's process ended, once it did: it released every node at the end, or
+    /// gave the run up (no worker left, the collector lost beyond its retention).
+    pub fn router_exit(&self) -> Option<&str> {
+        self.router_exit.as_deref()
+    }
+
+    /// Whether `member`'s process is gone: killed, or exited on an error (fenced, or told the
+    /// run was given up). A worker that finished its run is not.
+    pub fn exited(&self, member: Member) -> bool {
+        self.dead.contains(&member)
+    }
+
+    /// Whether killed `worker` has been failed over: the router counts it no more.
+    pub fn failed_over(&self, worker: usize) -> bool {
+        self.dead.contains(&Member::Worker(worker)) && !self.router.is_member(worker)
     }
 
     /// Stops `worker` as SIGTERM does: its policy asks the router to drain it, its symbols
@@ -283,7 +339,7 @@ impl LocalCluster {
     /// Asks the router to remove `worker`, as `cep cluster remove` does: the answer goes to
     /// the operator, and refusals are kept with the others.
     pub fn remove(&mut self, worker: usize) {
-        let leave = cep_core::rescale::Leave { worker: worker_id(worker) };
+        let leave = cep_core::rescale::Leave { worker: self.worker_ids[worker].clone() };
         self.send(Member::Operator, Member::Router, Payload::Request(Member::Operator, leave.encode(0)));
     }
 
@@ -306,10 +362,16 @@ impl LocalCluster {
             && !self.dead.contains(&Member::Worker(worker))
     }
 
-    /// How many workers are running and counted on by the router (one it took for dead may
-    /// still run, paused: it is not).
-    pub fn running_workers(&self) -> usize {
-        (0..self.workers.len()).filter(|&index| self.is_running(index) && self.router.is_member(index)).count()
+    /// Whether the worker with this index is running and active at the router (on the ring,
+    /// neither joining nor leaving), and not asked to stop.
+    pub fn is_active(&self, worker: usize) -> bool {
+        let stopping = matches!(&self.workers[worker], WorkerState::Running(w) if w.stop_asked());
+        self.is_running(worker) && self.router.is_active(worker) && !stopping
+    }
+
+    /// How many workers are running and active at the router ([`Self::is_active`]).
+    pub fn active_workers(&self) -> usize {
+        (0..self.workers.len()).filter(|&index| self.is_active(index)).count()
     }
 
     /// Whether the router is moving symbols (a worker joining or leaving).
@@ -321,7 +383,7 @@ impl LocalCluster {
     pub fn processed_by(&self, worker: usize) -> u64 {
         match &self.workers[worker] {
             WorkerState::Running(worker) => worker.processed(),
-            _ => self.worker_reports.iter().find(|r| r.id == worker_id(worker)).map_or(0, |r| r.processed),
+            _ => self.worker_reports.iter().find(|r| r.id == self.worker_ids[worker]).map_or(0, |r| r.processed),
         }
     }
 
@@ -375,6 +437,16 @@ impl LocalCluster {
         self.collector_resumes
     }
 
+    /// How many workers were started again under a killed one's id.
+    pub fn restarted_workers(&self) -> u64 {
+        self.restarted_workers
+    }
+
+    /// How many turns workers took holding their input at their bound of unsaved frames.
+    pub fn turns_at_max_unsaved(&self) -> u64 {
+        self.turns_at_max_unsaved
+    }
+
     /// Whether the collector has saved a state it could resume from.
     pub fn collector_saved(&self) -> bool {
         self.collector_disk.state.is_some()
@@ -411,23 +483,13 @@ impl LocalCluster {
             Scheduled::Deliver { from, to, payload } => self.deliver(from, to, payload),
             Scheduled::Timer(member) => self.timer(member),
             Scheduled::InjectorStep(stream) => self.injector_step(stream),
-            Scheduled::Detect(index) => {
-                // Also once every stream ended: the collector must not wait for its report.
-                let mut out = self.outbox();
-                if let Err(reason) = self.router.worker_lost(index as u32, "killed by the test", &mut out) {
-                    // The core has reported and the run is over; the process would exit with this.
-                    out.event(Event::Refused { who: "the run".into(), reason });
-                    self.router_report.get_or_insert_with(|| self.router.report());
-                }
-                self.route_from(Member::Router, out);
-                self.maybe_finish_router();
-            }
+            Scheduled::Detect(index) => self.router_detects_death(index),
             Scheduled::Unpause(member) => {
                 if self.paused_until.get(&member).is_some_and(|&until| until <= self.now) {
                     self.paused_until.remove(&member);
                     // The worst order for a router that wakes: its timers run before it reads
                     // what waited in its sockets (the workers' heartbeats among it).
-                    if member == Member::Router && self.outcome.is_none() && self.router_report.is_none() {
+                    if member == Member::Router && self.outcome.is_none() && self.router_exit.is_none() {
                         self.router_timer_turn();
                     }
                     for (from, payload) in self.parked.remove(&member).unwrap_or_default() {
@@ -460,7 +522,7 @@ impl LocalCluster {
         let registration = Register {
             role,
             id: match member {
-                Member::Worker(index) => worker_id(index),
+                Member::Worker(index) => self.worker_ids[index].clone(),
                 _ => format!("{member:?}").to_lowercase(),
             },
             endpoint: format!("inproc://{member:?}"),
@@ -490,9 +552,9 @@ impl LocalCluster {
                 let mut out = self.outbox();
                 self.router.control(client.client_id(), &body, Monotonic::from_ns(self.now), &mut out);
                 self.route_from(Member::Router, out);
-                self.maybe_start();
-                // The last end markers may have waited for a move that this request finished.
-                self.maybe_finish_router();
+                // The cluster may be complete, or the last end markers may have waited for a
+                // move that this request finished.
+                self.router_turn();
             }
             (Member::Router, Payload::Data(bytes)) => {
                 let mut out = self.outbox();
@@ -502,7 +564,7 @@ impl LocalCluster {
                     self.router.flush(&mut out);
                 }
                 self.route_from(Member::Router, out);
-                self.maybe_finish_router();
+                self.router_turn();
             }
             (Member::Worker(index), Payload::Answer(answer)) => self.worker_answer(index, &answer),
             (Member::Worker(index), Payload::Data(bytes)) => {
@@ -553,6 +615,9 @@ impl LocalCluster {
                     // Taken for dead: it stops at once, as the process exits.
                     let reason = frame.body::<Fenced>().expect("a reason").reason;
                     self.fenced_injector.get_or_insert(reason);
+                } else if frame.kind() == FrameKind::Abandoned {
+                    // The router gave the run up: the process exits with its reason.
+                    self.dead.insert(Member::Injector(0));
                 } else if frame.kind() != FrameKind::EndAck {
                     panic!("{stream}: the router refused the injector: {:?}", frame.body::<Refused>());
                 }
@@ -561,23 +626,8 @@ impl LocalCluster {
         }
     }
 
-    fn maybe_finish_router(&mut self) {
-        if self.router.all_ended() && self.router_report.is_none() {
-            let mut out = self.outbox();
-            self.router_report = Some(self.router.finish(&mut out));
-            self.route_from(Member::Router, out);
-        }
-    }
-
     fn outbox(&self) -> Recorded {
         Recorded { clock: self.now, ..Default::default() }
-    }
-
-    /// Whether another data frame reaches the router at this very instant.
-    fn router_has_input_now(&self) -> bool {
-        self.queue
-            .range((self.now, 0)..(self.now + 1, 0))
-            .any(|(_, event)| matches!(event, Scheduled::Deliver { to: Member::Router, payload: Payload::Data(_), .. }))
     }
 
     /// Sends what a member's core put out, each frame to its member.
@@ -636,37 +686,6 @@ impl LocalCluster {
         members.into_iter().find(|m| m.client_id() == client).expect("every client is a member")
     }
 
-    fn maybe_start(&mut self) {
-        if !self.router.can_start(Monotonic::from_ns(self.now)) {
-            return;
-        }
-        let start = self.router.start(self.now + START_DELAY_NS);
-        self.start_ns = self.now + START_DELAY_NS;
-        self.ring = start
-            .workers
-            .iter()
-            .map(|w| (0..self.spec.workers).find(|&i| worker_id(i) == w.id).expect("a spec worker"))
-            .collect();
-        let mut out = self.outbox();
-        // One clock for everyone: the router's offset to the collector is 0, reported as its
-        // driver reports a measured one (the router's first frame to the collector).
-        self.router.announce(Some(OffsetEstimate { offset_ns: 0, uncertainty_ns: 0 }), &mut out);
-        self.route_from(Member::Router, out);
-        self.schedule(self.now + ROUTER_TIMER_NS, Scheduled::Timer(Member::Router));
-    }
-
-    /// The router's timer: the core gives up overdue moves, starts checkpoints due and fails
-    /// over workers it has not heard from.
-    fn router_timer_turn(&mut self) {
-        let mut out = self.outbox();
-        if let Err(reason) = self.router.tick(Monotonic::from_ns(self.now), &mut out) {
-            out.event(Event::Refused { who: "the run".into(), reason });
-            self.router_report.get_or_insert_with(|| self.router.report());
-        }
-        self.route_from(Member::Router, out);
-        self.maybe_finish_router();
-    }
-
     fn timer(&mut self, member: Member) {
         if self.dead.contains(&member) || self.outcome.is_some() {
             return;
@@ -679,7 +698,7 @@ impl LocalCluster {
             }
             Member::Router => {
                 self.router_timer_turn();
-                if self.router_report.is_none() {
+                if self.router_exit.is_none() {
                     self.schedule(self.now + ROUTER_TIMER_NS, Scheduled::Timer(member));
                 }
             }

@@ -1,6 +1,6 @@
 //! An in-process cluster for tests (a `LocalCluster`): the router's, the workers' and the
-//! collector's cores, and an injector, in one thread, over in-memory links, on a virtual
-//! clock. Links can drop, duplicate, delay and reorder frames; members can be killed or
+//! collector's cores and policies, and an injector, in one thread, over in-memory links, on a
+//! virtual clock. Links can drop, duplicate, delay and reorder frames; members can be killed or
 //! paused at a chosen point. Everything follows from the spec and its seed, so a failing case
 //! replays exactly; tests run until a condition holds, never for a time.
 //!

@@ -155,6 +155,12 @@ pub struct ClusterSpec {
     /// collector can be started again and resume ([`crate::LocalCluster::restart_collector`]).
     /// Off, the collector takes the frames bare, so faults on its links show as losses.
     pub sequenced: bool,
+    /// How long the router waits for a lost collector, or a restarted one, to take over before
+    /// it gives the run up (`--collector-retention`), virtual ns.
+    pub collector_retention_ns: u64,
+    /// With [`Self::sequenced`]: the bytes a worker holds for the collector before it stops
+    /// taking input until the collector saved them (`--max-unsaved`).
+    pub max_unsaved_bytes: usize,
 }
 
 impl Default for ClusterSpec {
@@ -176,6 +182,8 @@ impl Default for ClusterSpec {
             checkpoint_every_ns: 20_000_000,
             failure_timeout_ns: 50_000_000,
             sequenced: false,
+            max_unsaved_bytes: usize::MAX,
+            collector_retention_ns: 5_000_000_000,
         }
     }
 }

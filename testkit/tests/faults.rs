@@ -426,6 +426,41 @@ fn a_collector_that_dies_during_a_replay_resumes_with_the_outputs_of_an_undistur
 }
 
 #[test]
+fn a_collector_lost_beyond_its_retention_gives_the_run_up_and_every_node_is_told() {
+    // The collector is killed for good while the streams run: the router holds on for its
+    // retention (a restarted one could take over), then gives the run up and tells the
+    // workers and the injector, which exit with its reason instead of waiting for ever.
+    let retention = 300_000_000;
+    let spec = ClusterSpec {
+        rate: 50_000.0,
+        count: 60_000,
+        sequenced: true,
+        collector_retention_ns: retention,
+        ..ClusterSpec::default()
+    };
+    let mut cluster = LocalCluster::new(spec.clone(), vec![]);
+    assert!(cluster.run_until(|c| c.sent_so_far() >= 5_000));
+    cluster.kill(Member::Collector);
+    let killed_at = cluster.now();
+    assert!(cluster.run_until(|c| c.router_exit().is_some()), "the router gave the run up");
+    let reason = cluster.router_exit().expect("checked").to_string();
+    assert_eq!(
+        reason,
+        "the collector is lost (its connection dropped) and none took over within 300ms (--collector-retention)"
+    );
+    // It waited the retention, no more than two looks (50 ms apart: the one that saw the loss,
+    // the one that judged it) beyond it, and the streams were still open: the workers were
+    // running when told.
+    let waited = cluster.now() - killed_at;
+    assert!((retention..retention + 110_000_000).contains(&waited), "gave up {waited} ns after the kill");
+    assert!(!cluster.all_streams_ended());
+    let everyone_out =
+        |c: &LocalCluster| (0..spec.workers).all(|i| c.exited(Member::Worker(i))) && c.exited(Member::Injector(0));
+    assert!(cluster.run_until(everyone_out), "every worker and the injector exited on the router's word");
+    assert!(!cluster.is_over(), "no collector, no summary");
+}
+
+#[test]
 fn frames_the_collector_missed_are_sent_again_with_delivery() {
     // With envelopes, an output batch lost on the way is noticed by the gap after it, asked
     // for again, and counted once: nothing lost.

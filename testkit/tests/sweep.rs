@@ -14,6 +14,10 @@ fn a_thousand_seeded_runs_keep_every_invariant() {
         total.failovers.1 > 0 && total.outputs > 0 && total.deployments > 0,
         "the sweep restored killed workers, switched rules and checked outputs: {total:?}"
     );
+    assert!(
+        total.rejoins > 0 && total.turns_at_max_unsaved > 0 && total.collector_resumes > 1,
+        "the sweep started killed workers again, held workers at their bound and restarted a collector more than once: {total:?}"
+    );
 }
 
 #[test]

@@ -53,7 +53,7 @@ fn main() -> std::process::ExitCode {
         }
     });
     println!(
-        "sweep: seeds {}..{}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events, {} failovers of which {} recovered, {} deployments)",
+        "sweep: seeds {}..{}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events, {} failovers of which {} recovered, {} deployments, {} killed workers started again, {} worker turns held at --max-unsaved, at most {} collector restarts in one run)",
         args.from,
         args.from.saturating_add(args.seeds),
         args.seeds - failures.len() as u64,
@@ -64,7 +64,10 @@ fn main() -> std::process::ExitCode {
         total.steps,
         total.failovers.0,
         total.failovers.1,
-        total.deployments
+        total.deployments,
+        total.rejoins,
+        total.turns_at_max_unsaved,
+        total.collector_resumes
     );
     match failures.is_empty() {
         true => std::process::ExitCode::SUCCESS,

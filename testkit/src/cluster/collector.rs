@@ -34,7 +34,9 @@ impl LocalCluster {
     pub(super) fn sequence(&mut self, from: Member, frame: &[u8]) -> Vec<u8> {
         let source = self.source_of(from);
         let incarnation = self.collector_incarnation;
-        let log = self.delivery.entry(from).or_insert_with(|| DeliveryLog::new(source, incarnation, usize::MAX));
+        // The router does not wait on its log (its own frames are few), a worker holds its input.
+        let max_bytes = if from == Member::Router { usize::MAX } else { self.spec.max_unsaved_bytes };
+        let log = self.delivery.entry(from).or_insert_with(|| DeliveryLog::new(source, incarnation, max_bytes));
         log.push(frame).to_vec()
     }
 

@@ -30,6 +30,8 @@ pub(super) struct SimWorker {
     next_turn: u64,
     /// Whether its report went (kept as the collector got it).
     reported: bool,
+    /// Whether it was asked to stop (its leave may not have reached the router yet).
+    stop_asked: bool,
     /// Whether its last turn read input; frames that arrive while it does not wait, in order,
     /// as they do in its socket's queue.
     reading: bool,
@@ -40,13 +42,17 @@ impl SimWorker {
     pub(super) fn processed(&self) -> u64 {
         self.core.report().processed
     }
+
+    pub(super) fn stop_asked(&self) -> bool {
+        self.stop_asked
+    }
 }
 
 impl LocalCluster {
     /// Starts worker `index` on the router's Ready answer.
     pub(super) fn start_worker(&mut self, index: usize, ready: &Ready) {
         let mut out = self.outbox();
-        let id = super::worker_id(index);
+        let id = self.worker_ids[index].clone();
         let core = Worker::start(id.clone(), ready, self.spec.batch, usize::MAX, &mut out).expect("the rules compile");
         // A joiner the router never reaches gives up after ten failure time-outs; the end waits
         // for the collector's saves as long as the collector waits for frames.
@@ -62,6 +68,7 @@ impl LocalCluster {
             asked: VecDeque::new(),
             next_turn,
             reported: false,
+            stop_asked: false,
             reading: true,
             unread: VecDeque::new(),
         };
@@ -125,6 +132,7 @@ impl LocalCluster {
                         | FrameKind::DeliveryStatus
                         | FrameKind::Committed
                         | FrameKind::Fenced
+                        | FrameKind::Abandoned
                         | FrameKind::RescaleAccepted
                 ),
                 "worker {index}: unexpected answer {:?}",
@@ -137,6 +145,7 @@ impl LocalCluster {
     /// Worker `index` is asked to stop (a signal): its policy asks the router to drain it.
     pub(super) fn stop_worker(&mut self, index: usize) {
         if let WorkerState::Running(worker) = &mut self.workers[index] {
+            worker.stop_asked = true;
             worker.life.stop_requested();
             self.worker_turn(index);
         }
@@ -164,8 +173,12 @@ impl LocalCluster {
     /// harness does: progress reported, and once over, the end-of-run request.
     fn worker_turn(&mut self, index: usize) {
         let member = Member::Worker(index);
-        let all_saved = self.delivery.get(&member).is_none_or(|log| log.is_empty());
-        let links = Links { collector_full: false, all_saved };
+        let log = self.delivery.get(&member);
+        let links = Links {
+            collector_full: log.is_some_and(|log| log.full()),
+            all_saved: log.is_none_or(|log| log.is_empty()),
+        };
+        self.turns_at_max_unsaved += u64::from(links.collector_full);
         let now = self.monotonic();
         let mut out = self.outbox();
         let WorkerState::Running(worker) = &mut self.workers[index] else { return };
