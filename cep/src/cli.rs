@@ -90,7 +90,7 @@ pub fn refuse_arguments(error: clap::Error) -> ! {
     let text = error.render().to_string();
     let message: Vec<&str> =
         text.lines().map(str::trim).skip_while(|line| line.is_empty()).take_while(|line| !line.is_empty()).collect();
-    eprintln!("{} (`--help` explains the flags)", message.join(" "));
+    cep_telemetry::errln!("{} (`--help` explains the flags)", message.join(" "));
     std::process::exit(2);
 }
 
@@ -317,7 +317,7 @@ pub fn run_role(role: RoleConfig, metrics: &MetricsArgs) -> anyhow::Result<()> {
                 let summary = cep_collector::run(config, shutdown)
                     .map_err(|e| role_error(e, |e| matches!(e, CollectorError::Config(_))))?;
                 if print_report {
-                    print!("{}", summary.ycsb_report());
+                    cep_telemetry::out!("{}", summary.ycsb_report());
                 }
                 Ok(summary)
             })?;

@@ -135,7 +135,7 @@ fn status(router: &Asking<'_>, interval: Duration) -> anyhow::Result<()> {
             .collect();
         (second, Some(rates))
     };
-    print!("{}", render(&status, rates.as_deref()));
+    cep_telemetry::out!("{}", render(&status, rates.as_deref()));
     Ok(())
 }
 
@@ -172,9 +172,10 @@ fn render(status: &ClusterStatus, rates: Option<&[f64]>) -> String {
 fn remove(worker: &str, router: &Asking<'_>) -> anyhow::Result<()> {
     let request = Leave { worker: worker.to_string() }.encode(0);
     let accepted: RescaleAccepted = router.ask(&request).with_context(|| format!("cannot remove worker `{worker}`"))?;
-    println!(
+    cep_telemetry::outln!(
         "removing {worker}: {} symbols move to the other workers in {} slices; it exits once they have",
-        accepted.symbols, accepted.slices
+        accepted.symbols,
+        accepted.slices
     );
     Ok(())
 }

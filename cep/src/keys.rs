@@ -54,8 +54,8 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
             let pair = KeyPair::generate()?;
             pair.write(&file)?;
             write_public(pair.public(), &public)?;
-            println!("wrote {} (secret: keep it private) and {}", file.display(), public.display());
-            println!(
+            cep_telemetry::outln!("wrote {} (secret: keep it private) and {}", file.display(), public.display());
+            cep_telemetry::outln!(
                 "admit it by copying {} into the public keys folder of every process, under its role",
                 public.display()
             );
@@ -66,13 +66,13 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
             // (The public folder may be an empty mount point: what was written is its router key.)
             if keep && dir.join("public").join(Role::Router.name()).exists() {
                 ClusterKeys::check_complete(&dir, &workers, layout)?;
-                println!("keeping the keys in {}", dir.display());
+                cep_telemetry::outln!("keeping the keys in {}", dir.display());
                 return Ok(());
             }
             let keys = ClusterKeys::check_creatable(&dir, &workers, layout).map_err(|error| Usage::of(&error))?;
             keys.write_pairs(&workers)?;
-            println!("wrote one key pair per role into {}", dir.display());
-            println!(
+            cep_telemetry::outln!("wrote one key pair per role into {}", dir.display());
+            cep_telemetry::outln!(
                 "every process takes --keys {} and --key {} (a worker given --worker: <id> for <role>)",
                 keys.public.display(),
                 keys.key("<role>").display()

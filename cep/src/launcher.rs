@@ -290,21 +290,21 @@ pub fn launch(args: LaunchArgs) -> anyhow::Result<()> {
             // An interrupted or failed run may still have written what it measured (the
             // folder was emptied of earlier runs' files first: a report here is this run's).
             if let Ok(report) = std::fs::read_to_string(args.out.join("report.txt")) {
-                print!("{report}");
-                println!("partial results: {}", args.out.display());
+                cep_telemetry::out!("{report}");
+                cep_telemetry::outln!("partial results: {}", args.out.display());
             }
             return Err(error);
         }
     };
     let report = std::fs::read_to_string(args.out.join("report.txt")).unwrap_or_else(|_| summary.ycsb_report());
-    print!("{report}");
+    cep_telemetry::out!("{report}");
     match summary.secure {
-        true => println!(
+        true => cep_telemetry::outln!(
             "results: {} (secure: every socket under CURVE; keys in {})",
             args.out.display(),
             args.out.join("keys").display()
         ),
-        false => println!("results: {}", args.out.display()),
+        false => cep_telemetry::outln!("results: {}", args.out.display()),
     }
     check_complete(&summary)
 }

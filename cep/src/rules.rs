@@ -61,7 +61,7 @@ pub fn run(args: RulesArgs) -> anyhow::Result<()> {
                 )
                 .into());
             }
-            print!("{}", cep_query::generate::oracle_rules(symbols));
+            cep_telemetry::out!("{}", cep_query::generate::oracle_rules(symbols));
             Ok(())
         }
     }
@@ -72,9 +72,9 @@ fn check(files: &[PathBuf]) -> anyhow::Result<()> {
     for file in files {
         let source = cep_query::RulesSource::load(Some(file)).map_err(anyhow::Error::msg)?;
         match source.compile() {
-            Ok(rules) => println!("{}: ok, {}", file.display(), queries(rules.queries.len())),
+            Ok(rules) => cep_telemetry::outln!("{}: ok, {}", file.display(), queries(rules.queries.len())),
             Err(error) => {
-                eprintln!("{}", error.render());
+                cep_telemetry::errln!("{}", error.render());
                 failed += 1;
             }
         }
@@ -100,7 +100,7 @@ fn deploy(file: &std::path::Path, asking: &crate::cluster::Asking<'_>) -> anyhow
     }
     let deployed: Deployed = frame.body().with_context(|| format!("bad answer from the router at {router}"))?;
     let at: Vec<String> = deployed.at.iter().map(|(stream, seq)| format!("stream {stream} from seq {seq}")).collect();
-    println!(
+    cep_telemetry::outln!(
         "deployed {} ({}) as rules version {}; switch: {}",
         file.display(),
         queries(rules.queries.len()),

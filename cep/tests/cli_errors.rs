@@ -281,3 +281,34 @@ fn key_refusals_are_usage_errors_and_write_nothing() {
     let line = refused(&["keys", "init", cluster.to_str().unwrap()]);
     assert_eq!(line, format!("error: {} exists: keys are never overwritten", cluster.join("router.key").display()));
 }
+
+#[test]
+fn a_reader_that_closed_its_pipe_leaves_each_command_its_usual_status() {
+    // `cep rules check x.rules 2>&1 | head -0`, with the reader gone before the first write:
+    // every line meets a closed pipe. The command ends as it would have, never with a panic.
+    let dir = tempfile::tempdir().unwrap();
+    let (broken, ok) = (dir.path().join("broken.rules"), dir.path().join("ok.rules"));
+    std::fs::write(&broken, "SELECT nonsense FROM;\n").unwrap();
+    std::fs::write(
+        &ok,
+        "@name('x') SELECT symbol, price, perc(price) AS value FROM StockTick PARTITION BY symbol RETAIN 2 EVENTS;\n",
+    )
+    .unwrap();
+    for (args, usual) in [
+        (vec!["rules", "check", broken.to_str().unwrap()], 1),
+        (vec!["rules", "check", ok.to_str().unwrap()], 0),
+        (vec!["rules", "oracle", "--symbols", "5000"], 0),
+        (vec!["--help"], 0),
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let status = Command::new(env!("CARGO_BIN_EXE_cep"))
+            .args(&args)
+            .env("RUST_LOG", "off")
+            .stdout(writer.try_clone().unwrap())
+            .stderr(writer)
+            .status()
+            .expect("cep runs");
+        assert_eq!(status.code(), Some(usual), "cep {args:?}");
+    }
+}

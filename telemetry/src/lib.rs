@@ -1,5 +1,6 @@
 //! What every process shows its operators, kept out of the roles' data paths.
 //!
+//! - [`console`]: writing to the terminal, where a closed pipe (`cep ... | head`) is not an error.
 //! - [`identity`]: who this process is (role and id); every log line and metric carries it.
 //! - [`logging`]: one init for all processes: text lines that name the process (colour only
 //!   on a terminal) or JSON lines for log shippers.
@@ -11,6 +12,7 @@
 
 pub mod args;
 pub mod buckets;
+pub mod console;
 pub mod identity;
 pub mod logging;
 pub mod metrics;

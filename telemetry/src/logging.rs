@@ -52,8 +52,8 @@ fn colour_wanted() -> bool {
 /// `RUST_LOG` filters.
 pub fn fatal(message: &str) {
     match format() {
-        LogFormat::Text => eprintln!("error: {message}"),
-        LogFormat::Json => eprintln!("{}", json_line(Level::ERROR, "cep", message.to_string(), Default::default())),
+        LogFormat::Text => crate::errln!("error: {message}"),
+        LogFormat::Json => crate::errln!("{}", json_line(Level::ERROR, "cep", message.to_string(), Default::default())),
     }
 }
 
@@ -61,11 +61,11 @@ pub fn fatal(message: &str) {
 /// `[progress] ...` as text, or a JSON line whose `fields.kind` is `progress`.
 pub fn progress(line: fmt::Arguments<'_>) {
     match format() {
-        LogFormat::Text => eprintln!("[progress] {}: {line}", crate::identity::current().name()),
+        LogFormat::Text => crate::errln!("[progress] {}: {line}", crate::identity::current().name()),
         LogFormat::Json => {
             let mut fields = serde_json::Map::new();
             fields.insert("kind".into(), "progress".into());
-            eprintln!("{}", json_line(Level::INFO, "cep::progress", line.to_string(), fields));
+            crate::errln!("{}", json_line(Level::INFO, "cep::progress", line.to_string(), fields));
         }
     }
 }

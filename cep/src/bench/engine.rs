@@ -181,7 +181,7 @@ pub fn run(args: EngineBenchArgs) -> anyhow::Result<()> {
     results.sort_by_key(|r| sets.iter().position(|(name, _)| *name == r.rule_set));
     bar.finish_and_clear();
     write(&args, &results)?;
-    print!("{}", summary_text(&results));
+    cep_telemetry::out!("{}", summary_text(&results));
     Ok(())
 }
 

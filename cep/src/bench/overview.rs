@@ -254,9 +254,9 @@ fn pipeline(
 pub fn run(args: OverviewArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let mut results = BenchResults::default();
-    eprintln!("engine alone: {} ticks, R1+R2+R3 ...", args.engine_ticks);
+    cep_telemetry::errln!("engine alone: {} ticks, R1+R2+R3 ...", args.engine_ticks);
     (results.engine_eps, results.engine_ns_per_event) = bench_engine(args.engine_ticks);
-    eprintln!(
+    cep_telemetry::errln!(
         "raw ZeroMQ hop: {} single-tick messages, then {}-tick batches ...",
         args.transport_messages,
         cep_core::wire::DEFAULT_BATCH
@@ -264,14 +264,14 @@ pub fn run(args: OverviewArgs) -> anyhow::Result<()> {
     results.transport_unbatched_msgs_per_s = bench_transport(args.transport_messages, 1)?;
     results.transport_batched_eps =
         bench_transport((args.transport_messages / 100).max(100), cep_core::wire::DEFAULT_BATCH)?;
-    eprintln!("raw ZeroMQ hop latency: 20000 messages at 10k msg/s ...");
+    cep_telemetry::errln!("raw ZeroMQ hop latency: 20000 messages at 10k msg/s ...");
     results.transport_hop_latency_us = bench_hop_latency(20_000, 10_000.0)?;
     if !args.no_pipeline {
-        eprintln!("pipeline at full speed: {} ticks, {} workers ...", args.pipeline_ticks, args.workers);
+        cep_telemetry::errln!("pipeline at full speed: {} ticks, {} workers ...", args.pipeline_ticks, args.workers);
         let full = pipeline(&args, "pipeline-full-speed", 0.0, Some(args.pipeline_ticks), None)?;
         results.pipeline_eps = Some(full.throughput_eps);
         results.pipeline_lost = full.events_lost;
-        eprintln!("pipeline at {} ev/s for {:?} ...", args.latency_rate, args.latency_duration);
+        cep_telemetry::errln!("pipeline at {} ev/s for {:?} ...", args.latency_rate, args.latency_duration);
         let paced = pipeline(&args, "pipeline-latency", args.latency_rate, None, Some(args.latency_duration))?;
         results.latency_rate_eps = Some(paced.throughput_eps);
         results.latency_end_to_end_us = Some(paced.latency_us.end_to_end.clone());
@@ -279,7 +279,7 @@ pub fn run(args: OverviewArgs) -> anyhow::Result<()> {
     let json = serde_json::to_string_pretty(&results)?;
     std::fs::write(args.out.join("bench.json"), json + "\n")?;
     write(&args, &results)?;
-    print!("{}", render(&results));
+    cep_telemetry::out!("{}", render(&results));
     Ok(())
 }
 

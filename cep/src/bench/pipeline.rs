@@ -536,7 +536,7 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
     };
     write(&args.out, &results)?;
     let text = summary_text(&results);
-    print!("{text}");
+    cep_telemetry::out!("{text}");
     let failed: Vec<&str> = results.rows.iter().filter(|r| !r.problems.is_empty()).map(|r| r.row.as_str()).collect();
     if interrupted {
         anyhow::bail!("interrupted: {} holds what was measured", args.out.display());

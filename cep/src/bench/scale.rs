@@ -80,7 +80,7 @@ pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     write(&args.out, &results)?;
-    print!("{}", summary_text(&results));
+    cep_telemetry::out!("{}", summary_text(&results));
     Ok(())
 }
 

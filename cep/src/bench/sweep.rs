@@ -162,7 +162,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         results.saturation_rate = saturation_search(&args, bound_us, &mut results.points, &stop)?;
     }
     write(&args.out, &results)?;
-    print!("{}", summary_text(&results));
+    cep_telemetry::out!("{}", summary_text(&results));
     Ok(())
 }
 

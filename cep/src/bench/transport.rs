@@ -285,7 +285,7 @@ pub fn run(args: TransportArgs) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     write(&out, &points, latency_rate)?;
-    print!("{}", summary_text(&points));
+    cep_telemetry::out!("{}", summary_text(&points));
     Ok(())
 }
 
