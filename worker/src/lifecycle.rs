@@ -46,7 +46,9 @@ const LIVENESS_EVERY: Duration = Duration::from_millis(100);
 const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
 
 /// How long a worker that waits on the collector (holding its input, or at the end) goes
-/// without news of what it saved before it asks the router again.
+/// without news of what it saved, counted from the later of its last news and the start of
+/// its wait, before it asks the router again; the answer to that question also sends again
+/// what the collector has not saved (the tail of a dropped connection shows no gap).
 const ASK_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 /// How long a question about the collector may go unanswered before it is taken as lost.
@@ -151,6 +153,10 @@ pub struct Lifecycle {
     /// asked yet. A worker that waits on the collector and hears nothing for
     /// [`ASK_AGAIN_AFTER`] asks again (a notice can be lost while its link reconnects).
     last_news: Option<Monotonic>,
+    /// Since when it waits on the collector (holding its input, or at the end): the silence
+    /// that makes it ask again counts from here at the earliest, so that frames sent just
+    /// before it began to wait are not taken for lost.
+    waiting_since: Option<Monotonic>,
     /// Whether reaching `--max-unsaved` was logged already.
     warned_full: bool,
 }
@@ -182,6 +188,7 @@ impl Lifecycle {
             asking: None,
             asked_after_silence: false,
             last_news: None,
+            waiting_since: None,
             warned_full: false,
         }
     }
@@ -238,7 +245,9 @@ impl Lifecycle {
         if self.heartbeat.fire(now) {
             self.heartbeat(worker, false, out);
         }
-        let silent = self.last_news.is_none_or(|heard| waiting && now.since(heard) >= ASK_AGAIN_AFTER);
+        let silent = self.last_news.is_none_or(|heard| {
+            self.waiting_since.is_some_and(|since| now.since(heard).min(now.since(since)) >= ASK_AGAIN_AFTER)
+        });
         // A question whose answer was lost (its link reconnected) does not block the next.
         let free = self.asking.is_none_or(|asked| now.since(asked) >= UNANSWERED_AFTER);
         if free && silent {
@@ -258,6 +267,7 @@ impl Lifecycle {
             // as the links tell at the next turn (not the ones read before the report went).
             worker.finish(out);
             self.phase = Phase::Ending(now);
+            self.note_waiting(now);
             // Nothing goes to the collector after the report: it may have everything then.
             turn.report_progress = false;
             return turn;
@@ -293,8 +303,15 @@ impl Lifecycle {
             // It goes quiet now (it waits for the end of the run): no longer to be watched.
             self.heartbeat(worker, true, out);
         }
+        self.note_waiting(now);
         turn.read_input = matches!(self.phase, Phase::Running);
         turn
+    }
+
+    /// Keeps when the wait on the collector began, as the phase now says.
+    fn note_waiting(&mut self, now: Monotonic) {
+        let waiting = matches!(self.phase, Phase::Holding | Phase::Ending(_));
+        self.waiting_since = waiting.then(|| self.waiting_since.unwrap_or(now));
     }
 
     fn heartbeat(&self, worker: &Worker, finished: bool, out: &mut impl Outbox) {

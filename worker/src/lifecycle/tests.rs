@@ -89,14 +89,14 @@ fn a_worker_waiting_on_the_collector_without_news_for_a_second_asks_again_and_se
     to_router(&mut out);
     let full = Links { collector_full: true, all_saved: false };
     life.turn(at(10), &mut worker, full, &mut out);
-    life.turn(at(1_004), &mut worker, full, &mut out);
-    assert!(to_router(&mut out).is_empty(), "a second without news not yet over");
-    assert!(life.turn(at(1_005), &mut worker, full, &mut out).check_liveness, "its links looked after at every turn");
+    life.turn(at(1_009), &mut worker, full, &mut out);
+    assert!(to_router(&mut out).is_empty(), "a second without news since it began to wait not yet over");
+    assert!(life.turn(at(1_010), &mut worker, full, &mut out).check_liveness, "its links looked after at every turn");
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
     // Its answer: what is held and not saved after a second of silence was lost on the way
     // (a broken connection's last frames, which no later frame shows as a gap): sent again.
     let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 3, resend: false };
-    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(1_010), &mut out);
+    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(1_011), &mut out);
     assert_eq!(out.saved, vec![(0, false), (3, true)], "the first answer only drops what is saved");
     life.turn(at(2_011), &mut worker, full, &mut out);
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
@@ -104,6 +104,33 @@ fn a_worker_waiting_on_the_collector_without_news_for_a_second_asks_again_and_se
     life.turn(at(3_000), &mut worker, full, &mut out);
     assert!(to_router(&mut out).is_empty());
     life.turn(at(7_011), &mut worker, full, &mut out);
+    assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
+}
+
+#[test]
+fn the_silence_that_makes_a_waiting_worker_ask_again_counts_from_the_start_of_its_wait() {
+    let (mut worker, mut life, mut out) = started(false);
+    life.turn(at(0), &mut worker, FREE, &mut out);
+    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 0, resend: false };
+    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(5), &mut out);
+    to_router(&mut out);
+    // Running with no news for five seconds asks nothing; the wait starts at 5,000 ms.
+    life.turn(at(4_000), &mut worker, FREE, &mut out);
+    let full = Links { collector_full: true, all_saved: false };
+    life.turn(at(5_000), &mut worker, full, &mut out);
+    life.turn(at(5_999), &mut worker, full, &mut out);
+    assert!(to_router(&mut out).is_empty(), "what it sent just before it began to wait is not taken for lost");
+    life.turn(at(6_000), &mut worker, full, &mut out);
+    assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
+    // Free again, then waiting anew: the second counts from the new wait.
+    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 0, resend: false };
+    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(6_001), &mut out);
+    assert_eq!(out.saved.last(), Some(&(0, true)), "asked after a second of silence: sent again");
+    life.turn(at(6_100), &mut worker, FREE, &mut out);
+    life.turn(at(9_000), &mut worker, full, &mut out);
+    life.turn(at(9_999), &mut worker, full, &mut out);
+    assert!(to_router(&mut out).is_empty());
+    life.turn(at(10_000), &mut worker, full, &mut out);
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
 }
 
