@@ -31,11 +31,21 @@ fn wait_for_status(control: &str, what: &str, ready: impl Fn(&str) -> bool) -> S
     }
 }
 
+/// The states `cep cluster status` lists for the members with id `id`, in the order they
+/// registered (a worker started again under its id is a member of its own).
+fn states(status: &str, id: &str) -> Vec<String> {
+    let prefix = format!("{id} ");
+    status
+        .lines()
+        .filter(|line| line.starts_with(&prefix))
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The state of the first member with id `id`.
 fn member_state(status: &str, id: &str) -> Option<String> {
-    status.lines().find(|line| line.starts_with(&format!("{id} "))).map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        fields[2].to_string()
-    })
+    states(status, id).into_iter().next()
 }
 
 /// The rows of `path` (outputs.csv or a standalone output), their first `columns` columns,
@@ -186,18 +196,6 @@ fn an_injector_that_registers_while_the_run_goes_adds_its_streams_and_its_output
     }
 }
 
-/// The states `cep cluster status` lists for the members with id `id`, in the order they
-/// registered (a worker started again under its id is a member of its own).
-fn states(status: &str, id: &str) -> Vec<String> {
-    let prefix = format!("{id} ");
-    status
-        .lines()
-        .filter(|line| line.starts_with(&prefix))
-        .filter_map(|line| line.split_whitespace().nth(2))
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn a_worker_killed_and_started_again_under_its_id_at_its_address_joins_again_with_the_standalone_outputs() {
     // What a supervisor does (systemd's Restart=, a container's restart policy): the same id,
@@ -209,8 +207,8 @@ fn a_worker_killed_and_started_again_under_its_id_at_its_address_joins_again_wit
     let control = format!("ipc://{}", dir.path().join("control").display());
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let listen = format!("tcp://127.0.0.1:{port}");
-    // Twelve seconds of stream: the failover must come while it is open, even on a loaded machine.
-    let count: u64 = 2_400_000;
+    // Sixteen seconds of stream: the failover must come while it is open, even on a loaded machine.
+    let count: u64 = 3_200_000;
     let mut cluster = Running(
         cep()
             .args(["run", "--workers", "1", "--rate", "200000", "--count", &count.to_string()])

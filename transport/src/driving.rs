@@ -265,13 +265,18 @@ impl<'s> SocketOutbox<'s> {
     }
 
     fn worker_lost(&mut self, index: usize, error: TransportError) {
-        self.dead[index] = true;
-        // Whatever it did not take is in the router's replay log, as what its queue held.
-        self.pending[index].clear();
-        // Disconnected, not left to reconnect: a process started again at its address (a
-        // supervisor's restart, as a member of its own) must not get what was queued for it.
-        self.workers[index].disconnect();
+        self.mark_dead(index);
         self.lost.push((index as u32, error.to_string()));
+    }
+
+    /// Nothing more goes to worker `index`. Whatever it did not take is in the router's replay
+    /// log, as what its queue held. Disconnected, not left to reconnect: a process started
+    /// again at its address (a supervisor's restart, as a member of its own) must not get what
+    /// was queued for it.
+    fn mark_dead(&mut self, index: usize) {
+        self.dead[index] = true;
+        self.pending[index].clear();
+        self.workers[index].disconnect();
     }
 
     /// The workers found dead since the last call: (index, why).
@@ -343,9 +348,7 @@ impl Outbox for SocketOutbox<'_> {
     fn disconnect_worker(&mut self, index: u32) {
         let index = index as usize;
         if index < self.workers.len() && !self.dead[index] {
-            self.dead[index] = true;
-            self.pending[index].clear();
-            self.workers[index].disconnect();
+            self.mark_dead(index);
         }
     }
 
