@@ -116,8 +116,9 @@ pub struct LocalCluster {
     router: Router,
     /// The router's run policy, as its driver runs it: start, report, the collector's watch, release.
     router_policy: RunPolicy,
-    /// Why the router's process ended, once it did (released every node, or gave up).
+    /// Why the router's process ended, once it did (released every node, or gave up), and when.
     router_exit: Option<String>,
+    router_exit_at: u64,
     ring: Vec<usize>,
     router_report: Option<RouterReport>,
     workers: Vec<WorkerState>,
@@ -131,7 +132,9 @@ pub struct LocalCluster {
     collector_disk: CollectorDisk,
     /// How many times a restarted collector cut its files back to its saved state.
     collector_resumes: u64,
-    /// Workers started again under the id of a killed one.
+    /// Members started again under the id of a killed one, and how many of them the router
+    /// took in (a Ready answer).
+    restarted_members: BTreeSet<usize>,
     restarted_workers: u64,
     /// Worker turns taken at the bound of unsaved frames (input held).
     turns_at_max_unsaved: u64,
@@ -203,6 +206,7 @@ impl LocalCluster {
             router,
             router_policy,
             router_exit: None,
+            router_exit_at: 0,
             ring: Vec::new(),
             router_report: None,
             workers: (0..spec.workers).map(|_| WorkerState::Registering(Vec::new())).collect(),
@@ -212,6 +216,7 @@ impl LocalCluster {
             collector_life: None,
             collector_disk: CollectorDisk::default(),
             collector_resumes: 0,
+            restarted_members: BTreeSet::new(),
             restarted_workers: 0,
             turns_at_max_unsaved: 0,
             delivery: BTreeMap::new(),
@@ -301,8 +306,11 @@ impl LocalCluster {
     /// while it still counts the old one as a member). Returns it.
     pub fn restart_worker(&mut self, worker: usize) -> Member {
         assert!(self.dead.contains(&Member::Worker(worker)), "only a killed worker is started again");
-        self.restarted_workers += 1;
-        self.start_member(self.worker_ids[worker].clone())
+        let member = self.start_member(self.worker_ids[worker].clone());
+        if let Member::Worker(index) = member {
+            self.restarted_members.insert(index);
+        }
+        member
     }
 
     fn start_member(&mut self, id: String) -> Member {
@@ -319,15 +327,35 @@ impl LocalCluster {
         self.router_exit.as_deref()
     }
 
-    /// Whether `member`'s process is gone: killed, or exited on an error (fenced, or told the
-    /// run was given up). A worker that finished its run is not.
+    /// Whether `member`'s process is gone: killed, exited on an error (fenced, told the run
+    /// was given up), or, for the router, ended. A worker that finished its run is not.
     pub fn exited(&self, member: Member) -> bool {
         self.dead.contains(&member)
     }
 
     /// Whether killed `worker` has been failed over: the router counts it no more.
     pub fn failed_over(&self, worker: usize) -> bool {
-        self.dead.contains(&Member::Worker(worker)) && !self.router.is_member(worker)
+        self.dead.contains(&Member::Worker(worker))
+            && self.router_index(worker).is_some_and(|i| !self.router.is_member(i))
+    }
+
+    /// Whether the run can no longer end with the collector's summary: the router gave it up
+    /// (an error, not the end of a run that went its course) and no collector runs to write
+    /// what it has (a real run ends there, every process with its error).
+    pub fn given_up(&self) -> bool {
+        self.router_exit.as_deref().is_some_and(|why| why != router::RELEASED) && !self.collector_running()
+    }
+
+    /// Whether the router's process is gone for longer than the failure time-out: what a
+    /// node's watch of its connection to the router reports as lost (the transport's liveness
+    /// watch, which the harness stands in for).
+    pub(super) fn router_lost(&self) -> bool {
+        self.router_exit.is_some() && self.now.saturating_sub(self.router_exit_at) > self.spec.failure_timeout_ns
+    }
+
+    /// The router's index of worker member `worker` (its place in the run), once it has one.
+    fn router_index(&self, worker: usize) -> Option<usize> {
+        self.ring.iter().position(|&member| member == worker)
     }
 
     /// Stops `worker` as SIGTERM does: its policy asks the router to drain it, its symbols
@@ -366,7 +394,7 @@ impl LocalCluster {
     /// neither joining nor leaving), and not asked to stop.
     pub fn is_active(&self, worker: usize) -> bool {
         let stopping = matches!(&self.workers[worker], WorkerState::Running(w) if w.stop_asked());
-        self.is_running(worker) && self.router.is_active(worker) && !stopping
+        self.is_running(worker) && self.router_index(worker).is_some_and(|i| self.router.is_active(i)) && !stopping
     }
 
     /// How many workers are running and active at the router ([`Self::is_active`]).
@@ -437,7 +465,7 @@ impl LocalCluster {
         self.collector_resumes
     }
 
-    /// How many workers were started again under a killed one's id.
+    /// How many workers started again under a killed one's id the router took in.
     pub fn restarted_workers(&self) -> u64 {
         self.restarted_workers
     }

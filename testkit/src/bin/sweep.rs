@@ -53,7 +53,7 @@ fn main() -> std::process::ExitCode {
         }
     });
     println!(
-        "sweep: seeds {}..{}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events, {} failovers of which {} recovered, {} deployments, {} killed workers started again, {} worker turns held at --max-unsaved, at most {} collector restarts in one run)",
+        "sweep: seeds {}..{}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events, {} failovers of which {} recovered, {} deployments, {} killed workers started again, {} worker turns held at --max-unsaved, {} runs with a move that lost state, at most {} collector restarts in one run)",
         args.from,
         args.from.saturating_add(args.seeds),
         args.seeds - failures.len() as u64,
@@ -67,6 +67,7 @@ fn main() -> std::process::ExitCode {
         total.deployments,
         total.rejoins,
         total.turns_at_max_unsaved,
+        total.moves_lost_state,
         total.collector_resumes
     );
     match failures.is_empty() {

@@ -150,6 +150,8 @@ impl LocalCluster {
             shutdown: false,
             save_in_flight: false,
         };
+        // Its watch of the router (`turn.check_router`) is not modelled: a router that gives
+        // up sends its report first, and the collector ends on it or on its idle time-out.
         let turn = life.turn(Monotonic::from_ns(self.now), observed);
         if turn.save && self.spec.sequenced {
             self.save_collector();

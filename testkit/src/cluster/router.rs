@@ -8,6 +8,9 @@ use cep_core::clock::{Monotonic, OffsetEstimate};
 use cep_core::outbox::{Event, Outbox, Recorded};
 use cep_router::lifecycle::{Change, Observed};
 
+/// Why the router exits at the end of a run that went its course.
+pub(super) const RELEASED: &str = "released every node";
+
 impl LocalCluster {
     /// A turn of the router's run policy, as its driver's loop turns after each frame, request
     /// and timer: the start once the cluster is complete, the report once every stream ended,
@@ -31,7 +34,7 @@ impl LocalCluster {
             }
             Some(Change::Release) => {
                 self.router.release(&mut out);
-                self.router_exits("released every node".into());
+                self.router_exits(RELEASED.into());
             }
             None => {}
         }
@@ -92,6 +95,8 @@ impl LocalCluster {
         if self.router_exit.is_some() {
             return;
         }
+        // The router knows it by its index in the run, not the harness's.
+        let Some(index) = self.ring.iter().position(|&member| member == index) else { return };
         let mut out = self.outbox();
         if let Err(reason) = self.router.worker_lost(index as u32, "killed by the test", &mut out) {
             self.no_worker_left(reason, &mut out);
@@ -103,15 +108,16 @@ impl LocalCluster {
     /// The router's process ends (`why`): what is sent to it from now on is lost.
     fn router_exits(&mut self, why: String) {
         self.router_exit = Some(why);
+        self.router_exit_at = self.now;
         self.dead.insert(Member::Router);
     }
 
-    /// The last worker is gone (`reason`): the core has sent its report and the process exits
-    /// with this error. Its core goes on answering here, so that a collector restarted
-    /// meanwhile still takes the report over and the run has an end to check.
+    /// The last worker is gone (`reason`): the core has sent its report; as the driver does
+    /// with any error, the router tells every standing link it gives the run up, and exits.
     fn no_worker_left(&mut self, reason: String, out: &mut Recorded) {
-        out.event(Event::Refused { who: "the run".into(), reason });
+        self.router.abandon(&reason, out);
+        out.event(Event::Refused { who: "the run".into(), reason: reason.clone() });
         self.router_report.get_or_insert_with(|| self.router.report());
-        self.router_exit = Some("no worker left".into());
+        self.router_exits(reason);
     }
 }

@@ -53,6 +53,7 @@ impl LocalCluster {
     pub(super) fn start_worker(&mut self, index: usize, ready: &Ready) {
         let mut out = self.outbox();
         let id = self.worker_ids[index].clone();
+        self.restarted_workers += u64::from(self.restarted_members.contains(&index));
         let core = Worker::start(id.clone(), ready, self.spec.batch, usize::MAX, &mut out).expect("the rules compile");
         // A joiner the router never reaches gives up after ten failure time-outs; the end waits
         // for the collector's saves as long as the collector waits for frames.
@@ -180,9 +181,18 @@ impl LocalCluster {
         };
         self.turns_at_max_unsaved += u64::from(links.collector_full);
         let now = self.monotonic();
+        let router_lost = self.router_lost();
         let mut out = self.outbox();
         let WorkerState::Running(worker) = &mut self.workers[index] else { return };
         let turn = worker.life.turn(now, &mut worker.core, links, &mut out);
+        // A dead router: nothing this worker does can reach the results; the process exits
+        // with its loss (and what it held for the collector goes with it).
+        if turn.check_liveness && router_lost {
+            self.workers[index] = WorkerState::Done;
+            self.dead.insert(member);
+            self.delivery.remove(&member);
+            return;
+        }
         if turn.report_progress {
             worker.core.progress(&mut out);
         }
@@ -238,7 +248,7 @@ impl LocalCluster {
                 self.delivery.remove(&member);
                 self.fenced.push(index);
             }
-            // The sim's router never gives up with workers left to tell (it has no driver).
+            // Told the router gave the run up: the process exits with its reason.
             Some(Ended::Abandoned) => {
                 self.dead.insert(member);
                 self.delivery.remove(&member);
