@@ -157,6 +157,8 @@ pub struct Lifecycle {
     /// that makes it ask again counts from here at the earliest, so that frames sent just
     /// before it began to wait are not taken for lost.
     waiting_since: Option<Monotonic>,
+    /// How far the collector had saved at the last news.
+    last_saved: Option<u64>,
     /// Whether reaching `--max-unsaved` was logged already.
     warned_full: bool,
 }
@@ -189,6 +191,7 @@ impl Lifecycle {
             asked_after_silence: false,
             last_news: None,
             waiting_since: None,
+            last_saved: None,
             warned_full: false,
         }
     }
@@ -312,6 +315,8 @@ impl Lifecycle {
     fn note_waiting(&mut self, now: Monotonic) {
         let waiting = matches!(self.phase, Phase::Holding | Phase::Ending(_));
         self.waiting_since = waiting.then(|| self.waiting_since.unwrap_or(now));
+        // No longer waiting: no silence to answer for.
+        self.asked_after_silence &= waiting;
     }
 
     fn heartbeat(&self, worker: &Worker, finished: bool, out: &mut impl Outbox) {
@@ -394,9 +399,13 @@ impl Lifecycle {
                 // Asked after a second without news while frames wait: what the collector has
                 // not saved by now was lost on the way (the last frames of a connection that
                 // broke: no later frame shows it the gap), and goes again.
-                let lost_tail = std::mem::take(&mut self.asked_after_silence);
+                // Only if the collector saved nothing more since the last news: one that still
+                // saves is slow, not missing frames (a save slower than a second would
+                // otherwise bring every unsaved frame again each second).
+                let asked_after_silence = std::mem::take(&mut self.asked_after_silence);
                 match frame.body::<DeliveryStatus>() {
                     Ok(status) => {
+                        let lost_tail = asked_after_silence && self.last_saved == Some(status.saved);
                         self.committed(&DeliveryStatus { resend: status.resend || lost_tail, ..status }, now, out)
                     }
                     Err(error) => warn!(id, %error, "bad delivery status from the router"),
@@ -431,6 +440,9 @@ impl Lifecycle {
     /// drops what is saved, sends again when asked, readdresses a collector that took over.
     fn committed(&mut self, status: &DeliveryStatus, now: Monotonic, out: &mut impl Outbox) {
         self.last_news = Some(now);
+        self.last_saved = Some(status.saved);
+        // News breaks the silence the question out was asked in.
+        self.asked_after_silence = false;
         out.collector_moved(&status.endpoint, &self.collector_key, status.incarnation);
         out.collector_saved(status.saved, status.resend);
     }
