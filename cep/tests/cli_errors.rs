@@ -304,7 +304,6 @@ fn a_reader_that_closed_its_pipe_leaves_each_command_its_usual_status() {
         drop(reader);
         let status = Command::new(env!("CARGO_BIN_EXE_cep"))
             .args(&args)
-            .env("RUST_LOG", "off")
             .stdout(writer.try_clone().unwrap())
             .stderr(writer)
             .status()

@@ -8,7 +8,9 @@ use std::io::{ErrorKind, Write};
 
 /// Writes to standard output ([`out!`](crate::out), [`outln!`](crate::outln)).
 pub fn out(text: fmt::Arguments<'_>) {
-    if let Err(error) = std::io::stdout().lock().write_fmt(text) {
+    // Flushed at once: a failure met at exit, writing a line's unterminated end, is told nowhere.
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
         if error.kind() != ErrorKind::BrokenPipe {
             err(format_args!("error: cannot write to standard output: {error}\n"));
             std::process::exit(1);

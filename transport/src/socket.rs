@@ -317,7 +317,10 @@ impl Push {
     /// dead gets nothing more, even if it wakes).
     pub fn disconnect(&self) {
         let _ = self.socket.set_linger(0);
-        let _ = self.socket.disconnect(&self.peer);
+        // Failing, the socket would reconnect and a process at that address get the queue.
+        if let Err(error) = self.socket.disconnect(&self.peer) {
+            tracing::warn!(peer = %self.peer, %error, "cannot disconnect from a peer taken for dead");
+        }
     }
 
     /// Limits how long closing may wait to deliver what is still queued: on an interrupted
