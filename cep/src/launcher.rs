@@ -453,6 +453,15 @@ fn record_failure(out: &Path, cause: &str) {
 /// Every process's configuration as its role checks it, before any starts (the router's
 /// endpoints as they will be bound stand in for the ones it will announce).
 fn check_roles(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<()> {
+    // A socket file of the user's goes in a folder that must exist (the launcher's own go in
+    // the scratch folder it makes as the run starts).
+    for (flag, endpoint) in [("control", &args.control), ("data", &args.data)] {
+        let Some(endpoint) = endpoint.as_deref() else { continue };
+        let folder = endpoint.strip_prefix("ipc://").and_then(|path| Path::new(path).parent());
+        if let Some(folder) = folder.filter(|folder| !folder.as_os_str().is_empty() && !folder.is_dir()) {
+            bail!("--{flag} `{endpoint}`: no folder {} to make the socket in", folder.display());
+        }
+    }
     let router = router_config(args, endpoints)?;
     let (data, control) = (router.listen.clone(), router.control.clone());
     let others = role_configs(args, endpoints, &data, &control)?.into_iter().map(|process| process.role);

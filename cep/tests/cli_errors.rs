@@ -36,6 +36,35 @@ fn bad_flag_values() {
 }
 
 #[test]
+fn a_bad_endpoint_is_a_usage_error_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let refused = |args: &[&str]| {
+        let output = cep(&[&["run", "--count", "10", "--out", out.to_str().unwrap()], args].concat());
+        assert_eq!(output.status.code(), Some(2), "cep run {args:?}");
+        let written = std::fs::read_dir(&out).map_or(0, |files| files.count());
+        assert_eq!(written, 0, "nothing written for {args:?}");
+        error_line(&output)
+    };
+    assert_eq!(
+        refused(&["--control", "foo://bar"]),
+        "error: invalid router configuration: --control `foo://bar`: not an endpoint: use tcp://HOST:PORT, ipc://PATH or inproc://NAME"
+    );
+    assert!(refused(&["--control", "tcp://999.1.1.1:1"]).ends_with("`999.1.1.1` is not an IPv4 address"));
+    let missing = dir.path().join("no-such-folder").join("control");
+    assert_eq!(
+        refused(&["--control", &format!("ipc://{}", missing.display())]),
+        format!(
+            "error: --control `ipc://{}`: no folder {} to make the socket in",
+            missing.display(),
+            missing.parent().unwrap().display()
+        )
+    );
+    let line = error_line(&cep(&["worker", "--listen", "tcp://0.0.0.0"]));
+    assert!(line.ends_with("a TCP endpoint needs a port: tcp://HOST:PORT"), "{line}");
+}
+
+#[test]
 fn address_in_use() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("tcp://127.0.0.1:{}", taken.local_addr().unwrap().port());

@@ -82,6 +82,9 @@ impl CollectorConfig {
         if self.out.as_os_str().is_empty() {
             return Err("--out must name a folder".into());
         }
+        cep_telemetry::args::endpoint("listen", &self.listen)?;
+        cep_telemetry::args::endpoint("router", &self.router)?;
+        cep_telemetry::args::endpoint("clock-listen", &self.clock_listen)?;
         if self.idle_timeout.is_zero() {
             return Err("--idle-timeout must be longer than 0".into());
         }

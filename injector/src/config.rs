@@ -126,6 +126,7 @@ impl InjectorConfig {
     /// Checks what clap cannot (and what it checks of flags that go together, for a
     /// configuration made without it); the error says which flag and why.
     pub fn validate(&self) -> Result<(), String> {
+        cep_telemetry::args::endpoint("router", &self.router)?;
         if self.replay.is_none() && self.symbols == 0 {
             return Err("--symbols must be at least 1".into());
         }

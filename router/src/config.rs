@@ -167,6 +167,8 @@ impl RouterConfig {
 
     /// Checks what clap cannot; the error says which flag and why.
     pub fn validate(&self) -> Result<(), String> {
+        cep_telemetry::args::endpoint("listen", &self.listen)?;
+        cep_telemetry::args::endpoint("control", &self.control)?;
         at_least_one("streams", self.streams as usize)?;
         at_least_one("batch", self.batch)?;
         at_least_one("vnodes", self.vnodes)?;

@@ -173,6 +173,35 @@ pub fn max_frame_bytes(value: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// A role configuration's check of an endpoint flag (`--listen`, `--control`, `--router`...):
+/// `tcp://HOST:PORT` (a port number, or `*` for one the kernel picks), `ipc://PATH` or
+/// `inproc://NAME`, so that a mistake is one line before anything starts, not a socket's
+/// error once the processes run.
+pub fn endpoint(flag: &str, endpoint: &str) -> Result<(), String> {
+    let refuse = |why: &str| Err(format!("--{flag} `{endpoint}`: {why}"));
+    if let Some(address) = endpoint.strip_prefix("tcp://") {
+        let Some((host, port)) = address.rsplit_once(':') else {
+            return refuse("a TCP endpoint needs a port: tcp://HOST:PORT");
+        };
+        if host.is_empty() {
+            return refuse("a TCP endpoint needs a host (`*` or 0.0.0.0 for every interface)");
+        }
+        // Dotted digits are an IPv4 address, which must be one (999.1.1.1 is not).
+        if host.chars().all(|c| c.is_ascii_digit() || c == '.') && host.parse::<std::net::Ipv4Addr>().is_err() {
+            return refuse(&format!("`{host}` is not an IPv4 address"));
+        }
+        if port != "*" && port.parse::<u16>().is_err() {
+            return refuse(&format!("`{port}` is not a port (0-65535, or `*` for any free one)"));
+        }
+        return Ok(());
+    }
+    match ["ipc://", "inproc://"].iter().find_map(|scheme| endpoint.strip_prefix(scheme)) {
+        Some("") => refuse("the endpoint names no path"),
+        Some(_) => Ok(()),
+        None => refuse("not an endpoint: use tcp://HOST:PORT, ipc://PATH or inproc://NAME"),
+    }
+}
+
 /// A role configuration's check of `--hwm`: 0 (no limit) or more.
 pub fn high_water_mark(hwm: i32) -> Result<(), String> {
     if hwm < 0 {
@@ -198,6 +227,34 @@ pub const MIN_FAILURE_TIMEOUT: std::time::Duration = std::time::Duration::from_m
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_flag_takes_tcp_ipc_and_inproc_and_says_what_is_wrong_with_anything_else() {
+        for good in [
+            "tcp://127.0.0.1:5556",
+            "tcp://0.0.0.0:*",
+            "tcp://router:5555",
+            "tcp://[::1]:7",
+            "ipc:///tmp/c",
+            "inproc://x",
+        ] {
+            assert_eq!(endpoint("control", good), Ok(()), "{good}");
+        }
+        let refused = |bad: &str| endpoint("control", bad).unwrap_err();
+        assert_eq!(
+            refused("foo://bar"),
+            "--control `foo://bar`: not an endpoint: use tcp://HOST:PORT, ipc://PATH or inproc://NAME"
+        );
+        assert_eq!(refused("tcp://999.1.1.1:1"), "--control `tcp://999.1.1.1:1`: `999.1.1.1` is not an IPv4 address");
+        assert_eq!(
+            refused("tcp://127.0.0.1"),
+            "--control `tcp://127.0.0.1`: a TCP endpoint needs a port: tcp://HOST:PORT"
+        );
+        assert!(refused("tcp://127.0.0.1:70000").contains("`70000` is not a port"));
+        assert!(refused("tcp://:5556").contains("needs a host"));
+        assert_eq!(refused("ipc://"), "--control `ipc://`: the endpoint names no path");
+        assert!(refused("127.0.0.1:5556").contains("not an endpoint"));
+    }
 
     #[test]
     fn default_is_what_no_flags_give() {

@@ -85,6 +85,8 @@ impl WorkerConfig {
         if self.id.as_deref().is_some_and(|id| id.trim().is_empty()) {
             return Err("--id must not be empty".into());
         }
+        cep_telemetry::args::endpoint("router", &self.router)?;
+        cep_telemetry::args::endpoint("listen", &self.listen)?;
         at_least_one("batch", self.batch)?;
         cep_telemetry::args::max_frame_bytes(self.max_frame_bytes)?;
         if self.max_unsaved < MIN_MAX_UNSAVED {
