@@ -119,6 +119,8 @@ pub struct LocalCluster {
     /// Why the router's process ended, once it did (released every node, or gave up), and when.
     router_exit: Option<String>,
     router_exit_at: u64,
+    /// Whether the router gave the run up because its last worker was failed over.
+    out_of_workers: bool,
     ring: Vec<usize>,
     router_report: Option<RouterReport>,
     workers: Vec<WorkerState>,
@@ -207,6 +209,7 @@ impl LocalCluster {
             router_policy,
             router_exit: None,
             router_exit_at: 0,
+            out_of_workers: false,
             ring: Vec::new(),
             router_report: None,
             workers: (0..spec.workers).map(|_| WorkerState::Registering(Vec::new())).collect(),
@@ -351,6 +354,11 @@ impl LocalCluster {
     /// watch, which the harness stands in for).
     pub(super) fn router_lost(&self) -> bool {
         self.router_exit.is_some() && self.now.saturating_sub(self.router_exit_at) > self.spec.failure_timeout_ns
+    }
+
+    /// Whether the router gave the run up because its last worker was failed over.
+    pub fn out_of_workers(&self) -> bool {
+        self.out_of_workers
     }
 
     /// The router's index of worker member `worker` (its place in the run), once it has one.

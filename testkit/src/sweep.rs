@@ -189,7 +189,7 @@ impl Scenario {
                     let pause_ns = draw.range(1, 200) * 1_000_000;
                     disruptions.push(Disruption::PauseWorker { worker, after_processed, pause_ns });
                 }
-                // Up to three a run, each once the one before has taken over and saved.
+                // Up to three a run, each once a state was saved and a collector runs again.
                 2 if spec.sequenced && restarts < 3 => {
                     restarts += 1;
                     let down_ns = draw.range(1, 100) * 1_000_000;
@@ -285,6 +285,8 @@ pub struct Verdict {
     pub turns_at_max_unsaved: u64,
     /// Runs in which a move was given up and its symbols' state lost (named in the summary).
     pub moves_lost_state: u64,
+    /// Runs the router gave up when its last worker was failed over (no summary to check).
+    pub given_up: u64,
     /// Whether the summary said complete.
     pub complete: bool,
 }
@@ -302,6 +304,7 @@ impl Verdict {
         self.rejoins += other.rejoins;
         self.turns_at_max_unsaved += other.turns_at_max_unsaved;
         self.moves_lost_state += other.moves_lost_state;
+        self.given_up += other.given_up;
     }
 }
 
@@ -503,18 +506,20 @@ impl<'a> CheckedRun<'a> {
     }
 
     /// The router gave the run up and no collector runs to write its summary: a real run ends
-    /// there, every process with its error. Only a run that stops a worker (the last one failed
-    /// over) or may lose may end so.
+    /// there, every process with its error. Only a run that stops a worker may end so, and only
+    /// because its last worker was failed over (a collector lost beyond its retention never
+    /// is: its restarts and pauses are far shorter).
     fn check_given_up(mut self) -> Result<Verdict, Failure> {
         self.check_outputs()?;
         let why = self.cluster.router_exit().unwrap_or_default().to_string();
-        if self.scenario.lossless && !self.stops_a_worker() {
-            return Err(self.fail(format!("the router gave a lossless run up: {why}")));
+        if !(self.stops_a_worker() && self.cluster.out_of_workers()) {
+            return Err(self.fail(format!("the router gave the run up: {why}")));
         }
         Ok(Verdict {
             sent: self.cluster.sent().len() as u64,
             outputs: self.seen.len() as u64,
             steps: self.cluster.steps(),
+            given_up: 1,
             ..Verdict::default()
         })
     }
@@ -560,6 +565,13 @@ impl<'a> CheckedRun<'a> {
         let state_lost: HashSet<&str> =
             summary.rescales.iter().flat_map(|rescale| rescale.state_lost.iter().map(String::as_str)).collect();
         let kept = |symbol: &str| !state_lost.contains(symbol);
+        // A move loses state only when a worker it involves stops (killed, or paused past the
+        // failure time-out) or is held at its bound of unsaved frames past the move's
+        // time-out: any other move must keep its state.
+        let holds = scenario.spec.max_unsaved_bytes != usize::MAX;
+        if !state_lost.is_empty() && !worker_stopped && !holds {
+            return Err(fail(format!("a move lost its state with no worker held: {:?}", summary.rescales)));
+        }
         if scenario.lossless && failovers.0 == failovers.1 {
             if !summary.complete || summary.events_lost != Some(0) {
                 return Err(fail(format!(
@@ -596,6 +608,7 @@ impl<'a> CheckedRun<'a> {
             rejoins,
             turns_at_max_unsaved,
             moves_lost_state: u64::from(!state_lost.is_empty()),
+            given_up: 0,
             complete: summary.complete,
         })
     }

@@ -53,7 +53,7 @@ fn main() -> std::process::ExitCode {
         }
     });
     println!(
-        "sweep: seeds {}..{}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events, {} failovers of which {} recovered, {} deployments, {} killed workers started again, {} worker turns held at --max-unsaved, {} runs with a move that lost state, at most {} collector restarts in one run)",
+        "sweep: seeds {}..{}: {} passed, {} failed in {:.1} s ({} ticks, {} outputs, {} events, {} failovers of which {} recovered, {} deployments, {} killed workers started again, {} worker turns held at --max-unsaved, {} runs with a move that lost state, {} runs given up with no worker left, at most {} collector restarts in one run)",
         args.from,
         args.from.saturating_add(args.seeds),
         args.seeds - failures.len() as u64,
@@ -68,6 +68,7 @@ fn main() -> std::process::ExitCode {
         total.rejoins,
         total.turns_at_max_unsaved,
         total.moves_lost_state,
+        total.given_up,
         total.collector_resumes
     );
     match failures.is_empty() {

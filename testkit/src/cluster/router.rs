@@ -89,9 +89,9 @@ impl LocalCluster {
     }
 
     /// The router notices that worker `index` died, as a dropped connection tells its driver:
-    /// it fails the worker over.
+    /// it fails the worker over, also once every stream ended (the collector must not wait
+    /// for its report). A router gone notices nothing.
     pub(super) fn router_detects_death(&mut self, index: usize) {
-        // Also once every stream ended: the collector must not wait for its report.
         if self.router_exit.is_some() {
             return;
         }
@@ -118,6 +118,7 @@ impl LocalCluster {
         self.router.abandon(&reason, out);
         out.event(Event::Refused { who: "the run".into(), reason: reason.clone() });
         self.router_report.get_or_insert_with(|| self.router.report());
+        self.out_of_workers = true;
         self.router_exits(reason);
     }
 }
