@@ -43,6 +43,31 @@ fn states(status: &str, id: &str) -> Vec<String> {
         .collect()
 }
 
+/// `cep run` with one worker at 200k ticks/s for `count` ticks, recording its input, every
+/// output written, its control endpoint at `control`.
+fn one_worker_run(count: u64, control: &str, out: &Path) -> Running {
+    Running(
+        cep()
+            .args(["run", "--workers", "1", "--rate", "200000", "--count", &count.to_string()])
+            .args(["--csv", "all", "--record-input", "--quiet", "--control", control])
+            .arg("--out")
+            .arg(out)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The standalone engine over the run's recorded input gives the same rows as its outputs.csv.
+fn assert_standalone_outputs(scratch: &Path, out: &Path) {
+    let standalone = scratch.join("standalone.csv");
+    let engine = run(cep().args(["engine", "--input"]).arg(out.join("input.csv")).arg("--output").arg(&standalone));
+    assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
+    let expected = sorted_rows(&standalone, 6, None);
+    let got = sorted_rows(&out.join("outputs.csv"), 6, None);
+    assert_eq!(got.len(), expected.len());
+    assert!(got == expected, "the cluster's outputs differ from the standalone engine's");
+}
+
 /// The state of the first member with id `id`.
 fn member_state(status: &str, id: &str) -> Option<String> {
     states(status, id).into_iter().next()
@@ -68,15 +93,7 @@ fn a_run_that_grows_from_one_to_three_workers_and_back_to_two_gives_the_standalo
     let out = dir.path().join("run");
     let control = format!("ipc://{}", dir.path().join("control").display());
     let count: u64 = 1_600_000;
-    let mut cluster = Running(
-        cep()
-            .args(["run", "--workers", "1", "--rate", "200000", "--count", &count.to_string()])
-            .args(["--csv", "all", "--record-input", "--quiet", "--control", &control])
-            .arg("--out")
-            .arg(&out)
-            .spawn()
-            .unwrap(),
-    );
+    let mut cluster = one_worker_run(count, &control, &out);
     // Joins once worker-0 owns symbols (ticks have flowed), so that each join moves some.
     wait_for_status(&control, "worker-0 to own symbols", |s| {
         member_state(s, "worker-0").as_deref() == Some("active")
@@ -135,14 +152,7 @@ fn a_run_that_grows_from_one_to_three_workers_and_back_to_two_gives_the_standalo
         assert!(rescale.finished && rescale.symbols > 0 && rescale.state_bytes > 0, "{rescale:?}");
     }
 
-    // The standalone engine over the recorded input: the same rows.
-    let standalone = dir.path().join("standalone.csv");
-    let engine = run(cep().args(["engine", "--input"]).arg(out.join("input.csv")).arg("--output").arg(&standalone));
-    assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
-    let expected = sorted_rows(&standalone, 6, None);
-    let got = sorted_rows(&out.join("outputs.csv"), 6, None);
-    assert_eq!(got.len(), expected.len());
-    assert!(got == expected, "the cluster's outputs differ from the standalone engine's");
+    assert_standalone_outputs(dir.path(), &out);
 }
 
 #[test]
@@ -209,15 +219,7 @@ fn a_worker_killed_and_started_again_under_its_id_at_its_address_joins_again_wit
     let listen = format!("tcp://127.0.0.1:{port}");
     // Sixteen seconds of stream: the failover must come while it is open, even on a loaded machine.
     let count: u64 = 3_200_000;
-    let mut cluster = Running(
-        cep()
-            .args(["run", "--workers", "1", "--rate", "200000", "--count", &count.to_string()])
-            .args(["--csv", "all", "--record-input", "--quiet", "--control", &control])
-            .arg("--out")
-            .arg(&out)
-            .spawn()
-            .unwrap(),
-    );
+    let mut cluster = one_worker_run(count, &control, &out);
     let worker = || {
         let mut command = cep();
         command.args(["worker", "--router", &control, "--id", "phoenix", "--listen", &listen]);
@@ -267,11 +269,5 @@ fn a_worker_killed_and_started_again_under_its_id_at_its_address_joins_again_wit
     let rescales: Vec<(&str, &str)> = summary.rescales.iter().map(|r| (r.kind.as_str(), r.worker.as_str())).collect();
     assert_eq!(rescales, [("join", "phoenix"), ("join", "phoenix")]);
 
-    let standalone = dir.path().join("standalone.csv");
-    let engine = run(cep().args(["engine", "--input"]).arg(out.join("input.csv")).arg("--output").arg(&standalone));
-    assert!(engine.status.success(), "{}", String::from_utf8_lossy(&engine.stderr));
-    let expected = sorted_rows(&standalone, 6, None);
-    let got = sorted_rows(&out.join("outputs.csv"), 6, None);
-    assert_eq!(got.len(), expected.len());
-    assert!(got == expected, "the cluster's outputs differ from the standalone engine's");
+    assert_standalone_outputs(dir.path(), &out);
 }

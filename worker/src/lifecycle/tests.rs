@@ -58,6 +58,16 @@ fn to_router(out: &mut Recorded) -> Vec<FrameKind> {
 
 const FREE: Links = Links { collector_full: false, all_saved: false };
 
+/// A started worker whose first question was answered at 5 ms: nothing saved yet.
+fn told_nothing_saved() -> (Worker, Lifecycle, Recorded) {
+    let (mut worker, mut life, mut out) = started(false);
+    life.turn(at(0), &mut worker, FREE, &mut out);
+    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 0, resend: false };
+    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(5), &mut out);
+    to_router(&mut out);
+    (worker, life, out)
+}
+
 #[test]
 fn cadences_fire_on_the_monotonic_clock_and_delivery_is_asked_once_then_pushed() {
     let (mut worker, mut life, mut out) = started(false);
@@ -82,11 +92,7 @@ fn cadences_fire_on_the_monotonic_clock_and_delivery_is_asked_once_then_pushed()
 
 #[test]
 fn a_worker_waiting_on_the_collector_without_news_for_a_second_asks_again_and_sends_again_what_is_not_saved() {
-    let (mut worker, mut life, mut out) = started(false);
-    life.turn(at(0), &mut worker, FREE, &mut out);
-    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 0, resend: false };
-    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(5), &mut out);
-    to_router(&mut out);
+    let (mut worker, mut life, mut out) = told_nothing_saved();
     let full = Links { collector_full: true, all_saved: false };
     life.turn(at(10), &mut worker, full, &mut out);
     life.turn(at(1_009), &mut worker, full, &mut out);
@@ -115,10 +121,7 @@ fn a_worker_waiting_on_the_collector_without_news_for_a_second_asks_again_and_se
 
 #[test]
 fn news_between_a_question_asked_in_silence_and_its_answer_sends_nothing_again() {
-    let (mut worker, mut life, mut out) = started(false);
-    life.turn(at(0), &mut worker, FREE, &mut out);
-    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 0, resend: false };
-    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(5), &mut out);
+    let (mut worker, mut life, mut out) = told_nothing_saved();
     let full = Links { collector_full: true, all_saved: false };
     life.turn(at(10), &mut worker, full, &mut out);
     life.turn(at(1_010), &mut worker, full, &mut out);
@@ -133,11 +136,7 @@ fn news_between_a_question_asked_in_silence_and_its_answer_sends_nothing_again()
 
 #[test]
 fn the_silence_that_makes_a_waiting_worker_ask_again_counts_from_the_start_of_its_wait() {
-    let (mut worker, mut life, mut out) = started(false);
-    life.turn(at(0), &mut worker, FREE, &mut out);
-    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 0, resend: false };
-    life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(5), &mut out);
-    to_router(&mut out);
+    let (mut worker, mut life, mut out) = told_nothing_saved();
     // Running with no news for five seconds asks nothing; the wait starts at 5,000 ms.
     life.turn(at(4_000), &mut worker, FREE, &mut out);
     let full = Links { collector_full: true, all_saved: false };
