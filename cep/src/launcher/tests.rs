@@ -57,12 +57,12 @@ fn every_process_gets_what_the_run_says() {
         }
     }
     // Without a duration or a count the injector sends until stopped, after a 1 s warm-up.
-    let endless = role_configs(&LaunchArgs::default(), &endpoints, "d", "c").unwrap();
+    let endless = role_configs(&LaunchArgs::default(), &endpoints, "ipc:///data", "ipc:///control").unwrap();
     let Some(RoleConfig::Injector(injector)) = endless.last().map(|p| &p.role) else { panic!() };
     assert_eq!((injector.duration, injector.count, injector.warmup), (None, None, Duration::from_secs(1)));
     assert_eq!(injector.validate(), Ok(()));
     let timed = LaunchArgs { duration: Some(Duration::from_secs(3)), ..LaunchArgs::default() };
-    let timed = role_configs(&timed, &endpoints, "d", "c").unwrap();
+    let timed = role_configs(&timed, &endpoints, "ipc:///data", "ipc:///control").unwrap();
     let Some(RoleConfig::Injector(injector)) = timed.last().map(|p| &p.role) else { panic!() };
     assert_eq!((injector.duration, injector.warmup), (Some(Duration::from_secs(3)), Duration::from_secs(1)));
 }
