@@ -225,6 +225,8 @@ fn a_worker_killed_and_started_again_under_its_id_at_its_address_joins_again_wit
         command.args(["worker", "--router", &control, "--id", "phoenix", "--listen", &listen]);
         command
     };
+    // A joiner: it registers once the run has started (before, it would take worker-0's place).
+    wait_for_status(&control, "the run to start", |s| s.contains("streams ended: 0 of 1"));
     // The first one says when it takes its part of a checkpoint (a debug line).
     let mut first =
         Running(worker().env("RUST_LOG", "warn,cep_core::outbox=debug").stderr(Stdio::piped()).spawn().unwrap());
