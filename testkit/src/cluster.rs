@@ -116,11 +116,8 @@ pub struct LocalCluster {
     router: Router,
     /// The router's run policy, as its driver runs it: start, report, the collector's watch, release.
     router_policy: RunPolicy,
-    /// Why the router's process ended, once it did (released every node, or gave up), and when.
-    router_exit: Option<String>,
-    router_exit_at: u64,
-    /// Whether the router gave the run up because its last worker was failed over.
-    out_of_workers: bool,
+    /// How and when the router's process ended, once it did.
+    router_exit: Option<router::RouterExit>,
     ring: Vec<usize>,
     router_report: Option<RouterReport>,
     workers: Vec<WorkerState>,
@@ -208,8 +205,6 @@ impl LocalCluster {
             router,
             router_policy,
             router_exit: None,
-            router_exit_at: 0,
-            out_of_workers: false,
             ring: Vec::new(),
             router_report: None,
             workers: (0..spec.workers).map(|_| WorkerState::Registering(Vec::new())).collect(),
@@ -327,7 +322,7 @@ impl LocalCluster {
     /// Why the router's process ended, once it did: it released every node at the end, or
     /// gave the run up (no worker left, the collector lost beyond its retention).
     pub fn router_exit(&self) -> Option<&str> {
-        self.router_exit.as_deref()
+        self.router_exit.as_ref().map(|exit| exit.why.as_str())
     }
 
     /// Whether `member`'s process is gone: killed, exited on an error (fenced, told the run
@@ -346,23 +341,23 @@ impl LocalCluster {
     /// (an error, not the end of a run that went its course) and no collector runs to write
     /// what it has (a real run ends there, every process with its error).
     pub fn given_up(&self) -> bool {
-        self.router_exit.as_deref().is_some_and(|why| why != router::RELEASED) && !self.collector_running()
+        self.router_exit.as_ref().is_some_and(|exit| exit.end != router::End::Released) && !self.collector_running()
     }
 
     /// Whether the router's process is gone for longer than the failure time-out: what a
     /// node's watch of its connection to the router reports as lost (the transport's liveness
     /// watch, which the harness stands in for).
     pub(super) fn router_lost(&self) -> bool {
-        self.router_exit.is_some() && self.now.saturating_sub(self.router_exit_at) > self.spec.failure_timeout_ns
+        self.router_exit.as_ref().is_some_and(|exit| self.now.saturating_sub(exit.at) > self.spec.failure_timeout_ns)
     }
 
     /// Whether the router gave the run up because its last worker was failed over.
     pub fn out_of_workers(&self) -> bool {
-        self.out_of_workers
+        self.router_exit.as_ref().is_some_and(|exit| exit.end == router::End::OutOfWorkers)
     }
 
     /// The router's index of worker member `worker` (its place in the run), once it has one.
-    fn router_index(&self, worker: usize) -> Option<usize> {
+    pub(super) fn router_index(&self, worker: usize) -> Option<usize> {
         self.ring.iter().position(|&member| member == worker)
     }
 

@@ -585,7 +585,7 @@ impl<'a> CheckedRun<'a> {
                 )));
             }
             let differ: Vec<&String> =
-                differing.iter().filter(|row| kept(row.split(',').nth(1).unwrap_or(""))).collect();
+                differing.iter().filter(|row| parse_row(row).is_some_and(|(key, _)| kept(&key.1))).collect();
             if let Some(row) = differ.first() {
                 return Err(fail(format!("{} rows differ from the engine's, first: {row}", differ.len())));
             }

@@ -8,8 +8,23 @@ use cep_core::clock::{Monotonic, OffsetEstimate};
 use cep_core::outbox::{Event, Outbox, Recorded};
 use cep_router::lifecycle::{Change, Observed};
 
-/// Why the router exits at the end of a run that went its course.
-pub(super) const RELEASED: &str = "released every node";
+/// How the router's process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum End {
+    /// The run went its course: it released every node.
+    Released,
+    /// It gave the run up: its last worker was failed over.
+    OutOfWorkers,
+    /// It gave the run up: the collector was lost beyond its retention.
+    CollectorLost,
+}
+
+/// The end of the router's process: how, why (its error, as the process says it), and when.
+pub(super) struct RouterExit {
+    pub(super) end: End,
+    pub(super) why: String,
+    pub(super) at: u64,
+}
 
 impl LocalCluster {
     /// A turn of the router's run policy, as its driver's loop turns after each frame, request
@@ -34,7 +49,7 @@ impl LocalCluster {
             }
             Some(Change::Release) => {
                 self.router.release(&mut out);
-                self.router_exits(RELEASED.into());
+                self.router_exits(End::Released, "released every node".into());
             }
             None => {}
         }
@@ -47,7 +62,7 @@ impl LocalCluster {
                 let reason = stop.to_string();
                 self.router.abandon(&reason, &mut out);
                 out.event(Event::Refused { who: "the run".into(), reason: reason.clone() });
-                self.router_exits(reason);
+                self.router_exits(End::CollectorLost, reason);
             }
         }
         self.route_from(Member::Router, out);
@@ -96,7 +111,7 @@ impl LocalCluster {
             return;
         }
         // The router knows it by its index in the run, not the harness's.
-        let Some(index) = self.ring.iter().position(|&member| member == index) else { return };
+        let Some(index) = self.router_index(index) else { return };
         let mut out = self.outbox();
         if let Err(reason) = self.router.worker_lost(index as u32, "killed by the test", &mut out) {
             self.no_worker_left(reason, &mut out);
@@ -106,9 +121,8 @@ impl LocalCluster {
     }
 
     /// The router's process ends (`why`): what is sent to it from now on is lost.
-    fn router_exits(&mut self, why: String) {
-        self.router_exit = Some(why);
-        self.router_exit_at = self.now;
+    fn router_exits(&mut self, end: End, why: String) {
+        self.router_exit = Some(RouterExit { end, why, at: self.now });
         self.dead.insert(Member::Router);
     }
 
@@ -118,7 +132,6 @@ impl LocalCluster {
         self.router.abandon(&reason, out);
         out.event(Event::Refused { who: "the run".into(), reason: reason.clone() });
         self.router_report.get_or_insert_with(|| self.router.report());
-        self.out_of_workers = true;
-        self.router_exits(reason);
+        self.router_exits(End::OutOfWorkers, reason);
     }
 }

@@ -189,9 +189,7 @@ impl LocalCluster {
         // with its loss (and what it held for the collector goes with it).
         if turn.check_liveness && router_lost {
             self.workers[index] = WorkerState::Done;
-            self.dead.insert(member);
-            self.delivery.remove(&member);
-            return;
+            return self.worker_exits_on_error(member);
         }
         if turn.report_progress {
             worker.core.progress(&mut out);
@@ -244,17 +242,19 @@ impl LocalCluster {
             }
             // The process exits with an error: what it held for the collector goes with it.
             Some(Ended::Fenced) => {
-                self.dead.insert(member);
-                self.delivery.remove(&member);
+                self.worker_exits_on_error(member);
                 self.fenced.push(index);
             }
             // Told the router gave the run up: the process exits with its reason.
-            Some(Ended::Abandoned) => {
-                self.dead.insert(member);
-                self.delivery.remove(&member);
-            }
+            Some(Ended::Abandoned) => self.worker_exits_on_error(member),
             Some(Ended::Unreached) | None => {}
         }
+    }
+
+    /// Worker `member`'s process exits with an error: what it held for the collector goes with it.
+    fn worker_exits_on_error(&mut self, member: Member) {
+        self.dead.insert(member);
+        self.delivery.remove(&member);
     }
 
     /// Records a request worker `from` sends the router, to pair the answer with it.

@@ -58,11 +58,22 @@ fn to_router(out: &mut Recorded) -> Vec<FrameKind> {
 
 const FREE: Links = Links { collector_full: false, all_saved: false };
 
+/// Links of a worker whose every frame the collector has saved.
+const ALL_SAVED: Links = Links { collector_full: false, all_saved: true };
+
+/// Links of a worker holding as many unsaved frames as it may.
+const FULL: Links = Links { collector_full: true, all_saved: false };
+
+/// What the router says of the collector "c" (incarnation 1): saved up to `position`.
+fn saved_up_to(position: u64) -> DeliveryStatus {
+    DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: position, resend: false }
+}
+
 /// A started worker whose first question was answered at 5 ms: nothing saved yet.
 fn told_nothing_saved() -> (Worker, Lifecycle, Recorded) {
     let (mut worker, mut life, mut out) = started(false);
     life.turn(at(0), &mut worker, FREE, &mut out);
-    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 0, resend: false };
+    let status = saved_up_to(0);
     life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(5), &mut out);
     to_router(&mut out);
     (worker, life, out)
@@ -76,7 +87,7 @@ fn cadences_fire_on_the_monotonic_clock_and_delivery_is_asked_once_then_pushed()
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery], "asked once, at the first turn");
     let turn = life.turn(at(100), &mut worker, FREE, &mut out);
     assert!(turn.check_liveness && !turn.report_progress);
-    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 7, resend: false };
+    let status = saved_up_to(7);
     life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(110), &mut out);
     // Then the router pushes: nothing more is asked, however long the run.
     let pushed = Committed(DeliveryStatus { incarnation: 2, endpoint: "c2".into(), saved: 9, resend: true });
@@ -93,43 +104,41 @@ fn cadences_fire_on_the_monotonic_clock_and_delivery_is_asked_once_then_pushed()
 #[test]
 fn a_worker_waiting_on_the_collector_without_news_for_a_second_asks_again_and_sends_again_what_is_not_saved() {
     let (mut worker, mut life, mut out) = told_nothing_saved();
-    let full = Links { collector_full: true, all_saved: false };
-    life.turn(at(10), &mut worker, full, &mut out);
-    life.turn(at(1_009), &mut worker, full, &mut out);
+    life.turn(at(10), &mut worker, FULL, &mut out);
+    life.turn(at(1_009), &mut worker, FULL, &mut out);
     assert!(to_router(&mut out).is_empty(), "a second without news since it began to wait not yet over");
-    assert!(life.turn(at(1_010), &mut worker, full, &mut out).check_liveness, "its links looked after at every turn");
+    assert!(life.turn(at(1_010), &mut worker, FULL, &mut out).check_liveness, "its links looked after at every turn");
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
     // The collector saved more since the last news (a notice lost): it is slow, not missing
     // frames, and nothing goes again yet.
-    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 3, resend: false };
+    let status = saved_up_to(3);
     life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(1_011), &mut out);
     assert_eq!(out.saved, vec![(0, false), (3, false)]);
-    life.turn(at(2_011), &mut worker, full, &mut out);
+    life.turn(at(2_011), &mut worker, FULL, &mut out);
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
     // A second more and nothing more saved: what is held and not saved was lost on the way (a
     // broken connection's last frames, which no later frame shows as a gap): sent again.
     life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(2_012), &mut out);
     assert_eq!(out.saved, vec![(0, false), (3, false), (3, true)]);
-    life.turn(at(3_012), &mut worker, full, &mut out);
+    life.turn(at(3_012), &mut worker, FULL, &mut out);
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
     // Not while the question is out, unless its answer is taken as lost after 5 s.
-    life.turn(at(4_000), &mut worker, full, &mut out);
+    life.turn(at(4_000), &mut worker, FULL, &mut out);
     assert!(to_router(&mut out).is_empty());
-    life.turn(at(8_012), &mut worker, full, &mut out);
+    life.turn(at(8_012), &mut worker, FULL, &mut out);
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
 }
 
 #[test]
 fn news_between_a_question_asked_in_silence_and_its_answer_sends_nothing_again() {
     let (mut worker, mut life, mut out) = told_nothing_saved();
-    let full = Links { collector_full: true, all_saved: false };
-    life.turn(at(10), &mut worker, full, &mut out);
-    life.turn(at(1_010), &mut worker, full, &mut out);
+    life.turn(at(10), &mut worker, FULL, &mut out);
+    life.turn(at(1_010), &mut worker, FULL, &mut out);
     assert_eq!(to_router(&mut out).last(), Some(&FrameKind::DeliveryQuery));
     // A notice comes first: the collector lives and saves; the answer then shows no more.
-    let notice = Committed(DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 2, resend: false });
+    let notice = Committed(saved_up_to(2));
     life.answer(None, &notice.encode(ROUTER_ID), at(1_011), &mut out);
-    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 2, resend: false };
+    let status = saved_up_to(2);
     life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(1_012), &mut out);
     assert_eq!(out.saved, vec![(0, false), (2, false), (2, false)]);
 }
@@ -139,21 +148,20 @@ fn the_silence_that_makes_a_waiting_worker_ask_again_counts_from_the_start_of_it
     let (mut worker, mut life, mut out) = told_nothing_saved();
     // Running with no news for five seconds asks nothing; the wait starts at 5,000 ms.
     life.turn(at(4_000), &mut worker, FREE, &mut out);
-    let full = Links { collector_full: true, all_saved: false };
-    life.turn(at(5_000), &mut worker, full, &mut out);
-    life.turn(at(5_999), &mut worker, full, &mut out);
+    life.turn(at(5_000), &mut worker, FULL, &mut out);
+    life.turn(at(5_999), &mut worker, FULL, &mut out);
     assert!(to_router(&mut out).is_empty(), "what it sent just before it began to wait is not taken for lost");
-    life.turn(at(6_000), &mut worker, full, &mut out);
+    life.turn(at(6_000), &mut worker, FULL, &mut out);
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
     // Free again, then waiting anew: the second counts from the new wait.
-    let status = DeliveryStatus { incarnation: 1, endpoint: "c".into(), saved: 0, resend: false };
+    let status = saved_up_to(0);
     life.answer(Some(FrameKind::DeliveryQuery), &status.encode(ROUTER_ID), at(6_001), &mut out);
     assert_eq!(out.saved.last(), Some(&(0, true)), "asked after a second of silence: sent again");
     life.turn(at(6_100), &mut worker, FREE, &mut out);
-    life.turn(at(9_000), &mut worker, full, &mut out);
-    life.turn(at(9_999), &mut worker, full, &mut out);
+    life.turn(at(9_000), &mut worker, FULL, &mut out);
+    life.turn(at(9_999), &mut worker, FULL, &mut out);
     assert!(to_router(&mut out).is_empty());
-    life.turn(at(10_000), &mut worker, full, &mut out);
+    life.turn(at(10_000), &mut worker, FULL, &mut out);
     assert_eq!(to_router(&mut out), vec![FrameKind::DeliveryQuery]);
 }
 
@@ -172,13 +180,12 @@ fn heartbeats_go_every_quarter_of_the_failure_timeout_in_every_phase_and_a_last_
     life.turn(at(500), &mut worker, FREE, &mut out);
     assert_eq!(beats(&mut out), vec![Heartbeat { worker: 2, processed: 0, finished: false }]);
     // Holding on a full collector link is a phase like any other: the loop still turns.
-    let full = Links { collector_full: true, all_saved: false };
-    life.turn(at(1_000), &mut worker, full, &mut out);
+    life.turn(at(1_000), &mut worker, FULL, &mut out);
     assert_eq!(beats(&mut out).len(), 1);
     worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(ROUTER_ID), 1, &mut out);
     life.turn(at(1_100), &mut worker, FREE, &mut out);
     assert!(beats(&mut out).is_empty());
-    life.turn(at(1_200), &mut worker, Links { collector_full: false, all_saved: true }, &mut out);
+    life.turn(at(1_200), &mut worker, ALL_SAVED, &mut out);
     assert_eq!(life.ended(), Some(Ended::Finished));
     assert_eq!(
         beats(&mut out),
@@ -220,9 +227,8 @@ fn a_worker_told_the_run_is_given_up_is_over_with_the_routers_reason_unless_fenc
 #[test]
 fn a_full_collector_link_holds_the_input_until_it_saves() {
     let (mut worker, mut life, mut out) = started(false);
-    let full = Links { collector_full: true, all_saved: false };
-    assert!(!life.turn(at(1), &mut worker, full, &mut out).read_input);
-    assert!(!life.turn(at(2), &mut worker, full, &mut out).read_input);
+    assert!(!life.turn(at(1), &mut worker, FULL, &mut out).read_input);
+    assert!(!life.turn(at(2), &mut worker, FULL, &mut out).read_input);
     assert!(life.turn(at(3), &mut worker, FREE, &mut out).read_input);
 }
 
@@ -234,12 +240,12 @@ fn the_end_sends_the_report_and_waits_for_every_save_at_most_the_end_timeout() {
     // The links read before the report went say nothing of it: all saved then is not enough.
     // Nor does a progress report follow it, even when one is due (the collector may end at the
     // report, and a frame behind it would never be saved).
-    let turn = life.turn(at(600), &mut worker, Links { collector_full: false, all_saved: true }, &mut out);
+    let turn = life.turn(at(600), &mut worker, ALL_SAVED, &mut out);
     assert!(!turn.read_input && !turn.report_progress);
     let sent: Vec<FrameKind> = out.take().iter().map(|(_, f)| Frame::read(f, usize::MAX).unwrap().kind()).collect();
     assert!(sent.contains(&FrameKind::WorkerReport), "{sent:?}");
     assert_eq!(life.ended(), None, "waits for the collector to save");
-    life.turn(at(602), &mut worker, Links { collector_full: false, all_saved: true }, &mut out);
+    life.turn(at(602), &mut worker, ALL_SAVED, &mut out);
     assert_eq!(life.ended(), Some(Ended::Finished));
 
     // Never saved: it ends all the same after the end time-out, and sends one report only.
@@ -273,7 +279,7 @@ fn a_leave_accepted_drains_until_retired_or_the_end_timeout_and_a_refused_one_st
     let (mut worker, mut life, mut out) = started(false);
     life.stop_requested();
     // Even a full link: it goes on taking input, which is how it drains.
-    assert!(life.turn(at(1), &mut worker, Links { collector_full: true, all_saved: false }, &mut out).read_input);
+    assert!(life.turn(at(1), &mut worker, FULL, &mut out).read_input);
     let accepted = RescaleAccepted { symbols: 4, slices: 1 };
     life.answer(Some(FrameKind::Leave), &accepted.encode(ROUTER_ID), at(10), &mut out);
     life.turn(at(3_000), &mut worker, FREE, &mut out);
@@ -312,7 +318,7 @@ fn a_leave_refused_after_the_streams_ended_changes_nothing_of_the_end() {
     let refused = Refused { reason: "the last worker".into() };
     life.answer(Some(FrameKind::Leave), &refused.encode(ROUTER_ID), at(4), &mut out);
     assert_eq!(life.ended(), None, "it waits for the collector as any worker at its end");
-    life.turn(at(5), &mut worker, Links { collector_full: false, all_saved: true }, &mut out);
+    life.turn(at(5), &mut worker, ALL_SAVED, &mut out);
     assert_eq!(life.ended(), Some(Ended::Finished));
     let reports = out
         .take()
