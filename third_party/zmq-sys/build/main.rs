@@ -1,9 +1,12 @@
 //! Builds the vendored libzmq (zeromq-src) with CURVE, linked statically against libsodium.
 //!
 //! The upstream build script passes no libsodium, which leaves CURVE out of libzmq (the
-//! alternative, libzmq's bundled tweetnacl, is unaudited and slow). libsodium is found through
-//! `SODIUM_LIB_DIR` / `SODIUM_INCLUDE_DIR` when set, else through pkg-config; its static
-//! archive (`libsodium.a`) is required so the binaries stay self-contained.
+//! alternative, libzmq's bundled tweetnacl, is unaudited and slow). libsodium comes from the
+//! `libsodium-sys-stable` dependency, which compiles the source tarball it carries and tells
+//! this script where through its `links = "sodium"` metadata (`DEP_SODIUM_LIB`,
+//! `DEP_SODIUM_INCLUDE`). `SODIUM_LIB_DIR` with `SODIUM_INCLUDE_DIR` picks a libsodium already
+//! built instead. Its static archive (`libsodium.a`) is required so the binaries stay
+//! self-contained.
 use std::env;
 use std::path::PathBuf;
 
@@ -13,21 +16,13 @@ fn sodium_location() -> (PathBuf, PathBuf) {
     if let (Some(lib), Some(include)) = (env::var_os("SODIUM_LIB_DIR"), env::var_os("SODIUM_INCLUDE_DIR")) {
         return (PathBuf::from(lib), PathBuf::from(include));
     }
-    let found = pkg_config::Config::new()
-        .statik(true)
-        .cargo_metadata(false)
-        .env_metadata(false)
-        .probe("libsodium")
-        .unwrap_or_else(|error| {
-            panic!(
-                "libzmq needs libsodium for CURVE and it was not found ({}); install it \
-                 (Debian: apt-get install libsodium-dev) or set SODIUM_LIB_DIR and SODIUM_INCLUDE_DIR",
-                error
-            )
-        });
-    let lib = found.link_paths.first().cloned().unwrap_or_else(|| PathBuf::from("/usr/lib"));
-    let include = found.include_paths.first().cloned().unwrap_or_else(|| PathBuf::from("/usr/include"));
-    (lib, include)
+    match (env::var_os("DEP_SODIUM_LIB"), env::var_os("DEP_SODIUM_INCLUDE")) {
+        (Some(lib), Some(include)) => (PathBuf::from(lib), PathBuf::from(include)),
+        _ => panic!(
+            "libzmq needs libsodium for CURVE and libsodium-sys-stable did not say where it built it; \
+             set SODIUM_LIB_DIR and SODIUM_INCLUDE_DIR to a libsodium with its static library"
+        ),
+    }
 }
 
 fn main() {
@@ -35,10 +30,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=PROFILE");
     let (lib, include) = sodium_location();
     if !lib.join("libsodium.a").is_file() {
-        panic!(
-            "libsodium's static library is not in {} (Debian: apt-get install libsodium-dev)",
-            lib.display()
-        );
+        panic!("libsodium's static library is not in {}", lib.display());
     }
     // libzmq's own compiler warnings are not ours to act on, and cargo shows every one of a
     // local package's: silence them (the C++ compiler takes CXXFLAGS through the cc crate).
