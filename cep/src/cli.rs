@@ -52,7 +52,9 @@ impl std::error::Error for RunIncomplete {}
 /// failure.
 pub fn exit_status(error: &anyhow::Error) -> i32 {
     use cep_collector::CollectorError;
-    if error.is::<Usage>() {
+    if let Some(said) = error.downcast_ref::<crate::launcher::AlreadySaid>() {
+        said.status
+    } else if error.is::<Usage>() {
         2
     } else if error.is::<RunIncomplete>() {
         INCOMPLETE_STATUS
@@ -312,10 +314,13 @@ pub fn run_role(role: RoleConfig, metrics: &MetricsArgs) -> anyhow::Result<()> {
             Ok(())
         }),
         RoleConfig::Collector { config, print_report } => {
+            let (out, started) = (config.out.clone(), std::time::SystemTime::now());
             let summary = observed(metrics, crate::telemetry::shutdown_flag()?, |shutdown| {
                 use cep_collector::CollectorError;
-                let summary = cep_collector::run(config, shutdown)
-                    .map_err(|e| role_error(e, |e| matches!(e, CollectorError::Config(_))))?;
+                let ran = cep_collector::run(config, shutdown);
+                // Every run's report.html, partial results included.
+                crate::run_report::write_or_warn(&out, started);
+                let summary = ran.map_err(|e| role_error(e, |e| matches!(e, CollectorError::Config(_))))?;
                 if print_report {
                     cep_telemetry::out!("{}", summary.ycsb_report());
                 }

@@ -8,7 +8,6 @@ use cep_core::wire::FrameKind;
 use cep_transport::security::SecurityArgs;
 use clap::{Args, Subcommand};
 use serde::de::DeserializeOwned;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -86,16 +85,14 @@ impl<'a> Asking<'a> {
     /// One request; the answer as it came.
     pub fn raw(&self, request: &[u8]) -> anyhow::Result<Vec<u8>> {
         let router = self.router;
-        cep_transport::control::request(&self.context, router, request, self.timeout, &AtomicBool::new(false)).map_err(
-            |error| {
-                // A refused handshake says why itself; silence needs the hint.
-                let hint = match &error {
-                    cep_transport::TransportError::Timeout { .. } => " (is the endpoint right?)",
-                    _ => "",
-                };
-                anyhow::Error::new(error).context(format!("cannot reach the router at {router}{hint}"))
-            },
-        )
+        cep_transport::control::request_once(&self.context, router, request, self.timeout).map_err(|error| {
+            // A refused handshake says why itself; silence needs the hint.
+            let hint = match &error {
+                cep_transport::TransportError::Timeout { .. } => " (is the endpoint right?)",
+                _ => "",
+            };
+            anyhow::Error::new(error).context(format!("cannot reach the router at {router}{hint}"))
+        })
     }
 
     /// One request; its answer decoded as `B`, or the router's refusal as the error.

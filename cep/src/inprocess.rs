@@ -92,7 +92,12 @@ fn run_role(context: &Context, name: &str, role: RoleConfig, stop: Stop) -> anyh
     match role {
         RoleConfig::Router(config) => cep_router::run_in(context, config, shutdown).map(drop)?,
         RoleConfig::Worker(config) => cep_worker::run_in(context, config, shutdown).map(drop)?,
-        RoleConfig::Collector { config, .. } => cep_collector::run_in(context, config, shutdown).map(drop)?,
+        RoleConfig::Collector { config, .. } => {
+            let (out, started) = (config.out.clone(), std::time::SystemTime::now());
+            let ran = cep_collector::run_in(context, config, shutdown).map(drop);
+            crate::run_report::write_or_warn(&out, started);
+            ran?
+        }
         RoleConfig::Injector(config) => cep_injector::run_in(context, config, stop).map(drop)?,
     }
     Ok(())

@@ -1,5 +1,5 @@
 //! `cep run`: a whole cluster as separate OS processes on loopback, with free ports, progress
-//! while it runs, the report at the end, and a non-zero exit if anything was lost. Without
+//! while it runs, one verdict line at the end, and a non-zero exit if anything was lost. Without
 //! `--duration`, `--count` or `--replay` it runs until stopped. The first Ctrl-C (or SIGTERM)
 //! stops the injector, which ends its streams with their true counts: the rest drain and
 //! finish, and the results are complete. A second one stops every process at once (the
@@ -37,7 +37,8 @@ pub struct LaunchArgs {
     /// Number of symbols.
     #[arg(long, env = "CEP_SYMBOLS", default_value_t = cep_core::reference::SYMBOLS)]
     pub symbols: usize,
-    /// How long to send after the warm-up (e.g. 30s). Without it (or 0), --count or --replay,
+    /// How long to send, the warm-up included (e.g. 30s), as for `cep injector`. Without it
+    /// (or 0), --count or --replay,
     /// the cluster runs until stopped: the first Ctrl-C or SIGTERM ends the injector's streams
     /// and lets the rest drain (complete results, nothing lost), a second stops at once
     /// (partial results).
@@ -46,8 +47,8 @@ pub struct LaunchArgs {
     /// Total ticks to send instead of a duration.
     #[arg(long, env = "CEP_COUNT", conflicts_with = "duration")]
     pub count: Option<u64>,
-    /// Warm-up sent before the measured part, kept out of the latency histograms
-    /// (default 1s for a timed run or one that runs until stopped, none with --count or --replay).
+    /// Warm-up sent before the measured part, kept out of the latency histograms (default 1s,
+    /// or a fifth of a shorter --duration than 5s; none with --count or --replay).
     #[arg(long, env = "CEP_WARMUP", value_parser = parse_duration)]
     pub warmup: Option<Duration>,
     /// Seed of the price model.
@@ -81,6 +82,10 @@ pub struct LaunchArgs {
     /// Also write input.csv, every tick sent.
     #[arg(long, env = "CEP_RECORD_INPUT")]
     pub record_input: bool,
+    /// outputs.csv takes no more rows once it is this big (e.g. 1GiB, 500MB; 0: no limit); the
+    /// rows it no longer takes are counted (`outputs_not_written`). Default 1GiB.
+    #[arg(long, env = "CEP_OUTPUTS_MAX_SIZE", value_parser = cep_collector::config::parse_size)]
+    pub outputs_max_size: Option<u64>,
     /// Which outputs to write to outputs.csv.
     #[arg(long, env = "CEP_CSV", value_enum, default_value_t = CsvMode::Alerts)]
     pub csv: CsvMode,
@@ -114,6 +119,9 @@ pub struct LaunchArgs {
     /// No progress lines.
     #[arg(long, env = "CEP_QUIET")]
     pub quiet: bool,
+    /// Also print the report (report.txt's YCSB-style lines) before the verdict.
+    #[arg(long, env = "CEP_PRINT_REPORT")]
+    pub print_report: bool,
     /// The rules file the run starts with (default: the built-in reference rules, the same
     /// as `rules/reference.rules`; `rules/oracle-400.rules` is the Oracle workload).
     #[arg(long, env = "CEP_RULES")]
@@ -146,6 +154,8 @@ impl Default for LaunchArgs {
             time_unit: None,
             allowed_lateness: None,
             record_input: false,
+            print_report: false,
+            outputs_max_size: None,
             csv: CsvMode::Alerts,
             out: PathBuf::from("results"),
             batch: cep_core::reference::BATCH,
@@ -280,51 +290,70 @@ fn refuse_replaying_a_run_file(file: &Path, out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `cep run`: launches, prints the report, fails if anything was lost.
+/// `cep run`: launches, then ends with the verdict, one line (`OK: ...` or `FAILED: ...`);
+/// the YCSB lines stay in report.txt unless `--print-report`. Fails if anything was lost.
 pub fn launch(args: LaunchArgs) -> anyhow::Result<()> {
     let program = std::env::current_exe().context("cannot find the cep executable")?;
+    let report = args.out.join(crate::run_report::REPORT_HTML);
+    let started = std::time::SystemTime::now();
     let summary = match run_cluster(&program, &args) {
         Ok(summary) => summary,
-        Err(error) if error.is::<Usage>() => return Err(error),
+        // A mistake found before anything started is one line and nothing else.
+        Err(error) if error.is::<Usage>() && !crate::run_report::summary_written_since(&args.out, started) => {
+            return Err(error)
+        }
         Err(error) => {
-            // An interrupted or failed run may still have written what it measured (the
-            // folder was emptied of earlier runs' files first: a report here is this run's).
-            if let Ok(report) = std::fs::read_to_string(args.out.join("report.txt")) {
-                cep_telemetry::out!("{report}");
-                cep_telemetry::outln!("partial results: {}", args.out.display());
-            }
-            return Err(error);
+            // A run that started and failed (a bad replay line, an interrupt, a process that
+            // died) may still have written what it measured, and the launcher has added why
+            // it stopped.
+            let page = crate::run_report::write_or_warn(&args.out, started);
+            print_report_if_asked(&args);
+            let place = match page {
+                true => format!("partial results: {}", report.display()),
+                false => format!("results: {}", args.out.display()),
+            };
+            cep_telemetry::outln!("FAILED: {}; {place}", crate::telemetry::one_line(&error));
+            return Err(AlreadySaid { status: crate::cli::exit_status(&error) }.into());
         }
     };
-    let report = std::fs::read_to_string(args.out.join("report.txt")).unwrap_or_else(|_| summary.ycsb_report());
-    cep_telemetry::out!("{report}");
-    match summary.secure {
-        true => cep_telemetry::outln!(
-            "results: {} (secure: every socket under CURVE; keys in {})",
-            args.out.display(),
-            args.out.join("keys").display()
-        ),
-        false => cep_telemetry::outln!("results: {}", args.out.display()),
+    print_report_if_asked(&args);
+    if summary.secure {
+        cep_telemetry::outln!("secure: every socket under CURVE; keys in {}", args.out.join("keys").display());
     }
-    check_complete(&summary)
+    let verdict = match report.exists() {
+        true => summary.verdict(&report.display().to_string()),
+        false => format!("{}; results: {}", summary.verdict_figures(), args.out.display()),
+    };
+    cep_telemetry::outln!("{verdict}");
+    match summary.problem() {
+        Some(_) => Err(AlreadySaid { status: 1 }.into()),
+        None => Ok(()),
+    }
 }
 
-/// The verdict on a run: every event processed exactly once, every output delivered.
-pub fn check_complete(summary: &Summary) -> anyhow::Result<()> {
-    if !summary.complete {
-        bail!("run incomplete ({}): {}", summary.incomplete_because(), summary.counts());
+fn print_report_if_asked(args: &LaunchArgs) {
+    if args.print_report {
+        if let Ok(report) = std::fs::read_to_string(args.out.join("report.txt")) {
+            cep_telemetry::out!("{report}");
+        }
     }
-    if summary.events_lost != Some(0) || summary.outputs_lost > 0 || summary.duplicates > 0 {
-        bail!(
-            "{} events lost ({:?}), {} outputs lost, {} duplicates",
-            cep_core::results::known(summary.events_lost),
-            summary.lost_by_cause,
-            summary.outputs_lost,
-            summary.duplicates
-        );
-    }
-    Ok(())
 }
+
+/// A failure already told in the verdict line: `cep` exits with `status` and prints nothing
+/// more.
+#[derive(Debug)]
+pub struct AlreadySaid {
+    /// The exit status the failure has (see [`crate::cli::exit_status`]).
+    pub status: i32,
+}
+
+impl std::fmt::Display for AlreadySaid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the run failed (see its verdict line)")
+    }
+}
+
+impl std::error::Error for AlreadySaid {}
 
 /// A SIGTERM this soon after another is the same one delivered twice (`timeout` signals the
 /// process and then its whole group), not a second stop; a Ctrl-C (SIGINT) always counts.
@@ -520,10 +549,13 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         idle_timeout: args.idle_timeout,
         summary_every: args.summary_every,
         progress: !args.quiet,
+        launched: true,
         ..secured(crate::cli::from_environment::<CollectorConfig>()?, endpoints.security("collector"), |c| {
             &mut c.security
         })
     };
+    let collector =
+        CollectorConfig { outputs_max_size: args.outputs_max_size.unwrap_or(collector.outputs_max_size), ..collector };
     processes.push(Process {
         name: "collector".into(),
         role: RoleConfig::Collector { config: collector, print_report: false },
@@ -548,10 +580,10 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         symbols: args.symbols,
         connections: args.connections,
         rate: args.rate,
-        warmup: args.warmup.unwrap_or(if args.count.is_some() || args.replay.is_some() {
-            Duration::ZERO
-        } else {
-            Duration::from_secs(1)
+        warmup: args.warmup.unwrap_or(match (args.count, &args.replay, args.duration) {
+            (Some(_), _, _) | (_, Some(_), _) => Duration::ZERO,
+            (None, None, Some(duration)) if !duration.is_zero() => (duration / 5).min(Duration::from_secs(1)),
+            (None, None, _) => Duration::from_secs(1),
         }),
         seed: args.seed,
         batch: args.batch,

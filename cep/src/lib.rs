@@ -23,11 +23,13 @@
 pub mod bench;
 pub mod cli;
 pub mod cluster;
+pub mod html;
 pub mod inprocess;
 pub mod keys;
 pub mod launcher;
 pub mod metrics_plan;
 pub mod node;
 pub mod rules;
+pub mod run_report;
 pub mod standalone;
 pub mod telemetry;

@@ -17,7 +17,10 @@ fn main() {
         if in_process { "warn,cep::launcher=info,cep::inprocess=info,cep::bench=info" } else { "info" },
     );
     if let Err(error) = cep::cli::dispatch(cli) {
-        cep_telemetry::logging::fatal(&cep::telemetry::one_line(&error));
+        // A run's failure is its verdict line, already printed.
+        if !error.is::<cep::launcher::AlreadySaid>() {
+            cep_telemetry::logging::fatal(&cep::telemetry::one_line(&error));
+        }
         // A mistake found before anything started exits as clap's own usage errors do.
         std::process::exit(cep::cli::exit_status(&error));
     }

@@ -271,9 +271,14 @@ fn an_interrupted_run_writes_partial_results_that_agree() {
     let killed: Vec<String> = progress.iter().filter(|line| line.contains("did not stop in time")).collect();
     assert!(killed.is_empty(), "{killed:?}");
     assert!(!output.status.success());
+    // It ends with its verdict, one line: FAILED, why, and where its partial results are.
     let printed = String::from_utf8(output.stdout).unwrap();
+    let page = dir.path().join("report.html");
+    assert_eq!(printed.lines().count(), 1, "{printed}");
+    assert!(printed.starts_with("FAILED: ") && printed.contains("interrupted"), "{printed}");
+    assert!(printed.ends_with(&format!("; partial results: {}\n", page.display())), "{printed}");
+    assert!(std::fs::read_to_string(&page).unwrap().contains("FAILED: run incomplete (cep run stopped the run: "));
     let report = std::fs::read_to_string(dir.path().join("report.txt")).unwrap();
-    assert!(printed.starts_with(&report), "cep run prints report.txt");
     let summary: Summary =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap();
     assert!(!summary.complete && report.contains("[OVERALL], Complete, false\n") && report.contains("# PARTIAL RUN"));

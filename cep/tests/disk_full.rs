@@ -46,9 +46,10 @@ fn a_full_disk_leaves_whole_rows_the_saved_state_and_a_verdict_that_says_disk_fu
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&run.stderr);
+    let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(!run.status.success(), "the run succeeded on a full disk: {stderr}");
     // The verdict, and the collector's own line: which file, how much room.
-    assert!(stderr.contains("disk full: the collector cannot write its results in"), "{stderr}");
+    assert!(stdout.starts_with("FAILED: disk full: the collector cannot write its results in"), "{stdout}");
     assert!(stderr.contains("No space left on device") && stderr.contains("bytes free on its file system"), "{stderr}");
     let csv = std::fs::read(out.join("outputs.csv")).unwrap();
     assert!(csv.len() > 1_000_000, "the disk filled up with rows: {} bytes", csv.len());

@@ -164,15 +164,13 @@ fn a_secure_run_says_so_and_the_next_run_removes_its_keys_only() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let keys = out.join("keys");
+    let report = |out: &Path| std::fs::read_to_string(out.join("report.txt")).unwrap();
+    // Where the keys are, then the verdict.
     assert!(
-        stdout.ends_with(&format!(
-            "results: {} (secure: every socket under CURVE; keys in {})\n",
-            out.display(),
-            keys.display()
-        )),
+        stdout.starts_with(&format!("secure: every socket under CURVE; keys in {}\nOK: 2,000 ticks, ", keys.display())),
         "{stdout}"
     );
-    assert!(stdout.contains("[OVERALL], Secure, true\n"), "{stdout}");
+    assert!(report(&out).contains("[OVERALL], Secure, true\n"));
     assert_eq!(summary(&out)["secure"], true);
     assert!(keys.join("operator.key").is_file() && keys.join("RUN-KEYS.txt").is_file());
     // A secure run after it replaces its keys with fresh ones.
@@ -183,7 +181,8 @@ fn a_secure_run_says_so_and_the_next_run_removes_its_keys_only() {
     // An open run into the same folder leaves no key of the secure one behind, and says it ran open.
     let output = cep_run(&out, &small);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(String::from_utf8_lossy(&output.stdout).contains("[OVERALL], Secure, false\n"));
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("OK: 2,000 ticks, "));
+    assert!(report(&out).contains("[OVERALL], Secure, false\n"));
     assert_eq!(summary(&out)["secure"], false);
     assert!(!keys.exists());
     // A keys folder of the user's own stays where an open run goes.
@@ -215,20 +214,113 @@ fn a_bad_replay_line_past_the_lines_checked_before_the_start_stops_the_run_with_
     let out = dir.path().join("results");
     let output = cep_run(&out, &["--replay", file.to_str().unwrap(), "--workers", "1"]);
     assert_eq!(output.status.code(), Some(2), "{output:?}");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let last = stderr.lines().rfind(|line| !line.trim().is_empty()).unwrap_or_default();
-    assert_eq!(
-        last,
-        format!(
-            "error: --replay {}:150001: price `abc` is not a number; the run was stopped (what it did so far is in {})",
-            file.display(),
-            out.display()
-        )
-    );
+    // The run had started: its verdict, one line, names the line and where its results are.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let verdict =
+        format!("FAILED: --replay {}:150001: price `abc` is not a number; the run was stopped", file.display());
+    assert!(stdout.starts_with(&verdict), "{stdout}");
+    assert!(stdout.ends_with(&format!("; partial results: {}\n", out.join("report.html").display())), "{stdout}");
     // The summary says so too: an incomplete run's failure is never null.
     let summary: cep_core::results::Summary =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let failure = summary.failure.unwrap_or_default();
     assert!(!summary.complete && failure.contains("price `abc` is not a number"), "{failure}");
     assert!(!summary.running, "a run the launcher stopped is not running");
+}
+
+/// A run ends with one line a person reads (the YCSB lines stay in report.txt unless asked
+/// for), and writes report.html with every figure it names.
+#[test]
+fn a_complete_run_ends_with_its_verdict_and_writes_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let output = cep_run(&out, &["--count", "3000", "--rate", "0", "--csv", "none", "--quiet", "--workers", "2"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let page = out.join("report.html");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    let verdict = lines[0];
+    assert!(verdict.starts_with("OK: 3,000 ticks, 0 lost, complete; p50 "), "{verdict}");
+    assert!(verdict.ends_with(&format!("; 2 workers; report: {}", page.display())), "{verdict}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    for heading in cep::run_report::CHARTS {
+        assert!(html.contains(&format!("<h2>{heading}</h2>")), "{heading}");
+    }
+    assert!(html.contains(verdict.split("; report: ").next().unwrap()), "the page opens with the verdict");
+    assert_eq!(html.matches("<svg").count(), cep::run_report::CHARTS.len(), "one chart each");
+    rendered_in_chromium(&page);
+
+    // Asked for, the YCSB lines come first, report.txt as it is, then the verdict.
+    let output = cep_run(&out, &["--count", "3000", "--rate", "0", "--csv", "none", "--quiet", "--print-report"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(stdout.starts_with(&report) && stdout[report.len()..].starts_with("OK: 3,000 ticks"), "{stdout}");
+}
+
+/// Opens the page in headless Chromium (Debian's `chromium`, which .ci/run installs) and
+/// checks what it rendered: every chart drawn, and a screenshot of the whole page taken.
+fn rendered_in_chromium(page: &Path) {
+    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|name| Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success()))
+    else {
+        // .ci/run installs it and says the tools are required: there this fails.
+        assert!(
+            std::env::var_os("CEP_TEST_TOOLS_REQUIRED").is_none(),
+            "chromium is not installed (apt-get install chromium)"
+        );
+        eprintln!("no chromium on the PATH (apt-get install chromium): the page was not rendered");
+        return;
+    };
+    let shot = page.with_file_name("report.png");
+    let run = |extra: &[&str]| {
+        Command::new(chromium)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1100,2600"])
+            .args(extra)
+            .arg(format!("file://{}", page.display()))
+            .env("HOME", page.parent().unwrap())
+            .output()
+            .expect("chromium runs")
+    };
+    let dom = run(&["--dump-dom"]);
+    assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    for heading in cep::run_report::CHARTS {
+        assert!(dom.contains(&format!("<h2>{heading}</h2>")), "rendered without {heading}");
+    }
+    assert_eq!(dom.matches("<svg").count(), cep::run_report::CHARTS.len(), "every chart rendered");
+    let screenshot = run(&[&format!("--screenshot={}", shot.display())]);
+    assert!(screenshot.status.success(), "{}", String::from_utf8_lossy(&screenshot.stderr));
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a screenshot of {} bytes", png.len());
+}
+
+/// outputs.csv stops at its bound; the rows it does not take are counted, and every output
+/// is still in the run's figures.
+#[test]
+fn outputs_csv_stops_at_its_bound_and_counts_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let args = ["--count", "3000", "--rate", "0", "--csv", "all", "--quiet", "--workers", "1"];
+    let output = cep_run(&out, &[&args[..], &["--outputs-max-size", "20000"]].concat());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: cep_core::results::Summary =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let csv = std::fs::read_to_string(out.join("outputs.csv")).unwrap();
+    let rows = csv.lines().count() as u64 - 1;
+    assert!(csv.len() >= 20_000 && csv.len() < 20_400, "{} bytes", csv.len());
+    let total: u64 = summary.outputs.values().sum();
+    assert!(summary.outputs_not_written > 0);
+    assert_eq!(rows + summary.outputs_not_written, total, "every output written or counted");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let suffix = format!(
+        "; outputs.csv full: {} rows not written; report: ",
+        cep_core::results::grouped(summary.outputs_not_written)
+    );
+    assert!(stdout.starts_with("OK: 3,000 ticks") && stdout.contains(&suffix), "{stdout}");
+    let report = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(report.contains(&format!("[OUTPUTS], NotWrittenToCsv, {}\n", summary.outputs_not_written)), "{report}");
 }

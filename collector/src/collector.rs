@@ -545,7 +545,7 @@ impl<W: Write> Collector<W> {
             failure: self.failure.clone(),
             ticks_with_outputs: self.observed.ticks_with_outputs.clone(),
         };
-        self.summarize(observed)
+        Summary { outputs_not_written: self.sinks.csv.not_written(), ..self.summarize(observed) }
     }
 
     /// The run's accounts so far (what was sent, processed and lost, by stream, worker and

@@ -30,6 +30,11 @@ pub struct CollectorConfig {
     /// Which outputs to write to outputs.csv.
     #[arg(long, env = "CEP_CSV", value_enum, default_value_t = CsvMode::Alerts)]
     pub csv: CsvMode,
+    /// outputs.csv takes no more rows once it is this big (e.g. 1GiB, 500MB; 0: no limit), so
+    /// a run until stopped never fills the disk. The rows it no longer takes are counted
+    /// (summary.json's `outputs_not_written`); every other figure goes on.
+    #[arg(long, env = "CEP_OUTPUTS_MAX_SIZE", default_value = "1GiB", value_parser = parse_size)]
+    pub outputs_max_size: u64,
     /// Give up (and report what is missing as lost) after this long without any message.
     #[arg(long, env = "CEP_IDLE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
@@ -54,6 +59,11 @@ pub struct CollectorConfig {
     /// CURVE: this process's key pair and the cluster's public keys (docs/SECURITY.md).
     #[command(flatten)]
     pub security: cep_transport::security::SecurityArgs,
+    /// Started by `cep run`, which cleared the results folder before starting anything and
+    /// writes files of its own there meanwhile (the run's keys, input.csv): the collector
+    /// leaves them. A collector on its own clears an earlier run's files when its run starts.
+    #[arg(long, hide = true)]
+    pub launched: bool,
 }
 
 impl Default for CollectorConfig {
@@ -65,6 +75,7 @@ impl Default for CollectorConfig {
             clock_listen: "tcp://0.0.0.0:5558".into(),
             out: PathBuf::from("results"),
             csv: CsvMode::Alerts,
+            outputs_max_size: DEFAULT_OUTPUTS_MAX_SIZE,
             idle_timeout: Duration::from_secs(30),
             start_timeout: Duration::from_secs(120),
             progress: false,
@@ -72,8 +83,20 @@ impl Default for CollectorConfig {
             summary_every: Duration::from_secs(10),
             failure_timeout: cep_transport::liveness::DEFAULT_FAILURE_TIMEOUT,
             security: Default::default(),
+            launched: false,
         }
     }
+}
+
+/// outputs.csv's default bound: 1 GiB.
+pub const DEFAULT_OUTPUTS_MAX_SIZE: u64 = 1 << 30;
+
+/// A size in bytes: `1GiB`, `500MB`, `64KiB`, or a number of bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|size| size.as_u64())
+        .map_err(|error| format!("`{text}` is not a size (1GiB, 500MB, 4096): {error}"))
 }
 
 impl CollectorConfig {
@@ -101,6 +124,7 @@ impl CollectorConfig {
             .value("clock-listen", &self.clock_listen)
             .path("out", &self.out)
             .choice("csv", &self.csv)
+            .value("outputs-max-size", self.outputs_max_size)
             .duration("idle-timeout", self.idle_timeout)
             .duration("start-timeout", self.start_timeout)
             .switch("progress", self.progress)
@@ -108,6 +132,7 @@ impl CollectorConfig {
             .duration("summary-every", self.summary_every)
             .duration("failure-timeout", self.failure_timeout)
             .extend(self.security.to_args())
+            .switch("launched", self.launched)
             .into_args()
     }
 }
@@ -133,6 +158,7 @@ mod tests {
                 clock_listen: "ipc:///tmp/collector-clock".into(),
                 out: PathBuf::from("/var/lib/cep/results"),
                 csv,
+                outputs_max_size: 123_456_789,
                 idle_timeout: Duration::from_millis(2500),
                 start_timeout: Duration::from_secs(1),
                 progress: true,
@@ -144,9 +170,19 @@ mod tests {
                     keys: Some("/etc/cep/public".into()),
                     insecure: true,
                 },
+                launched: csv == CsvMode::All,
             };
             assert_eq!(parse_flags::<CollectorConfig>(&config.to_args()).unwrap(), config);
         }
+    }
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("500MB"), Ok(500_000_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert!(parse_size("lots").unwrap_err().starts_with("`lots` is not a size"));
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub struct OutputsCsv<W: Write = BufWriter<File>> {
     /// Bytes written to `out` (see [`OutputsCsv::bytes_written`]): counted here rather than
     /// read off the file, so it works for any sink and costs no system call.
     len: u64,
+    /// No row is written once `len` reaches this (`--outputs-max-size`; `u64::MAX`: none).
+    limit: u64,
+    /// Rows not written because the file reached `limit`.
+    not_written: u64,
 }
 
 /// Opens the existing file at `path` to write on after its first `len` bytes, cutting off
@@ -85,7 +89,15 @@ impl<W: Write> OutputsCsv<W> {
     /// Rows written to `out` after what it holds (`rows` rows, the header before them, `len`
     /// bytes in all): no header.
     pub fn resume(out: W, rows: u64, len: u64) -> OutputsCsv<W> {
-        OutputsCsv { out, ints: itoa::Buffer::new(), floats: ryu::Buffer::new(), rows, len }
+        OutputsCsv {
+            out,
+            ints: itoa::Buffer::new(),
+            floats: ryu::Buffer::new(),
+            rows,
+            len,
+            limit: u64::MAX,
+            not_written: 0,
+        }
     }
 
     /// Rows written so far, the header not counted (those of the run before a resume included).
@@ -124,10 +136,35 @@ impl<W: Write> OutputsCsv<W> {
         put(&mut self.out, &mut self.len, b",")
     }
 
+    /// Takes no row once the file holds `max_bytes` (0: no limit); `not_written`: the rows it
+    /// already did not take (a resumed collector's, from its saved state).
+    pub fn bounded(mut self, max_bytes: u64, not_written: u64) -> OutputsCsv<W> {
+        self.limit = if max_bytes == 0 { u64::MAX } else { max_bytes };
+        self.not_written = not_written;
+        self
+    }
+
+    /// Rows not written because the file reached its bound.
+    pub fn not_written(&self) -> u64 {
+        self.not_written
+    }
+
     /// Writes one output's row: `rule` is its query's name, `symbol` its symbol (UTF-8),
-    /// `t_collector` when it arrived at the collector (ns).
+    /// `t_collector` when it arrived at the collector (ns). A file at its bound takes none:
+    /// the row is counted instead.
     #[inline]
     pub fn write(&mut self, rule: &str, output: &OutputRecord, symbol: &[u8], t_collector: u64) -> io::Result<()> {
+        if self.len >= self.limit {
+            if self.not_written == 0 {
+                tracing::warn!(
+                    bytes = self.len,
+                    rows = self.rows,
+                    "outputs.csv reached --outputs-max-size: it takes no more rows (they are counted in outputs_not_written)"
+                );
+            }
+            self.not_written += 1;
+            return Ok(());
+        }
         put(&mut self.out, &mut self.len, rule.as_bytes())?;
         put(&mut self.out, &mut self.len, b",")?;
         put(&mut self.out, &mut self.len, symbol)?;
@@ -225,6 +262,20 @@ mod tests {
         let mut resumed = OutputsCsv::resume(first.writer().clone(), first.rows(), first.bytes_written());
         write_rows(&mut resumed, 120..300);
         assert_eq!(resumed.finish().unwrap(), (whole, 300));
+
+        // A bounded file stops after the row that reaches its bound and counts the rest.
+        let mut bounded = OutputsCsv::new(Vec::new()).unwrap().bounded(1_000, 0);
+        write_rows(&mut bounded, 0..300);
+        let written = bounded.rows();
+        assert!(written > 0 && written < 300 && bounded.bytes_written() >= 1_000);
+        assert!(bounded.bytes_written() < 1_000 + 200, "one row past the bound at most");
+        assert_eq!(bounded.not_written(), 300 - written);
+        let (text, rows) = bounded.finish().unwrap();
+        assert_eq!((rows, String::from_utf8(text).unwrap().lines().count() as u64), (written, written + 1));
+        // Resumed, it goes on counting.
+        let mut resumed = OutputsCsv::resume(Vec::new(), written, 1_000).bounded(1_000, 300 - written);
+        write_rows(&mut resumed, 0..10);
+        assert_eq!(resumed.not_written(), 310 - written);
 
         // A file shorter than the saved length lost rows the state counts.
         let error = OutputsCsv::reopen(&path, 300, 1 << 30).err().unwrap();

@@ -11,10 +11,11 @@ use crate::intervals::IntervalRecorder;
 use crate::lifecycle::{Ended, Lifecycle, Observed};
 use crate::storing::StateWriter;
 pub use crate::storing::{write_results, write_summary};
+use crate::throughput::ThroughputLog;
 use cep_core::clock::{now_ns, Monotonic};
 use cep_core::control::Register;
 use cep_core::identity::Role;
-use cep_core::results::Summary;
+use cep_core::results::{grouped, Summary};
 use cep_transport::clock::ClockServer;
 use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun};
 use cep_transport::driving::{receive_loop, Flow, Received};
@@ -88,12 +89,15 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
     let ready = register(context, &config.router, &registration, config.start_timeout, &shutdown)?;
     // From now on the router is watched: if it dies, the collector says so and ends.
     let router_link = ControlLink::connect(context, &config.router, Some(config.failure_timeout))?;
+    let resumed = saved.is_some() && ready.collector_incarnation > 1;
     let mut collector = match saved {
         // The router took this collector over its lost one: go on from the saved state.
         Some(state) if ready.collector_incarnation > 1 => {
             let marks = state.sinks.clone();
             let sinks = Sinks {
-                csv: OutputsCsv::reopen(&csv_path, marks.csv_rows, marks.csv_len).map_err(write_err(&csv_path))?,
+                csv: OutputsCsv::reopen(&csv_path, marks.csv_rows, marks.csv_len)
+                    .map_err(write_err(&csv_path))?
+                    .bounded(config.outputs_max_size, marks.csv_not_written),
                 intervals: IntervalRecorder::reopen(
                     &config.out,
                     marks.intervals,
@@ -116,10 +120,19 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
             if saved.is_some() {
                 warn!(path = %state_path.display(), "the saved state is of an earlier run; this is a new run: starting afresh");
             }
-            cep_core::results::remove_files(&config.out, cep_core::results::COLLECTOR_END_FILES)
-                .map_err(|(path, source)| CollectorError::Write { path, source })?;
+            if config.launched {
+                cep_core::results::remove_files(&config.out, cep_core::results::COLLECTOR_END_FILES)
+                    .map_err(|(path, source)| CollectorError::Write { path, source })?;
+            } else {
+                // As `cep run` does before it starts: no file (and no key) of an earlier run
+                // stays beside this one's results.
+                let own_keys: Vec<&Path> =
+                    [config.security.key.as_deref(), config.security.keys.as_deref()].into_iter().flatten().collect();
+                cep_core::results::earlier_run::clear_for_collector(&config.out, &own_keys)
+                    .map_err(CollectorError::Clear)?;
+            }
             remove_state(&config.out)?;
-            let csv = OutputsCsv::create(&csv_path).map_err(write_err(&csv_path))?;
+            let csv = OutputsCsv::create(&csv_path).map_err(write_err(&csv_path))?.bounded(config.outputs_max_size, 0);
             let shape = RunShape::of(&ready);
             info!(workers = ?shape.workers, streams = shape.streams, "run started");
             let intervals = IntervalRecorder::create(&config.out, ready.start_ns, Duration::from_secs(1))
@@ -128,6 +141,8 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
                 .authenticating(worker_keys(&ready))
         }
     };
+    // Opened once an earlier run's files are gone.
+    let mut throughput = ThroughputLog::open(&config.out, !resumed, ready.collector_incarnation.max(1));
     // Saved at once: a collector that dies before its first frames can resume too.
     let mut saving = StateWriter::start(state_path.clone());
     saving.save_now(&mut collector, &router_link, &shutdown)?;
@@ -175,8 +190,13 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
             }
         }
         if turn.publish {
+            throughput.record(
+                since_start(&ready),
+                collector.processed_by_worker().iter().sum(),
+                collector.outputs_total(),
+            );
             if let Some(progress) = &mut progress {
-                progress.print(&collector, now);
+                progress.print(&collector, now, since_start(&ready));
             }
             // Refused connections are rejections like any other, in the metrics as they come.
             collector.refused_connections(&context.refusals());
@@ -184,6 +204,7 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
         }
         Ok::<_, CollectorError>(if life.ended().is_some() { Flow::Stop } else { Flow::Continue })
     })?;
+    throughput.record(since_start(&ready), collector.processed_by_worker().iter().sum(), collector.outputs_total());
     let ended = life.ended().cloned().unwrap_or(Ended::Shutdown);
     if let Err(error) = saving.finish(&router_link, &shutdown) {
         warn!(%error, "the last save of the state did not complete");
@@ -226,28 +247,36 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
     }
 }
 
+/// Seconds since the run's start, on the collector's clock (the run's reference).
+fn since_start(ready: &cep_core::control::Ready) -> f64 {
+    now_ns().saturating_sub(ready.start_ns) as f64 / 1e9
+}
+
 /// The progress line of `--progress`, once a second: ticks processed, the rate since the last
 /// line, outputs, and each worker's count.
 struct Progress {
-    started: Monotonic,
     last: (Monotonic, u64),
 }
 
 impl Progress {
     fn start(now: Monotonic) -> Progress {
-        Progress { started: now, last: (now, 0) }
+        Progress { last: (now, 0) }
     }
 
-    fn print<W: std::io::Write>(&mut self, collector: &Collector<W>, now: Monotonic) {
+    fn print<W: std::io::Write>(&mut self, collector: &Collector<W>, now: Monotonic, since_start_s: f64) {
         let by_worker = collector.processed_by_worker();
         let processed: u64 = by_worker.iter().sum();
         let rate = processed.saturating_sub(self.last.1) as f64 / now.since(self.last.0).as_secs_f64().max(1e-9);
         let per_worker: Vec<String> =
-            collector.workers().iter().zip(&by_worker).map(|(id, count)| format!("{id} {count}")).collect();
+            collector.workers().iter().zip(&by_worker).map(|(id, count)| format!("{id} {}", grouped(*count))).collect();
+        // Says what each figure counts: ticks as the workers last reported them (every half
+        // second, so the first line trails), outputs of all rules together.
         cep_telemetry::logging::progress(format_args!(
-            "{:>5.1}s  processed {processed}  ({rate:.0} ev/s)  outputs {}  | {}",
-            now.since(self.started).as_secs_f64(),
-            collector.outputs_total(),
+            "{:>5.1}s  ticks processed {} ({}/s), as workers last reported  | outputs {}, all rules  | {}",
+            since_start_s,
+            grouped(processed),
+            grouped(rate as u64),
+            grouped(collector.outputs_total()),
             per_worker.join(" | ")
         ));
         self.last = (now, processed);

@@ -48,6 +48,10 @@ pub enum CollectorError {
         /// The results folder.
         out: PathBuf,
     },
+    /// An earlier run's files in the results folder could not be removed (the message names
+    /// the file and why).
+    #[error("{0}")]
+    Clear(String),
     /// A results file could not be written.
     #[error("cannot write {path}: {source}")]
     Write {

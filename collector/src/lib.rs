@@ -39,6 +39,7 @@ pub mod rescales;
 pub mod rules;
 #[cfg(feature = "driver")]
 mod storing;
+pub mod throughput;
 
 pub use collector::Collector;
 #[cfg(feature = "driver")]

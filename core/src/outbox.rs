@@ -221,7 +221,9 @@ impl Event {
                 "rescale finished: {kind} of {worker}"
             ),
             Event::RescaleAbandoned { worker, reason } => tracing::warn!(worker, "rescale given up: {reason}"),
-            Event::StateMoved { symbols, bytes, direction } => tracing::info!(symbols, bytes, "state {direction}"),
+            // One line per slice: the move's summary is the router's (rescale finished, worker
+            // failed), at INFO; the slices at DEBUG.
+            Event::StateMoved { symbols, bytes, direction } => tracing::debug!(symbols, bytes, "state {direction}"),
             Event::WorkerFailed { worker, reason, symbols, recovered: true, replayed } => tracing::error!(
                 worker,
                 symbols,

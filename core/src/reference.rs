@@ -1,5 +1,5 @@
 //! The reference workload, named once: the stream every default run, benchmark and
-//! comparison uses unless told otherwise (the README's "Benchmarks").
+//! comparison uses unless told otherwise (docs/BENCHMARKS.md).
 //!
 //! - [`SYMBOLS`]: how many symbols the model sends (`S0000` .. `S1469`).
 //! - [`SEED`]: the seed of the GBM price model ([`crate::gbm`]).

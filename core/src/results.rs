@@ -1,8 +1,12 @@
-//! The results folder's `summary.json` (README, "Results", explains every field). Field names
+//! The results folder's `summary.json` (docs/RESULTS.md explains every field). Field names
 //! here are a contract: more may be added, none renamed.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+pub mod earlier_run;
+mod verdict;
+pub use verdict::{grouped, readable_micros};
 
 /// What `cep engine` writes beside its input by default.
 pub const STANDALONE_OUTPUTS: &str = "standalone-outputs.csv";
@@ -16,6 +20,8 @@ pub const RUN_FILES: &[&str] = &[
     "outputs.csv",
     "input.csv",
     "intervals.csv",
+    "throughput.csv",
+    "report.html",
     "latency.hlog",
     "percentiles.csv",
     "latency_histogram.csv",
@@ -221,6 +227,10 @@ pub struct Summary {
     pub final_outputs: u64,
     /// Outputs the workers reported sending that never reached the collector.
     pub outputs_lost: u64,
+    /// Outputs the collector received but did not write to outputs.csv, which had reached
+    /// `--outputs-max-size` (counted in `outputs` all the same).
+    #[serde(default)]
+    pub outputs_not_written: u64,
     /// Each node's clock offset to the collector (whose clock all stamps are in), and the
     /// uncertainty of that estimate, in microseconds.
     pub clock_offsets: Vec<ClockOffset>,
@@ -323,7 +333,8 @@ const LEGEND: &str = "\
 #   DuringWarmup + ClosedByEndOfInput (tumbling windows still open when the input ended: no
 #   tick caused them, so no latency); Lost = outputs the workers sent that never arrived;
 #   Replayed = outputs received twice across a failover (a dead worker's, then its survivor's
-#   replay, or the other way round): dropped, not in Total.
+#   replay, or the other way round): dropped, not in Total. NotWrittenToCsv = outputs counted
+#   here but not written to outputs.csv, which had reached --outputs-max-size.
 # LateEvents: ticks behind their symbol's latest event time, processed at that time;
 #   LateDropped: later than the allowed lateness, dropped by the engine (counted processed).
 # Latency sections count OUTPUTS, not events: Operations = the outputs measured (ticks intended
@@ -483,6 +494,7 @@ impl Summary {
         line("OUTPUTS", "DuringWarmup", self.warmup_outputs.to_string());
         line("OUTPUTS", "ClosedByEndOfInput", self.final_outputs.to_string());
         line("OUTPUTS", "Lost", self.outputs_lost.to_string());
+        line("OUTPUTS", "NotWrittenToCsv", self.outputs_not_written.to_string());
         line("OUTPUTS", "Replayed", self.replayed_outputs.to_string());
         line("FRAMES", "ResentToRestartedCollector", self.resent_frames.to_string());
         // Many-query rule sets (the Oracle 400) list their counts in summary.json only.

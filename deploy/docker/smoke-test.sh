@@ -66,7 +66,7 @@ wait_until "the run to start with 2 workers" running_with_two
 # (Read whole first: `grep -q` leaving early would fail the pipe under pipefail.)
 router_log=$(compose "${files[@]}" logs router)
 grep -q "secure: CURVE on every socket" <<<"$router_log" || fail "the router does not run CURVE"
-# The operator's service answers as the README says.
+# The operator's service answers as docs/DEPLOY.md says.
 ops_status=$(compose "${files[@]}" run --rm -T ops cluster status --interval 0 2>&1) ||
     fail "docker compose run --rm ops cluster status: $ops_status"
 grep -q ' active ' <<<"$ops_status" || fail "the ops service's status shows no worker: $ops_status"

@@ -28,7 +28,7 @@ pub struct InjectorConfig {
     /// given --speed is paced by its own timestamps instead.
     #[arg(long, env = "CEP_RATE", default_value_t = 0.0, allow_negative_numbers = true)]
     pub rate: f64,
-    /// How long to send after the warm-up (e.g. 30s, 500ms). Without it, or 0 (and without
+    /// How long to send, the warm-up included (e.g. 30s, 500ms). Without it, or 0 (and without
     /// --count or --replay), the injector sends until it is stopped: the first SIGINT/SIGTERM
     /// ends every stream gracefully with its true count (nothing lost), a second one stops at
     /// once.
@@ -46,7 +46,7 @@ pub struct InjectorConfig {
     pub seed: u64,
     /// Replay ticks from a file instead of generating them: `symbol;price;timestamp` lines
     /// (timestamps in ms unless --time-unit says otherwise) or CSV with a header naming the
-    /// columns; each tick's timestamp is its event time (README, "Replaying your own data").
+    /// columns; each tick's timestamp is its event time (docs/REPLAY.md).
     #[arg(long, env = "CEP_REPLAY")]
     pub replay: Option<PathBuf>,
     /// The unit of the replay file's timestamps when its header does not name one: s, ms, us, ns
@@ -117,7 +117,7 @@ impl Default for InjectorConfig {
 }
 
 impl InjectorConfig {
-    /// How long to send after the warm-up: `--duration`, where 0 (like no duration) means
+    /// How long to send, the warm-up included: `--duration`, where 0 (like no duration) means
     /// until stopped (so an environment that must set the variable can ask for that).
     pub fn time_limit(&self) -> Option<Duration> {
         self.duration.filter(|duration| !duration.is_zero())
@@ -147,6 +147,14 @@ impl InjectorConfig {
         failure_timeout(self.failure_timeout)?;
         if self.count == Some(0) {
             return Err("--count must be at least 1".into());
+        }
+        if let (None, Some(duration)) = (self.count, self.time_limit()) {
+            if !self.warmup.is_zero() && self.warmup >= duration {
+                return Err(format!(
+                    "--warmup {:?} is not shorter than --duration {duration:?}: the duration includes the warm-up",
+                    self.warmup
+                ));
+            }
         }
         if self.replay.is_none() {
             if self.time_unit.is_some() {
@@ -259,6 +267,10 @@ mod tests {
         let crowded = InjectorConfig { connections: 3, symbols: 2, ..timed.clone() };
         assert_eq!(error(crowded), "--connections 3 exceeds --symbols 2: each connection needs a symbol");
         assert_eq!(error(InjectorConfig { count: Some(0), ..timed.clone() }), "--count must be at least 1");
+        assert_eq!(
+            error(InjectorConfig { warmup: Duration::from_secs(1), ..timed.clone() }),
+            "--warmup 1s is not shorter than --duration 1s: the duration includes the warm-up"
+        );
         let until_stopped = InjectorConfig { duration: Some(Duration::ZERO), ..timed.clone() };
         assert_eq!((until_stopped.validate(), until_stopped.time_limit()), (Ok(()), None), "0: until stopped");
         assert!(error(InjectorConfig { rate: f64::NAN, ..timed.clone() }).starts_with("--rate"));

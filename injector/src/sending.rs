@@ -202,7 +202,7 @@ fn send_streams(
                 stream,
                 pace,
                 limit,
-                deadline_ns: config.time_limit().map(|d| ready.start_ns + (config.warmup + d).as_nanos() as u64),
+                deadline_ns: config.time_limit().map(|d| ready.start_ns + d.as_nanos() as u64),
                 batch: config.batch,
             },
             start_ns: ready.start_ns,
@@ -258,10 +258,10 @@ fn send_streams(
 }
 
 /// How many ticks a stream sends at most: `--count` and a replay's end are the source's; a
-/// run paced at a rate with a duration sends `rate x (warm-up + duration)`.
+/// run paced at a rate with a duration sends `rate x duration` (the warm-up is part of it).
 fn tick_limit(config: &InjectorConfig, pace: Pace, rate: f64) -> u64 {
     match (config.count, config.time_limit(), pace) {
-        (None, Some(duration), Pace::Rate(_)) => (rate * (config.warmup + duration).as_secs_f64()).round() as u64,
+        (None, Some(duration), Pace::Rate(_)) => (rate * duration.as_secs_f64()).round() as u64,
         _ => u64::MAX,
     }
 }
@@ -358,4 +358,24 @@ fn send_stream(
 
 fn record_err(source: std::io::Error) -> InjectorError {
     InjectorError::Record { path: PathBuf::from("input.csv"), source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pacing::Schedule;
+    use std::time::Duration;
+
+    #[test]
+    fn a_timed_run_sends_rate_times_its_duration_the_warm_up_included() {
+        let config = InjectorConfig {
+            duration: Some(Duration::from_secs(10)),
+            warmup: Duration::from_secs(1),
+            ..InjectorConfig::default()
+        };
+        let paced = Pace::Rate(Schedule::new(0, 200_000.0));
+        assert_eq!(tick_limit(&config, paced, 200_000.0), 2_000_000);
+        // Unpaced, or counted, the duration is a deadline, not a count.
+        assert_eq!(tick_limit(&config, Pace::Unpaced, 0.0), u64::MAX);
+    }
 }

@@ -258,6 +258,42 @@ pub fn request(
     timeout: Duration,
     shutdown: &dyn StopFlag,
 ) -> Result<Vec<u8>, TransportError> {
+    request_until(context, endpoint, body, timeout, shutdown, OnRefusal::TryAgain)
+}
+
+/// An operator's one-off request (`cep cluster`, `cep rules deploy`): as [`request`], but the
+/// first refusal (a handshake the server closes, a key it does not admit) is its answer. A
+/// process registering keeps trying, since a router may still be starting or about to read
+/// a key just listed; a refused command connects once, so the router counts it once at most.
+pub fn request_once(
+    context: &Context,
+    endpoint: &str,
+    body: &[u8],
+    timeout: Duration,
+) -> Result<Vec<u8>, TransportError> {
+    let never = std::sync::atomic::AtomicBool::new(false);
+    request_until(context, endpoint, body, timeout, &never, OnRefusal::GiveUp)
+}
+
+/// What a request does when the server closes its handshake without a word, or refuses its
+/// key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OnRefusal {
+    /// Connect again: a closed handshake until the time-out (ZeroMQ connects again by
+    /// itself), a refused key once more after the server reloads its keys.
+    TryAgain,
+    /// Take the first as the server's answer.
+    GiveUp,
+}
+
+fn request_until(
+    context: &Context,
+    endpoint: &str,
+    body: &[u8],
+    timeout: Duration,
+    shutdown: &dyn StopFlag,
+    on_refusal: OnRefusal,
+) -> Result<Vec<u8>, TransportError> {
     let started = Instant::now();
     let deadline = started + timeout;
     wait_until_resolvable(endpoint, deadline, shutdown)?;
@@ -265,7 +301,7 @@ pub fn request(
     let refused = |reason: String| TransportError::HandshakeRefused { peer: endpoint.to_string(), reason };
     let mut asked_again = false;
     loop {
-        match ask_once(context, endpoint, body, deadline, shutdown)? {
+        match ask_once(context, endpoint, body, deadline, shutdown, on_refusal)? {
             Asked::Answer(answer) => return Ok(answer),
             Asked::Stopped => return Err(stopped()),
             Asked::TimedOut { closed_handshakes: 0 } => {
@@ -276,16 +312,21 @@ pub fn request(
                     // A CURVE server that cannot read the HELLO (a client told another
                     // server key) closes the connection without a word.
                     true => "does --keys hold its current public key (router/router.pub)?",
-                    false => "is it a cep router's control endpoint?",
+                    // So does one that reads a greeting without CURVE in it.
+                    false => "if it runs under CURVE, give this process --key and --keys; if not, is it a cep router's control endpoint?",
                 };
-                return Err(refused(format!(
-                    "it closed the connection in every handshake ({closed_handshakes} tries in {timeout:?}): {hint}"
-                )));
+                let tries = match on_refusal {
+                    OnRefusal::TryAgain => {
+                        format!("in every handshake ({closed_handshakes} tries in {timeout:?})")
+                    }
+                    OnRefusal::GiveUp => "in the handshake".to_string(),
+                };
+                return Err(refused(format!("it closed the connection {tries}: {hint}")));
             }
             // The server reads its public keys again at most once a second: a key listed a
             // moment ago is admitted when asked again after that (the request never reached
             // the server, so asking again repeats nothing). A second refusal is the answer.
-            Asked::TurnedAway(TurnedAway::Key(reason)) if !asked_again => {
+            Asked::TurnedAway(TurnedAway::Key(reason)) if !asked_again && on_refusal == OnRefusal::TryAgain => {
                 asked_again = true;
                 let again = Instant::now() + KEY_RELOAD_WAIT;
                 while Instant::now() < again.min(deadline) && !shutdown.raised() {
@@ -322,6 +363,7 @@ fn ask_once(
     body: &[u8],
     deadline: Instant,
     shutdown: &dyn StopFlag,
+    on_refusal: OnRefusal,
 ) -> Result<Asked, TransportError> {
     let socket = context.socket(zmq::REQ, SocketRole::Connects { server: Server::Router, endpoint })?;
     socket.set_linger(0).map_err(socket_err("set linger"))?;
@@ -358,12 +400,13 @@ fn ask_once(
                 );
             }
         }
-        if left.is_zero() {
+        let give_up = on_refusal == OnRefusal::GiveUp && socket.closed_handshakes > 0;
+        if left.is_zero() || give_up {
             return Ok(Asked::TimedOut { closed_handshakes: socket.closed_handshakes });
         }
-        match socket.poll(zmq::POLLIN, left.min(Duration::from_millis(100)).as_millis() as i64) {
-            Ok(0) | Err(zmq::Error::EINTR) => continue,
-            Ok(_) => return socket.recv_bytes(0).map(Asked::Answer).map_err(socket_err("receive control answer")),
+        match socket.wait(left.min(Duration::from_millis(100))) {
+            Ok(false) | Err(zmq::Error::EINTR) => continue,
+            Ok(true) => return socket.recv_bytes(0).map(Asked::Answer).map_err(socket_err("receive control answer")),
             Err(source) => return Err(TransportError::Socket { what: "poll control", source }),
         }
     }
@@ -411,6 +454,15 @@ impl WatchedRequest {
             | EVENT_DISCONNECTED;
         let events = crate::monitor::watch(context.zmq(), &socket, "request-handshakes", watched)?;
         Ok(WatchedRequest { events, socket, closed_handshakes: 0, connected: false, ever_connected: false })
+    }
+
+    /// Waits up to `timeout` for the answer (true) or a connection or handshake event (false):
+    /// woken by the event at once, a refused request ends before ZeroMQ connects again, so the
+    /// server counts one refusal for it, not two.
+    fn wait(&self, timeout: Duration) -> Result<bool, zmq::Error> {
+        let mut items = [self.socket.as_poll_item(zmq::POLLIN), self.events.as_poll_item(zmq::POLLIN)];
+        zmq::poll(&mut items, timeout.as_millis() as i64)?;
+        Ok(items[0].is_readable())
     }
 
     /// The first refusal among the handshake events so far (`secure`: this process runs

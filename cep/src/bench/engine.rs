@@ -3,9 +3,9 @@
 //! input in turn, each engine with its own state), so the ratios hold on a noisy host; their
 //! own figures include sharing the caches with the partner.
 
-use super::chart::{bar_chart, Axis, Bar, Unit};
 use super::overview::{bench_interleaved, reference_ticks_over, EngineUnderTest};
-use super::report::{table, Report};
+use crate::html::chart::{bar_chart, Axis, Bar, Unit};
+use crate::html::report::{table, Report};
 use cep_core::reference::SYMBOLS;
 use clap::Args;
 use serde::Serialize;
@@ -288,7 +288,7 @@ pub fn write(args: &EngineBenchArgs, results: &[RuleSetResult]) -> anyhow::Resul
             args.ticks,
             args.symbols,
             cep_core::reference::SEED,
-            super::chart::number(args.event_rate),
+            crate::html::chart::number(args.event_rate),
             super::overview::SLICE
         ))
         .note("Target: >= 10 M ev/s for R1+R2+R3 on one core (Flink 2.3 one JVM p=1: 2.0 M; Esper standalone: 240k).");

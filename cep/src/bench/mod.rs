@@ -7,13 +7,12 @@
 //! - [`engine`]: the engine alone per rule set.
 //! - [`sweep`]: the Oracle white paper's sweeps on the whole pipeline, and a saturation search.
 //! - [`scale`]: throughput and latency against the number of workers.
-//! - [`report`]: the self-contained HTML report every kind writes, and [`chart`] its SVG charts.
+//!
+//! Every kind writes a self-contained HTML report ([`crate::html`]).
 
-pub mod chart;
 pub mod engine;
 pub mod overview;
 pub mod pipeline;
-pub mod report;
 pub mod scale;
 pub mod sweep;
 pub mod transport;
@@ -69,6 +68,7 @@ pub struct PipelinePoint {
     /// Total ticks per second; 0 = as fast as possible.
     pub rate: f64,
     pub count: Option<u64>,
+    /// How long to send after the warm-up (`cep run --duration` counts the warm-up in).
     pub duration: Option<std::time::Duration>,
     pub warmup: std::time::Duration,
 }
@@ -80,7 +80,7 @@ pub fn pipeline_run(point: &PipelinePoint, out: &Path) -> anyhow::Result<cep_cor
         workers: point.workers,
         rate: point.rate,
         connections: point.connections,
-        duration: point.duration,
+        duration: point.duration.map(|measured| measured + point.warmup),
         count: point.count,
         warmup: Some(point.warmup),
         csv: cep_collector::CsvMode::None,

@@ -305,8 +305,8 @@ const GROUPS: [&str; 3] = ["engine alone", "raw ZeroMQ hop (tcp)", "whole pipeli
 
 /// Writes overview.csv (one row per figure), summary.txt (the printed table) and report.html.
 fn write(args: &OverviewArgs, r: &BenchResults) -> anyhow::Result<()> {
-    use super::chart::{bar_chart, number, Axis, Bar, Unit};
-    use super::report::{pipeline_charts, table, Report};
+    use crate::html::chart::{bar_chart, number, Axis, Bar, Unit};
+    use crate::html::report::{pipeline_charts, table, Report};
     let hop = &r.transport_hop_latency_us;
     let mut figures: Vec<(String, f64, &str)> = vec![
         ("engine_alone".into(), r.engine_eps, "ev/s"),
@@ -358,7 +358,7 @@ fn write(args: &OverviewArgs, r: &BenchResults) -> anyhow::Result<()> {
     if !ratio_rows.is_empty() {
         report.chart(
             "Ratios",
-            "Each ratio divides two figures of this run (targets: the README's \"Benchmarks\").",
+            "Each ratio divides two figures of this run (targets: docs/BENCHMARKS.md).",
             table(&["ratio", "value", "target"], &ratio_rows),
         );
     }
@@ -396,7 +396,7 @@ fn write(args: &OverviewArgs, r: &BenchResults) -> anyhow::Result<()> {
             &GROUPS,
         ),
     );
-    let us = |value: f64| super::chart::micros(value);
+    let us = |value: f64| crate::html::chart::micros(value);
     let mut latency = vec![
         Bar { name: "raw hop p50".into(), value: hop.p50, group: 1, text: us(hop.p50) },
         Bar { name: "raw hop p99".into(), value: hop.p99, group: 1, text: us(hop.p99) },
@@ -408,8 +408,8 @@ fn write(args: &OverviewArgs, r: &BenchResults) -> anyhow::Result<()> {
     }
     report.chart(
         "Latency",
-        "One-way latency of one raw hop (send stamp to receipt, 10k msg/s) against the paced pipeline's end to end (intended send time to the output at the collector, one value per output; three hops), linear from zero.",
-        bar_chart("latency", &Axis::linear("latency", Unit::Micros), &latency, &GROUPS),
+        "One-way latency of one raw hop (send stamp to receipt, 10k msg/s) against the paced pipeline's end to end (intended send time to the output at the collector, one value per output; three hops), on a log scale so the tens of microseconds show beside the milliseconds.",
+        bar_chart("latency", &Axis::log("latency", Unit::Micros), &latency, &GROUPS),
     );
     let run = args.out.join("pipeline-latency");
     if r.latency_end_to_end_us.is_some() && run.join("percentiles.csv").exists() {

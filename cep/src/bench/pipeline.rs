@@ -19,11 +19,11 @@
 //! and the latency runs in the reverse one; with `--repeat N` the orders alternate from one
 //! round to the next and each row keeps its median.
 
-use super::chart::{bar_chart, micros, number, Axis, Bar, Unit};
 use super::overview::{bench_rules, reference_ticks, EngineUnderTest};
-use super::report::{table, Report};
 use super::transport::Kind;
 use crate::cli::Usage;
+use crate::html::chart::{bar_chart, micros, number, Axis, Bar, Unit};
+use crate::html::report::{table, Report};
 use crate::launcher::{LaunchArgs, LocalTransport};
 use anyhow::Context as _;
 use cep_core::duration::parse_duration;
@@ -138,7 +138,10 @@ impl PipelineArgs {
         };
         let (rate, count, duration, warmup) = match measure {
             Measure::Throughput => (0.0, Some(self.count), None, Duration::ZERO),
-            Measure::Latency => (self.latency_rate, None, Some(self.latency_duration), self.latency_warmup),
+            // `cep run --duration` counts the warm-up in; --latency-duration does not.
+            Measure::Latency => {
+                (self.latency_rate, None, Some(self.latency_duration + self.latency_warmup), self.latency_warmup)
+            }
         };
         LaunchArgs {
             transport,
@@ -774,10 +777,10 @@ pub fn write(out: &Path, results: &PipelineResults) -> anyhow::Result<()> {
         report.chart(
             "End-to-end latency",
             &format!(
-                "p50, p99 and p99.9 of each transport's paced run ({} ticks/s), from each tick's intended send time to its output's arrival at the collector (linear from zero). The engine alone has no such figure: its cost per event is in the table.",
+                "p50, p99 and p99.9 of each transport's paced run ({} ticks/s), from each tick's intended send time to its output's arrival at the collector (log scale: p50 and p99.9 side by side). The engine alone has no such figure: its cost per event is in the table.",
                 number(w.latency_rate_eps)
             ),
-            bar_chart("end-to-end latency", &Axis::linear("end-to-end latency", Unit::Micros), &latency, &PERCENTILES),
+            bar_chart("end-to-end latency", &Axis::log("end-to-end latency", Unit::Micros), &latency, &PERCENTILES),
         );
     }
     let problems: Vec<Vec<String>> =

@@ -3,9 +3,9 @@
 //! `workers + 3` busy processes (plus a ZeroMQ I/O thread each), so once they outnumber the
 //! cores, adding workers adds contention, not capacity. The report says where that is.
 
-use super::chart::{line_chart, Axis, Series, Unit};
-use super::report::{table, Report};
 use super::{pipeline_run, PipelinePoint};
+use crate::html::chart::{line_chart, Axis, Series, Unit};
+use crate::html::report::{table, Report};
 use cep_core::results::LatencySummary;
 use clap::Args;
 use serde::Serialize;
@@ -169,7 +169,7 @@ pub fn write(out: &Path, results: &ScaleResults) -> anyhow::Result<()> {
             line_chart(
                 "end-to-end latency against workers",
                 &workers,
-                &Axis::linear("end-to-end latency", Unit::Micros),
+                &Axis::log("end-to-end latency", Unit::Micros),
                 &[
                     Series::new("p50", by_workers(&|p| p.end_to_end_us.p50)),
                     Series::new("p99", by_workers(&|p| p.end_to_end_us.p99)),

@@ -4,9 +4,9 @@
 //! output rate, end-to-end and per-hop latency, and the events lost (which must be 0).
 //! Latency is measured from each tick's intended send time (no coordinated omission).
 
-use super::chart::{line_chart, Axis, Series, Unit};
-use super::report::{pipeline_charts, table, Report};
 use super::{pipeline_run, PipelinePoint};
+use crate::html::chart::{line_chart, Axis, Series, Unit};
+use crate::html::report::{pipeline_charts, table, Report};
 use cep_core::duration::parse_duration;
 use cep_core::results::{HopLatencies, LatencySummary, Summary};
 use clap::Args;
@@ -320,7 +320,7 @@ pub fn write(out: &Path, results: &SweepResults) -> anyhow::Result<()> {
     {
         for (heading, about, chart) in pipeline_charts(
             &out.join(&heaviest.folder),
-            &format!("heaviest point ({} ticks/s)", super::chart::number(heaviest.target_rate)),
+            &format!("heaviest point ({} ticks/s)", crate::html::chart::number(heaviest.target_rate)),
         ) {
             report.chart(&heading, &about, chart);
         }

@@ -5,8 +5,8 @@
 //! Each point runs twice: unpaced for throughput, then paced for latency (from the send stamp
 //! in each message; one host's clock).
 
-use super::chart::{line_chart, Axis, Series, Unit};
-use super::report::{table, Report};
+use crate::html::chart::{line_chart, Axis, Series, Unit};
+use crate::html::report::{table, Report};
 use anyhow::{bail, Context as _};
 use cep_core::clock::now_ns;
 use cep_core::duration::parse_duration;

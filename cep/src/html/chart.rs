@@ -1,4 +1,4 @@
-//! SVG charts for the bench reports (plotters' SVG backend) with axes people can read:
+//! SVG charts for the reports (plotters' SVG backend) with axes people can read:
 //! linear axes start at zero, so heights compare; log axes are labelled at decades (1, 10,
 //! 100, 1k, or 1 µs, 10 µs, ... 1 ms); counts of things (workers) get whole ticks; the legend
 //! sits under the plot, never on the data; every bar carries its name and its value.
@@ -282,8 +282,20 @@ fn legend(area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>, entries: &
     }
 }
 
+/// A moment marked across a chart with a dashed vertical line and a short label at its top
+/// (a rescale, a failover, a collector restart).
+pub struct Mark {
+    pub at: f64,
+    pub label: String,
+}
+
 /// A line chart with its points marked, as an SVG string.
 pub fn line_chart(title: &str, x: &Axis, y: &Axis, series: &[Series]) -> String {
+    line_chart_marked(title, x, y, series, &[])
+}
+
+/// A line chart with moments marked on its x axis ([`Mark`]).
+pub fn line_chart_marked(title: &str, x: &Axis, y: &Axis, series: &[Series], marks: &[Mark]) -> String {
     let mut svg = String::new();
     {
         let height = if series.len() > 1 { 440 + LEGEND_PX } else { 440 };
@@ -291,8 +303,9 @@ pub fn line_chart(title: &str, x: &Axis, y: &Axis, series: &[Series]) -> String 
         let _ = root.fill(&WHITE);
         let (plot, below) = root.split_vertically(440);
         let all = || series.iter().flat_map(|s| s.points.iter());
-        let xt = x.ticks(all().map(|p| p.0));
+        let xt = x.ticks(all().map(|p| p.0).chain(marks.iter().map(|m| m.at)));
         let yt = y.ticks(all().map(|p| p.1));
+        let (y_low, y_high) = (yt.low, yt.high);
         let chart = ChartBuilder::on(&plot)
             .caption(title, (FONT, 20))
             .margin(14)
@@ -319,6 +332,19 @@ pub fn line_chart(title: &str, x: &Axis, y: &Axis, series: &[Series]) -> String 
             let _ = chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)));
             let _ = chart.draw_series(points.into_iter().map(|p| Circle::new(p, 4, color.filled())));
         }
+        let grey = RGBColor(90, 90, 90);
+        for mark in marks {
+            let Some(at) = x.position(mark.at) else { continue };
+            let dashes = (0..40).map(|k| y_low + (y_high - y_low) * k as f64 / 40.0);
+            let _ = chart.draw_series(
+                dashes
+                    .step_by(2)
+                    .map(|from| PathElement::new(vec![(at, from), (at, from + (y_high - y_low) / 40.0)], grey)),
+            );
+            let _ = chart.draw_series(std::iter::once(
+                EmptyElement::at((at, y_high)) + Text::new(mark.label.clone(), (4, 8), left_middle(LABEL_PX - 2)),
+            ));
+        }
         if series.len() > 1 {
             let entries: Vec<(String, RGBColor, bool)> =
                 series.iter().enumerate().map(|(i, s)| (s.name.clone(), COLORS[i % COLORS.len()], true)).collect();
@@ -338,8 +364,10 @@ pub struct Bar {
     pub text: String,
 }
 
-/// Horizontal bars from zero, top to bottom in the given order, each named on the left and
-/// with its text at its end, coloured by group (`groups` names them in the legend).
+/// Horizontal bars, top to bottom in the given order, each named on the left and with its
+/// text at its end, coloured by group (`groups` names them in the legend). On a linear axis
+/// bars start at zero; on a log axis (latencies from µs to tens of ms) at the axis's first
+/// decade, so a short bar beside a long one still shows.
 pub fn bar_chart(title: &str, value_axis: &Axis, bars: &[Bar], groups: &[&str]) -> String {
     let mut svg = String::new();
     {
@@ -356,8 +384,22 @@ pub fn bar_chart(title: &str, value_axis: &Axis, bars: &[Bar], groups: &[&str]) 
         let widest_text = bars.iter().map(|b| b.text.chars().count()).max().unwrap_or(0) as f64;
         let plot_width = (WIDTH - name_width - 40) as f64;
         let text_share = (widest_text * LABEL_PX as f64 * 0.55 + 16.0) / plot_width;
-        let top = bars.iter().map(|b| b.value).fold(0.0, f64::max) / (1.0 - text_share.min(0.6));
-        let vt = value_axis.ticks([0.0, top].into_iter());
+        let room = 1.0 / (1.0 - text_share.min(0.6));
+        let top = bars.iter().map(|b| b.value).fold(0.0, f64::max);
+        let vt = match value_axis.scale {
+            Scale::Linear => value_axis.ticks([0.0, top * room].into_iter()),
+            Scale::Log => {
+                // The text's room is a share of the axis's span in decades, not of the value.
+                let lowest = bars.iter().map(|b| b.value).filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+                let span = if lowest.is_finite() { top.log10() - lowest.log10().floor() } else { 1.0 };
+                value_axis.ticks([lowest, top * 10f64.powf(span.max(1.0) * (room - 1.0))].into_iter())
+            }
+        };
+        let start = match value_axis.scale {
+            Scale::Linear => 0.0,
+            Scale::Log => vt.low,
+        };
+        let end = |value: f64| value_axis.position(value).unwrap_or(start).max(start);
         let n = rows as f64;
         let row_of = |position: f64| -> Option<usize> {
             let row = (n - position).floor();
@@ -387,13 +429,12 @@ pub fn bar_chart(title: &str, value_axis: &Axis, bars: &[Bar], groups: &[&str]) 
             let color = COLORS[bar.group % COLORS.len()];
             let middle = n - i as f64 - 0.5;
             let _ = chart.draw_series(std::iter::once(Rectangle::new(
-                [(0.0, middle - 0.32), (bar.value.max(0.0), middle + 0.32)],
+                [(start, middle - 0.32), (end(bar.value), middle + 0.32)],
                 color.filled(),
             )));
             // The text starts a few pixels after the bar's end.
             let _ = chart.draw_series(std::iter::once(
-                EmptyElement::at((bar.value.max(0.0), middle))
-                    + Text::new(bar.text.clone(), (6, 0), left_middle(LABEL_PX)),
+                EmptyElement::at((end(bar.value), middle)) + Text::new(bar.text.clone(), (6, 0), left_middle(LABEL_PX)),
             ));
         }
         // Only the groups this chart shows, each in the colour it has in every chart.
@@ -468,6 +509,32 @@ mod tests {
         assert_eq!(labels(&Axis::log("x", Unit::Number), &[]), ["1", "2", "5", "10"]);
         assert_eq!(labels(&Axis::log("x", Unit::Number), &[100.0, 100.0]), ["100", "200", "500", "1k"]);
         assert_eq!(labels(&Axis::linear("x", Unit::Number), &[0.0]), ["0", "0.2", "0.4", "0.6", "0.8", "1"]);
+    }
+
+    #[test]
+    fn bars_on_a_log_axis_start_at_its_first_decade() {
+        let bars = vec![
+            Bar { name: "p50".into(), value: 78.0, group: 0, text: "78 µs".into() },
+            Bar { name: "p99".into(), value: 30_000.0, group: 1, text: "30 ms".into() },
+        ];
+        let svg = bar_chart("latency", &Axis::log("latency", Unit::Micros), &bars, &["p50", "p99"]);
+        // Decade labels from 10 µs up, and both bars' texts.
+        for label in ["10 µs", "100 µs", "1 ms", "10 ms", "78 µs", "30 ms"] {
+            assert!(svg.contains(&format!(">\n{label}\n<")), "{label}");
+        }
+        assert!(!svg.contains(">\n0\n<"), "a log axis has no zero");
+    }
+
+    #[test]
+    fn marks_are_drawn_with_their_labels() {
+        let svg = line_chart_marked(
+            "ticks per second",
+            &Axis::linear("seconds", Unit::Number),
+            &Axis::linear("ticks/s", Unit::Number),
+            &[Series::new("ticks", vec![(1.0, 100.0), (2.0, 120.0), (3.0, 90.0)])],
+            &[Mark { at: 2.5, label: "failover worker-1".into() }],
+        );
+        assert!(svg.contains(">\nfailover worker-1\n<"), "{svg}");
     }
 
     #[test]

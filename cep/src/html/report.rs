@@ -98,7 +98,9 @@ impl Report {
     }
 }
 
-fn read_csv(path: &std::path::Path) -> Vec<Vec<f64>> {
+/// The rows of a CSV file of numbers under a header line (a field that is not a number: NaN;
+/// a missing file: no rows).
+pub fn read_csv(path: &std::path::Path) -> Vec<Vec<f64>> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()

@@ -61,10 +61,16 @@ fn every_process_gets_what_the_run_says() {
     let Some(RoleConfig::Injector(injector)) = endless.last().map(|p| &p.role) else { panic!() };
     assert_eq!((injector.duration, injector.count, injector.warmup), (None, None, Duration::from_secs(1)));
     assert_eq!(injector.validate(), Ok(()));
-    let timed = LaunchArgs { duration: Some(Duration::from_secs(3)), ..LaunchArgs::default() };
-    let timed = role_configs(&timed, &endpoints, "ipc:///data", "ipc:///control").unwrap();
-    let Some(RoleConfig::Injector(injector)) = timed.last().map(|p| &p.role) else { panic!() };
-    assert_eq!((injector.duration, injector.warmup), (Some(Duration::from_secs(3)), Duration::from_secs(1)));
+    // The duration includes the warm-up: 1 s, or a fifth of a run shorter than 5 s.
+    for (duration, warmup) in
+        [(Duration::from_secs(10), Duration::from_secs(1)), (Duration::from_secs(3), Duration::from_millis(600))]
+    {
+        let timed = LaunchArgs { duration: Some(duration), ..LaunchArgs::default() };
+        let timed = role_configs(&timed, &endpoints, "ipc:///data", "ipc:///control").unwrap();
+        let Some(RoleConfig::Injector(injector)) = timed.last().map(|p| &p.role) else { panic!() };
+        assert_eq!((injector.duration, injector.warmup), (Some(duration), warmup));
+        assert_eq!(injector.validate(), Ok(()));
+    }
 }
 
 #[test]

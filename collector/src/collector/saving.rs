@@ -23,6 +23,8 @@ pub struct SinkMarks {
     pub csv_rows: u64,
     /// Bytes of outputs.csv.
     pub csv_len: u64,
+    /// Rows outputs.csv did not take, at its bound.
+    pub csv_not_written: u64,
     /// The interval recorder's own state.
     pub intervals: IntervalState,
     /// Bytes of intervals.csv and latency.hlog.
@@ -130,6 +132,7 @@ impl<W: Write> Collector<W> {
         let sinks = SinkMarks {
             csv_rows: self.sinks.csv.rows(),
             csv_len: self.sinks.csv.bytes_written(),
+            csv_not_written: self.sinks.csv.not_written(),
             intervals: self.sinks.intervals.state(),
             intervals_len: self.sinks.intervals.bytes_written(),
         };
