@@ -62,7 +62,7 @@ fn page_of(out: &Path, summary: &Summary) -> Report {
     let seconds = || Axis::linear("seconds since the start", Unit::Number);
     report.chart(
         CHARTS[0],
-        "Ticks the workers processed per second (throughput.csv: cumulative counts once a second, from the workers' progress reports every half second), and outputs per second of all rules together. Dashed lines mark rescales, failovers and collector restarts.",
+        "Ticks the workers processed per second (throughput.csv: cumulative counts once a second, from the workers' progress reports every half second), and outputs per second of all rules together. Dashed lines mark rescales, failovers and collector restarts. After a failover the survivors process again the ticks the dead worker had processed since its checkpoint: they show here twice (summary.json counts each tick once).",
         line_chart_marked(
             "throughput",
             &seconds(),

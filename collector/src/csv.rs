@@ -155,14 +155,7 @@ impl<W: Write> OutputsCsv<W> {
     #[inline]
     pub fn write(&mut self, rule: &str, output: &OutputRecord, symbol: &[u8], t_collector: u64) -> io::Result<()> {
         if self.len >= self.limit {
-            if self.not_written == 0 {
-                tracing::warn!(
-                    bytes = self.len,
-                    rows = self.rows,
-                    "outputs.csv reached --outputs-max-size: it takes no more rows (they are counted in outputs_not_written)"
-                );
-            }
-            self.not_written += 1;
+            self.skip_row();
             return Ok(());
         }
         put(&mut self.out, &mut self.len, rule.as_bytes())?;
@@ -187,6 +180,20 @@ impl<W: Write> OutputsCsv<W> {
         put(&mut self.out, &mut self.len, b"\n")?;
         self.rows += 1;
         Ok(())
+    }
+
+    /// Counts a row the file no longer takes, saying so the first time (out of the inlined
+    /// hot path).
+    #[cold]
+    fn skip_row(&mut self) {
+        if self.not_written == 0 {
+            tracing::warn!(
+                bytes = self.len,
+                rows = self.rows,
+                "outputs.csv reached --outputs-max-size: it takes no more rows (they are counted in outputs_not_written)"
+            );
+        }
+        self.not_written += 1;
     }
 
     /// Flushes what is buffered and returns the sink with the number of rows written.
