@@ -326,11 +326,10 @@ pub fn run_role(role: RoleConfig, metrics: &MetricsArgs) -> anyhow::Result<()> {
                 }
                 Ok(summary)
             })?;
-            if !summary.complete {
-                let why = format!("run incomplete ({}): {}", summary.incomplete_because(), summary.counts());
-                return Err(RunIncomplete(why).into());
+            match summary.incomplete() {
+                Some(why) => Err(RunIncomplete(why).into()),
+                None => Ok(()),
             }
-            Ok(())
         }
         RoleConfig::Injector(config) => {
             // The first SIGINT/SIGTERM ends the streams gracefully (nothing lost), a second

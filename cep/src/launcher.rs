@@ -539,6 +539,9 @@ struct Process {
 /// role takes it given no flag.
 fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &str) -> anyhow::Result<Vec<Process>> {
     let mut processes = Vec::new();
+    let base = secured(crate::cli::from_environment::<CollectorConfig>()?, endpoints.security("collector"), |c| {
+        &mut c.security
+    });
     let collector = CollectorConfig {
         listen: endpoints.bind("collector"),
         clock_listen: endpoints.bind("collector-clock"),
@@ -550,12 +553,9 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         summary_every: args.summary_every,
         progress: !args.quiet,
         launched: true,
-        ..secured(crate::cli::from_environment::<CollectorConfig>()?, endpoints.security("collector"), |c| {
-            &mut c.security
-        })
+        outputs_max_size: args.outputs_max_size.unwrap_or(base.outputs_max_size),
+        ..base
     };
-    let collector =
-        CollectorConfig { outputs_max_size: args.outputs_max_size.unwrap_or(collector.outputs_max_size), ..collector };
     processes.push(Process {
         name: "collector".into(),
         role: RoleConfig::Collector { config: collector, print_report: false },

@@ -7,7 +7,7 @@
 use crate::html::chart::{bar_chart, line_chart_marked, micros, number, Axis, Bar, Mark, Series, Unit};
 use crate::html::report::{read_csv, table, Report};
 use cep_collector::throughput::THROUGHPUT_FILE;
-use cep_core::results::{grouped, known, LatencySummary, Summary};
+use cep_core::results::{grouped, known_grouped, LatencySummary, Summary};
 use std::path::{Path, PathBuf};
 
 /// The page's name in the results folder.
@@ -58,7 +58,8 @@ fn page_of(out: &Path, summary: &Summary) -> Report {
         report.note("The run was still going when this page was written: its figures are the ones so far.");
     }
     report.section("Counts", counts_table(summary));
-    let marks = marks(out, summary);
+    let (rates, restarts) = throughput(out);
+    let marks: Vec<Mark> = moves(summary).chain(restarts).collect();
     let seconds = || Axis::linear("seconds since the start", Unit::Number);
     report.chart(
         CHARTS[0],
@@ -67,7 +68,7 @@ fn page_of(out: &Path, summary: &Summary) -> Report {
             "throughput",
             &seconds(),
             &Axis::linear("per second", Unit::Number),
-            &throughput_series(out),
+            &rates,
             &marks,
         ),
     );
@@ -104,17 +105,10 @@ fn page_of(out: &Path, summary: &Summary) -> Report {
 }
 
 fn counts_table(summary: &Summary) -> String {
-    let lost: Vec<String> = summary.lost_by_cause.iter().map(|(cause, n)| format!("{cause} {}", grouped(*n))).collect();
     let mut rows = vec![
-        vec!["ticks sent".to_string(), known_count(summary.events_sent)],
+        vec!["ticks sent".to_string(), known_grouped(summary.events_sent)],
         vec!["ticks processed".to_string(), grouped(summary.events_processed)],
-        vec![
-            "ticks lost".to_string(),
-            match lost.is_empty() {
-                true => known_count(summary.events_lost),
-                false => format!("{} ({})", known_count(summary.events_lost), lost.join(", ")),
-            },
-        ],
+        vec!["ticks lost".to_string(), format!("{}{}", known_grouped(summary.events_lost), summary.lost_causes())],
         vec!["duplicates".to_string(), grouped(summary.duplicates)],
         vec!["outputs, all rules".to_string(), grouped(summary.outputs.values().sum())],
         vec!["outputs lost".to_string(), grouped(summary.outputs_lost)],
@@ -135,22 +129,19 @@ fn counts_table(summary: &Summary) -> String {
     table(&["", "value"], &rows)
 }
 
-/// A count with its thousands grouped, or `unknown`.
-fn known_count(count: Option<u64>) -> String {
-    count.map_or_else(|| known(None), grouped)
-}
-
-/// Rates from throughput.csv's cumulative rows: (ticks, outputs) per second, each over at
-/// least half a second. A shorter span (the run's last row, just after the one before it)
-/// would divide half a second of workers' unreported ticks by a sliver of time.
-fn throughput_series(out: &Path) -> Vec<Series> {
+/// From throughput.csv's cumulative rows: the rates, (ticks, outputs) per second, each over
+/// at least half a second, and the collector's restarts. A shorter span (the run's last row,
+/// just after the one before it) would divide half a second of workers' unreported ticks by
+/// a sliver of time.
+fn throughput(out: &Path) -> (Vec<Series>, Vec<Mark>) {
     let rows: Vec<Vec<f64>> = read_csv(&out.join(THROUGHPUT_FILE)).into_iter().filter(|r| r.len() >= 4).collect();
-    let (mut ticks, mut outputs) = (Vec::new(), Vec::new());
+    let (mut ticks, mut outputs, mut restarts) = (Vec::new(), Vec::new(), Vec::new());
     // A fresh run counts from nothing at its start.
     let mut base = vec![0.0, 0.0, 0.0, 1.0];
     for row in rows {
         if row[3] != base[3] {
             // A restarted collector's first row: its counts go on, its rate starts afresh.
+            restarts.push(Mark { at: row[0], label: "collector restarted".to_string() });
             base = row;
             continue;
         }
@@ -161,24 +152,13 @@ fn throughput_series(out: &Path) -> Vec<Series> {
             base = row;
         }
     }
-    vec![Series::new("ticks processed", ticks), Series::new("outputs", outputs)]
+    (vec![Series::new("ticks processed", ticks), Series::new("outputs", outputs)], restarts)
 }
 
-/// Rescales, failovers and collector restarts, at their time since the run's start.
-fn marks(out: &Path, summary: &Summary) -> Vec<Mark> {
-    let mut marks: Vec<Mark> = summary
-        .rescales
-        .iter()
-        .map(|r| Mark { at: r.at_s, label: format!("{} {}", r.kind, r.worker) })
-        .chain(summary.failovers.iter().map(|f| Mark { at: f.at_s, label: format!("failover {}", f.worker) }))
-        .collect();
-    let rows = read_csv(&out.join(THROUGHPUT_FILE));
-    for pair in rows.windows(2).filter(|pair| pair[0].len() >= 4 && pair[1].len() >= 4) {
-        if pair[1][3] > pair[0][3] {
-            marks.push(Mark { at: pair[1][0], label: "collector restarted".to_string() });
-        }
-    }
-    marks
+/// Rescales and failovers, at their time since the run's start.
+fn moves(summary: &Summary) -> impl Iterator<Item = Mark> + '_ {
+    let rescales = summary.rescales.iter().map(|r| Mark { at: r.at_s, label: format!("{} {}", r.kind, r.worker) });
+    rescales.chain(summary.failovers.iter().map(|f| Mark { at: f.at_s, label: format!("failover {}", f.worker) }))
 }
 
 const PERCENTILES: [&str; 3] = ["p50", "p99", "p99.9"];
@@ -241,36 +221,31 @@ fn workers_chart(summary: &Summary) -> String {
 }
 
 fn moves_table(summary: &Summary) -> String {
-    let mut rows: Vec<Vec<String>> = summary
+    // Each move at its time, then the rows in the order they happened.
+    let mut moves: Vec<(f64, Vec<String>)> = summary
         .rescales
         .iter()
         .map(|r| {
-            vec![
-                format!("{:.1}", r.at_s),
-                r.kind.clone(),
-                r.worker.clone(),
-                format!("{} symbols in {:.0} ms", r.symbols, r.duration_ms),
-                if r.state_lost.is_empty() {
-                    "kept".to_string()
-                } else {
-                    format!("lost for {}", r.state_lost.join(" "))
-                },
-            ]
+            let state = match r.state_lost.is_empty() {
+                true => "kept".to_string(),
+                false => format!("lost for {}", r.state_lost.join(" ")),
+            };
+            let moved = format!("{} symbols in {:.0} ms", r.symbols, r.duration_ms);
+            (r.at_s, vec![r.kind.clone(), r.worker.clone(), moved, state])
         })
         .chain(summary.failovers.iter().map(|f| {
-            vec![
-                format!("{:.1}", f.at_s),
-                "failover".to_string(),
-                f.worker.clone(),
-                format!("{} symbols from checkpoint {}, {} ticks replayed", f.symbols, f.checkpoint, f.replayed),
-                match (f.recovered, f.state_lost.is_empty()) {
-                    (true, true) => "restored".to_string(),
-                    _ => format!("lost for {} ({})", f.state_lost.join(" "), f.reason),
-                },
-            ]
+            let state = match (f.recovered, f.state_lost.is_empty()) {
+                (true, true) => "restored".to_string(),
+                _ => format!("lost for {} ({})", f.state_lost.join(" "), f.reason),
+            };
+            let moved =
+                format!("{} symbols from checkpoint {}, {} ticks replayed", f.symbols, f.checkpoint, f.replayed);
+            (f.at_s, vec!["failover".to_string(), f.worker.clone(), moved, state])
         }))
         .collect();
-    rows.sort_by(|a, b| a[0].parse::<f64>().unwrap_or(0.0).total_cmp(&b[0].parse::<f64>().unwrap_or(0.0)));
+    moves.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let rows: Vec<Vec<String>> =
+        moves.into_iter().map(|(at, row)| std::iter::once(format!("{at:.1}")).chain(row).collect()).collect();
     table(&["at (s)", "what", "worker", "moved", "state"], &rows)
 }
 

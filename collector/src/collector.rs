@@ -235,6 +235,11 @@ impl<W: Write> Collector<W> {
         self.progress.iter().map(|p| p.processed).collect()
     }
 
+    /// Ticks processed so far, all workers.
+    pub fn processed_total(&self) -> u64 {
+        self.progress.iter().map(|p| p.processed).sum()
+    }
+
     /// Outputs received so far, all rules.
     pub fn outputs_total(&self) -> u64 {
         self.rules.total()

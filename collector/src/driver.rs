@@ -92,7 +92,7 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
     let resumed = saved.is_some() && ready.collector_incarnation > 1;
     let mut collector = match saved {
         // The router took this collector over its lost one: go on from the saved state.
-        Some(state) if ready.collector_incarnation > 1 => {
+        Some(state) if resumed => {
             let marks = state.sinks.clone();
             let sinks = Sinks {
                 csv: OutputsCsv::reopen(&csv_path, marks.csv_rows, marks.csv_len)
@@ -190,11 +190,7 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
             }
         }
         if turn.publish {
-            throughput.record(
-                since_start(&ready),
-                collector.processed_by_worker().iter().sum(),
-                collector.outputs_total(),
-            );
+            throughput.record(since_start(&ready), collector.processed_total(), collector.outputs_total());
             if let Some(progress) = &mut progress {
                 progress.print(&collector, now, since_start(&ready));
             }
@@ -204,7 +200,8 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
         }
         Ok::<_, CollectorError>(if life.ended().is_some() { Flow::Stop } else { Flow::Continue })
     })?;
-    throughput.record(since_start(&ready), collector.processed_by_worker().iter().sum(), collector.outputs_total());
+    // The last moment's figures too.
+    throughput.record(since_start(&ready), collector.processed_total(), collector.outputs_total());
     let ended = life.ended().cloned().unwrap_or(Ended::Shutdown);
     if let Err(error) = saving.finish(&router_link, &shutdown) {
         warn!(%error, "the last save of the state did not complete");

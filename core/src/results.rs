@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 pub mod earlier_run;
 mod verdict;
-pub use verdict::{grouped, readable_micros};
+pub use verdict::{grouped, known_grouped, readable_micros};
 
 /// What `cep engine` writes beside its input by default.
 pub const STANDALONE_OUTPUTS: &str = "standalone-outputs.csv";

@@ -386,18 +386,17 @@ pub fn bar_chart(title: &str, value_axis: &Axis, bars: &[Bar], groups: &[&str]) 
         let text_share = (widest_text * LABEL_PX as f64 * 0.55 + 16.0) / plot_width;
         let room = 1.0 / (1.0 - text_share.min(0.6));
         let top = bars.iter().map(|b| b.value).fold(0.0, f64::max);
-        let vt = match value_axis.scale {
-            Scale::Linear => value_axis.ticks([0.0, top * room].into_iter()),
+        // Bars start at zero on a linear axis, at the first decade on a log one.
+        let (vt, start) = match value_axis.scale {
+            Scale::Linear => (value_axis.ticks([0.0, top * room].into_iter()), 0.0),
             Scale::Log => {
                 // The text's room is a share of the axis's span in decades, not of the value.
                 let lowest = bars.iter().map(|b| b.value).filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
                 let span = if lowest.is_finite() { top.log10() - lowest.log10().floor() } else { 1.0 };
-                value_axis.ticks([lowest, top * 10f64.powf(span.max(1.0) * (room - 1.0))].into_iter())
+                let vt = value_axis.ticks([lowest, top * 10f64.powf(span.max(1.0) * (room - 1.0))].into_iter());
+                let low = vt.low;
+                (vt, low)
             }
-        };
-        let start = match value_axis.scale {
-            Scale::Linear => 0.0,
-            Scale::Log => vt.low,
         };
         let end = |value: f64| value_axis.position(value).unwrap_or(start).max(start);
         let n = rows as f64;

@@ -43,16 +43,7 @@ impl RunKeys {
 /// ([`super::RUN_FILES`]) and, if a `--secure` run wrote them, its keys. The error names the
 /// file and says why.
 pub fn clear_earlier_run(out: &Path) -> Result<(), String> {
-    super::remove_files(out, super::RUN_FILES).map_err(|(path, error)| {
-        format!("cannot remove {} of an earlier run: {}", path.display(), crate::io_text::plain(&error))
-    })?;
-    let keys = out.join("keys");
-    match RunKeys::in_folder(out) {
-        RunKeys::OfARun => remove_run_keys(&keys).map_err(|error| {
-            format!("cannot remove the keys of an earlier run in {}: {}", keys.display(), crate::io_text::plain(&error))
-        }),
-        RunKeys::None | RunKeys::NotARun | RunKeys::NotAFolder => Ok(()),
-    }
+    clear(out, &[], &[])
 }
 
 /// What a collector started on its own (docker-compose, hosts) removes when its run starts
@@ -61,7 +52,12 @@ pub fn clear_earlier_run(out: &Path) -> Result<(), String> {
 /// `--key` and `--keys`) lie in them: a cluster started by hand on an earlier `cep run
 /// --secure`'s keys keeps them.
 pub fn clear_for_collector(out: &Path, keys_in_use: &[&Path]) -> Result<(), String> {
-    let stale: Vec<&str> = super::RUN_FILES.iter().copied().filter(|name| *name != RECORDED_INPUT).collect();
+    clear(out, &[RECORDED_INPUT], keys_in_use)
+}
+
+/// Removes the run files but `kept`, and a run's marked keys unless `keys_in_use` lie in them.
+fn clear(out: &Path, kept: &[&str], keys_in_use: &[&Path]) -> Result<(), String> {
+    let stale: Vec<&str> = super::RUN_FILES.iter().copied().filter(|name| !kept.contains(name)).collect();
     super::remove_files(out, &stale).map_err(|(path, error)| {
         format!("cannot remove {} of an earlier run: {}", path.display(), crate::io_text::plain(&error))
     })?;

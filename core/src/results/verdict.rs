@@ -7,21 +7,35 @@ impl Summary {
     /// What makes the run fail, in one phrase: incomplete, events or outputs lost, duplicates.
     /// `None` when every event was processed exactly once and every output delivered.
     pub fn problem(&self) -> Option<String> {
-        if !self.complete {
-            return Some(format!("run incomplete ({}): {}", self.incomplete_because(), self.counts()));
+        if let Some(incomplete) = self.incomplete() {
+            return Some(incomplete);
         }
         if self.events_lost != Some(0) || self.outputs_lost > 0 || self.duplicates > 0 {
-            let causes: Vec<String> =
-                self.lost_by_cause.iter().map(|(cause, count)| format!("{cause} {}", grouped(*count))).collect();
-            let causes = if causes.is_empty() { String::new() } else { format!(" ({})", causes.join(", ")) };
             return Some(format!(
-                "{} events lost{causes}, {} outputs lost, {} duplicates",
-                self.events_lost.map_or_else(|| "unknown".to_string(), grouped),
+                "{} events lost{}, {} outputs lost, {} duplicates",
+                known_grouped(self.events_lost),
+                self.lost_causes(),
                 grouped(self.outputs_lost),
                 grouped(self.duplicates)
             ));
         }
         None
+    }
+
+    /// `run incomplete (<why>): <counts>` for a run that did not complete.
+    pub fn incomplete(&self) -> Option<String> {
+        (!self.complete).then(|| format!("run incomplete ({}): {}", self.incomplete_because(), self.counts()))
+    }
+
+    /// The causes of lost events with their counts, ` (worker_died 1,000, ...)`, or nothing.
+    pub fn lost_causes(&self) -> String {
+        let causes: Vec<String> =
+            self.lost_by_cause.iter().map(|(cause, count)| format!("{cause} {}", grouped(*count))).collect();
+        if causes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", causes.join(", "))
+        }
     }
 
     /// The verdict line, e.g. `OK: 2,000,000 ticks, 0 lost, complete; p50 455 us, p99 11.4 ms;
@@ -69,6 +83,11 @@ pub fn grouped(count: u64) -> String {
         out.push(digit);
     }
     out
+}
+
+/// A count with its thousands grouped, or `unknown` when it was never reported.
+pub fn known_grouped(count: Option<u64>) -> String {
+    count.map_or_else(|| super::known(None), grouped)
 }
 
 /// A latency in the unit that reads best: `455 us`, `11.4 ms`, `2.31 s`.
