@@ -32,6 +32,11 @@ fn main() {
     if !lib.join("libsodium.a").is_file() {
         panic!("libsodium's static library is not in {}", lib.display());
     }
+    // Checked here, not left to the compiler's search path: a system's own sodium.h there
+    // would hide a wrong folder (and mismatch the library linked).
+    if !include.join("sodium.h").is_file() {
+        panic!("libsodium's header sodium.h is not in {}", include.display());
+    }
     // libzmq's own compiler warnings are not ours to act on, and cargo shows every one of a
     // local package's: silence them (the C++ compiler takes CXXFLAGS through the cc crate).
     let flags = env::var("CXXFLAGS").unwrap_or_default();
@@ -39,6 +44,6 @@ fn main() {
     // zeromq-src prints its own search path quoted (Debug), which the linker does not take.
     println!("cargo:rustc-link-search=native={}", lib.display());
     zeromq_src::Build::new()
-        .with_libsodium(Some(zeromq_src::LibLocation::new(include, lib)))
+        .with_libsodium(Some(zeromq_src::LibLocation::new(lib, include)))
         .build();
 }
