@@ -63,7 +63,7 @@ fn page_of(out: &Path, summary: &Summary) -> Report {
     let seconds = || Axis::linear("seconds since the start", Unit::Number);
     report.chart(
         CHARTS[0],
-        "Ticks the workers processed per second (throughput.csv: cumulative counts once a second, from the workers' progress reports every half second), and outputs per second of all rules together. Dashed lines mark rescales, failovers and collector restarts. After a failover the survivors process again the ticks the dead worker had processed since its checkpoint: they show here twice (summary.json counts each tick once).",
+        "Ticks sent (received by the router) and processed by the workers per second, and outputs per second of all rules together (throughput.csv: cumulative counts once a second, from the router's and the workers' progress reports every half second, taken at one instant). Dashed lines mark rescales, failovers and collector restarts. After a failover the survivors process again the ticks the dead worker had processed since its checkpoint: they show here twice (summary.json counts each tick once).",
         line_chart_marked(
             "throughput",
             &seconds(),
@@ -129,15 +129,17 @@ fn counts_table(summary: &Summary) -> String {
     table(&["", "value"], &rows)
 }
 
-/// From throughput.csv's cumulative rows: the rates, (ticks, outputs) per second, each over
-/// at least half a second, and the collector's restarts. A shorter span (the run's last row,
-/// just after the one before it) would divide half a second of workers' unreported ticks by
-/// a sliver of time.
+/// From throughput.csv's cumulative rows: the rates, (ticks sent, ticks processed, outputs)
+/// per second, each over at least half a second, and the collector's restarts. A shorter span
+/// (the run's last row, just after the one before it) would divide half a second of
+/// unreported ticks by a sliver of time.
 fn throughput(out: &Path) -> (Vec<Series>, Vec<Mark>) {
     let rows: Vec<Vec<f64>> = read_csv(&out.join(THROUGHPUT_FILE)).into_iter().filter(|r| r.len() >= 4).collect();
-    let (mut ticks, mut outputs, mut restarts) = (Vec::new(), Vec::new(), Vec::new());
-    // A fresh run counts from nothing at its start.
-    let mut base = vec![0.0, 0.0, 0.0, 1.0];
+    let (mut sent, mut ticks, mut outputs, mut restarts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // A fresh run counts from nothing at its start; a row without the router's count (before
+    // its first report, or a file of an earlier version) has none to draw.
+    let sent_of = |row: &[f64]| row.get(4).copied().filter(|sent| sent.is_finite());
+    let mut base = vec![0.0, 0.0, 0.0, 1.0, 0.0];
     for row in rows {
         if row[3] != base[3] {
             // A restarted collector's first row: its counts go on, its rate starts afresh.
@@ -147,12 +149,18 @@ fn throughput(out: &Path) -> (Vec<Series>, Vec<Mark>) {
         }
         let span = row[0] - base[0];
         if span >= 0.5 {
-            ticks.push((row[0], ((row[1] - base[1]) / span).max(0.0)));
-            outputs.push((row[0], ((row[2] - base[2]) / span).max(0.0)));
+            let rate = |now: f64, then: f64| ((now - then) / span).max(0.0);
+            if let (Some(now), Some(then)) = (sent_of(&row), sent_of(&base)) {
+                sent.push((row[0], rate(now, then)));
+            }
+            ticks.push((row[0], rate(row[1], base[1])));
+            outputs.push((row[0], rate(row[2], base[2])));
             base = row;
         }
     }
-    (vec![Series::new("ticks processed", ticks), Series::new("outputs", outputs)], restarts)
+    let sent = (!sent.is_empty()).then(|| Series::new("ticks sent", sent));
+    let series = sent.into_iter().chain([Series::new("ticks processed", ticks), Series::new("outputs", outputs)]);
+    (series.collect(), restarts)
 }
 
 /// Rescales and failovers, at their time since the run's start.
@@ -284,7 +292,7 @@ mod tests {
         std::fs::write(dir.path().join("summary.json"), serde_json::to_string(&summary).unwrap()).unwrap();
         std::fs::write(
             dir.path().join(THROUGHPUT_FILE),
-            "elapsed_s,ticks_processed,outputs,collector_incarnation\n1.0,500,60,1\n2.0,1200,150,1\n2.0,1200,150,2\n3.0,2000,300,2\n",
+            "elapsed_s,ticks_processed,outputs,collector_incarnation,ticks_sent\n1.0,500,60,1,\n2.0,1200,150,1,1300\n2.0,1200,150,2,1300\n3.0,2000,300,2,2000\n",
         )
         .unwrap();
         let page = std::fs::read_to_string(write(dir.path()).unwrap()).unwrap();

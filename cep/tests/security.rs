@@ -347,7 +347,7 @@ fn a_worker_that_joins_is_known_by_its_own_key_and_a_worker_key_registers_only_i
         std::thread::sleep(Duration::from_millis(50));
     }
     // Another worker key cannot speak for it at the collector.
-    let forged = cep_core::report::WorkerProgress { processed: TICKS, outputs: 0, rejected: 0 }.encode(1);
+    let forged = cep_core::report::WorkerProgress { at_ns: 0, processed: TICKS, outputs: 0, rejected: 0 }.encode(1);
     let as_worker_1 = DeliveryLog::new(1, 1, 1 << 20).push(&forged).to_vec();
     send_once(&spare, &ready.collector, Server::Key(&ready.collector_key), &[as_worker_1]);
     wait_for_rejections(&[("unauthorized_sender", 1)]);

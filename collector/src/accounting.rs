@@ -446,8 +446,8 @@ mod tests {
         assert_eq!((summary.workers[1].events, summary.workers[1].symbols), (0, None));
         // Its last progress counts for what it processed.
         let progress = [
-            WorkerProgress { processed: 15, outputs: 0, rejected: 0 },
-            WorkerProgress { processed: 10, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 15, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 10, outputs: 0, rejected: 0 },
         ];
         let summary = summarize(2, &ids, &reports, &progress, Some(&router([20, 9])), &[], observed(15));
         assert_eq!((summary.events_processed, summary.events_lost, summary.workers[1].events), (25, Some(4), 10));
@@ -459,8 +459,8 @@ mod tests {
         let reports: BTreeMap<u32, WorkerReport> = [(0, worker(0, [10, 5], [Some(20), Some(9)]))].into_iter().collect();
         let ids = vec!["w0".to_string(), "w1".to_string()];
         let progress = [
-            WorkerProgress { processed: 15, outputs: 0, rejected: 0 },
-            WorkerProgress { processed: 10, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 15, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 10, outputs: 0, rejected: 0 },
         ];
         let summary = summarize(2, &ids, &reports, &progress, Some(&router([20, 9])), &[], observed(15));
         assert_eq!((summary.events_processed, summary.events_lost), (25, Some(4)));
@@ -518,8 +518,8 @@ mod tests {
         // A worker without a report whose progress is more than what is unaccounted for.
         let reports: BTreeMap<u32, WorkerReport> = [(0, worker(0, [10, 5], [Some(20), Some(9)]))].into_iter().collect();
         let progress = [
-            WorkerProgress { processed: 15, outputs: 0, rejected: 0 },
-            WorkerProgress { processed: 20, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 15, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 20, outputs: 0, rejected: 0 },
         ];
         let summary = summarize(2, &ids, &reports, &progress, Some(&router([20, 9])), &[], observed(15));
         assert_eq!(summary.errors, ["35 ticks processed in all but the injectors sent 29"]);
@@ -550,8 +550,8 @@ mod tests {
         router.failed = vec![1];
         // w1 had gone further than its checkpoint: its progress is not counted.
         let progress = [
-            WorkerProgress { processed: 0, outputs: 0, rejected: 0 },
-            WorkerProgress { processed: 12, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 0, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 12, outputs: 0, rejected: 0 },
         ];
         let summary = summarize(2, &ids, &reports, &progress, Some(&router), &[failed(true)], observed(28));
         assert!(summary.complete, "{summary:?}");
@@ -577,8 +577,8 @@ mod tests {
         let ids = vec!["w0".to_string(), "w1".to_string()];
         // Interrupted before any end report arrived: only the workers' progress is known.
         let progress = [
-            WorkerProgress { processed: 175, outputs: 0, rejected: 0 },
-            WorkerProgress { processed: 165, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 175, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 165, outputs: 0, rejected: 0 },
         ];
         let summary = summarize(2, &ids, &BTreeMap::new(), &progress, None, &[], observed(15));
         assert!(!summary.complete);
@@ -652,8 +652,8 @@ mod tests {
         let ids = vec!["w0".to_string(), "w1".to_string()];
         // Its last progress is older than its last outputs (the router died, say).
         let progress = [
-            WorkerProgress { processed: 175, outputs: 0, rejected: 0 },
-            WorkerProgress { processed: 165, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 175, outputs: 0, rejected: 0 },
+            WorkerProgress { at_ns: 0, processed: 165, outputs: 0, rejected: 0 },
         ];
         let seen = Observed { ticks_with_outputs: vec![200, 100], ..observed(15) };
         let summary = summarize(2, &ids, &BTreeMap::new(), &progress, None, &[], seen);

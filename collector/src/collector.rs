@@ -12,12 +12,15 @@ use crate::csv::{CsvMode, OutputsCsv};
 use crate::failovers::FailoverWatch;
 use crate::intervals::IntervalRecorder;
 use crate::latency::HopHistograms;
+use crate::progress::{Figures, Lineup};
 use crate::rules::RuleTable;
 use cep_core::control::Ready;
 use cep_core::delivery::{Arrival, Positions};
 use cep_core::failover::{CheckpointMark, OutputsConfirmed, Restored, WorkerFailed};
 use cep_core::identity::{Role, Sender, ROUTER_ID};
-use cep_core::report::{ClockReport, Rejections, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
+use cep_core::report::{
+    ClockReport, Rejections, RouterProgress, RouterReport, RulesInstalled, WorkerProgress, WorkerReport,
+};
 use cep_core::rescale::{RescaleStarted, Rescaled, WorkerJoined, MAX_STREAMS};
 use cep_core::results::{ClockOffset, Summary};
 use cep_core::tick::OutputRecord;
@@ -90,6 +93,8 @@ pub struct Collector<W: Write> {
     rules: RuleTable,
     observed: Observed,
     progress: Vec<WorkerProgress>,
+    /// The progress line's counts, every node's at one instant.
+    lineup: Lineup,
     reports: BTreeMap<u32, WorkerReport>,
     router: Option<RouterReport>,
     rescales: crate::rescales::RescaleWatch,
@@ -124,7 +129,8 @@ impl<W: Write> Collector<W> {
             last_ticks: Vec::new(),
             rules: RuleTable::default(),
             observed: Observed::default(),
-            progress: vec![WorkerProgress { processed: 0, outputs: 0, rejected: 0 }; shape.workers.len()],
+            progress: vec![WorkerProgress { at_ns: 0, processed: 0, outputs: 0, rejected: 0 }; shape.workers.len()],
+            lineup: Lineup::default(),
             reports: BTreeMap::new(),
             router: None,
             rescales: crate::rescales::RescaleWatch::default(),
@@ -217,7 +223,7 @@ impl<W: Write> Collector<W> {
         }
         let index = index as usize;
         if index >= self.progress.len() {
-            self.progress.resize(index + 1, WorkerProgress { processed: 0, outputs: 0, rejected: 0 });
+            self.progress.resize(index + 1, WorkerProgress { at_ns: 0, processed: 0, outputs: 0, rejected: 0 });
         }
         while self.shape.workers.len() <= index {
             self.shape.workers.push(unnamed_worker(self.shape.workers.len()));
@@ -230,19 +236,10 @@ impl<W: Write> Collector<W> {
         &self.shape.workers
     }
 
-    /// Ticks processed so far, per worker (from their progress and reports).
-    pub fn processed_by_worker(&self) -> Vec<u64> {
-        self.progress.iter().map(|p| p.processed).collect()
-    }
-
-    /// Ticks processed so far, all workers.
-    pub fn processed_total(&self) -> u64 {
-        self.progress.iter().map(|p| p.processed).sum()
-    }
-
-    /// Outputs received so far, all rules.
-    pub fn outputs_total(&self) -> u64 {
-        self.rules.total()
+    /// The progress line's figures at `now` (reference ns): ticks sent and processed so far,
+    /// every node's count at one instant ([`crate::progress`]).
+    pub fn progress_figures(&self, now: u64) -> Figures {
+        self.lineup.figures(now, self.shape.workers.len())
     }
 
     /// Handles one frame received at `now`; fails only if outputs.csv cannot be written.
@@ -365,8 +362,19 @@ impl<W: Write> Collector<W> {
             FrameKind::WorkerProgress => {
                 if let Some(progress) = self.rejections.decode::<WorkerProgress>(&frame) {
                     if let Some(slot) = self.progress.get_mut(frame.sender() as usize) {
+                        self.lineup.worker(
+                            frame.sender() as usize,
+                            progress.at_ns,
+                            (progress.processed, progress.outputs),
+                            false,
+                        );
                         *slot = progress;
                     }
+                }
+            }
+            FrameKind::RouterProgress => {
+                if let Some(progress) = self.rejections.decode::<RouterProgress>(&frame) {
+                    self.lineup.router(progress.at_ns, progress.received, false);
                 }
             }
             FrameKind::WorkerReport => {
@@ -381,8 +389,10 @@ impl<W: Write> Collector<W> {
                         self.admit_stream(last);
                     }
                     self.shape.workers[report.index as usize] = report.id.clone();
+                    self.lineup.worker(report.index as usize, now, (report.processed, report.outputs), true);
                     if let Some(slot) = self.progress.get_mut(report.index as usize) {
                         *slot = WorkerProgress {
+                            at_ns: now,
                             processed: report.processed,
                             outputs: report.outputs,
                             rejected: report.rejected.values().sum(),
@@ -410,6 +420,7 @@ impl<W: Write> Collector<W> {
                             self.shape.workers[index].clone_from(id);
                         }
                     }
+                    self.lineup.router(now, report.received.values().sum(), true);
                     self.router = Some(report);
                 }
             }

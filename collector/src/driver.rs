@@ -9,6 +9,7 @@ use crate::error::write_err;
 use crate::error::CollectorError;
 use crate::intervals::IntervalRecorder;
 use crate::lifecycle::{Ended, Lifecycle, Observed};
+use crate::progress::Figures;
 use crate::storing::StateWriter;
 pub use crate::storing::{write_results, write_summary};
 use crate::throughput::ThroughputLog;
@@ -151,7 +152,7 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
     // The router hears from this collector at least every quarter of its failure time-out.
     let alive_every = ready.liveness_every().unwrap_or(config.failure_timeout / 4);
     let mut life = Lifecycle::new(config.idle_timeout, config.summary_every, alive_every, Monotonic::now());
-    let mut progress = config.progress.then(|| Progress::start(Monotonic::now()));
+    let mut progress = config.progress.then(|| Progress::start(ready.start_ns));
     // The loop turns at least as often as the router must hear from it, frames or not.
     receive_loop(&input, alive_every.min(Duration::from_millis(100)), |received| {
         let now = Monotonic::now();
@@ -190,9 +191,10 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
             }
         }
         if turn.publish {
-            throughput.record(since_start(&ready), collector.processed_total(), collector.outputs_total());
+            let figures = collector.progress_figures(now_ns());
+            throughput.record(since(&ready, figures.at_ns), &figures);
             if let Some(progress) = &mut progress {
-                progress.print(&collector, now, since_start(&ready));
+                progress.print(collector.workers(), &figures, since(&ready, figures.at_ns));
             }
             // Refused connections are rejections like any other, in the metrics as they come.
             collector.refused_connections(&context.refusals());
@@ -201,7 +203,8 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
         Ok::<_, CollectorError>(if life.ended().is_some() { Flow::Stop } else { Flow::Continue })
     })?;
     // The last moment's figures too.
-    throughput.record(since_start(&ready), collector.processed_total(), collector.outputs_total());
+    let figures = collector.progress_figures(now_ns());
+    throughput.record(since(&ready, figures.at_ns), &figures);
     let ended = life.ended().cloned().unwrap_or(Ended::Shutdown);
     if let Err(error) = saving.finish(&router_link, &shutdown) {
         warn!(%error, "the last save of the state did not complete");
@@ -244,39 +247,48 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
     }
 }
 
-/// Seconds since the run's start, on the collector's clock (the run's reference).
-fn since_start(ready: &cep_core::control::Ready) -> f64 {
-    now_ns().saturating_sub(ready.start_ns) as f64 / 1e9
+/// Seconds from the run's start to `at_ns`, on the collector's clock (the run's reference).
+fn since(ready: &cep_core::control::Ready, at_ns: u64) -> f64 {
+    at_ns.saturating_sub(ready.start_ns) as f64 / 1e9
 }
 
-/// The progress line of `--progress`, once a second: ticks processed, the rate since the last
-/// line, outputs, and each worker's count.
+/// The progress line of `--progress`, once a second, as of the instant every node's counts
+/// reach ([`crate::progress`]): ticks sent (received by the router), processed (and the rate
+/// since the last line), the backlog between them, outputs, and each worker's count.
 struct Progress {
-    last: (Monotonic, u64),
+    /// The last line's instant, its ticks processed and its rate (at first, the run's start).
+    last: (u64, u64, u64),
 }
 
 impl Progress {
-    fn start(now: Monotonic) -> Progress {
-        Progress { last: (now, 0) }
+    fn start(start_ns: u64) -> Progress {
+        Progress { last: (start_ns, 0, 0) }
     }
 
-    fn print<W: std::io::Write>(&mut self, collector: &Collector<W>, now: Monotonic, since_start_s: f64) {
-        let by_worker = collector.processed_by_worker();
-        let processed: u64 = by_worker.iter().sum();
-        let rate = processed.saturating_sub(self.last.1) as f64 / now.since(self.last.0).as_secs_f64().max(1e-9);
+    fn print(&mut self, workers: &[String], figures: &Figures, since_start_s: f64) {
+        let processed = figures.processed_total();
+        // Over the time between the two lines' instants (the last rate while it stands still).
+        let (at, count, rate) = self.last;
+        let rate = match figures.at_ns.checked_sub(at).filter(|span| *span > 0) {
+            Some(span) => (processed.saturating_sub(count) as f64 / (span as f64 / 1e9)) as u64,
+            None => rate,
+        };
+        self.last = (figures.at_ns, processed, rate);
         let per_worker: Vec<String> =
-            collector.workers().iter().zip(&by_worker).map(|(id, count)| format!("{id} {}", grouped(*count))).collect();
-        // Says what each figure counts: ticks as the workers last reported them (every half
-        // second, so the first line trails), outputs of all rules together.
+            workers.iter().zip(&figures.processed).map(|(id, count)| format!("{id} {}", grouped(*count))).collect();
+        let (sent, backlog) = match (figures.sent, figures.backlog()) {
+            (Some(sent), Some(backlog)) => {
+                (format!("sent {}, ", grouped(sent)), format!(", backlog {}", grouped(backlog)))
+            }
+            _ => Default::default(),
+        };
         cep_telemetry::logging::progress(format_args!(
-            "{:>5.1}s  ticks processed {} ({}/s), as workers last reported  | outputs {}, all rules  | {}",
-            since_start_s,
+            "{since_start_s:>5.1}s  ticks {sent}processed {} ({}/s){backlog}  | outputs {}, all rules  | {}",
             grouped(processed),
-            grouped(rate as u64),
-            grouped(collector.outputs_total()),
+            grouped(rate),
+            grouped(figures.outputs),
             per_worker.join(" | ")
         ));
-        self.last = (now, processed);
     }
 }
 

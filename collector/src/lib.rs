@@ -8,6 +8,7 @@
 //! - [`rules`]: resolves each output's rule index against its worker's announced rules.
 //! - [`intervals`]: latency per second, as CSV and as an HdrHistogram interval log.
 //! - [`metrics`]: what the collector exposes to Prometheus.
+//! - [`progress`]: the progress line's figures, every node's counts taken at one instant.
 //! - [`rescales`]: the summary's record of workers joining and leaving, and what the moves cost.
 //! - [`failovers`]: the summary's record of workers that died, and outputs exactly once across
 //!   their symbols' replay.
@@ -35,6 +36,7 @@ pub mod intervals;
 pub mod latency;
 pub mod lifecycle;
 pub mod metrics;
+pub mod progress;
 pub mod rescales;
 pub mod rules;
 #[cfg(feature = "driver")]

@@ -12,7 +12,9 @@ use crate::control::{Deploy, Deployed, Ready, Refused, Register, RulesText};
 use crate::delivery::{Committed, DeliveryQuery, DeliveryStatus, Saved, Sequenced};
 use crate::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, WorkerFailed};
 use crate::liveness::{Abandoned, Fenced, Heartbeat, InjectorHeartbeat};
-use crate::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
+use crate::report::{
+    ClockReport, EndOfStream, RouterProgress, RouterReport, RulesInstalled, WorkerProgress, WorkerReport,
+};
 use crate::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
     StatusRequest, StreamsOpened, SymbolState, Welcome, WorkerJoined,
@@ -108,6 +110,7 @@ bodies! {
     Fenced => Fenced,
     InjectorHeartbeat => InjectorHeartbeat,
     Abandoned => Abandoned,
+    RouterProgress => RouterProgress,
 }
 
 /// Asks for the collector's time (no body: nil).
@@ -320,7 +323,12 @@ mod tests {
 
     #[test]
     fn worker_progress() {
-        golden(WorkerProgress { processed: 1, outputs: 2, rejected: 3 }, 1, &[0x93, 0x01, 0x02, 0x03]);
+        golden(WorkerProgress { at_ns: 9, processed: 1, outputs: 2, rejected: 3 }, 1, &[0x94, 0x09, 0x01, 0x02, 0x03]);
+    }
+
+    #[test]
+    fn router_progress() {
+        golden(RouterProgress { at_ns: 9, received: 300 }, 0, &[0x92, 0x09, 0xcd, 0x01, 0x2c]);
     }
 
     #[test]

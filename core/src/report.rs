@@ -64,6 +64,9 @@ pub fn count_cause(counts: &mut CauseCounts, cause: &str) {
 /// Periodic progress of a worker, for the live display.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerProgress {
+    /// When the counts held, in the run's reference time (ns): the collector lines up every
+    /// node's counts at one instant.
+    pub at_ns: u64,
     /// Ticks processed so far, all streams.
     pub processed: u64,
     /// Outputs so far, all rules.
@@ -141,6 +144,15 @@ pub struct ClockReport {
     pub node: String,
     /// Its clock's offset to the collector's, as measured.
     pub estimate: crate::clock::OffsetEstimate,
+}
+
+/// Periodic progress of the router, for the live display: what has entered the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouterProgress {
+    /// When the count held, in the run's reference time (ns).
+    pub at_ns: u64,
+    /// Valid ticks received from the injectors so far, all streams.
+    pub received: u64,
 }
 
 /// The router's final accounting, sent to the collector once every stream has ended.

@@ -11,7 +11,7 @@ use crate::msgpack::{self, DecodeError, Reader};
 use crate::tick::{OutputRecord, Stamps, TickRecord};
 
 /// The protocol version this build speaks. A frame of any other version is rejected.
-pub const PROTOCOL_VERSION: u8 = 13;
+pub const PROTOCOL_VERSION: u8 = 14;
 
 /// Most events in one batch, on every hop, unless configured otherwise. Batches fill only
 /// while input is waiting (smart batching), so this bounds size, not latency.
@@ -149,6 +149,8 @@ pub enum FrameKind {
     /// The router gives the run up (the collector lost beyond its retention, no worker left):
     /// router -> every standing link it knows, pushed just before it exits.
     Abandoned = 50,
+    /// Periodic progress of the router: ticks received so far: router -> collector.
+    RouterProgress = 51,
 }
 
 impl FrameKind {
@@ -236,6 +238,7 @@ impl FrameKind {
             Fenced,
             InjectorHeartbeat,
             Abandoned,
+            RouterProgress,
         ]
         .into_iter()
         .find(|kind| *kind as u8 == byte)

@@ -183,6 +183,9 @@ fn serve_run<'s>(
             router.tick(Monotonic::now(), out).map_err(RouterError::NoWorkerLeft)?;
             out.check()?;
         }
+        if turn.report_progress {
+            router.progress(now_ns(), out);
+        }
         if turn.look_around {
             out.check_peers();
             // Refused connections are rejections like any other, in the metrics as they come.

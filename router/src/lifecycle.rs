@@ -27,6 +27,9 @@ const WAITING_LOG_EVERY: Duration = Duration::from_secs(5);
 /// the collector, counts refused connections, publishes its metrics.
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 
+/// How often the router tells the collector how many ticks it received (its progress lines).
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
 /// The longest the driver waits for a socket while it gathers, reads or waits for the
 /// collector at the end, so that it turns at least this often.
 const READ_WAIT: Duration = Duration::from_millis(50);
@@ -78,6 +81,8 @@ pub struct Turn {
     pub wait: Duration,
     /// Ask whether the peers are alive, count refusals, publish the metrics.
     pub look_around: bool,
+    /// Tell the collector what has entered the cluster so far ([`Router::progress`]).
+    pub report_progress: bool,
     /// Serve control requests even if none was seen waiting (while it reads, the driver
     /// waits on its input alone): at the look-around's cadence, and at every turn while
     /// symbols move (their state arrives on the control socket).
@@ -102,6 +107,7 @@ pub struct RunPolicy {
     end_timeout: Duration,
     watch: CollectorWatch,
     look: Every,
+    progress: Every,
 }
 
 impl RunPolicy {
@@ -113,6 +119,7 @@ impl RunPolicy {
             end_timeout,
             watch: CollectorWatch::new(retention),
             look: Every::new(LOOK_EVERY, now),
+            progress: Every::new(PROGRESS_EVERY, now),
         }
     }
 
@@ -142,6 +149,7 @@ impl RunPolicy {
             read_input: false,
             wait: READ_WAIT,
             look_around,
+            report_progress: false,
             serve_control: false,
             timers: false,
             watch_collector: false,
@@ -165,6 +173,7 @@ impl RunPolicy {
                 } else {
                     turn.read_input = !held;
                     turn.wait = if held { HOLD_WAIT } else { READ_WAIT };
+                    turn.report_progress = self.progress.fire(now);
                 }
                 turn.watch_collector = look_around;
                 turn.fail_over = true;

@@ -24,7 +24,7 @@ use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::identity::{Identity, Role, Sender, ROUTER_ID};
 use cep_core::liveness::{Fenced, Heartbeat, InjectorHeartbeat};
 use cep_core::outbox::{Event, Outbox, Peer};
-use cep_core::report::{CauseCounts, ClockReport, RouterReport};
+use cep_core::report::{CauseCounts, ClockReport, RouterProgress, RouterReport};
 use cep_core::rescale::{Leave, Reached, StateTaken, SymbolState, MAX_STREAMS};
 use cep_core::wire::FrameKind;
 use std::collections::BTreeMap;
@@ -625,6 +625,15 @@ impl Router {
             failed: run.map(|run| run.rescaling.failed()).unwrap_or_default(),
             lost_streams: path.map(|p| p.lost_streams().clone()).unwrap_or_default(),
             cut_streams: path.map(|p| p.cut_streams().clone()).unwrap_or_default(),
+        }
+    }
+
+    /// Sends what has entered the cluster so far, as it holds at `now` (reference ns), to the
+    /// collector, for its progress lines (while it runs, until its report).
+    pub fn progress(&self, now: u64, out: &mut impl Outbox) {
+        if let Some(Running { path, .. }) = self.running().filter(|_| !self.report_sent) {
+            let progress = RouterProgress { at_ns: now, received: path.received().iter().sum() };
+            out.send(Peer::Collector, &progress.encode(ROUTER_ID));
         }
     }
 

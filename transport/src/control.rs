@@ -299,6 +299,16 @@ fn request_until(
     wait_until_resolvable(endpoint, deadline, shutdown)?;
     let stopped = || TransportError::Stopped { peer: endpoint.to_string(), waited: started.elapsed() };
     let refused = |reason: String| TransportError::HandshakeRefused { peer: endpoint.to_string(), reason };
+    // An operator without keys learns from the server's greeting whether it runs CURVE, in a
+    // way the server counts as one refusal ([`crate::greeting`]); libzmq's client may leave
+    // it uncounted.
+    if on_refusal == OnRefusal::GiveUp && !context.is_secure() {
+        if crate::greeting::server_answer(endpoint, timeout.min(GREETING_WAIT))
+            == Some(crate::greeting::Answer::Refused)
+        {
+            return Err(refused(KEYLESS_TO_CURVE.to_string()));
+        }
+    }
     let mut asked_again = false;
     loop {
         match ask_once(context, endpoint, body, deadline, shutdown, on_refusal)? {
@@ -412,6 +422,12 @@ fn ask_once(
     }
 }
 
+/// Why a server under CURVE turns a client without keys away.
+const KEYLESS_TO_CURVE: &str = "it runs under CURVE: give this process --key and --keys";
+
+/// The longest an operator's request without keys waits for the server's greeting.
+const GREETING_WAIT: Duration = Duration::from_secs(2);
+
 /// How long a request goes without a connection to its server before it says so (once).
 const UNREACHED_WARNING: Duration = Duration::from_secs(5);
 
@@ -485,7 +501,7 @@ impl WatchedRequest {
                             "it runs open (no CURVE): give it --key and --keys too, or run this process with --insecure"
                                 .to_string()
                         }
-                        (MECHANISM_MISMATCH, false) => "it runs under CURVE: give this process --key and --keys".to_string(),
+                        (MECHANISM_MISMATCH, false) => KEYLESS_TO_CURVE.to_string(),
                         (code, _) => format!(
                             "ZeroMQ protocol error {code:#x} (another kind of socket, or not ZeroMQ): is it the router's \
                              control endpoint?"
@@ -668,6 +684,40 @@ mod tests {
         write_public(late.public(), &dir.path().join("operator/late.pub")).unwrap();
         assert_eq!(asking.join().unwrap().unwrap(), b"answer");
         assert_eq!(refusals(), 3);
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap();
+        open_server.join().unwrap();
+    }
+
+    #[test]
+    fn an_operator_without_keys_is_refused_by_a_curve_router_and_counted_once_each_time() {
+        use crate::security::{write_public, Credentials, KeyPair};
+        let dir = tempfile::tempdir().unwrap();
+        let router = KeyPair::generate().unwrap();
+        write_public(router.public(), &dir.path().join("router/router.pub")).unwrap();
+        let credentials =
+            Credentials { own: router.clone(), keys_dir: dir.path().into(), router: router.public().clone() };
+        let server_context = Context::secure(credentials).unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (endpoint, server) = answering(server_context.clone(), stop.clone());
+        let (open_endpoint, open_server) = answering(Context::new(), stop.clone());
+        let failed = || server_context.refusals().get("handshake_failed_worker_collector_injector_operator").copied();
+        for tries in 1..=5 {
+            let error = request_once(&Context::new(), &endpoint, b"x", Duration::from_secs(10)).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!("{endpoint} refused the handshake: it runs under CURVE: give this process --key and --keys")
+            );
+            // Counted by the router's handler thread as it reads the failure: wait for it.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while failed() < Some(tries) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert_eq!(failed(), Some(tries), "{:?}", server_context.refusals());
+        }
+        // A router without CURVE answers the same client; nothing more was counted meanwhile.
+        assert_eq!(request_once(&Context::new(), &open_endpoint, b"x", Duration::from_secs(10)).unwrap(), b"answer");
+        assert_eq!(server_context.refusals().values().sum::<u64>(), 5, "{:?}", server_context.refusals());
         stop.store(true, Ordering::Relaxed);
         server.join().unwrap();
         open_server.join().unwrap();

@@ -158,7 +158,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
             worker.refused_connections(&context.refusals());
         }
         if turn.report_progress {
-            worker.progress(&mut out);
+            worker.progress(now_ns(), &mut out);
             metrics.observe(&worker.snapshot());
         }
         while let Some((asked, answer)) = link.try_recv()? {

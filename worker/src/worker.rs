@@ -217,15 +217,16 @@ impl Worker {
         self.engine.processed()
     }
 
-    /// Sends the progress so far to the collector, at the cadence its policy keeps
-    /// ([`crate::lifecycle`]), until its report.
-    pub fn progress(&mut self, out: &mut impl Outbox) {
+    /// Sends the progress so far, as it holds at `now` (reference ns), to the collector, at the
+    /// cadence its policy keeps ([`crate::lifecycle`]), until its report.
+    pub fn progress(&mut self, now: u64, out: &mut impl Outbox) {
         // After the report, nothing: the collector may have everything and end (a frame behind
         // it would then never be saved, and its sender would wait for it in vain).
         if self.finished {
             return;
         }
         let progress = WorkerProgress {
+            at_ns: now,
             processed: self.engine.processed(),
             outputs: self.engine.outputs_total(),
             rejected: self.rejections.total(),

@@ -170,7 +170,17 @@ impl<W: Write> Collector<W> {
         max_frame_bytes: usize,
         sinks: Sinks<W>,
     ) -> Self {
+        // The progress line goes on from the counts the dead one last had.
+        let mut lineup = crate::progress::Lineup::default();
+        for (index, progress) in state.progress.iter().enumerate() {
+            let finished = state.reports.contains_key(&(index as u32));
+            lineup.worker(index, progress.at_ns, (progress.processed, progress.outputs), finished);
+        }
+        if let Some(router) = &state.router {
+            lineup.router(state.last_frame_ns, router.received.values().sum(), true);
+        }
         Collector {
+            lineup,
             shape: state.shape,
             csv_mode,
             max_frame_bytes,

@@ -141,6 +141,7 @@ pub(super) fn source_may_send(
     let routers = matches!(
         kind,
         FrameKind::RouterReport
+            | FrameKind::RouterProgress
             | FrameKind::RescaleStarted
             | FrameKind::Rescaled
             | FrameKind::WorkerFailed

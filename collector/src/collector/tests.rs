@@ -357,7 +357,7 @@ fn outputs_replayed_after_a_failover_are_kept_once() {
 fn a_recovered_failover_balances_without_the_dead_workers_report() {
     let mut collector = two_workers(CsvMode::None);
     // w0: checkpoint after tick 4, then ticks 5 and 6 processed and their outputs sent.
-    collector.handle(&WorkerProgress { processed: 6, outputs: 6, rejected: 0 }.encode(0), 2_000).unwrap();
+    collector.handle(&WorkerProgress { at_ns: 0, processed: 6, outputs: 6, rejected: 0 }.encode(0), 2_000).unwrap();
     for seq in 1..=6 {
         collector.handle(&outputs_of(0, b"A", seq, &[0]), 2_500).unwrap();
     }
@@ -383,7 +383,7 @@ fn a_recovered_failover_balances_without_the_dead_workers_report() {
 #[test]
 fn an_unrecovered_failover_is_a_failure() {
     let mut collector = two_workers(CsvMode::None);
-    collector.handle(&WorkerProgress { processed: 6, outputs: 6, rejected: 0 }.encode(0), 2_000).unwrap();
+    collector.handle(&WorkerProgress { at_ns: 0, processed: 6, outputs: 6, rejected: 0 }.encode(0), 2_000).unwrap();
     collector.handle(&w0_failed(false), 2_600).unwrap();
     collector.handle(&report_of(1, 4, 4, 10), 2_800).unwrap();
     collector.handle(&router_report_failed(10, vec![0]), 2_900).unwrap();

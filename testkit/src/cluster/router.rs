@@ -53,6 +53,9 @@ impl LocalCluster {
             }
             None => {}
         }
+        if turn.report_progress {
+            self.router.progress(self.now, &mut out);
+        }
         if turn.watch_collector {
             // A killed collector's connection drops; a paused one's stays up, and only its
             // silence tells.

@@ -192,7 +192,7 @@ impl LocalCluster {
             return self.worker_exits_on_error(member);
         }
         if turn.report_progress {
-            worker.core.progress(&mut out);
+            worker.core.progress(self.now, &mut out);
         }
         if worker.core.done() && !std::mem::replace(&mut worker.reported, true) {
             self.worker_reports.push(worker.core.report());

@@ -253,11 +253,11 @@ fn a_rule_switch_is_announced_and_progress_is_periodic() {
     worker.handle(&broken.encode(ROUTER_ID), 1, &mut out);
     assert!(out.take().is_empty());
     assert_eq!(worker.report().rejected.get("bad_rules"), Some(&1));
-    worker.progress(&mut out);
+    worker.progress(1_000, &mut out);
     let sent = out.take();
     assert_eq!(kinds(&sent), vec![FrameKind::WorkerProgress]);
     let progress: WorkerProgress = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
-    assert_eq!(progress, WorkerProgress { processed: 0, outputs: 0, rejected: 1 });
+    assert_eq!(progress, WorkerProgress { at_ns: 1_000, processed: 0, outputs: 0, rejected: 1 });
 }
 
 #[test]
@@ -318,12 +318,12 @@ fn handed_off_symbols_carry_on_at_their_new_owner_as_if_they_never_moved() {
 #[test]
 fn nothing_follows_the_report() {
     let (mut worker, mut out) = started(1);
-    worker.progress(&mut out);
+    worker.progress(1_000, &mut out);
     assert_eq!(kinds(&out.take()), vec![FrameKind::WorkerProgress]);
     worker.handle(&EndOfStream { stream: 0, sent: 0, routed: 0, cut: None }.encode(ROUTER_ID), 1, &mut out);
     worker.finish(&mut out);
     assert_eq!(kinds(&out.take()).last(), Some(&FrameKind::WorkerReport));
-    worker.progress(&mut out);
+    worker.progress(1_000, &mut out);
     worker.finish(&mut out);
     assert!(out.take().is_empty(), "the collector may have ended at the report");
 }
