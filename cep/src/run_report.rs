@@ -300,7 +300,7 @@ mod tests {
             assert!(page.contains(&format!("<h2>{heading}</h2>")), "{heading}");
         }
         assert!(page.contains("OK: 2,000 ticks, 0 lost, complete; p50 80 us"), "{page}");
-        for mark in ["failover worker-1", "collector restarted", "worker-1", "perc", "(died)", "12 ms"] {
+        for mark in ["failover worker-1", "collector restarted", "worker-1", "perc", "(died)", "12 ms", "ticks sent"] {
             assert!(page.contains(mark), "{mark}");
         }
     }

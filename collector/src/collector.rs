@@ -79,6 +79,15 @@ pub struct Sinks<W: Write> {
 /// sender id read off the wire sizes the collector's tables.
 const MAX_WORKERS: usize = 4096;
 
+/// How far ahead of the collector's clock a progress report's instant may be (clock error):
+/// one further ahead is taken at that bound, so that it cannot hold that node's figures back.
+const MAX_AHEAD_NS: u64 = 1_000_000_000;
+
+/// A sum of counts read off the wire, which may be anything.
+fn saturating_sum<'a>(counts: impl Iterator<Item = &'a u64>) -> u64 {
+    counts.fold(0, |total, count| total.saturating_add(*count))
+}
+
 /// One run of the collector.
 pub struct Collector<W: Write> {
     shape: RunShape,
@@ -238,7 +247,7 @@ impl<W: Write> Collector<W> {
 
     /// The progress line's figures at `now` (reference ns): ticks sent and processed so far,
     /// every node's count at one instant ([`crate::progress`]).
-    pub fn progress_figures(&self, now: u64) -> Figures {
+    pub fn progress_figures(&mut self, now: u64) -> Figures {
         self.lineup.figures(now, self.shape.workers.len())
     }
 
@@ -362,19 +371,15 @@ impl<W: Write> Collector<W> {
             FrameKind::WorkerProgress => {
                 if let Some(progress) = self.rejections.decode::<WorkerProgress>(&frame) {
                     if let Some(slot) = self.progress.get_mut(frame.sender() as usize) {
-                        self.lineup.worker(
-                            frame.sender() as usize,
-                            progress.at_ns,
-                            (progress.processed, progress.outputs),
-                            false,
-                        );
+                        let at = progress.at_ns.min(now.saturating_add(MAX_AHEAD_NS));
+                        self.lineup.worker(frame.sender() as usize, at, (progress.processed, progress.outputs), false);
                         *slot = progress;
                     }
                 }
             }
             FrameKind::RouterProgress => {
                 if let Some(progress) = self.rejections.decode::<RouterProgress>(&frame) {
-                    self.lineup.router(progress.at_ns, progress.received, false);
+                    self.lineup.router(progress.at_ns.min(now.saturating_add(MAX_AHEAD_NS)), progress.received, false);
                 }
             }
             FrameKind::WorkerReport => {
@@ -420,7 +425,7 @@ impl<W: Write> Collector<W> {
                             self.shape.workers[index].clone_from(id);
                         }
                     }
-                    self.lineup.router(now, report.received.values().sum(), true);
+                    self.lineup.router(now, saturating_sum(report.received.values()), true);
                     self.router = Some(report);
                 }
             }
@@ -479,6 +484,10 @@ impl<W: Write> Collector<W> {
                     // No entry read off the wire sizes a table beyond any run's.
                     record.moved.retain(|&(_, stream, owner)| self.admit_stream(stream) && self.admit_worker(owner));
                     let (index, id) = (record.index, record.worker.clone());
+                    if record.recovered {
+                        let processed = saturating_sum(record.processed.values());
+                        self.lineup.worker_failed(index as usize, now, (processed, record.outputs));
+                    }
                     if self.failovers.failed(record, &self.last_ticks) {
                         self.shape.workers[index as usize] = id;
                     } else {

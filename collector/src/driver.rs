@@ -256,24 +256,25 @@ fn since(ready: &cep_core::control::Ready, at_ns: u64) -> f64 {
 /// reach ([`crate::progress`]): ticks sent (received by the router), processed (and the rate
 /// since the last line), the backlog between them, outputs, and each worker's count.
 struct Progress {
-    /// The last line's instant, its ticks processed and its rate (at first, the run's start).
-    last: (u64, u64, u64),
+    /// The last line's instant (at first, the run's start), its ticks processed and its rate.
+    last_at: u64,
+    last_processed: u64,
+    rate: u64,
 }
 
 impl Progress {
     fn start(start_ns: u64) -> Progress {
-        Progress { last: (start_ns, 0, 0) }
+        Progress { last_at: start_ns, last_processed: 0, rate: 0 }
     }
 
     fn print(&mut self, workers: &[String], figures: &Figures, since_start_s: f64) {
         let processed = figures.processed_total();
         // Over the time between the two lines' instants (the last rate while it stands still).
-        let (at, count, rate) = self.last;
-        let rate = match figures.at_ns.checked_sub(at).filter(|span| *span > 0) {
-            Some(span) => (processed.saturating_sub(count) as f64 / (span as f64 / 1e9)) as u64,
-            None => rate,
-        };
-        self.last = (figures.at_ns, processed, rate);
+        if let Some(span) = figures.at_ns.checked_sub(self.last_at).filter(|span| *span > 0) {
+            self.rate = (processed.saturating_sub(self.last_processed) as f64 / (span as f64 / 1e9)) as u64;
+        }
+        (self.last_at, self.last_processed) = (figures.at_ns, processed);
+        let rate = self.rate;
         let per_worker: Vec<String> =
             workers.iter().zip(&figures.processed).map(|(id, count)| format!("{id} {}", grouped(*count))).collect();
         let (sent, backlog) = match (figures.sent, figures.backlog()) {

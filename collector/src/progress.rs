@@ -1,10 +1,10 @@
 //! The progress line's figures, lined up at one instant. The router reports what it has
 //! received from the injectors and each worker what it has processed and output, every half
-//! second, each with the instant its counts held (the run's reference time). Taken as they arrive, the
-//! counts are of different ages, and "sent minus processed" would mostly measure how old the
-//! workers' reports are. So the figures are taken at the latest instant that every node's
-//! reports reach, each count interpolated between the two reports around it: the backlog is
-//! then what was in the cluster at that instant.
+//! second, each with the instant its counts held (the run's reference time). Taken as they
+//! arrive, the counts are of different ages, and "sent minus processed" would mostly measure
+//! how old the workers' reports are. So the figures are taken at the latest instant that
+//! every node's reports reach, each count interpolated between the two reports around it: the
+//! backlog is then what was in the cluster at that instant.
 
 use std::collections::VecDeque;
 
@@ -24,7 +24,14 @@ struct Reports {
 }
 
 impl Reports {
-    fn push(&mut self, at: u64, count: u64) {
+    fn push(&mut self, at: u64, count: u64, finished: bool) {
+        // A final count holds from its report on, even stamped (by the collector's clock)
+        // before the node's own last report.
+        let at = match finished {
+            true => self.last_at().map_or(at, |last| last.max(at)),
+            false => at,
+        };
+        self.finished |= finished;
         // A report older than the last (reordered, or from a node whose clock stepped) adds
         // nothing the line can use.
         if self.samples.back().is_some_and(|&(last, _)| at < last) {
@@ -40,8 +47,9 @@ impl Reports {
         self.samples.back().map(|&(at, _)| at)
     }
 
-    /// Whether it holds the line's instant back at `now`: it still reports.
-    fn live(&self, now: u64) -> Option<u64> {
+    /// Its last report's instant, while it holds the line's instant back at `now`: it still
+    /// reports.
+    fn live_at(&self, now: u64) -> Option<u64> {
         self.last_at().filter(|&at| !self.finished && at.saturating_add(STALE_NS) >= now)
     }
 
@@ -63,7 +71,7 @@ impl Reports {
                 }
                 let span = u128::from(at - before_at);
                 let part = u128::from(instant - before_at);
-                return before_count + (u128::from(count - before_count) * part / span) as u64;
+                return before_count.saturating_add((u128::from(count - before_count) * part / span) as u64);
             }
             before = (at, count);
         }
@@ -87,28 +95,37 @@ pub struct Figures {
 impl Figures {
     /// Ticks processed, all workers.
     pub fn processed_total(&self) -> u64 {
-        self.processed.iter().sum()
+        self.processed.iter().fold(0, |total, count| total.saturating_add(*count))
     }
 
-    /// Ticks sent and not yet processed (none while a failover's replay counts some twice).
+    /// Ticks sent and not yet processed (none where replays processed some twice).
     pub fn backlog(&self) -> Option<u64> {
         self.sent.map(|sent| sent.saturating_sub(self.processed_total()))
     }
+}
+
+/// One worker's recent counts.
+#[derive(Clone, Debug, Default)]
+struct WorkerReports {
+    processed: Reports,
+    outputs: Reports,
 }
 
 /// Every node's recent counts.
 #[derive(Clone, Debug, Default)]
 pub struct Lineup {
     router: Reports,
-    /// Per worker (by index): ticks processed, outputs sent.
-    workers: Vec<(Reports, Reports)>,
+    /// By worker index.
+    workers: Vec<WorkerReports>,
+    /// The last figures' instant: a line never goes back in time (a node silent for a while
+    /// may report again, from before it).
+    last_at: u64,
 }
 
 impl Lineup {
     /// The router had received `received` ticks at `at`; `finished`: its final count.
     pub fn router(&mut self, at: u64, received: u64, finished: bool) {
-        self.router.push(at, received);
-        self.router.finished |= finished;
+        self.router.push(at, received, finished);
     }
 
     /// Worker `index` had processed `processed` ticks and sent `outputs` at `at`; `finished`:
@@ -117,21 +134,30 @@ impl Lineup {
         if index >= self.workers.len() {
             self.workers.resize_with(index + 1, Default::default);
         }
-        let (ticks, sent) = &mut self.workers[index];
-        ticks.push(at, processed);
-        sent.push(at, outputs);
-        ticks.finished |= finished;
-        sent.finished |= finished;
+        let worker = &mut self.workers[index];
+        worker.processed.push(at, processed, finished);
+        worker.outputs.push(at, outputs, finished);
+    }
+
+    /// Worker `index` died and its symbols went on from a checkpoint at which it had
+    /// processed `processed` ticks and sent `outputs` (the survivors process the rest again):
+    /// those are its counts from `at` on.
+    pub fn worker_failed(&mut self, index: usize, at: u64, (processed, outputs): (u64, u64)) {
+        if let Some(worker) = self.workers.get_mut(index) {
+            *worker = WorkerReports::default();
+        }
+        self.worker(index, at, (processed, outputs), true);
     }
 
     /// The figures at the latest instant, up to `now`, that every node still reporting has
-    /// reported; `workers`: how many the line names.
-    pub fn figures(&self, now: u64, workers: usize) -> Figures {
-        let nodes = || std::iter::once(&self.router).chain(self.workers.iter().map(|(ticks, _)| ticks));
-        let at_ns = nodes().filter_map(|node| node.live(now)).min().unwrap_or(now).min(now);
+    /// reported (never before the last figures'); `workers`: how many the line names.
+    pub fn figures(&mut self, now: u64, workers: usize) -> Figures {
+        let nodes = || std::iter::once(&self.router).chain(self.workers.iter().map(|worker| &worker.processed));
+        let at_ns = nodes().filter_map(|node| node.live_at(now)).min().unwrap_or(now).min(now).max(self.last_at);
+        self.last_at = at_ns;
         let processed =
-            (0..workers).map(|index| self.workers.get(index).map_or(0, |(ticks, _)| ticks.at(at_ns))).collect();
-        let outputs = self.workers.iter().map(|(_, sent)| sent.at(at_ns)).sum();
+            (0..workers).map(|index| self.workers.get(index).map_or(0, |worker| worker.processed.at(at_ns))).collect();
+        let outputs = self.workers.iter().fold(0u64, |total, worker| total.saturating_add(worker.outputs.at(at_ns)));
         let sent = self.router.last_at().map(|_| self.router.at(at_ns));
         Figures { at_ns, sent, processed, outputs }
     }
@@ -191,17 +217,43 @@ mod tests {
     }
 
     #[test]
-    fn a_report_older_than_the_last_is_ignored_and_counts_never_run_backwards() {
+    fn a_report_older_than_the_last_is_ignored_and_a_count_that_fell_is_taken_as_it_stands() {
         let mut reports = Reports::default();
-        reports.push(10, 100);
-        reports.push(5, 50);
-        reports.push(20, 90);
+        reports.push(10, 100, false);
+        reports.push(5, 50, false);
+        reports.push(20, 90, false);
         assert_eq!(reports.samples, [(10, 100), (20, 90)]);
         assert_eq!(reports.at(15), 90);
         for at in 0..KEPT as u64 + 2 {
-            reports.push(30 + at, at);
+            reports.push(30 + at, at, false);
         }
         assert_eq!(reports.samples.len(), KEPT);
+        // A final count stamped before the last report still counts, from the last one on.
+        reports.push(1, 500, true);
+        assert_eq!((reports.at(u64::MAX), reports.last_at(), reports.finished), (500, Some(35), true));
+    }
+
+    #[test]
+    fn the_line_never_goes_back_and_a_failed_worker_counts_what_its_checkpoint_holds() {
+        let mut lineup = Lineup::default();
+        lineup.router(3000 * MS, 600_000, false);
+        lineup.worker(0, 3000 * MS, (300_000, 30), false);
+        // Worker 1's reports waited behind its outputs: silent long enough to hold nothing back.
+        lineup.worker(1, 1000 * MS, (100_000, 10), false);
+        assert_eq!(lineup.figures(3100 * MS, 2).at_ns, 3000 * MS);
+        // It reports again, from before the last line's instant: the next line holds there.
+        lineup.worker(1, 2000 * MS, (200_000, 20), false);
+        let figures = lineup.figures(3200 * MS, 2);
+        assert_eq!((figures.at_ns, figures.processed.as_slice()), (3000 * MS, &[300_000, 200_000][..]));
+        // It died; its symbols went on from a checkpoint where it had processed 180,000.
+        lineup.router(3500 * MS, 700_000, false);
+        lineup.worker(0, 3500 * MS, (350_000, 35), false);
+        lineup.worker_failed(1, 3400 * MS, (180_000, 18));
+        let figures = lineup.figures(3600 * MS, 2);
+        assert_eq!(
+            (figures.at_ns, figures.processed.as_slice(), figures.outputs),
+            (3500 * MS, &[350_000, 180_000][..], 53)
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@ use cep_core::delivery::{Committed, DeliveryQuery, DeliveryStatus, Saved};
 use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, WorkerFailed};
 use cep_core::frame::{AwaitEnd, ClockReply, ClockRequest, EndAck, Frame, RunFinished};
 use cep_core::liveness::{Abandoned, Fenced, Heartbeat, InjectorHeartbeat};
-use cep_core::report::{ClockReport, EndOfStream, RouterReport, RulesInstalled, WorkerProgress, WorkerReport};
+use cep_core::report::{
+    ClockReport, EndOfStream, RouterProgress, RouterReport, RulesInstalled, WorkerProgress, WorkerReport,
+};
 use cep_core::rescale::{
     ClusterStatus, HandOff, Leave, Reached, RescaleAccepted, RescaleStarted, Rescaled, Retire, StateTaken,
     StatusRequest, StreamsOpened, SymbolState, Welcome, WorkerJoined,
@@ -34,6 +36,7 @@ fn decode(
         }
         FrameKind::EndOfStream => drop(frame.body::<EndOfStream>()),
         FrameKind::WorkerProgress => drop(frame.body::<WorkerProgress>()),
+        FrameKind::RouterProgress => drop(frame.body::<RouterProgress>()),
         FrameKind::WorkerReport => drop(frame.body::<WorkerReport>()),
         FrameKind::RouterReport => drop(frame.body::<RouterReport>()),
         FrameKind::Register => drop(frame.body::<Register>()),

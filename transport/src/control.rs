@@ -264,7 +264,9 @@ pub fn request(
 /// An operator's one-off request (`cep cluster`, `cep rules deploy`): as [`request`], but the
 /// first refusal (a handshake the server closes, a key it does not admit) is its answer. A
 /// process registering keeps trying, since a router may still be starting or about to read
-/// a key just listed; a refused command connects once, so the router counts it once at most.
+/// a key just listed; a refused command is refused once. Without keys it reads the server's
+/// greeting first ([`crate::greeting`]), which a CURVE server counts as exactly one refusal
+/// (then it stops there); with keys it connects once.
 pub fn request_once(
     context: &Context,
     endpoint: &str,
@@ -302,12 +304,12 @@ fn request_until(
     // An operator without keys learns from the server's greeting whether it runs CURVE, in a
     // way the server counts as one refusal ([`crate::greeting`]); libzmq's client may leave
     // it uncounted.
-    if on_refusal == OnRefusal::GiveUp && !context.is_secure() {
-        if crate::greeting::server_answer(endpoint, timeout.min(GREETING_WAIT))
+    let keyless_operator = on_refusal == OnRefusal::GiveUp && !context.is_secure();
+    if keyless_operator
+        && crate::greeting::server_answer(endpoint, timeout.min(GREETING_WAIT))
             == Some(crate::greeting::Answer::Refused)
-        {
-            return Err(refused(KEYLESS_TO_CURVE.to_string()));
-        }
+    {
+        return Err(refused(KEYLESS_TO_CURVE.to_string()));
     }
     let mut asked_again = false;
     loop {

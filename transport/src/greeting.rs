@@ -5,18 +5,22 @@
 //! queues the rest of its greeting as the server's begins, and when the server's whole
 //! greeting arrives in one read it finds the mechanisms differ and closes before its own
 //! greeting has left. The server, which judges a handshake on the greeting it reads, then
-//! counts nothing (or, on a busy machine, only some of the tries). Here the client's whole
-//! greeting goes out first, and the connection closes only once the server has closed it
-//! (or a short wait is over): the server reads it and counts the refusal once. The server
-//! may close as soon as it has read it, before its own greeting (or any of it) has left: a
-//! server that closes on a NULL greeting refuses clients without keys.
+//! counts nothing (or, on a busy machine, only some of the tries). Here the client waits for
+//! the server's signature (a ZeroMQ server sends it as soon as it accepts), then sends its
+//! whole greeting, and closes only once the server has closed (or a short wait is over): the
+//! server reads the greeting and counts the refusal once. A server that closes on a NULL
+//! greeting after its signature refuses clients without keys (libzmq closes as soon as it
+//! reads a mechanism that differs, which may be before the rest of its own greeting leaves).
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
 /// A ZMTP 3 greeting's length: signature (10), version (2), mechanism (20), as-server (1),
 /// filler (31).
 const GREETING_BYTES: usize = 64;
+
+/// A ZMTP signature's length: 0xFF, 8 bytes of padding, 0x7F.
+const SIGNATURE_BYTES: usize = 10;
 
 /// The most read after the greeting while waiting for the server to close (it sends nothing
 /// more to a client whose mechanism differs).
@@ -45,8 +49,7 @@ fn mechanism_of(greeting: &[u8; GREETING_BYTES]) -> Option<String> {
     std::str::from_utf8(&name[..end]).ok().map(str::to_string)
 }
 
-/// A stream to `endpoint` (`tcp://host:port` or `ipc://path`) with its reads bounded by a
-/// deadline.
+/// A stream to a server, its reads bounded by a time-out.
 trait Stream: Read + Write {
     fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()>;
     fn shutdown_write(&self) -> std::io::Result<()>;
@@ -70,15 +73,52 @@ impl Stream for std::os::unix::net::UnixStream {
     }
 }
 
+/// A stream to `endpoint` (`tcp://host:port`, its IPv4 addresses first as libzmq's default
+/// takes them, or `ipc://path`).
 fn connect(endpoint: &str, timeout: Duration) -> Option<Box<dyn Stream>> {
     if let Some(host_port) = endpoint.strip_prefix("tcp://") {
         use std::net::ToSocketAddrs;
-        let address = host_port.to_socket_addrs().ok()?.next()?;
-        let stream = std::net::TcpStream::connect_timeout(&address, timeout).ok()?;
+        let mut addresses: Vec<_> = host_port.to_socket_addrs().ok()?.collect();
+        addresses.sort_by_key(|address| !address.is_ipv4());
+        let stream =
+            addresses.iter().find_map(|address| std::net::TcpStream::connect_timeout(address, timeout).ok())?;
         return Some(Box::new(stream));
     }
     let path = endpoint.strip_prefix("ipc://")?;
     Some(Box::new(std::os::unix::net::UnixStream::connect(path).ok()?))
+}
+
+/// How a read into a greeting ended.
+enum ReadEnd {
+    /// The buffer is full.
+    Full,
+    /// The server closed (or reset) the connection.
+    Closed,
+    /// Nothing more by the deadline, or an error that says nothing of the server.
+    Silent,
+}
+
+/// Reads into all of `buffer` by `deadline`.
+fn read_full(stream: &mut dyn Stream, buffer: &mut [u8], deadline: Instant) -> ReadEnd {
+    let mut read = 0;
+    while read < buffer.len() {
+        let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) else {
+            return ReadEnd::Silent;
+        };
+        if stream.set_read_timeout(Some(left)).is_err() {
+            return ReadEnd::Silent;
+        }
+        match stream.read(&mut buffer[read..]) {
+            Ok(0) => return ReadEnd::Closed,
+            Ok(count) => read += count,
+            Err(error) if error.kind() == ErrorKind::Interrupted => {}
+            Err(error) if matches!(error.kind(), ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted) => {
+                return ReadEnd::Closed
+            }
+            Err(_) => return ReadEnd::Silent,
+        }
+    }
+    ReadEnd::Full
 }
 
 /// What a server's greeting says to a client without keys.
@@ -87,32 +127,30 @@ pub(crate) enum Answer {
     /// It runs NULL: the client is admitted.
     Open,
     /// It refuses NULL: it names another mechanism (CURVE), or it closed the connection on
-    /// this client's greeting before naming one (libzmq closes as soon as it reads a
-    /// mechanism that differs, which may be before any of its own greeting has left).
+    /// this client's greeting after its signature.
     Refused,
 }
 
 /// What the server at `endpoint` answers to a NULL greeting, within `timeout`; `None` when
-/// nothing accepts a connection there, or what answers is not a ZMTP 3 server (the ZeroMQ
-/// connection then says what it says).
+/// nothing accepts a connection there, or what answers is not a ZMTP 3 server that says
+/// (the ZeroMQ connection then says what it says).
 pub(crate) fn server_answer(endpoint: &str, timeout: Duration) -> Option<Answer> {
     let deadline = Instant::now() + timeout;
     let mut stream = connect(endpoint, timeout)?;
-    stream.write_all(&null_greeting()).ok()?;
     let mut greeting = [0u8; GREETING_BYTES];
-    let mut read = 0;
-    while read < GREETING_BYTES {
-        let left = deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero())?;
-        stream.set_read_timeout(Some(left)).ok()?;
-        match stream.read(&mut greeting[read..]) {
-            Ok(count) if count > 0 => read += count,
-            // Closed on this greeting, at once or after a ZMTP signature; after anything
-            // else, it is not a ZMTP server.
-            Ok(_) | Err(_) => {
-                let signature = read >= 10 && greeting[0] == 0xFF && greeting[9] == 0x7F;
-                return (read == 0 || signature).then_some(Answer::Refused);
-            }
-        }
+    // Its signature first: a server that sends none (a proxy whose target is not up, a
+    // stopped process whose socket still accepts) is no ZeroMQ server that judged anything.
+    if !matches!(read_full(stream.as_mut(), &mut greeting[..SIGNATURE_BYTES], deadline), ReadEnd::Full)
+        || greeting[0] != 0xFF
+        || greeting[9] != 0x7F
+    {
+        return None;
+    }
+    stream.write_all(&null_greeting()).ok()?;
+    match read_full(stream.as_mut(), &mut greeting[SIGNATURE_BYTES..], deadline) {
+        ReadEnd::Full => {}
+        ReadEnd::Closed => return Some(Answer::Refused),
+        ReadEnd::Silent => return None,
     }
     if mechanism_of(&greeting)? == "NULL" {
         return Some(Answer::Open);
@@ -123,15 +161,9 @@ pub(crate) fn server_answer(endpoint: &str, timeout: Duration) -> Option<Answer>
     let mut trailing = [0u8; 256];
     let mut total = 0;
     while total < MAX_TRAILING_BYTES {
-        let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) else {
-            break;
-        };
-        if stream.set_read_timeout(Some(left)).is_err() {
-            break;
-        }
-        match stream.read(&mut trailing) {
-            Ok(count) if count > 0 => total += count,
-            Ok(_) | Err(_) => break,
+        match read_full(stream.as_mut(), &mut trailing, deadline) {
+            ReadEnd::Full => total += trailing.len(),
+            ReadEnd::Closed | ReadEnd::Silent => break,
         }
     }
     Some(Answer::Refused)
@@ -150,6 +182,19 @@ mod tests {
         greeting[10] = 2;
         assert_eq!(mechanism_of(&greeting), None, "ZMTP 2 has no mechanism");
         assert_eq!(mechanism_of(&[b'G'; GREETING_BYTES]), None, "an HTTP server, say");
+    }
+
+    #[test]
+    fn a_server_that_accepts_but_says_nothing_is_no_answer() {
+        // Never accepted: the kernel completes the connection into the backlog, and nothing
+        // is ever sent on it.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("tcp://{}", listener.local_addr().unwrap());
+        assert_eq!(server_answer(&endpoint, Duration::from_millis(300)), None);
+        // Accepted and closed at once, as a proxy whose target is not up.
+        let closing = std::thread::spawn(move || drop(listener.accept()));
+        assert_eq!(server_answer(&endpoint, Duration::from_secs(5)), None);
+        closing.join().unwrap();
     }
 
     #[test]

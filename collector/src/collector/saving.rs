@@ -172,12 +172,13 @@ impl<W: Write> Collector<W> {
     ) -> Self {
         // The progress line goes on from the counts the dead one last had.
         let mut lineup = crate::progress::Lineup::default();
-        for (index, progress) in state.progress.iter().enumerate() {
+        // (A worker that never reported has nothing to go on from.)
+        for (index, progress) in state.progress.iter().enumerate().filter(|(_, progress)| progress.at_ns != 0) {
             let finished = state.reports.contains_key(&(index as u32));
             lineup.worker(index, progress.at_ns, (progress.processed, progress.outputs), finished);
         }
         if let Some(router) = &state.router {
-            lineup.router(state.last_frame_ns, router.received.values().sum(), true);
+            lineup.router(state.last_frame_ns, super::saturating_sum(router.received.values()), true);
         }
         Collector {
             lineup,

@@ -381,6 +381,35 @@ fn a_recovered_failover_balances_without_the_dead_workers_report() {
 }
 
 #[test]
+fn progress_figures_take_every_nodes_counts_at_one_instant_and_only_the_router_says_what_came_in() {
+    let mut collector = two_workers(CsvMode::None);
+    collector.handle(&RouterProgress { at_ns: 1_000, received: 100 }.encode(ROUTER_ID), 1_100).unwrap();
+    collector.handle(&RouterProgress { at_ns: 2_000, received: 200 }.encode(ROUTER_ID), 2_100).unwrap();
+    collector
+        .handle(&WorkerProgress { at_ns: 1_500, processed: 70, outputs: 7, rejected: 0 }.encode(0), 1_600)
+        .unwrap();
+    collector
+        .handle(&WorkerProgress { at_ns: 1_500, processed: 60, outputs: 6, rejected: 0 }.encode(1), 1_600)
+        .unwrap();
+    // A worker cannot say what entered the cluster.
+    let forged = RouterProgress { at_ns: 1_500, received: 1_000_000 }.encode(1);
+    collector.handle(cep_core::delivery::DeliveryLog::new(1, 1, 1 << 20).push(&forged), 1_700).unwrap();
+    let figures = collector.progress_figures(2_200);
+    assert_eq!(figures, Figures { at_ns: 1_500, sent: Some(150), processed: vec![70, 60], outputs: 13 });
+    assert_eq!(figures.backlog(), Some(20));
+    // Worker 0 dies; its symbols go on from its checkpoint (4 ticks, 4 outputs).
+    collector.handle(&w0_failed(true), 2_300).unwrap();
+    collector
+        .handle(&WorkerProgress { at_ns: 2_400, processed: 90, outputs: 9, rejected: 0 }.encode(1), 2_450)
+        .unwrap();
+    collector.handle(&RouterProgress { at_ns: 2_400, received: 240 }.encode(ROUTER_ID), 2_450).unwrap();
+    let figures = collector.progress_figures(2_500);
+    assert_eq!((figures.at_ns, figures.processed.as_slice(), figures.outputs), (2_400, &[4, 90][..], 13));
+    let summary = collector.finish(|_| {}).unwrap().summary;
+    assert_eq!(summary.rejected["collector"].get("unauthorized_sender"), Some(&1), "{:?}", summary.rejected);
+}
+
+#[test]
 fn an_unrecovered_failover_is_a_failure() {
     let mut collector = two_workers(CsvMode::None);
     collector.handle(&WorkerProgress { at_ns: 0, processed: 6, outputs: 6, rejected: 0 }.encode(0), 2_000).unwrap();

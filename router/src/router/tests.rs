@@ -154,12 +154,21 @@ fn each_symbol_goes_to_its_owner_in_batches_and_the_end_follows_the_ticks() {
     );
     assert!(router.all_ended());
     assert_eq!(out.events.last(), Some(&Event::StreamEnded { stream: 0, sent: 8, received: 8 }));
+    // Its progress: what came in so far, and when.
+    router.progress(50, &mut out);
+    let progress = out.take();
+    assert_eq!(progress[0].0, Peer::Collector);
+    let body = Frame::read(&progress[0].1, usize::MAX).unwrap().body::<RouterProgress>().unwrap();
+    assert_eq!(body, RouterProgress { at_ns: 50, received: 8 });
     let report = router.finish(&mut out);
     assert_eq!((report.routed, report.received.get(&0)), (8, Some(&8)));
     let sent = out.take();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].0, Peer::Collector);
     assert_eq!(Frame::read(&sent[0].1, usize::MAX).unwrap().body::<RouterReport>().unwrap(), report);
+    // Nothing follows the report: the collector may have ended at it.
+    router.progress(60, &mut out);
+    assert!(out.take().is_empty());
 }
 
 #[test]
