@@ -509,7 +509,10 @@ impl Summary {
             line(
                 &format!("RULES {}", rules.epoch),
                 &rules.origin,
-                format!("{} queries from {at}", rules.queries.len()),
+                match rules.queries.len() {
+                    1 => format!("1 query from {at}"),
+                    queries => format!("{queries} queries from {at}"),
+                },
             );
         }
         let hops = [
