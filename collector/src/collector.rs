@@ -12,7 +12,7 @@ use crate::csv::{CsvMode, OutputsCsv};
 use crate::failovers::FailoverWatch;
 use crate::intervals::IntervalRecorder;
 use crate::latency::HopHistograms;
-use crate::progress::{Figures, Lineup};
+use crate::progress::{saturating_sum, Figures, Lineup};
 use crate::rules::RuleTable;
 use cep_core::control::Ready;
 use cep_core::delivery::{Arrival, Positions};
@@ -79,13 +79,13 @@ pub struct Sinks<W: Write> {
 /// sender id read off the wire sizes the collector's tables.
 const MAX_WORKERS: usize = 4096;
 
-/// How far ahead of the collector's clock a progress report's instant may be (clock error):
-/// one further ahead is taken at that bound, so that it cannot hold that node's figures back.
+/// How far ahead of the collector's clock a progress report's instant may be (clock error).
 const MAX_AHEAD_NS: u64 = 1_000_000_000;
 
-/// A sum of counts read off the wire, which may be anything.
-fn saturating_sum<'a>(counts: impl Iterator<Item = &'a u64>) -> u64 {
-    counts.fold(0, |total, count| total.saturating_add(*count))
+/// A progress report's instant `at_ns`, received at `now`: one further ahead than clocks can
+/// be apart is taken at that bound, so that it cannot hold that node's figures back.
+fn reported_at(at_ns: u64, now: u64) -> u64 {
+    at_ns.min(now.saturating_add(MAX_AHEAD_NS))
 }
 
 /// One run of the collector.
@@ -371,7 +371,7 @@ impl<W: Write> Collector<W> {
             FrameKind::WorkerProgress => {
                 if let Some(progress) = self.rejections.decode::<WorkerProgress>(&frame) {
                     if let Some(slot) = self.progress.get_mut(frame.sender() as usize) {
-                        let at = progress.at_ns.min(now.saturating_add(MAX_AHEAD_NS));
+                        let at = reported_at(progress.at_ns, now);
                         self.lineup.worker(frame.sender() as usize, at, (progress.processed, progress.outputs), false);
                         *slot = progress;
                     }
@@ -379,7 +379,7 @@ impl<W: Write> Collector<W> {
             }
             FrameKind::RouterProgress => {
                 if let Some(progress) = self.rejections.decode::<RouterProgress>(&frame) {
-                    self.lineup.router(progress.at_ns.min(now.saturating_add(MAX_AHEAD_NS)), progress.received, false);
+                    self.lineup.router(reported_at(progress.at_ns, now), progress.received, false);
                 }
             }
             FrameKind::WorkerReport => {

@@ -95,13 +95,18 @@ pub struct Figures {
 impl Figures {
     /// Ticks processed, all workers.
     pub fn processed_total(&self) -> u64 {
-        self.processed.iter().fold(0, |total, count| total.saturating_add(*count))
+        saturating_sum(&self.processed)
     }
 
     /// Ticks sent and not yet processed (none where replays processed some twice).
     pub fn backlog(&self) -> Option<u64> {
         self.sent.map(|sent| sent.saturating_sub(self.processed_total()))
     }
+}
+
+/// A sum of counts read off the wire, which may be anything.
+pub fn saturating_sum<'a>(counts: impl IntoIterator<Item = &'a u64>) -> u64 {
+    counts.into_iter().fold(0, |total, count| total.saturating_add(*count))
 }
 
 /// One worker's recent counts.

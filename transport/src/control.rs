@@ -273,6 +273,15 @@ pub fn request_once(
     body: &[u8],
     timeout: Duration,
 ) -> Result<Vec<u8>, TransportError> {
+    // Without keys, the server's greeting says first whether it runs CURVE, in a way it
+    // counts as one refusal ([`crate::greeting`]); libzmq's client may leave it uncounted.
+    if !context.is_secure()
+        && crate::greeting::server_answer(endpoint, timeout.min(GREETING_WAIT))
+            == Some(crate::greeting::Answer::Refused)
+    {
+        let reason = KEYLESS_TO_CURVE.to_string();
+        return Err(TransportError::HandshakeRefused { peer: endpoint.to_string(), reason });
+    }
     let never = std::sync::atomic::AtomicBool::new(false);
     request_until(context, endpoint, body, timeout, &never, OnRefusal::GiveUp)
 }
@@ -301,16 +310,6 @@ fn request_until(
     wait_until_resolvable(endpoint, deadline, shutdown)?;
     let stopped = || TransportError::Stopped { peer: endpoint.to_string(), waited: started.elapsed() };
     let refused = |reason: String| TransportError::HandshakeRefused { peer: endpoint.to_string(), reason };
-    // An operator without keys learns from the server's greeting whether it runs CURVE, in a
-    // way the server counts as one refusal ([`crate::greeting`]); libzmq's client may leave
-    // it uncounted.
-    let keyless_operator = on_refusal == OnRefusal::GiveUp && !context.is_secure();
-    if keyless_operator
-        && crate::greeting::server_answer(endpoint, timeout.min(GREETING_WAIT))
-            == Some(crate::greeting::Answer::Refused)
-    {
-        return Err(refused(KEYLESS_TO_CURVE.to_string()));
-    }
     let mut asked_again = false;
     loop {
         match ask_once(context, endpoint, body, deadline, shutdown, on_refusal)? {

@@ -178,7 +178,7 @@ impl<W: Write> Collector<W> {
             lineup.worker(index, progress.at_ns, (progress.processed, progress.outputs), finished);
         }
         if let Some(router) = &state.router {
-            lineup.router(state.last_frame_ns, super::saturating_sum(router.received.values()), true);
+            lineup.router(state.last_frame_ns, crate::progress::saturating_sum(router.received.values()), true);
         }
         Collector {
             lineup,
