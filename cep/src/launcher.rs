@@ -423,12 +423,20 @@ impl Endpoints {
     }
 }
 
+/// The folder of a results folder where `cep run`'s workers keep their checkpoints.
+pub const CHECKPOINTS_DIR: &str = "checkpoints";
+
 /// Runs a cluster of `program` processes and returns the collector's summary.
 pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary> {
     args.validate()?;
     let mut endpoints = Endpoints::new(args.transport);
     check_roles(args, &endpoints).map_err(|error| Usage::of(&error))?;
     clear_previous_run(&args.out)?;
+    let checkpoints = args.out.join(CHECKPOINTS_DIR);
+    if checkpoints.exists() {
+        std::fs::remove_dir_all(&checkpoints)
+            .with_context(|| format!("cannot remove the checkpoints of an earlier run in {}", checkpoints.display()))?;
+    }
     if args.secure {
         endpoints.keys = Some(fresh_keys(&args.out.join("keys"), args.workers)?);
     }
@@ -560,7 +568,12 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         name: "collector".into(),
         role: RoleConfig::Collector { config: collector, print_report: false },
     });
-    let worker: WorkerConfig = crate::cli::from_environment()?;
+    let mut worker: WorkerConfig = crate::cli::from_environment()?;
+    if worker.checkpoint_dir == cep_worker::config::default_checkpoint_dir() {
+        // Unless told otherwise (CEP_CHECKPOINT_DIR), a run's checkpoints lie with its
+        // results; an earlier run's went with its results.
+        worker.checkpoint_dir = args.out.join(CHECKPOINTS_DIR);
+    }
     for index in 0..args.workers {
         let id = default_worker_id(index);
         let config = WorkerConfig {

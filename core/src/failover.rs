@@ -3,12 +3,14 @@
 //!
 //! Every `--checkpoint-every` the router puts a [`Checkpoint`] barrier in each worker's data
 //! stream, behind every tick it routed to it before. A worker that reaches the barrier exports
-//! the state of all its symbols and sends it back as a [`Snapshot`] (control); the router keeps
-//! the latest snapshot of each worker, and keeps every batch it routed to a worker since that
-//! worker's last snapshot (its replay log). When a worker dies, its symbols go to the
-//! survivors by the ring: each gets a [`Restore`] (the dead worker's snapshot, with the
-//! symbols it keeps) in its data stream, then the logged ticks of those symbols, then their
-//! new ticks. The collector is told in a [`WorkerFailed`] record, which names what moved.
+//! the state of all its symbols, writes it in parts to the checkpoint store
+//! ([`crate::store`]), and tells the router what it stored in a [`Snapshot`] (control): each
+//! part's symbols, size and checksum, never the state itself. The router keeps every batch it
+//! routed to a worker since that worker's last snapshot (its replay log). When a worker dies,
+//! its symbols go to the survivors by the ring: each gets a [`Restore`] per stored part that
+//! holds symbols it keeps, in its data stream, reads that part from the store, then takes the
+//! logged ticks of those symbols, then their new ticks. The collector is told in a
+//! [`WorkerFailed`] record, which names what moved.
 //!
 //! A snapshot counts only once the collector has every output of the ticks before its
 //! barrier: the worker sends a [`CheckpointMark`] behind them in its output stream, and the
@@ -30,10 +32,14 @@ pub struct Checkpoint {
     /// whose last snapshot was that one sends only what changed since (incremental); any
     /// other sends its whole state.
     pub base: u64,
+    /// Every stored part of a checkpoint below this one (of any worker) may be removed from
+    /// the store: no restore will read it (the router retains the rest).
+    pub retain_from: u64,
 }
 
-/// A worker's state at a [`Checkpoint`] barrier: worker -> router (control, answered with
-/// `StateTaken`).
+/// What a worker stored of its state at a [`Checkpoint`] barrier, one part per frame: worker
+/// -> router (control, answered with `StateTaken`). The state is in the store, under this
+/// checkpoint, worker and part ([`crate::store::PartKey`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// The [`Checkpoint::id`] this answers.
@@ -43,28 +49,38 @@ pub struct Snapshot {
     pub base: u64,
     /// The worker's index.
     pub from: u32,
-    /// This frame's place among the snapshot's frames (each holds some of the symbols, so
-    /// that any state fits in control frames), from 0.
+    /// This part's place among the snapshot's parts (each holds some of the symbols), from 0.
     pub part: u32,
-    /// How many frames the snapshot takes.
+    /// How many parts the snapshot takes.
     pub parts: u32,
     /// The worker's own per-symbol state (order check and stream), one entry per symbol of
     /// this part.
     pub symbols: Vec<MovedSymbol>,
-    /// The engine's export of this part's symbols (the hand-off format).
-    #[serde(with = "serde_bytes")]
-    pub engine: Vec<u8>,
+    /// The size and checksum of the engine's export of this part's symbols (the hand-off
+    /// format), as stored.
+    pub stored: StoredPart,
     /// Ticks processed so far, per stream.
     pub processed: BTreeMap<u32, u64>,
     /// Outputs produced so far.
     pub outputs: u64,
-    /// Non-zero: one part took this many bytes, more than a control frame carries, and the
-    /// state was not sent (the worker cannot fail over exactly).
-    pub oversize: u64,
+    /// Not empty: why this part could not be stored (too large, or the store failed). It
+    /// ends the snapshot, and the worker cannot fail over exactly until its next one.
+    pub unstored: String,
 }
 
-/// Symbols per snapshot part: small enough that a part fits a control frame with windows of
-/// many thousands of ticks per symbol.
+/// One part of a snapshot as it lies in the store: its size and checksum, which a reader
+/// checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredPart {
+    /// Bytes.
+    pub bytes: u64,
+    /// CRC-32 of the bytes ([`crate::store::checksum`]).
+    pub checksum: u32,
+}
+
+/// Symbols per snapshot part: a restore reads a part whole, and a survivor restores the
+/// symbols it takes from it, so parts are small enough that survivors read little besides
+/// their own.
 pub const SNAPSHOT_PART_SYMBOLS: usize = 64;
 
 /// The most parts a snapshot may take (the router refuses more).
@@ -95,12 +111,23 @@ pub struct Restore {
     /// The dead worker's index.
     pub from: u32,
     /// The symbols this worker takes, with their order checks (a subset of the part's; all
-    /// it takes, when `engine` is empty).
+    /// it takes, when `state` is none).
     pub symbols: Vec<MovedSymbol>,
-    /// One part of the dead worker's snapshot (the engine's export, or its changes since the
-    /// snapshot before, which then came first): the receiver restores `symbols` from it.
-    #[serde(with = "serde_bytes")]
-    pub engine: Vec<u8>,
+    /// One stored part of the dead worker's snapshot (the engine's export, or its changes
+    /// since the snapshot before, which then came first): the receiver reads it from the
+    /// store and restores `symbols` from it. None: the last Restore of a failover.
+    pub state: Option<RestoredPart>,
+}
+
+/// Where a [`Restore`]'s state lies in the store, and what to check it against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoredPart {
+    /// The checkpoint of the snapshot the part belongs to.
+    pub checkpoint: u64,
+    /// Its number in that snapshot.
+    pub part: u32,
+    /// Its size and checksum.
+    pub stored: StoredPart,
 }
 
 /// A survivor took these symbols of dead worker `from` over (the [`Restore`] without state

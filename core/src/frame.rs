@@ -281,6 +281,7 @@ mod tests {
     use super::*;
     use crate::clock::OffsetEstimate;
     use crate::control::WorkerInfo;
+    use crate::failover::{RestoredPart, StoredPart};
     use crate::identity::Role;
     use crate::report::{RuleInfo, StreamAtWorker};
     use crate::results::RulesEpoch;
@@ -510,7 +511,7 @@ mod tests {
         golden(StreamsOpened { first: 1, count: 2 }, 0, &[0x92, 0x01, 0x02]);
         golden(Welcome { index: 3 }, 0, &[0x91, 0x03]);
         golden(Reached { index: 3 }, 3, &[0x91, 0x03]);
-        golden(Checkpoint { id: 7, base: 6 }, 0, &[0x92, 0x07, 0x06]);
+        golden(Checkpoint { id: 7, base: 6, retain_from: 5 }, 0, &[0x93, 0x07, 0x06, 0x05]);
         let moved = crate::rescale::MovedSymbol { symbol: "A".into(), stream: 1, next_seq: 9 };
         let snapshot = Snapshot {
             id: 7,
@@ -519,18 +520,25 @@ mod tests {
             part: 0,
             parts: 1,
             symbols: vec![moved.clone()],
-            engine: vec![5],
+            stored: StoredPart { bytes: 1, checksum: 5 },
             processed: [(1, 9)].into(),
             outputs: 2,
-            oversize: 0,
+            unstored: String::new(),
         };
         let expected = [
-            0x9a, 0x07, 0x06, 0x01, 0x00, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0xc4, 0x01, 0x05, 0x81, 0x01, 0x09,
-            0x02, 0x00,
+            0x9a, 0x07, 0x06, 0x01, 0x00, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0x92, 0x01, 0x05, 0x81, 0x01, 0x09,
+            0x02, 0xa0,
         ];
         golden(snapshot, 1, &expected);
-        let restore = Restore { from: 1, symbols: vec![moved], engine: vec![5] };
-        golden(restore, 0, &[0x93, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0xc4, 0x01, 0x05]);
+        let state = RestoredPart { checkpoint: 7, part: 0, stored: StoredPart { bytes: 1, checksum: 5 } };
+        let restore = Restore { from: 1, symbols: vec![moved.clone()], state: Some(state) };
+        let expected = [0x93, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0x93, 0x07, 0x00, 0x92, 0x01, 0x05];
+        golden(restore, 0, &expected);
+        golden(
+            Restore { from: 1, symbols: vec![moved], state: None },
+            0,
+            &[0x93, 0x01, 0x91, 0x93, 0xa1, b'A', 0x01, 0x09, 0xc0],
+        );
         let failed = WorkerFailed {
             worker: "w".into(),
             index: 1,

@@ -10,6 +10,7 @@
 //! - [`report`]: end-of-run reports that workers and the router send to the collector.
 //! - [`rescale`]: live rescaling: symbols' state moving between workers, membership requests.
 //! - [`failover`]: checkpoints of each worker's state, and a dead worker's symbols restored elsewhere.
+//! - [`store`]: the checkpoint store workers write their snapshot parts to and restore from.
 //! - [`liveness`]: heartbeats from the workers, and the notice that fences a worker taken for dead.
 //! - [`delivery`]: frames to the collector held by their sender until the collector saved them.
 //! - [`results`]: the `summary.json` schema that tests, benchmarks and users read.
@@ -39,5 +40,6 @@ pub mod replay;
 pub mod report;
 pub mod rescale;
 pub mod results;
+pub mod store;
 pub mod tick;
 pub mod wire;

@@ -115,7 +115,7 @@ impl Cluster {
             })
             .expect("worker 0 is answered");
         let mut worker_out = Recorded { clock: 1_000, ..Default::default() };
-        let worker = cep_worker::Worker::start("w0".into(), &ready, 64, 1 << 20, &mut worker_out).expect("a worker");
+        let worker = cep_worker::Worker::start("w0".into(), &ready, 64, 1 << 20, Box::new(cep_core::store::MemoryStore::default()), &mut worker_out).expect("a worker");
         let shape = cep_collector::collector::RunShape::of(&ready);
         let sinks = cep_collector::collector::Sinks {
             csv: cep_collector::csv::OutputsCsv::new(Vec::new()).expect("a sink"),

@@ -86,6 +86,10 @@ pub struct RouterConfig {
     /// and its ticks since then replayed.
     #[arg(long, env = "CEP_CHECKPOINT_EVERY", default_value = "1s", value_parser = cep_core::duration::parse_duration)]
     pub checkpoint_every: Duration,
+    /// How many confirmed checkpoints of each worker the checkpoint store keeps (the workers
+    /// remove older parts at each barrier). At least 1.
+    #[arg(long, env = "CEP_CHECKPOINTS_RETAINED", default_value_t = 1)]
+    pub checkpoints_retained: usize,
     /// Bytes of ticks kept for replay (all workers together, since their last checkpoints)
     /// beyond which the router reads no input until a checkpoint completes (the injectors
     /// then wait: nothing is dropped). At least 1 MiB.
@@ -133,6 +137,7 @@ impl Default for RouterConfig {
             max_held: DEFAULT_MAX_HELD,
             move_timeout: Duration::from_secs(10),
             checkpoint_every: Duration::from_secs(1),
+            checkpoints_retained: 1,
             max_replay: DEFAULT_MAX_REPLAY,
             collector_retention: Duration::from_secs(60),
             failure_timeout: Duration::from_secs(2),
@@ -160,6 +165,7 @@ impl RouterConfig {
             max_held_ticks: self.max_held,
             move_timeout_ns: ns(self.move_timeout),
             checkpoint_every_ns: ns(self.checkpoint_every),
+            checkpoints_retained: self.checkpoints_retained,
             max_replay_bytes: self.max_replay,
             failure_timeout: self.failure_timeout,
         }
@@ -175,6 +181,7 @@ impl RouterConfig {
         cep_telemetry::args::max_frame_bytes(self.max_frame_bytes)?;
         at_least_one("move-slice", self.move_slice)?;
         at_least_one("max-held", self.max_held)?;
+        at_least_one("checkpoints-retained", self.checkpoints_retained)?;
         if self.move_timeout.is_zero() {
             return Err("--move-timeout must be longer than 0: every move would be given up at once".into());
         }
@@ -209,6 +216,7 @@ impl RouterConfig {
             .value("max-held", self.max_held)
             .duration("move-timeout", self.move_timeout)
             .duration("checkpoint-every", self.checkpoint_every)
+            .value("checkpoints-retained", self.checkpoints_retained)
             .value("max-replay", self.max_replay)
             .duration("collector-retention", self.collector_retention)
             .duration("failure-timeout", self.failure_timeout)
@@ -249,6 +257,7 @@ mod tests {
             max_held: 99,
             move_timeout: Duration::from_millis(1500),
             checkpoint_every: Duration::from_millis(250),
+            checkpoints_retained: 3,
             max_replay: 1 << 20,
             collector_retention: Duration::from_secs(7),
             failure_timeout: Duration::from_millis(700),

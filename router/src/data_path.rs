@@ -12,7 +12,7 @@
 
 use crate::failover::ReplayLog;
 use cep_core::control::RulesText;
-use cep_core::failover::{Checkpoint, Restore, Snapshot};
+use cep_core::failover::{Checkpoint, Restore, RestoredPart, Snapshot};
 use cep_core::frame::{Body, TickBatch};
 use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer};
@@ -197,10 +197,10 @@ impl DataPath {
 
     /// Sends checkpoint `id`'s barrier to `worker`, behind everything routed to it (`base`:
     /// the snapshot of its the router builds on, [`Checkpoint::base`]).
-    pub fn barrier(&mut self, worker: usize, id: u64, base: u64, out: &mut impl Outbox) {
+    pub fn barrier(&mut self, worker: usize, checkpoint: Checkpoint, out: &mut impl Outbox) {
         self.flush(worker, out);
-        self.logs[worker].barrier(id);
-        out.send(Peer::Worker(worker as u32), &Checkpoint { id, base }.encode(ROUTER_ID));
+        self.logs[worker].barrier(checkpoint.id);
+        out.send(Peer::Worker(worker as u32), &checkpoint.encode(ROUTER_ID));
     }
 
     /// `worker`'s checkpoint `id` completed: its log before the barrier is released.
@@ -256,12 +256,13 @@ impl DataPath {
                 let owner = self.owners.get(symbol.symbol.as_bytes())?.worker as u32;
                 Some((owner, symbol.clone()))
             });
-            send_restores(from, owned, &part.engine, out);
+            let state = RestoredPart { checkpoint: part.id, part: part.part, stored: part.stored };
+            send_restores(from, owned, Some(state), out);
         }
         let every = moved.iter().map(|(symbol, stream, owner)| {
             (*owner, MovedSymbol { symbol: symbol.clone(), stream: *stream, next_seq: 0 })
         });
-        send_restores(from, every, &[], out);
+        send_restores(from, every, None, out);
         let mut replayed = 0;
         let mut decoded = std::mem::take(&mut self.decoded);
         for frame in log.batches() {
@@ -722,14 +723,19 @@ impl DataPath {
 }
 
 /// Sends each owner a Restore of dead worker `from` with its share of `symbols` ((owner,
-/// symbol) pairs) and `engine` (the part's state; empty: none).
-fn send_restores(from: u32, symbols: impl Iterator<Item = (u32, MovedSymbol)>, engine: &[u8], out: &mut impl Outbox) {
+/// symbol) pairs) and the stored part that holds their state (none: the last Restore).
+fn send_restores(
+    from: u32,
+    symbols: impl Iterator<Item = (u32, MovedSymbol)>,
+    state: Option<RestoredPart>,
+    out: &mut impl Outbox,
+) {
     let mut per_owner: BTreeMap<u32, Vec<MovedSymbol>> = BTreeMap::new();
     for (owner, symbol) in symbols {
         per_owner.entry(owner).or_default().push(symbol);
     }
     for (to, symbols) in per_owner {
-        let restore = Restore { from, symbols, engine: engine.to_vec() };
+        let restore = Restore { from, symbols, state };
         out.send(Peer::Worker(to), &restore.encode(ROUTER_ID));
     }
 }

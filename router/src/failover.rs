@@ -5,15 +5,24 @@
 //! ```text
 //!  router: Checkpoints::turn, from the router's timer: due ─▶ start_round(id): per worker,
 //!          mark the barrier in its replay log, send Checkpoint{id, base} behind its ticks
-//!  worker: takes the barrier in order ─▶ Snapshot{id, parts} (control) ─▶ CheckpointMark{id}
+//!  worker: takes the barrier in order ─▶ writes its parts to the checkpoint store ─▶
+//!          Snapshot{id, part: symbols, size, checksum} (control) ─▶ CheckpointMark{id}
 //!          behind its outputs (to the collector)
 //!  router: Snapshot parts ─▶ take(): the chain grows; the round completes when every worker
 //!          answered; overdue (no answer in time) ─▶ the round is given up, the next counts
 //!  collector: the mark, once a stored save holds it ─▶ Saved{.., confirmed: [worker, id]}
 //!  router: confirm(): the snapshot becomes the one to restore from; the log before its
 //!          barrier is released
-//!  failover: restorable(worker) ─▶ Restore{snapshot chain, logged ticks} to the survivors
+//!  failover: restorable(worker) ─▶ Restore{stored part} per part to the survivors, which
+//!          read it from the store, then the logged ticks
 //! ```
+//!
+//! The router holds no state of any worker: a snapshot here is what the worker stored, per
+//! part its symbols (name, stream, next sequence number), size and checksum. Each barrier
+//! tells the workers below which checkpoint the store may forget
+//! ([`Checkpoints::retain_from`]): the router retains, per worker, the chains of its last
+//! `--checkpoints-retained` confirmed checkpoints and whatever awaits confirmation, and a
+//! chain a failover restores until every survivor has passed a barrier after it.
 //!
 //! Every `--checkpoint-every` the router sends each active worker a [`Checkpoint`] barrier
 //! behind everything it routed to it; the worker answers with a [`Snapshot`] of all its
@@ -43,7 +52,7 @@
 use crate::data_path::DataPath;
 use crate::rescaling::Rescaling;
 use cep_core::clock::Monotonic;
-use cep_core::failover::{Snapshot, MAX_SNAPSHOT_PARTS};
+use cep_core::failover::{Checkpoint, Snapshot, MAX_SNAPSHOT_PARTS};
 use cep_core::outbox::{Event, Outbox};
 use std::collections::BTreeMap;
 use std::collections::{BTreeSet, VecDeque};
@@ -59,10 +68,11 @@ const MAX_CHAIN: usize = 16;
 /// One snapshot: its parts, in order.
 type Parts = Vec<Snapshot>;
 
-/// About the bytes a snapshot takes: its engine state and its list of symbols.
+/// About the bytes a snapshot takes: its engine state (in the store) and its list of
+/// symbols.
 fn snapshot_bytes(parts: &Parts) -> usize {
     let symbols = |part: &Snapshot| part.symbols.iter().map(|moved| moved.symbol.len() + 16).sum::<usize>();
-    parts.iter().map(|part| part.engine.len() + symbols(part)).sum()
+    parts.iter().map(|part| part.stored.bytes as usize + symbols(part)).sum()
 }
 
 /// One worker's replay log: batches routed to it, and the barriers between them.
@@ -71,7 +81,16 @@ pub struct ReplayLog {
     entries: VecDeque<Entry>,
     bytes: usize,
     ticks: u64,
+    /// Buffers of released batches, for the next ones: a log copies every batch routed, and
+    /// fresh buffers would each be pages the kernel zeroes (a tenth of the CPU at full speed).
+    spare: Vec<Vec<u8>>,
+    /// Their capacity in bytes.
+    spare_bytes: usize,
 }
+
+/// The most bytes of released buffers a log keeps for reuse: about what one checkpoint
+/// interval logs per worker at full speed.
+const MAX_SPARE_BYTES: usize = 64 << 20;
 
 enum Entry {
     /// A checkpoint barrier went out here.
@@ -86,7 +105,11 @@ impl ReplayLog {
     pub fn batch(&mut self, frame: &[u8], ticks: usize) {
         self.bytes += frame.len();
         self.ticks += ticks as u64;
-        self.entries.push_back(Entry::Batch(frame.to_vec(), ticks as u64));
+        let mut copy = self.spare.pop().unwrap_or_default();
+        self.spare_bytes -= copy.capacity();
+        copy.clear();
+        copy.extend_from_slice(frame);
+        self.entries.push_back(Entry::Batch(copy, ticks as u64));
     }
 
     /// Records that checkpoint `id`'s barrier went out here.
@@ -105,6 +128,10 @@ impl ReplayLog {
                 Entry::Batch(frame, ticks) => {
                     self.bytes -= frame.len();
                     self.ticks -= ticks;
+                    if self.spare_bytes + frame.capacity() <= MAX_SPARE_BYTES {
+                        self.spare_bytes += frame.capacity();
+                        self.spare.push(frame);
+                    }
                 }
             }
         }
@@ -114,6 +141,8 @@ impl ReplayLog {
     /// Empties the log (it cannot be replayed, or was).
     pub fn clear(&mut self) -> usize {
         let bytes = self.bytes;
+        // A dropped log's buffers are not kept: a log is cleared when its worker is gone or
+        // cannot be restored, not in the steady run.
         self.entries.clear();
         self.bytes = 0;
         self.ticks = 0;
@@ -169,12 +198,22 @@ pub struct Checkpoints {
     /// Per worker: the latest checkpoint the collector confirmed before its snapshot was all
     /// here (the mark takes a short way, the snapshot a long one).
     confirmed_early: Vec<u64>,
+    /// How many confirmed checkpoints of each worker the store retains.
+    retained: usize,
+    /// Per worker: the first snapshot of the chain of each of its last `retained` confirmed
+    /// checkpoints, oldest first.
+    retained_chains: Vec<VecDeque<u64>>,
+    /// Chains a failover restored from (their first snapshot), kept in the store until a
+    /// round started after it completes (`.1`: the first such round): a survivor reads them
+    /// before it takes that round's barrier.
+    restoring: Vec<(u64, u64)>,
 }
 
 impl Checkpoints {
     /// A schedule for `workers` workers, every `every` (zero: off); a round not complete
-    /// within `timeout` is given up.
-    pub fn new(workers: usize, every: Duration, timeout: Duration) -> Self {
+    /// within `timeout` is given up; the store keeps the last `retained` (at least 1)
+    /// confirmed checkpoints of each worker.
+    pub fn new(workers: usize, every: Duration, timeout: Duration, retained: usize) -> Self {
         Checkpoints {
             every,
             timeout,
@@ -184,6 +223,9 @@ impl Checkpoints {
             latest: vec![Vec::new(); workers],
             unconfirmed: vec![VecDeque::new(); workers],
             confirmed_early: vec![0; workers],
+            retained: retained.max(1),
+            retained_chains: vec![VecDeque::new(); workers],
+            restoring: Vec::new(),
             // At the start every worker's (empty) state is known: the log holds all since.
             current: vec![true; workers],
         }
@@ -201,6 +243,7 @@ impl Checkpoints {
         self.current.push(false);
         self.unconfirmed.push(VecDeque::new());
         self.confirmed_early.push(0);
+        self.retained_chains.push(VecDeque::new());
     }
 
     /// The membership or the rules changed: no snapshot is current until the next round, and
@@ -246,8 +289,32 @@ impl Checkpoints {
         }
         let workers = rescaling.active();
         let id = self.start_round(workers.clone(), now);
+        let retain_from = self.retain_from(&workers, id);
         for worker in workers {
-            path.barrier(worker, id, self.base(worker), out);
+            path.barrier(worker, Checkpoint { id, base: self.base(worker), retain_from }, out);
+        }
+    }
+
+    /// The lowest checkpoint the store must keep, as round `round` starts among `workers`
+    /// (the active ones; a departed worker's snapshots are of no more use once the chains
+    /// restored from them are read): the first snapshot of each worker's oldest retained
+    /// chain, of what awaits confirmation, and of every chain being restored.
+    pub fn retain_from(&self, workers: &BTreeSet<usize>, round: u64) -> u64 {
+        let first_of = |parts: &Parts| parts.first().map(|first| first.id);
+        let per_worker = workers.iter().filter_map(|&worker| {
+            let retained = self.retained_chains.get(worker)?.front().copied();
+            let unconfirmed = self.unconfirmed.get(worker)?.front().and_then(first_of);
+            retained.into_iter().chain(unconfirmed).min()
+        });
+        let restoring = self.restoring.iter().map(|(first, _)| *first);
+        per_worker.chain(restoring).fold(round, u64::min)
+    }
+
+    /// A failover restores `worker`'s chain (from [`Self::restorable`]): its parts stay in
+    /// the store until a round started after now completes.
+    pub fn restoring(&mut self, chain: &[Snapshot]) {
+        if let Some(first) = chain.first() {
+            self.restoring.push((first.id, self.next_id));
         }
     }
 
@@ -337,7 +404,7 @@ impl Checkpoints {
                 parts.len()
             ));
         }
-        let (id, oversize, last) = (snapshot.id, snapshot.oversize > 0, snapshot.part + 1 == snapshot.parts);
+        let (id, oversize, last) = (snapshot.id, !snapshot.unstored.is_empty(), snapshot.part + 1 == snapshot.parts);
         parts.push(snapshot);
         if !last && !oversize {
             return Ok(None);
@@ -345,12 +412,12 @@ impl Checkpoints {
         round.waiting.remove(&worker);
         let parts = round.parts.remove(&worker).unwrap_or_default();
         if round.waiting.is_empty() {
-            self.round = None;
+            self.round_complete();
         }
         let base = parts.first().map_or(0, |first| first.base);
         let unlinked = base != 0 && base != self.tail(worker);
         if oversize || unlinked {
-            // Nothing to restore from until a whole snapshot comes (the next barrier asks).
+            // Nothing to restore from until a whole snapshot is stored (the next barrier asks).
             self.current[worker] = false;
             self.unconfirmed[worker].clear();
             if unlinked {
@@ -395,6 +462,11 @@ impl Checkpoints {
                 self.latest[worker].clear();
             }
             self.latest[worker].push(parts);
+            let chains = &mut self.retained_chains[worker];
+            chains.extend(self.latest[worker].first().and_then(|parts| parts.first()).map(|first| first.id));
+            while chains.len() > self.retained {
+                chains.pop_front();
+            }
         }
         self.current[worker] = true;
         true
@@ -405,12 +477,20 @@ impl Checkpoints {
         if let Some(round) = self.round.as_mut() {
             round.waiting.remove(&worker);
             if round.waiting.is_empty() {
-                self.round = None;
+                self.round_complete();
             }
         }
         self.current[worker] = false;
         // Its log may be dropped: a later confirmation must not make these current.
         self.unconfirmed[worker].clear();
+    }
+
+    /// Every worker of the round in flight answered: the survivors of a failover before it
+    /// have read what they restore.
+    fn round_complete(&mut self) {
+        if let Some(round) = self.round.take() {
+            self.restoring.retain(|(_, until)| *until > round.id);
+        }
     }
 
     /// Gives up a round whose snapshots have not all come within the time-out at `now`:
@@ -448,10 +528,10 @@ mod tests {
             part: 0,
             parts: 1,
             symbols: Vec::new(),
-            engine: vec![0; bytes],
+            stored: cep_core::failover::StoredPart { bytes: bytes as u64, checksum: 0 },
             processed: [(0, id)].into(),
             outputs: id,
-            oversize: 0,
+            unstored: String::new(),
         }
     }
 
@@ -474,7 +554,7 @@ mod tests {
 
     #[test]
     fn changes_build_on_the_last_snapshot_until_they_outgrow_the_whole_one() {
-        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX);
+        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX, 1);
         assert_eq!(checkpoints.restorable(0), Some(None), "nothing yet: the log holds everything");
         assert_eq!(round(&mut checkpoints, 1, 100, true), 0, "the first is whole");
         assert_eq!(round(&mut checkpoints, 2, 40, true), 1);
@@ -495,8 +575,26 @@ mod tests {
     }
 
     #[test]
+    fn a_replay_log_reuses_released_buffers_up_to_its_bound() {
+        let mut log = ReplayLog::default();
+        let frame = vec![7u8; 1 << 20];
+        for _ in 0..100 {
+            log.batch(&frame, 10);
+        }
+        log.barrier(1);
+        log.batch(&frame[..5], 1);
+        assert_eq!(log.release_until(1), 100 << 20);
+        assert_eq!((log.bytes(), log.ticks()), (5, 1));
+        assert_eq!(log.spare.len(), 64, "64 MiB of buffers kept, the rest freed");
+        assert!(log.spare_bytes <= MAX_SPARE_BYTES);
+        log.batch(&frame[..3], 1);
+        assert_eq!(log.spare.len(), 63, "a kept buffer took the next batch");
+        assert_eq!(log.batches().collect::<Vec<_>>(), [&frame[..5], &frame[..3]]);
+    }
+
+    #[test]
     fn a_chain_of_tiny_changes_ends_at_its_most_snapshots() {
-        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX);
+        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX, 1);
         round(&mut checkpoints, 1, 1_000_000, true);
         for id in 2..=MAX_CHAIN as u64 {
             assert_eq!(round(&mut checkpoints, id, 1, true), id - 1);
@@ -507,7 +605,7 @@ mod tests {
 
     #[test]
     fn a_change_of_membership_or_a_lost_link_asks_for_a_whole_snapshot() {
-        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX);
+        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX, 1);
         round(&mut checkpoints, 1, 100, true);
         round(&mut checkpoints, 2, 10, true);
         checkpoints.invalidate();
@@ -528,7 +626,7 @@ mod tests {
 
     #[test]
     fn changes_whose_snapshot_before_was_dropped_are_dropped_too() {
-        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX);
+        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX, 1);
         round(&mut checkpoints, 1, 1000, true);
         // The collector confirms nothing for a while (it is down): a few are kept.
         for id in 2..2 + MAX_UNCONFIRMED as u64 {

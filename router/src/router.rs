@@ -64,6 +64,8 @@ pub struct RouterSettings {
     pub move_timeout_ns: u64,
     /// Checkpoint interval (ns); 0: no checkpoints, and a dead worker's state is lost.
     pub checkpoint_every_ns: u64,
+    /// Confirmed checkpoints of each worker the checkpoint store keeps.
+    pub checkpoints_retained: usize,
     /// Bytes of replay logs beyond which the router reads no input until a checkpoint
     /// completes.
     pub max_replay_bytes: usize,
@@ -144,7 +146,7 @@ impl Router {
             answers: Vec::new(),
             late_injectors: Vec::new(),
             workers: Vec::new(),
-            checkpoints: Checkpoints::new(0, Duration::ZERO, Duration::ZERO),
+            checkpoints: Checkpoints::new(0, Duration::ZERO, Duration::ZERO, 1),
             collector_key: String::new(),
             denied: BTreeMap::new(),
             fenced: BTreeMap::new(),
@@ -303,19 +305,19 @@ impl Router {
             },
             FrameKind::Snapshot => {
                 frame.body::<Snapshot>().map_err(|error| format!("bad snapshot frame: {error}")).and_then(|snapshot| {
-                    let (worker, id, oversize) = (snapshot.from as usize, snapshot.id, snapshot.oversize);
+                    let (worker, id) = (snapshot.from as usize, snapshot.id);
+                    let unstored = (!snapshot.unstored.is_empty()).then(|| snapshot.unstored.clone());
                     if frame.sender() != snapshot.from {
                         return Err("a snapshot must come from the worker it names".into());
                     }
                     if let Some(confirmed) = self.checkpoints.snapshot(worker, snapshot)? {
                         path.release_log(worker, confirmed);
                     }
-                    if oversize > 0 {
+                    if let Some(why) = unstored {
                         // Not restorable: the log is of no use, and must not stall the input.
                         path.release_log(worker, id);
                         let reason = format!(
-                            "worker {}'s state takes {oversize} bytes, more than a control frame carries \
-                             ({MAX_CONTROL_FRAME_BYTES}): it cannot fail over exactly",
+                            "worker {}'s checkpoint {id} was not stored ({why}): it cannot fail over exactly",
                             rescaling.id(worker)
                         );
                         out.event(Event::CheckpointTrouble { reason });
@@ -473,6 +475,15 @@ impl Router {
         self.running().is_some_and(|run| run.rescaling.is_active(worker))
     }
 
+    /// Every stored part a failover of an active worker would restore from now (what the
+    /// checkpoint store must still hold).
+    pub fn restorable_parts(&self) -> Vec<Snapshot> {
+        let Some(run) = self.running() else { return Vec::new() };
+        let active = run.rescaling.active();
+        let chains = active.into_iter().filter_map(|worker| self.checkpoints.restorable(worker).flatten());
+        chains.flatten().collect()
+    }
+
     /// The running phase's state, once the run has started.
     fn running(&self) -> Option<&Running> {
         match &self.phase {
@@ -532,6 +543,7 @@ impl Router {
             ids.len(),
             Duration::from_nanos(self.settings.checkpoint_every_ns),
             Duration::from_nanos(self.settings.move_timeout_ns),
+            self.settings.checkpoints_retained,
         );
         if self.checkpoints.enabled() {
             path.keep_replay_logs();

@@ -135,6 +135,9 @@ pub struct LocalCluster {
     /// took in (a Ready answer).
     restarted_members: BTreeSet<usize>,
     restarted_workers: u64,
+    /// The checkpoint store every worker writes to and restores from, as workers share a
+    /// mount.
+    store: cep_core::store::MemoryStore,
     /// Worker turns taken at the bound of unsaved frames (input held).
     turns_at_max_unsaved: u64,
     /// With [`ClusterSpec::sequenced`]: the frames each sender sent the collector and it has
@@ -178,6 +181,7 @@ impl LocalCluster {
             max_held_ticks: usize::MAX,
             move_timeout_ns: spec.move_timeout_ns,
             checkpoint_every_ns: spec.checkpoint_every_ns,
+            checkpoints_retained: 1,
             max_replay_bytes: usize::MAX,
             failure_timeout: Duration::from_nanos(spec.failure_timeout_ns),
         };
@@ -215,6 +219,7 @@ impl LocalCluster {
             collector_disk: CollectorDisk::default(),
             collector_resumes: 0,
             restarted_members: BTreeSet::new(),
+            store: Default::default(),
             restarted_workers: 0,
             turns_at_max_unsaved: 0,
             delivery: BTreeMap::new(),
@@ -385,6 +390,16 @@ impl LocalCluster {
     /// stream switches.
     pub fn rules_history(&self) -> &[cep_core::results::RulesEpoch] {
         self.router.rules_history()
+    }
+
+    /// A stored part a failover would restore from that the checkpoint store lacks (removed
+    /// too early, or never written), named; none when the store holds every one.
+    pub fn missing_checkpoint_part(&self) -> Option<String> {
+        self.router.restorable_parts().into_iter().find_map(|part| {
+            let key = cep_core::store::PartKey { checkpoint: part.id, worker: part.from, part: part.part };
+            let held = self.store.holds(key, part.stored.bytes);
+            (!held).then(|| format!("checkpoint {} part {} of worker {}", part.id, part.part, part.from))
+        })
     }
 
     /// Whether the worker with this index is running (registered, not finished, not killed).

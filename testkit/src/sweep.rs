@@ -10,7 +10,10 @@
 //!   sequence number) no earlier row names (a resumed collector's file is read again);
 //! - **no output of a tick not sent**, and none that differs from the engine alone over
 //!   the ticks sent so far (counted, and fatal unless the run is one that may lose state);
-//! - **progress**: the run ends within its virtual time bound and event budget.
+//! - **progress**: the run ends within its virtual time bound and event budget;
+//! - **checkpoints stored**: the checkpoint store the workers share holds every part, at its
+//!   size, that a failover of an active worker would restore from now (retention never
+//!   removes one too early).
 //!
 //! A run the router gives up with no collector left to write a summary (the last worker
 //! failed over, the collector lost beyond its retention) ends there, as a real one does; only
@@ -248,6 +251,7 @@ impl Scenario {
             }
             run.check_outputs()?;
             run.check_accounts()?;
+            run.check_store()?;
         }
         run.check_end()
     }
@@ -492,6 +496,14 @@ impl<'a> CheckedRun<'a> {
         let broken = self.cluster.accounts().and_then(|summary| summary.broken_identities().into_iter().next());
         match broken {
             Some(broken) => Err(self.fail(format!("the rolling summary's accounts disagree: {broken}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// The checkpoint store holds every part a failover would restore from now.
+    fn check_store(&mut self) -> Result<(), Failure> {
+        match self.cluster.missing_checkpoint_part() {
+            Some(part) => Err(self.fail(format!("the checkpoint store lacks {part}, which a failover would restore"))),
             None => Ok(()),
         }
     }

@@ -3,6 +3,7 @@
 use cep_core::duration::parse_duration;
 use cep_telemetry::args::{at_least_one, failure_timeout, high_water_mark, Flags};
 use clap::Args;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Worker settings; every flag can also be set from the environment. `Default` is the flags'
@@ -42,6 +43,12 @@ pub struct WorkerConfig {
     /// collector saves (or a lost one is replaced), and the router and injectors wait.
     #[arg(long, env = "CEP_MAX_UNSAVED", default_value_t = DEFAULT_MAX_UNSAVED)]
     pub max_unsaved: usize,
+    /// The checkpoint store: the folder this worker writes its snapshots to (in `run-<start>`
+    /// of its own per run) and reads a dead worker's back from. Every worker of a cluster
+    /// must see the same folder (on several hosts: a shared mount, NFS or EFS) for a dead
+    /// worker's state to be restored elsewhere.
+    #[arg(long, env = "CEP_CHECKPOINT_DIR", default_value_os_t = default_checkpoint_dir())]
+    pub checkpoint_dir: PathBuf,
     /// Failure detection of the router (this worker then stops, exit status non-zero, naming
     /// it) and of the collector (its frames are held until a restarted one takes over): a peer whose connection drops and stays down for an eighth of this
     /// is dead, one never reached after ten times this; TCP keepalive probes at a quarter of
@@ -56,6 +63,12 @@ pub struct WorkerConfig {
 /// Default bound of the frames held for the collector: about ten seconds of outputs at full
 /// speed, longer than a restarted collector takes to come back.
 pub const DEFAULT_MAX_UNSAVED: usize = 256 << 20;
+
+/// The checkpoint store's folder unless told: `cep-checkpoints` in the system's temporary
+/// folder, which every worker of one host shares.
+pub fn default_checkpoint_dir() -> PathBuf {
+    std::env::temp_dir().join("cep-checkpoints")
+}
 
 /// The smallest bound allowed: below it a run without failures crawls.
 pub const MIN_MAX_UNSAVED: usize = 1 << 20;
@@ -73,6 +86,7 @@ impl Default for WorkerConfig {
             start_timeout: Duration::from_secs(60),
             end_timeout: Duration::from_secs(60),
             max_unsaved: DEFAULT_MAX_UNSAVED,
+            checkpoint_dir: default_checkpoint_dir(),
             failure_timeout: Duration::from_secs(2),
             security: Default::default(),
         }
@@ -112,6 +126,7 @@ impl WorkerConfig {
             .duration("start-timeout", self.start_timeout)
             .duration("end-timeout", self.end_timeout)
             .value("max-unsaved", self.max_unsaved)
+            .path("checkpoint-dir", &self.checkpoint_dir)
             .duration("failure-timeout", self.failure_timeout)
             .extend(self.security.to_args())
             .into_args()
@@ -152,6 +167,7 @@ mod tests {
             start_timeout: Duration::from_millis(300),
             end_timeout: Duration::from_secs(2),
             max_unsaved: 1 << 20,
+            checkpoint_dir: "/mnt/shared/checkpoints".into(),
             failure_timeout: Duration::from_millis(900),
             security: cep_transport::security::SecurityArgs {
                 key: Some("/etc/cep/worker.key".into()),

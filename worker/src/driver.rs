@@ -11,6 +11,7 @@ use cep_core::frame::Body;
 use cep_core::identity::Role;
 use cep_core::outbox::{Outbox, Peer};
 use cep_core::report::{ClockReport, WorkerReport};
+use cep_core::store::DirectoryStore;
 use cep_core::wire::FrameKind;
 use cep_transport::clock::synchronise;
 use cep_transport::control::{end_of_run, register, ControlLink, EndOfRun, RegistrationError, StopOrLost};
@@ -31,6 +32,9 @@ pub enum WorkerError {
     /// The rules the router sent do not compile in this build.
     #[error("the router's rules do not check here (another version?): {0}")]
     Rules(String),
+    /// The checkpoint store's folder cannot be used.
+    #[error("{0}")]
+    Store(String),
     /// No address to advertise to the router.
     #[error("cannot find the address to advertise: {0}")]
     Advertise(String),
@@ -82,6 +86,8 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
 /// `inproc://` endpoints live in one context).
 pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerReport, WorkerError> {
     config.validate().map_err(WorkerError::Config)?;
+    // Checked before registering: a worker that cannot store its checkpoints never joins.
+    DirectoryStore::check(&config.checkpoint_dir).map_err(WorkerError::Store)?;
     let id = config.worker_id();
     let options = SocketOptions {
         high_water_mark: config.hwm,
@@ -121,7 +127,8 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         let report = ClockReport { node: id.clone(), estimate };
         out.send(Peer::Collector, &report.encode(ready.assigned));
     }
-    let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, &mut out)
+    let store = DirectoryStore::open(&config.checkpoint_dir, ready.start_ns).map_err(WorkerError::Store)?;
+    let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, Box::new(store), &mut out)
         .map_err(WorkerError::Rules)?;
     let timeouts = (config.start_timeout, config.end_timeout);
     let mut life = Lifecycle::new(id.clone(), &ready, timeouts, Monotonic::now());

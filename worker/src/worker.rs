@@ -3,9 +3,8 @@
 //! progress and the final report in an [`Outbox`]. It owns no socket and reads no clock: the
 //! driver ([`crate::driver`]) does both, and unit tests drive it frame by frame.
 
-use cep_core::control::MAX_CONTROL_FRAME_BYTES;
 use cep_core::control::{Ready, RulesText};
-use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, SNAPSHOT_PART_SYMBOLS};
+use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, StoredPart, SNAPSHOT_PART_SYMBOLS};
 use cep_core::frame::{Body, TickBatch};
 use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer};
@@ -17,6 +16,7 @@ use cep_core::report::{
     EndOfStream, Rejections, RuleInfo, RulesInstalled, StreamAtWorker, SwitchRules, WorkerProgress, WorkerReport,
 };
 use cep_core::rescale::{HandOff, MovedSymbol, Reached, Retire, StreamsOpened, SymbolState, Welcome, MAX_STREAMS};
+use cep_core::store::{CheckpointStore, Expected, PartKey, MAX_STORED_PART_BYTES};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, OutputBatchWriter};
 use cep_engine::{Engine, RuleSet};
@@ -76,13 +76,16 @@ pub struct Worker {
     /// The last checkpoint this worker sent a snapshot of (0: none, or one not sent whole):
     /// a barrier naming it as its base gets only the changes since.
     last_snapshot: u64,
-    /// The engine state and frame buffers of snapshot parts, kept for the next.
-    snapshot_buffers: (Vec<u8>, Vec<u8>),
+    /// Where snapshot parts are written, and read back when a dead worker's symbols come here.
+    store: Box<dyn CheckpointStore>,
+    /// The buffer of a snapshot part's engine state (written or read), kept for the next.
+    part_buffer: Vec<u8>,
 }
 
 impl Worker {
     /// The worker `id` of the run `ready` describes, with outputs in batches of at most
-    /// `batch_limit` and frames above `max_frame_bytes` rejected. Announces its rules (the
+    /// `batch_limit` and frames above `max_frame_bytes` rejected, its checkpoints written to
+    /// `store`. Announces its rules (the
     /// collector must know them before the first output). Fails if the router's rules do not
     /// compile here.
     pub fn start(
@@ -90,6 +93,7 @@ impl Worker {
         ready: &Ready,
         batch_limit: usize,
         max_frame_bytes: usize,
+        store: Box<dyn CheckpointStore>,
         out: &mut impl Outbox,
     ) -> Result<Worker, String> {
         let mut engine = Engine::new(compile_rules(&ready.rules)?);
@@ -113,7 +117,8 @@ impl Worker {
             retired: None,
             welcomed: !ready.joining,
             last_snapshot: 0,
-            snapshot_buffers: Default::default(),
+            store,
+            part_buffer: Vec::new(),
         };
         worker.announce_rules(out);
         Ok(worker)
@@ -347,14 +352,18 @@ impl Worker {
         });
     }
 
-    /// A checkpoint barrier: the state of every symbol (engine and order checks) and the
-    /// counts so far go to the router, which keeps them in case this worker dies; in parts of
-    /// [`SNAPSHOT_PART_SYMBOLS`] symbols, each a control frame. When the router holds this
-    /// worker's previous snapshot (the barrier's base), the engine part holds only what
-    /// changed since: the symbols that took ticks, their time windows' new events.
+    /// A checkpoint barrier: the state of every symbol (engine and order checks) goes to the
+    /// checkpoint store, in parts of [`SNAPSHOT_PART_SYMBOLS`] symbols, and the router is told
+    /// what each part holds (symbols, counts, size and checksum), which it keeps in case this
+    /// worker dies. When the router holds this worker's previous snapshot (the barrier's
+    /// base), a part holds only what changed since: the symbols that took ticks, their time
+    /// windows' new events. Parts of checkpoints the router no longer retains are removed.
     fn take_checkpoint(&mut self, checkpoint: Checkpoint, out: &mut impl Outbox) {
         let id = checkpoint.id;
         let base = if checkpoint.base != 0 && checkpoint.base == self.last_snapshot { checkpoint.base } else { 0 };
+        if let Err(reason) = self.store.remove_below(checkpoint.retain_from) {
+            out.event(Event::CheckpointTrouble { reason });
+        }
         let names: Vec<Vec<u8>> = self.engine.symbol_names().map(|name| name.as_bytes().to_vec()).collect();
         let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
         let processed: BTreeMap<u32, u64> =
@@ -362,9 +371,9 @@ impl Worker {
         let outputs = self.engine.outputs_total();
         let chunks: Vec<&[&[u8]]> = names.chunks(SNAPSHOT_PART_SYMBOLS).collect();
         let parts = chunks.len().max(1) as u32;
-        let (mut bytes, mut oversize) = (0, false);
-        // A snapshot takes tens of MB at full speed: its part and frame buffers are reused.
-        let (mut engine, mut frame) = std::mem::take(&mut self.snapshot_buffers);
+        let (mut bytes, mut stored_whole) = (0, true);
+        // A snapshot takes tens of MB at full speed: its part buffer is reused.
+        let mut engine = std::mem::take(&mut self.part_buffer);
         for part in 0..parts {
             let chunk = chunks.get(part as usize).copied().unwrap_or_default();
             self.engine.export_checkpoint(chunk, base != 0, &mut engine);
@@ -377,55 +386,68 @@ impl Worker {
                     Some(MovedSymbol { symbol, stream: track.stream, next_seq: track.next_seq })
                 })
                 .collect();
-            let mut snapshot = Snapshot {
+            let key = PartKey { checkpoint: id, worker: self.index, part };
+            let unstored = match engine.len() as u64 {
+                size if size > MAX_STORED_PART_BYTES => format!(
+                    "part {part} of checkpoint {id} takes {size} bytes, more than a stored part may \
+                     ({MAX_STORED_PART_BYTES})"
+                ),
+                _ => self.store.put(key, &engine).err().unwrap_or_default(),
+            };
+            let stored = StoredPart { bytes: engine.len() as u64, checksum: cep_core::store::checksum(&engine) };
+            let snapshot = Snapshot {
                 id,
                 base,
                 from: self.index,
                 part,
                 parts,
                 symbols,
-                engine,
+                stored,
                 processed: processed.clone(),
                 outputs,
-                oversize: 0,
+                unstored,
             };
-            snapshot.encode_into(self.index, &mut frame);
-            if frame.len() > MAX_CONTROL_FRAME_BYTES {
-                // The router's control socket would cut it off: this part says so instead,
-                // in a frame it takes, and ends the snapshot.
-                let size = frame.len() as u64;
-                engine = std::mem::take(&mut snapshot.engine);
-                let refusal = Snapshot { symbols: Vec::new(), oversize: size, ..snapshot };
-                out.send(Peer::Router, &refusal.encode(self.index));
-                oversize = true;
+            out.send(Peer::Router, &snapshot.encode(self.index));
+            if !snapshot.unstored.is_empty() {
+                // The router takes this part as the snapshot's end: no restore can use it.
+                out.event(Event::CheckpointTrouble { reason: snapshot.unstored });
+                stored_whole = false;
                 break;
             }
-            out.send(Peer::Router, &frame);
-            engine = snapshot.engine;
         }
-        engine.shrink_to(MAX_CONTROL_FRAME_BYTES);
-        frame.shrink_to(MAX_CONTROL_FRAME_BYTES);
-        self.snapshot_buffers = (engine, frame);
-        // A snapshot too large to send is not one to build on.
-        self.last_snapshot = if oversize { 0 } else { id };
+        engine.clear();
+        engine.shrink_to(MAX_STORED_PART_BYTES.min(16 << 20) as usize);
+        self.part_buffer = engine;
+        // A snapshot not stored whole is not one to build on.
+        self.last_snapshot = if stored_whole { id } else { 0 };
         out.event(Event::Checkpointed { id, symbols: names.len() as u64, bytes, incremental: base != 0 });
         // Behind every output of the ticks before the barrier: the collector confirms it.
         out.send(Peer::Collector, &CheckpointMark { id }.encode(self.index));
     }
 
-    /// A dead worker's symbols, restored here from one part of its snapshot (the parts come
-    /// in order, changes after the state they change): the engine restores the symbols given
-    /// to this worker; their order checks go on from the snapshot's. The last Restore, without
-    /// state, lists every symbol this worker takes (those in no part start empty): they are
-    /// marked for the collector. Their ticks since the snapshot follow.
+    /// A dead worker's symbols, restored here from one stored part of its snapshot (the parts
+    /// come in order, changes after the state they change), read from the checkpoint store:
+    /// the engine restores the symbols given to this worker; their order checks go on from
+    /// the snapshot's. The last Restore, without state, lists every symbol this worker takes
+    /// (those in no part start empty): they are marked for the collector. Their ticks since
+    /// the snapshot follow.
     fn restore(&mut self, restore: &Restore, sender: u32, out: &mut impl Outbox) {
-        if restore.engine.is_empty() {
+        let Some(state) = restore.state else {
             // Ahead of the outputs of their replayed ticks, which follow.
             let symbols = restore.symbols.iter().map(|moved| (moved.symbol.clone(), moved.stream)).collect();
             return out.send(Peer::Collector, &Restored { from: restore.from, symbols }.encode(self.index));
-        }
-        let keep: BTreeSet<&str> = restore.symbols.iter().map(|m| m.symbol.as_str()).collect();
-        if let Err(error) = self.engine.restore_symbols(&restore.engine, |name| keep.contains(name)) {
+        };
+        let key = PartKey { checkpoint: state.checkpoint, worker: restore.from, part: state.part };
+        let expected = Expected { bytes: state.stored.bytes, checksum: state.stored.checksum };
+        let mut engine = std::mem::take(&mut self.part_buffer);
+        let restored = self.store.get(key, expected, &mut engine).and_then(|()| {
+            let keep: BTreeSet<&str> = restore.symbols.iter().map(|m| m.symbol.as_str()).collect();
+            self.engine.restore_symbols(&engine, |name| keep.contains(name)).map_err(|error| error.to_string())
+        });
+        let bytes = engine.len() as u64;
+        engine.clear();
+        self.part_buffer = engine;
+        if let Err(error) = restored {
             return self.rejections.reject("bad_state", Some(sender), &error);
         }
         // Symbols unchanged since an earlier part are not in this one's engine state.
@@ -439,12 +461,13 @@ impl Worker {
             }
         }
         if missing > 0 {
-            let detail = format_args!("{missing} of {} restored symbols are not in the snapshot", keep.len());
+            let detail =
+                format_args!("{missing} of {} restored symbols are not in the snapshot", restore.symbols.len());
             self.rejections.reject("bad_state", Some(sender), &detail);
         }
         out.event(Event::StateMoved {
             symbols: (restore.symbols.len() - missing) as u64,
-            bytes: restore.engine.len() as u64,
+            bytes,
             direction: "restored",
         });
     }

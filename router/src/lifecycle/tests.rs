@@ -26,6 +26,7 @@ fn router() -> Router {
         max_held_ticks: 1_000,
         move_timeout_ns: 1_000_000_000,
         checkpoint_every_ns: 0,
+        checkpoints_retained: 1,
         max_replay_bytes: 1 << 20,
         failure_timeout: std::time::Duration::from_secs(3600),
     };

@@ -96,6 +96,10 @@ impl Router {
         };
         // Before any replayed output can exist.
         out.send(Peer::Collector, &record.encode(ROUTER_ID));
+        if let Some(Some(parts)) = &restore {
+            // The survivors read these parts from the store: kept until they have.
+            self.checkpoints.restoring(parts);
+        }
         let replayed = match &restore {
             Some(parts) => path.replay(worker, parts.as_deref().unwrap_or_default(), &record.moved, out),
             None => {

@@ -51,6 +51,7 @@ fn unstarted(batch: usize, checkpoint_every_ns: u64) -> Router {
         max_held_ticks: 1000,
         move_timeout_ns: 1_000,
         checkpoint_every_ns,
+        checkpoints_retained: 1,
         max_replay_bytes: 1 << 30,
         failure_timeout: std::time::Duration::from_secs(3600),
     };
@@ -527,7 +528,7 @@ fn leaving_is_refused_for_unknown_or_last_workers_and_drains_a_member() {
 /// failover (and marks every symbol it takes for the collector), before its replay.
 #[test]
 fn every_moved_symbol_is_listed_for_its_new_owner_ahead_of_the_replay() {
-    use cep_core::failover::{Restore, Snapshot};
+    use cep_core::failover::{Restore, RestoredPart, Snapshot, StoredPart};
     use cep_core::rescale::MovedSymbol;
     let (mut router, mut out) = running_with(100, 10);
     let ring = Partitioner::new(&["a".to_string(), "b".to_string()], 64);
@@ -546,10 +547,10 @@ fn every_moved_symbol_is_listed_for_its_new_owner_ahead_of_the_replay() {
             part: 0,
             parts: 1,
             symbols,
-            engine: vec![1, 2, 3],
+            stored: StoredPart { bytes: 3, checksum: 7 },
             processed: [(0, 1 - u64::from(worker))].into(),
             outputs: 0,
-            oversize: 0,
+            unstored: String::new(),
         };
         let client = if worker == 0 { b"a".to_vec() } else { b"b".to_vec() };
         router.control(client, &snapshot.encode(worker), Monotonic::from_ns(300), &mut out);
@@ -569,10 +570,12 @@ fn every_moved_symbol_is_listed_for_its_new_owner_ahead_of_the_replay() {
         to_b.iter().filter(|f| f.kind() == FrameKind::Restore).map(|f| f.body().unwrap()).collect();
     let listed = |restore: &Restore| restore.symbols.iter().map(|m| m.symbol.clone()).collect::<Vec<_>>();
     assert_eq!(restores.len(), 2, "the part with state, then every symbol without");
-    assert_eq!((listed(&restores[0]), restores[0].engine.as_slice()), (vec![old.to_string()], &[1, 2, 3][..]));
+    // The router names the stored part; the survivor reads it from the store.
+    let stored = RestoredPart { checkpoint: 1, part: 0, stored: StoredPart { bytes: 3, checksum: 7 } };
+    assert_eq!((listed(&restores[0]), restores[0].state), (vec![old.to_string()], Some(stored)));
     let mut every = vec![old.to_string(), new.to_string()];
     every.sort();
-    assert_eq!((listed(&restores[1]), restores[1].engine.is_empty()), (every, true));
+    assert_eq!((listed(&restores[1]), restores[1].state), (every, None));
     // Then the replay: the tick of the new symbol, routed after the checkpoint.
     let last_restore = to_b.iter().rposition(|f| f.kind() == FrameKind::Restore).unwrap();
     let data: Vec<(Peer, Vec<u8>)> = sent.iter().filter(|(to, _)| matches!(to, Peer::Worker(_))).cloned().collect();
@@ -592,10 +595,10 @@ fn a_forged_snapshot_or_confirmation_is_refused_or_changes_nothing() {
         part: 0,
         parts: 1,
         symbols: vec![],
-        engine: vec![],
+        stored: Default::default(),
         processed: Default::default(),
         outputs: 0,
-        oversize: 0,
+        unstored: String::new(),
     };
     // Sent as worker 0, naming worker 1.
     router.control(b"x".to_vec(), &snapshot.encode(0), Monotonic::from_ns(1), &mut out);
@@ -653,6 +656,7 @@ fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
         max_held_ticks: 1000,
         move_timeout_ns: 1_000,
         checkpoint_every_ns: 0,
+        checkpoints_retained: 1,
         max_replay_bytes: 1 << 30,
         failure_timeout: std::time::Duration::from_secs(3600),
     };

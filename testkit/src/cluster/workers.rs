@@ -54,7 +54,9 @@ impl LocalCluster {
         let mut out = self.outbox();
         let id = self.worker_ids[index].clone();
         self.restarted_workers += u64::from(self.restarted_members.contains(&index));
-        let core = Worker::start(id.clone(), ready, self.spec.batch, usize::MAX, &mut out).expect("the rules compile");
+        let store = Box::new(self.store.clone());
+        let core =
+            Worker::start(id.clone(), ready, self.spec.batch, usize::MAX, store, &mut out).expect("the rules compile");
         // A joiner the router never reaches gives up after ten failure time-outs; the end waits
         // for the collector's saves as long as the collector waits for frames.
         let timeouts = (

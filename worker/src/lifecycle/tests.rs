@@ -36,7 +36,15 @@ fn at(ms: u64) -> Monotonic {
 
 fn started(joining: bool) -> (Worker, Lifecycle, Recorded) {
     let mut out = Recorded::default();
-    let worker = Worker::start("w2".into(), &ready(joining), 64, 1 << 20, &mut out).unwrap();
+    let worker = Worker::start(
+        "w2".into(),
+        &ready(joining),
+        64,
+        1 << 20,
+        Box::new(cep_core::store::MemoryStore::default()),
+        &mut out,
+    )
+    .unwrap();
     out.take();
     let life = Lifecycle::new("w2".into(), &ready(joining), (START_TIMEOUT, END_TIMEOUT), at(0));
     (worker, life, out)

@@ -1,8 +1,10 @@
 //! Tests of `worker`.
 
 use super::*;
+use cep_core::failover::RestoredPart;
 use cep_core::frame::Frame;
 use cep_core::outbox::Recorded;
+use cep_core::store::MemoryStore;
 use cep_core::tick::OutputRecord;
 use cep_core::wire::TickBatchWriter;
 
@@ -53,7 +55,8 @@ fn outputs(frame: &[u8]) -> (Vec<OutputRecord>, bool) {
 
 fn started(streams: u32) -> (Worker, Recorded) {
     let mut out = Recorded { clock: 7_000, ..Default::default() };
-    let worker = Worker::start("w".into(), &ready(streams), 4096, 1 << 20, &mut out).unwrap();
+    let worker =
+        Worker::start("w".into(), &ready(streams), 4096, 1 << 20, Box::new(MemoryStore::default()), &mut out).unwrap();
     assert_eq!(kinds(&out.take()), vec![FrameKind::Rules]);
     (worker, out)
 }
@@ -119,9 +122,9 @@ fn frames_not_from_the_router_are_counted_and_change_nothing() {
     worker.handle(&ticks(0, &[("AAA", 10.0, 0, 0)]), 1, &mut out);
     out.take();
     // Senders 3 and 0 (a worker's index) are not the router: no export, no import.
-    worker.handle(&Checkpoint { id: 1, base: 0 }.encode(3), 2, &mut out);
-    worker.handle(&Restore { from: 2, symbols: vec![], engine: vec![1, 2, 3] }.encode(3), 2, &mut out);
-    worker.handle(&Checkpoint { id: 1, base: 0 }.encode(0), 2, &mut out);
+    worker.handle(&Checkpoint { id: 1, base: 0, retain_from: 0 }.encode(3), 2, &mut out);
+    worker.handle(&Restore { from: 2, symbols: vec![], state: None }.encode(3), 2, &mut out);
+    worker.handle(&Checkpoint { id: 1, base: 0, retain_from: 0 }.encode(0), 2, &mut out);
     // An injector pointed at this worker's port: its ticks (sender = its stream) and its end
     // are not processed, so the run's accounts never hold ticks the router did not see.
     let mut writer = TickBatchWriter::new(0);
@@ -133,14 +136,14 @@ fn frames_not_from_the_router_are_counted_and_change_nothing() {
     assert_eq!(worker.processed(), 1);
     assert!(!worker.done(), "the stream is still open");
     // From the router, a checkpoint goes to the router, its mark to the collector.
-    worker.handle(&Checkpoint { id: 1, base: 0 }.encode(ROUTER_ID), 3, &mut out);
+    worker.handle(&Checkpoint { id: 1, base: 0, retain_from: 0 }.encode(ROUTER_ID), 3, &mut out);
     let to: Vec<Peer> = out.take().into_iter().map(|(to, _)| to).collect();
     assert_eq!(to, [Peer::Router, Peer::Collector]);
 }
 
-/// Checkpoint `id` over `base` at `worker`: its snapshot's parts.
+/// Checkpoint `id` over `base` at `worker`: what it told the router of its snapshot's parts.
 fn snapshot_parts(worker: &mut Worker, id: u64, base: u64, out: &mut Recorded) -> Vec<Snapshot> {
-    worker.handle(&Checkpoint { id, base }.encode(ROUTER_ID), 1, out);
+    worker.handle(&Checkpoint { id, base, retain_from: 0 }.encode(ROUTER_ID), 1, out);
     out.take()
         .into_iter()
         .filter(|(to, _)| *to == Peer::Router)
@@ -158,14 +161,25 @@ fn many_ticks(first: u64, count: u64) -> Vec<u8> {
     writer.seal(1).to_vec()
 }
 
-/// A worker running perc and a 10-second volatility window.
-fn with_window() -> Worker {
+/// A worker running perc and a 10-second volatility window, its checkpoints in `store`.
+fn with_window(store: &MemoryStore) -> Worker {
+    Worker::start("w".into(), &window_ready(), 4096, 1 << 20, Box::new(store.clone()), &mut Recorded::default())
+        .unwrap()
+}
+
+/// The run's start of [`with_window`].
+fn window_ready() -> Ready {
     let text = format!(
         "{PERC} @name('vol') SELECT symbol, price, stddev(price) AS value FROM StockTick PARTITION BY symbol \
          RETAIN 10 SECONDS;"
     );
-    let ready = Ready { rules: RulesText { epoch: 0, origin: "t".into(), text }, ..ready(1) };
-    Worker::start("w".into(), &ready, 4096, 1 << 20, &mut Recorded::default()).unwrap()
+    Ready { rules: RulesText { epoch: 0, origin: "t".into(), text }, ..ready(1) }
+}
+
+/// The Restore of `part` (its symbols, its place in the store).
+fn restore_of(part: &Snapshot) -> Restore {
+    let state = RestoredPart { checkpoint: part.id, part: part.part, stored: part.stored };
+    Restore { from: part.from, symbols: part.symbols.clone(), state: Some(state) }
 }
 
 /// A barrier naming the worker's last snapshot gets the changes since, any other its
@@ -173,7 +187,8 @@ fn with_window() -> Worker {
 /// goes on exactly as the worker would have.
 #[test]
 fn checkpoints_send_changes_over_the_named_base_and_restore_exactly() {
-    let (mut worker, mut out) = (with_window(), Recorded::default());
+    let store = MemoryStore::default();
+    let (mut worker, mut out) = (with_window(&store), Recorded::default());
     worker.handle(&many_ticks(0, 3_000), 2, &mut out);
     let whole = snapshot_parts(&mut worker, 1, 0, &mut out);
     assert_eq!(whole.len(), 2, "100 symbols: two parts");
@@ -181,10 +196,10 @@ fn checkpoints_send_changes_over_the_named_base_and_restore_exactly() {
     worker.handle(&many_ticks(3_000, 300), 2, &mut out);
     let changes = snapshot_parts(&mut worker, 2, 1, &mut out);
     assert!(changes.iter().all(|part| part.base == 1));
-    let bytes = |parts: &[Snapshot]| parts.iter().map(|part| part.engine.len()).sum::<usize>();
+    let bytes = |parts: &[Snapshot]| parts.iter().map(|part| part.stored.bytes).sum::<u64>();
     assert!(bytes(&changes) * 3 < bytes(&whole), "changes {} bytes, whole {}", bytes(&changes), bytes(&whole));
     // The router does not hold checkpoint 2: it names 1 again, and gets the whole state.
-    let mut other = with_window();
+    let mut other = with_window(&MemoryStore::default());
     other.handle(&many_ticks(0, 3_000), 2, &mut out);
     snapshot_parts(&mut other, 1, 0, &mut out);
     other.handle(&many_ticks(3_000, 300), 2, &mut out);
@@ -192,10 +207,9 @@ fn checkpoints_send_changes_over_the_named_base_and_restore_exactly() {
     assert!(snapshot_parts(&mut other, 3, 1, &mut out).iter().all(|part| part.base == 0));
 
     // A survivor takes every symbol from the chain.
-    let mut survivor = with_window();
+    let mut survivor = with_window(&store);
     for part in whole.iter().chain(&changes) {
-        let restore = Restore { from: 0, symbols: part.symbols.clone(), engine: part.engine.clone() };
-        survivor.handle(&restore.encode(ROUTER_ID), 3, &mut out);
+        survivor.handle(&restore_of(part).encode(ROUTER_ID), 3, &mut out);
     }
     out.take();
     assert!(survivor.report().rejected.is_empty(), "{:?}", survivor.report().rejected);
@@ -209,6 +223,82 @@ fn checkpoints_send_changes_over_the_named_base_and_restore_exactly() {
     assert_eq!((survivor.report().duplicates, survivor.report().out_of_order), (0, 0));
 }
 
+/// The router holds no state: every part's engine state is in the store under its
+/// checkpoint, worker and part, with the size and checksum the router was told; a barrier's
+/// `retain_from` removes the parts of older checkpoints.
+#[test]
+fn snapshot_parts_go_to_the_store_and_older_checkpoints_leave_it() {
+    let store = MemoryStore::default();
+    let (mut worker, mut out) = (with_window(&store), Recorded::default());
+    worker.handle(&many_ticks(0, 3_000), 2, &mut out);
+    let parts = snapshot_parts(&mut worker, 1, 0, &mut out);
+    let mut read = Vec::new();
+    for part in &parts {
+        let key = PartKey { checkpoint: 1, worker: part.from, part: part.part };
+        let expected = Expected { bytes: part.stored.bytes, checksum: part.stored.checksum };
+        store.get(key, expected, &mut read).unwrap();
+        assert!(read.len() > 1_000, "a part of 50 symbols with windows");
+    }
+    snapshot_parts(&mut worker, 2, 1, &mut out);
+    assert_eq!(store.checkpoints(), [1, 2]);
+    worker.handle(&Checkpoint { id: 3, base: 0, retain_from: 2 }.encode(ROUTER_ID), 1, &mut out);
+    assert_eq!(store.checkpoints(), [2, 3], "below 2 went; 3 was written");
+}
+
+/// A part the store does not hold as the router said (missing, or changed) restores nothing:
+/// the Restore is rejected and counted, the worker goes on.
+#[test]
+fn a_restore_whose_part_is_missing_or_altered_is_rejected_and_counted() {
+    let store = MemoryStore::default();
+    let (mut worker, mut out) = (with_window(&store), Recorded::default());
+    worker.handle(&many_ticks(0, 500), 2, &mut out);
+    let parts = snapshot_parts(&mut worker, 1, 0, &mut out);
+    let mut survivor = with_window(&store);
+    let mut altered = restore_of(&parts[0]);
+    altered.state.as_mut().unwrap().stored.checksum ^= 1;
+    survivor.handle(&altered.encode(ROUTER_ID), 3, &mut out);
+    let mut missing = restore_of(&parts[0]);
+    missing.state.as_mut().unwrap().checkpoint = 9;
+    survivor.handle(&missing.encode(ROUTER_ID), 3, &mut out);
+    assert_eq!(survivor.report().rejected.get("bad_state"), Some(&2));
+    assert_eq!(survivor.engine.symbol_names().count(), 0, "nothing restored");
+    survivor.handle(&restore_of(&parts[0]).encode(ROUTER_ID), 3, &mut out);
+    assert_eq!(survivor.engine.symbol_names().count(), parts[0].symbols.len());
+}
+
+/// A store that refuses every write.
+struct FullDisk;
+
+impl CheckpointStore for FullDisk {
+    fn put(&mut self, key: PartKey, _: &[u8]) -> Result<(), String> {
+        Err(format!("cannot write checkpoint part chk-{}/{}: No space left on device", key.checkpoint, key.part))
+    }
+    fn get(&self, _: PartKey, _: Expected, _: &mut Vec<u8>) -> Result<(), String> {
+        Err("empty".into())
+    }
+    fn remove_below(&mut self, _: u64) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// A part the store refuses ends the snapshot: the router is told why, the run goes on, and
+/// the next barrier over it gets the whole state.
+#[test]
+fn a_part_the_store_refuses_ends_the_snapshot_with_the_reason() {
+    let mut out = Recorded::default();
+    let mut worker = Worker::start("w".into(), &window_ready(), 4096, 1 << 20, Box::new(FullDisk), &mut out).unwrap();
+    worker.handle(&many_ticks(0, 3_000), 2, &mut out);
+    let parts = snapshot_parts(&mut worker, 1, 0, &mut out);
+    assert_eq!(parts.len(), 1, "the first part ends it");
+    assert_eq!(parts[0].unstored, "cannot write checkpoint part chk-1/0: No space left on device");
+    assert!(out
+        .events
+        .iter()
+        .any(|event| matches!(event, Event::CheckpointTrouble { reason } if reason.contains("No space"))));
+    assert!(snapshot_parts(&mut worker, 2, 1, &mut out).iter().all(|part| part.base == 0), "nothing to build on");
+    assert_eq!(worker.processed(), 3_000);
+}
+
 #[test]
 fn the_end_of_every_stream_closes_windows_then_reports() {
     let mut out = Recorded::default();
@@ -220,7 +310,8 @@ fn the_end_of_every_stream_closes_windows_then_reports() {
             .into(),
     };
     let ready = Ready { rules, ..ready(2) };
-    let mut worker = Worker::start("w".into(), &ready, 4096, 1 << 20, &mut out).unwrap();
+    let mut worker =
+        Worker::start("w".into(), &ready, 4096, 1 << 20, Box::new(MemoryStore::default()), &mut out).unwrap();
     out.take();
     worker.handle(&ticks(1, &[("A", 100.0, 1, 0), ("A", 102.0, 1, 1)]), 1, &mut out);
     assert!(out.take().is_empty(), "the window is still open");

@@ -1,0 +1,327 @@
+//! The checkpoint store: where workers write the parts of their snapshots and where a
+//! survivor reads a dead worker's parts back. The router never holds state: it learns from
+//! each worker only what was stored (a part's checkpoint, number, size and checksum) and
+//! names those parts in the restores it sends.
+//!
+//! A part is addressed by its checkpoint, its worker and its number ([`PartKey`]). The store
+//! keeps parts until told that no checkpoint below some id will be read again
+//! ([`CheckpointStore::remove_below`]): the router computes that bound from the checkpoints it
+//! retains and every worker applies it at its next barrier.
+//!
+//! [`DirectoryStore`] is the default: one folder per run, one per checkpoint in it
+//! (`run-<start>/chk-<id>/worker-<index>-part-<n>`), on a local disk, or on a mount every
+//! worker shares (NFS, EFS) so that a worker on one host restores what a worker on another
+//! wrote. [`MemoryStore`] serves the simulation. Another backend (an object store) implements
+//! the same trait.
+
+use crate::io_text::plain;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The most bytes one stored part may take: a worker refuses to store a larger one (that
+/// snapshot cannot be restored from), and a reader refuses to read one.
+pub const MAX_STORED_PART_BYTES: u64 = 256 << 20;
+
+/// Where one part of one worker's snapshot lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PartKey {
+    /// The checkpoint the snapshot answers.
+    pub checkpoint: u64,
+    /// The worker that took it (its index).
+    pub worker: u32,
+    /// The part's number in the snapshot.
+    pub part: u32,
+}
+
+/// What a reader checks a stored part against: its size and its CRC-32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expected {
+    /// Bytes.
+    pub bytes: u64,
+    /// CRC-32 ([`checksum`]).
+    pub checksum: u32,
+}
+
+/// The checksum of a part as stored.
+pub fn checksum(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
+}
+
+/// Where snapshot parts are written and read. Errors are one line, naming where.
+pub trait CheckpointStore: Send {
+    /// Stores `bytes` under `key`, whole or not at all (a reader never sees half a part).
+    fn put(&mut self, key: PartKey, bytes: &[u8]) -> Result<(), String>;
+
+    /// Reads `key` into `into` (replacing its contents), checked against `expected`.
+    fn get(&self, key: PartKey, expected: Expected, into: &mut Vec<u8>) -> Result<(), String>;
+
+    /// Removes every part of the checkpoints below `checkpoint`, of any worker.
+    fn remove_below(&mut self, checkpoint: u64) -> Result<(), String>;
+}
+
+/// Checks `bytes` read for `key` against what its writer said.
+fn verify(key: PartKey, expected: Expected, bytes: &[u8], at: &dyn std::fmt::Display) -> Result<(), String> {
+    if bytes.len() as u64 != expected.bytes {
+        return Err(format!(
+            "checkpoint {} part {} of worker {} at {at} holds {} bytes, not the {} its writer stored",
+            key.checkpoint,
+            key.part,
+            key.worker,
+            bytes.len(),
+            expected.bytes
+        ));
+    }
+    if checksum(bytes) != expected.checksum {
+        return Err(format!(
+            "checkpoint {} part {} of worker {} at {at} does not match its writer's checksum",
+            key.checkpoint, key.part, key.worker
+        ));
+    }
+    Ok(())
+}
+
+/// Parts as files: `<root>/chk-<checkpoint>/worker-<index>-part-<n>`, each written to a
+/// temporary name and renamed, so a part is whole or absent.
+pub struct DirectoryStore {
+    root: PathBuf,
+}
+
+impl DirectoryStore {
+    /// Whether `dir` can take checkpoints: it exists (made if missing) and is writable.
+    pub fn check(dir: &Path) -> Result<(), String> {
+        let failed =
+            |error: std::io::Error| format!("cannot use the checkpoint folder {}: {}", dir.display(), plain(&error));
+        std::fs::create_dir_all(dir).map_err(failed)?;
+        let probe = dir.join(format!(".probe-{}", std::process::id()));
+        std::fs::write(&probe, b"").map_err(failed)?;
+        std::fs::remove_file(&probe).map_err(failed)
+    }
+
+    /// The store of run `run` (the run's start, so runs never share a folder) under `dir`,
+    /// created if missing.
+    pub fn open(dir: &Path, run: u64) -> Result<DirectoryStore, String> {
+        let root = dir.join(format!("run-{run}"));
+        std::fs::create_dir_all(&root)
+            .map_err(|error| format!("cannot create the checkpoint folder {}: {}", root.display(), plain(&error)))?;
+        Ok(DirectoryStore { root })
+    }
+
+    /// The run's folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn checkpoint_dir(&self, checkpoint: u64) -> PathBuf {
+        self.root.join(format!("chk-{checkpoint}"))
+    }
+
+    fn path(&self, key: PartKey) -> PathBuf {
+        self.checkpoint_dir(key.checkpoint).join(format!("worker-{}-part-{}", key.worker, key.part))
+    }
+}
+
+impl CheckpointStore for DirectoryStore {
+    fn put(&mut self, key: PartKey, bytes: &[u8]) -> Result<(), String> {
+        let dir = self.checkpoint_dir(key.checkpoint);
+        let path = self.path(key);
+        let failed = |what: &str, at: &Path, error: std::io::Error| {
+            format!("cannot {what} checkpoint part {}: {}", at.display(), plain(&error))
+        };
+        std::fs::create_dir_all(&dir).map_err(|error| failed("create the folder of", &dir, error))?;
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, bytes).map_err(|error| failed("write", &partial, error))?;
+        std::fs::rename(&partial, &path).map_err(|error| failed("rename", &partial, error))?;
+        Ok(())
+    }
+
+    fn get(&self, key: PartKey, expected: Expected, into: &mut Vec<u8>) -> Result<(), String> {
+        let path = self.path(key);
+        let failed =
+            |error: std::io::Error| format!("cannot read checkpoint part {}: {}", path.display(), plain(&error));
+        // The size comes from the router: bounded before anything is allocated for it.
+        if expected.bytes > MAX_STORED_PART_BYTES {
+            return Err(format!(
+                "checkpoint part {} would take {} bytes, more than a part may ({MAX_STORED_PART_BYTES})",
+                path.display(),
+                expected.bytes
+            ));
+        }
+        let length = std::fs::metadata(&path).map_err(failed)?.len();
+        if length != expected.bytes {
+            return Err(format!(
+                "checkpoint part {} holds {length} bytes, not the {} its writer stored",
+                path.display(),
+                expected.bytes
+            ));
+        }
+        into.clear();
+        into.reserve(length as usize);
+        use std::io::Read;
+        let file = std::fs::File::open(&path).map_err(failed)?;
+        file.take(MAX_STORED_PART_BYTES).read_to_end(into).map_err(failed)?;
+        verify(key, expected, into, &path.display())
+    }
+
+    fn remove_below(&mut self, checkpoint: u64) -> Result<(), String> {
+        let entries = std::fs::read_dir(&self.root)
+            .map_err(|error| format!("cannot list the checkpoint folder {}: {}", self.root.display(), plain(&error)))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(id) =
+                name.to_str().and_then(|name| name.strip_prefix("chk-")).and_then(|id| id.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if id >= checkpoint {
+                continue;
+            }
+            // Workers sharing a mount remove the same folders: one already gone is no error.
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    return Err(format!("cannot remove old checkpoint {}: {}", entry.path().display(), plain(&error)))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parts in memory, shared by every clone (the simulation's workers share one, as workers
+/// share a mount).
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    parts: Arc<Mutex<BTreeMap<PartKey, Vec<u8>>>>,
+}
+
+impl MemoryStore {
+    /// The checkpoints that have parts stored, lowest first.
+    pub fn checkpoints(&self) -> Vec<u64> {
+        let parts = self.parts.lock().expect("the store's lock");
+        let mut ids: Vec<u64> = parts.keys().map(|key| key.checkpoint).collect();
+        ids.dedup();
+        ids
+    }
+
+    /// Whether it holds `key` with `bytes` bytes.
+    pub fn holds(&self, key: PartKey, bytes: u64) -> bool {
+        self.parts.lock().expect("the store's lock").get(&key).is_some_and(|part| part.len() as u64 == bytes)
+    }
+}
+
+impl CheckpointStore for MemoryStore {
+    fn put(&mut self, key: PartKey, bytes: &[u8]) -> Result<(), String> {
+        self.parts.lock().expect("the store's lock").insert(key, bytes.to_vec());
+        Ok(())
+    }
+
+    fn get(&self, key: PartKey, expected: Expected, into: &mut Vec<u8>) -> Result<(), String> {
+        let parts = self.parts.lock().expect("the store's lock");
+        let Some(bytes) = parts.get(&key) else {
+            return Err(format!(
+                "checkpoint {} part {} of worker {} is not in the store",
+                key.checkpoint, key.part, key.worker
+            ));
+        };
+        verify(key, expected, bytes, &"memory")?;
+        into.clear();
+        into.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn remove_below(&mut self, checkpoint: u64) -> Result<(), String> {
+        self.parts.lock().expect("the store's lock").retain(|key, _| key.checkpoint >= checkpoint);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(checkpoint: u64, part: u32) -> PartKey {
+        PartKey { checkpoint, worker: 1, part }
+    }
+
+    fn expected(bytes: &[u8]) -> Expected {
+        Expected { bytes: bytes.len() as u64, checksum: checksum(bytes) }
+    }
+
+    /// Every store keeps what it was given, checks it, and forgets what is below the bound.
+    fn behaves(store: &mut dyn CheckpointStore) {
+        store.put(key(3, 0), b"three").unwrap();
+        store.put(key(4, 0), b"four").unwrap();
+        store.put(key(4, 1), b"four, one").unwrap();
+        let mut read = vec![9; 100];
+        store.get(key(4, 1), expected(b"four, one"), &mut read).unwrap();
+        assert_eq!(read, b"four, one");
+        let wrong = store.get(key(4, 1), expected(b"four, 1!!"), &mut read).unwrap_err();
+        assert!(wrong.contains("checksum"), "{wrong}");
+        let short = store.get(key(4, 1), expected(b"four"), &mut read).unwrap_err();
+        assert!(short.contains("holds 9 bytes, not the 4"), "{short}");
+        store.remove_below(4).unwrap();
+        assert!(store.get(key(3, 0), expected(b"three"), &mut read).is_err());
+        store.get(key(4, 0), expected(b"four"), &mut read).unwrap();
+        assert_eq!(read, b"four");
+        store.remove_below(4).unwrap();
+        store.remove_below(100).unwrap();
+        assert!(store.get(key(4, 0), expected(b"four"), &mut read).is_err());
+    }
+
+    #[test]
+    fn a_directory_store_keeps_checks_and_removes_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = DirectoryStore::open(dir.path(), 7).unwrap();
+        behaves(&mut store);
+        assert_eq!(std::fs::read_dir(store.root()).unwrap().count(), 0, "every checkpoint folder went");
+    }
+
+    #[test]
+    fn a_memory_store_keeps_checks_and_removes_parts() {
+        let mut store = MemoryStore::default();
+        behaves(&mut store);
+        assert!(store.checkpoints().is_empty());
+    }
+
+    #[test]
+    fn two_directory_stores_on_one_folder_share_parts_and_removals() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut writer, mut other) =
+            (DirectoryStore::open(dir.path(), 1).unwrap(), DirectoryStore::open(dir.path(), 1).unwrap());
+        writer.put(key(2, 0), b"state").unwrap();
+        let mut read = Vec::new();
+        other.get(key(2, 0), expected(b"state"), &mut read).unwrap();
+        // The other removes it (it wrote nothing itself: the folder is shared), then the
+        // writer finds it gone, which is no error.
+        other.remove_below(3).unwrap();
+        writer.remove_below(3).unwrap();
+        assert!(other.get(key(2, 0), expected(b"state"), &mut read).is_err());
+    }
+
+    #[test]
+    fn a_size_beyond_the_bound_is_refused_before_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirectoryStore::open(dir.path(), 1).unwrap();
+        let error = store.get(key(1, 0), Expected { bytes: u64::MAX, checksum: 0 }, &mut Vec::new()).unwrap_err();
+        assert!(error.contains("more than a part may"), "{error}");
+    }
+
+    #[test]
+    fn a_folder_that_takes_no_file_is_refused_naming_it() {
+        let error = DirectoryStore::check(Path::new("/proc/self")).unwrap_err();
+        assert!(error.starts_with("cannot use the checkpoint folder /proc/self: "), "{error}");
+        let dir = tempfile::tempdir().unwrap();
+        DirectoryStore::check(&dir.path().join("new")).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path().join("new")).unwrap().count(), 0, "the probe is gone");
+    }
+
+    #[test]
+    fn an_unwritable_folder_is_one_line_naming_it() {
+        let Err(error) = DirectoryStore::open(Path::new("/proc/cep-no-such"), 1) else {
+            panic!("/proc takes no folder")
+        };
+        assert!(error.starts_with("cannot create the checkpoint folder /proc/cep-no-such/run-1:"), "{error}");
+    }
+}
