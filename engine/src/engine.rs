@@ -74,6 +74,33 @@ impl Slot {
 /// A symbol's mark when no checkpoint export holds it (its next one writes it whole).
 const UNMARKED: u64 = u64::MAX;
 
+/// A checkpoint part being written a symbol at a time ([`Engine::begin_checkpoint_part`]).
+pub struct CheckpointPart {
+    bytes: Vec<u8>,
+    /// Where the count of symbols written lies (patched by [`Self::finish`]).
+    count_at: usize,
+    written: u32,
+    changes: bool,
+}
+
+impl CheckpointPart {
+    /// The part's bytes, in the format [`Engine::export_checkpoint`] writes.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.bytes[self.count_at..self.count_at + 4].copy_from_slice(&self.written.to_le_bytes());
+        self.bytes
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether it holds no symbol yet.
+    pub fn is_empty(&self) -> bool {
+        self.written == 0
+    }
+}
+
 /// The group of a free id's slot (a removed symbol's, not reused yet).
 const VACANT: u32 = u32::MAX;
 
@@ -218,6 +245,11 @@ impl Engine {
     /// Number of symbols the engine owns: seen or imported, and not removed since.
     pub fn symbols(&self) -> usize {
         self.symbols.len()
+    }
+
+    /// The ids of the symbols the engine owns, in order.
+    pub fn symbol_ids(&self) -> impl Iterator<Item = SymbolId> + '_ {
+        self.slots.iter().enumerate().filter(|(_, slot)| !slot.is_vacant()).map(|(id, _)| id as SymbolId)
     }
 
     /// The names of the symbols the engine owns, by id (to export them all).
@@ -366,29 +398,49 @@ impl Engine {
     /// after it, in order ([`Self::restore_symbols`]), gives the state now. Written into
     /// `into` (emptied first), whose memory is reused.
     pub fn export_checkpoint(&mut self, symbols: &[&[u8]], changes: bool, into: &mut Vec<u8>) {
-        into.clear();
-        let mut w = Writer { bytes: std::mem::take(into) };
+        let mut part = self.begin_checkpoint_part(changes, std::mem::take(into));
+        for id in self.owned_ids(symbols) {
+            self.checkpoint_symbol(&mut part, id);
+        }
+        *into = part.finish();
+    }
+
+    /// Starts a checkpoint part that takes its symbols one at a time
+    /// ([`Self::checkpoint_symbol`]), written into `buffer` (emptied first, its memory
+    /// reused): what [`Self::export_checkpoint`] writes for the same symbols, in the order
+    /// they are taken. So a worker can copy each symbol's state when it must (before its next
+    /// tick changes it) or when it has time, instead of all at once at the barrier.
+    pub fn begin_checkpoint_part(&self, changes: bool, mut buffer: Vec<u8>) -> CheckpointPart {
+        buffer.clear();
+        let mut w = Writer { bytes: buffer };
         w.header(if changes { Kind::Changes } else { Kind::Export }, self.rules_fingerprint());
-        let mut ids = self.owned_ids(symbols);
-        if changes {
-            ids.retain(|&id| self.marks[id as usize] != self.slots[id as usize].ticks);
+        let count_at = w.bytes.len();
+        w.count(0);
+        CheckpointPart { bytes: w.bytes, count_at, written: 0, changes }
+    }
+
+    /// Adds symbol `id`'s state, as it is now, to `part` (with changes: only if it changed
+    /// since the last checkpoint export that held it; one no such export held is written
+    /// whole) and marks it: the next changes start from here.
+    pub fn checkpoint_symbol(&mut self, part: &mut CheckpointPart, id: SymbolId) {
+        let (slot, mark) = (self.slots[id as usize], self.marks[id as usize]);
+        if part.changes && mark == slot.ticks {
+            return;
         }
-        w.count(ids.len());
-        for id in ids {
-            let (slot, mark) = (self.slots[id as usize], self.marks[id as usize]);
-            if !changes {
-                self.write_symbol(id, None, &mut w);
-            } else if mark == UNMARKED {
-                self.write_symbol(id, Some(0), &mut w);
-            } else {
-                w.text(self.symbol_name(id).as_bytes());
-                w.u64(slot.latest);
-                w.u8(1);
-                self.groups[slot.group as usize].write_row_changes(&self.compiled, slot.row, slot.ticks - mark, &mut w);
-            }
-            self.marks[id as usize] = slot.ticks;
+        let mut w = Writer { bytes: std::mem::take(&mut part.bytes) };
+        if !part.changes {
+            self.write_symbol(id, None, &mut w);
+        } else if mark == UNMARKED {
+            self.write_symbol(id, Some(0), &mut w);
+        } else {
+            w.text(self.symbol_name(id).as_bytes());
+            w.u64(slot.latest);
+            w.u8(1);
+            self.groups[slot.group as usize].write_row_changes(&self.compiled, slot.row, slot.ticks - mark, &mut w);
         }
-        *into = w.bytes;
+        part.bytes = w.bytes;
+        part.written += 1;
+        self.marks[id as usize] = slot.ticks;
     }
 
     /// The ids of the named symbols the engine owns, each once, in the names' order.

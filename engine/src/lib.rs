@@ -25,7 +25,7 @@ pub mod symbols;
 pub mod window;
 
 pub use cep_query::{compile, RuleSet, RulesSource};
-pub use engine::{Engine, QueryId, SymbolId};
+pub use engine::{CheckpointPart, Engine, QueryId, SymbolId};
 pub use handoff::StateError;
 
 /// The compiled built-in reference rules (R1, R2, R3).

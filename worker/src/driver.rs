@@ -139,8 +139,10 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     // The loop turns at least as often as its heartbeat is due, input or not.
     let wait = life.heartbeat_every().min(Duration::from_millis(50));
     receive_loop(&input, wait, |received| {
-        if let Received::Frame { bytes, .. } = received {
-            worker.handle(bytes, now_ns(), &mut out);
+        match received {
+            Received::Frame { bytes, .. } => worker.handle(bytes, now_ns(), &mut out),
+            // A snapshot under way takes a part per batch while batches come, the rest now.
+            Received::Idle => worker.idle(&mut out),
         }
         if shutdown.load(Ordering::Relaxed) {
             life.stop_requested();

@@ -4,7 +4,7 @@
 //! driver ([`crate::driver`]) does both, and unit tests drive it frame by frame.
 
 use cep_core::control::{Ready, RulesText};
-use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Restored, Snapshot, StoredPart, SNAPSHOT_PART_SYMBOLS};
+use cep_core::failover::{Checkpoint, CheckpointMark, Restore, Restored};
 use cep_core::frame::{Body, TickBatch};
 use cep_core::identity::ROUTER_ID;
 use cep_core::outbox::{Event, Outbox, Peer};
@@ -16,11 +16,13 @@ use cep_core::report::{
     EndOfStream, Rejections, RuleInfo, RulesInstalled, StreamAtWorker, SwitchRules, WorkerProgress, WorkerReport,
 };
 use cep_core::rescale::{HandOff, MovedSymbol, Reached, Retire, StreamsOpened, SymbolState, Welcome, MAX_STREAMS};
-use cep_core::store::{CheckpointStore, Expected, PartKey, MAX_STORED_PART_BYTES};
+use cep_core::store::{CheckpointStore, Expected, PartKey};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, OutputBatchWriter};
 use cep_engine::{Engine, RuleSet};
 use std::collections::{BTreeMap, BTreeSet};
+
+mod snapshot;
 
 /// What the worker keeps per symbol besides the engine's state (it moves with the symbol).
 /// Ticks of one symbol arrive in order (per-key order), so one past the highest sequence
@@ -80,6 +82,10 @@ pub struct Worker {
     store: Box<dyn CheckpointStore>,
     /// The buffer of a snapshot part's engine state (written or read), kept for the next.
     part_buffer: Vec<u8>,
+    /// The snapshot under way, and per engine id whether its state at the barrier is still to
+    /// be taken ([`snapshot`]).
+    snapshotting: Option<snapshot::Snapshotting>,
+    untaken: Vec<bool>,
 }
 
 impl Worker {
@@ -119,6 +125,8 @@ impl Worker {
             last_snapshot: 0,
             store,
             part_buffer: Vec::new(),
+            snapshotting: None,
+            untaken: Vec::new(),
         };
         worker.announce_rules(out);
         Ok(worker)
@@ -159,6 +167,11 @@ impl Worker {
             let detail = format_args!("a {:?} frame from sender {}", frame.kind(), frame.sender());
             return self.rejections.reject("not_from_router", Some(frame.sender()), &detail);
         }
+        if frame.kind() != FrameKind::Ticks {
+            // Only a tick changes a symbol's state in step with the snapshot; anything else
+            // may change any symbol's: the snapshot under way is finished first.
+            self.finish_snapshot(out);
+        }
         match frame.kind() {
             FrameKind::Ticks => {
                 let mut decoded = std::mem::take(&mut self.decoded);
@@ -167,6 +180,7 @@ impl Worker {
                     Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
                 }
                 self.decoded = decoded;
+                self.snapshot_step(out);
             }
             FrameKind::EndOfStream => {
                 if let Some(eos) = self.rejections.decode::<EndOfStream>(&frame) {
@@ -217,6 +231,12 @@ impl Worker {
         }
     }
 
+    /// Nothing waits to be read: a snapshot under way is finished now (it takes a part per
+    /// batch while batches come).
+    pub fn idle(&mut self, out: &mut impl Outbox) {
+        self.finish_snapshot(out);
+    }
+
     /// Ticks processed so far.
     pub fn processed(&self) -> u64 {
         self.engine.processed()
@@ -254,6 +274,7 @@ impl Worker {
         if self.finished {
             return self.report();
         }
+        self.finish_snapshot(out);
         if self.all_ended() {
             self.close_windows(out);
         }
@@ -353,76 +374,21 @@ impl Worker {
     }
 
     /// A checkpoint barrier: the state of every symbol (engine and order checks) goes to the
-    /// checkpoint store, in parts of [`SNAPSHOT_PART_SYMBOLS`] symbols, and the router is told
-    /// what each part holds (symbols, counts, size and checksum), which it keeps in case this
-    /// worker dies. When the router holds this worker's previous snapshot (the barrier's
-    /// base), a part holds only what changed since: the symbols that took ticks, their time
-    /// windows' new events. Parts of checkpoints the router no longer retains are removed.
+    /// checkpoint store, in parts of [`cep_core::failover::SNAPSHOT_PART_SYMBOLS`] symbols, and
+    /// the router is told what each part holds (symbols, counts, size and checksum), which it
+    /// keeps in case this worker dies. The state is copied a symbol at a time, as the batches after the barrier
+    /// go on ([`snapshot`]). When the router holds this worker's previous snapshot (the
+    /// barrier's base), a part holds only what changed since: the symbols that took ticks,
+    /// their time windows' new events. Parts of checkpoints the router no longer retains are
+    /// removed first.
     fn take_checkpoint(&mut self, checkpoint: Checkpoint, out: &mut impl Outbox) {
-        let id = checkpoint.id;
         let base = if checkpoint.base != 0 && checkpoint.base == self.last_snapshot { checkpoint.base } else { 0 };
         if let Err(reason) = self.store.remove_below(checkpoint.retain_from) {
             out.event(Event::CheckpointTrouble { reason });
         }
-        let names: Vec<Vec<u8>> = self.engine.symbol_names().map(|name| name.as_bytes().to_vec()).collect();
-        let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
-        let processed: BTreeMap<u32, u64> =
-            self.streams.iter().enumerate().map(|(stream, state)| (stream as u32, state.processed)).collect();
-        let outputs = self.engine.outputs_total();
-        let chunks: Vec<&[&[u8]]> = names.chunks(SNAPSHOT_PART_SYMBOLS).collect();
-        let parts = chunks.len().max(1) as u32;
-        let (mut bytes, mut stored_whole) = (0, true);
-        // A snapshot takes tens of MB at full speed: its part buffer is reused.
-        let mut engine = std::mem::take(&mut self.part_buffer);
-        for part in 0..parts {
-            let chunk = chunks.get(part as usize).copied().unwrap_or_default();
-            self.engine.export_checkpoint(chunk, base != 0, &mut engine);
-            bytes += engine.len() as u64;
-            let symbols = chunk
-                .iter()
-                .filter_map(|name| {
-                    let track = self.symbols.get(self.engine.symbol_id(name)? as usize)?;
-                    let symbol = String::from_utf8_lossy(name).into_owned();
-                    Some(MovedSymbol { symbol, stream: track.stream, next_seq: track.next_seq })
-                })
-                .collect();
-            let key = PartKey { checkpoint: id, worker: self.index, part };
-            let unstored = match engine.len() as u64 {
-                size if size > MAX_STORED_PART_BYTES => format!(
-                    "part {part} of checkpoint {id} takes {size} bytes, more than a stored part may \
-                     ({MAX_STORED_PART_BYTES})"
-                ),
-                _ => self.store.put(key, &engine).err().unwrap_or_default(),
-            };
-            let stored = StoredPart { bytes: engine.len() as u64, checksum: cep_core::store::checksum(&engine) };
-            let snapshot = Snapshot {
-                id,
-                base,
-                from: self.index,
-                part,
-                parts,
-                symbols,
-                stored,
-                processed: processed.clone(),
-                outputs,
-                unstored,
-            };
-            out.send(Peer::Router, &snapshot.encode(self.index));
-            if !snapshot.unstored.is_empty() {
-                // The router takes this part as the snapshot's end: no restore can use it.
-                out.event(Event::CheckpointTrouble { reason: snapshot.unstored });
-                stored_whole = false;
-                break;
-            }
-        }
-        engine.clear();
-        engine.shrink_to(MAX_STORED_PART_BYTES.min(16 << 20) as usize);
-        self.part_buffer = engine;
-        // A snapshot not stored whole is not one to build on.
-        self.last_snapshot = if stored_whole { id } else { 0 };
-        out.event(Event::Checkpointed { id, symbols: names.len() as u64, bytes, incremental: base != 0 });
+        self.start_snapshot(checkpoint.id, base, out);
         // Behind every output of the ticks before the barrier: the collector confirms it.
-        out.send(Peer::Collector, &CheckpointMark { id }.encode(self.index));
+        out.send(Peer::Collector, &CheckpointMark { id: checkpoint.id }.encode(self.index));
     }
 
     /// A dead worker's symbols, restored here from one stored part of its snapshot (the parts
@@ -488,7 +454,7 @@ impl Worker {
 
     fn process_batch(&mut self, batch: &TickBatch<'_>, t_worker_in: u64, out: &mut impl Outbox) {
         for tick in batch.records {
-            self.process(batch, tick);
+            self.process(batch, tick, out);
             if self.outputs.is_full(self.batch_limit) {
                 self.send_outputs(batch.t_sent, t_worker_in, out);
             }
@@ -520,7 +486,7 @@ impl Worker {
     }
 
     #[inline]
-    fn process(&mut self, batch: &TickBatch<'_>, tick: &TickRecord) {
+    fn process(&mut self, batch: &TickBatch<'_>, tick: &TickRecord, out: &mut impl Outbox) {
         if self.rejections.reject_invalid(tick, batch.sender) {
             return;
         }
@@ -534,6 +500,7 @@ impl Worker {
         }
         let symbol_bytes = batch.symbol(tick);
         let symbol = self.engine.intern_bytes(symbol_bytes);
+        self.copy_before_write(symbol, out);
         // A symbol comes on one stream only (the injector splits symbols, not ticks).
         let track = self.track(symbol, tick.injector);
         if tick.seq < track.next_seq {

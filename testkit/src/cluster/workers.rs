@@ -186,6 +186,9 @@ impl LocalCluster {
         let router_lost = self.router_lost();
         let mut out = self.outbox();
         let WorkerState::Running(worker) = &mut self.workers[index] else { return };
+        // The driver's loop wakes without input: a snapshot under way is finished (batches
+        // in between took their parts, copying symbols before their ticks).
+        worker.core.idle(&mut out);
         let turn = worker.life.turn(now, &mut worker.core, links, &mut out);
         // A dead router: nothing this worker does can reach the results; the process exits
         // with its loss (and what it held for the collector goes with it).

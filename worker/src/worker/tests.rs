@@ -1,7 +1,7 @@
 //! Tests of `worker`.
 
 use super::*;
-use cep_core::failover::RestoredPart;
+use cep_core::failover::{RestoredPart, Snapshot};
 use cep_core::frame::Frame;
 use cep_core::outbox::Recorded;
 use cep_core::store::MemoryStore;
@@ -135,15 +135,18 @@ fn frames_not_from_the_router_are_counted_and_change_nothing() {
     assert_eq!(worker.report().rejected.get("not_from_router"), Some(&5));
     assert_eq!(worker.processed(), 1);
     assert!(!worker.done(), "the stream is still open");
-    // From the router, a checkpoint goes to the router, its mark to the collector.
+    // From the router, a checkpoint's mark goes to the collector at once, its snapshot to
+    // the router once copied (here, when the worker idles).
     worker.handle(&Checkpoint { id: 1, base: 0, retain_from: 0 }.encode(ROUTER_ID), 3, &mut out);
+    worker.idle(&mut out);
     let to: Vec<Peer> = out.take().into_iter().map(|(to, _)| to).collect();
-    assert_eq!(to, [Peer::Router, Peer::Collector]);
+    assert_eq!(to, [Peer::Collector, Peer::Router]);
 }
 
 /// Checkpoint `id` over `base` at `worker`: what it told the router of its snapshot's parts.
 fn snapshot_parts(worker: &mut Worker, id: u64, base: u64, out: &mut Recorded) -> Vec<Snapshot> {
     worker.handle(&Checkpoint { id, base, retain_from: 0 }.encode(ROUTER_ID), 1, out);
+    worker.idle(out);
     out.take()
         .into_iter()
         .filter(|(to, _)| *to == Peer::Router)
@@ -223,6 +226,82 @@ fn checkpoints_send_changes_over_the_named_base_and_restore_exactly() {
     assert_eq!((survivor.report().duplicates, survivor.report().out_of_order), (0, 0));
 }
 
+/// A snapshot is copied a symbol at a time while batches go on: a symbol's state goes in
+/// before its next tick changes it, a part's worth after each batch, the rest when the worker
+/// idles. What it stores is the state at the barrier, exactly: survivors restored from it
+/// and from a snapshot copied all at once go on alike, as the worker itself would have.
+#[test]
+fn a_snapshot_copied_while_ticks_go_on_holds_the_state_at_its_barrier() {
+    let store = MemoryStore::default();
+    let mut out = Recorded::default();
+    // At once: the barrier, then idle before any tick.
+    let mut still = with_window(&store);
+    still.handle(&many_ticks(0, 3_000), 1, &mut out);
+    let at_once = snapshot_parts(&mut still, 1, 0, &mut out);
+    // Copy on write: ticks of every symbol right behind the barrier, before it idles.
+    let moving_store = MemoryStore::default();
+    let mut moving = with_window(&moving_store);
+    moving.handle(&many_ticks(0, 3_000), 1, &mut out);
+    out.take();
+    moving.handle(&Checkpoint { id: 1, base: 0, retain_from: 0 }.encode(ROUTER_ID), 2, &mut out);
+    moving.handle(&many_ticks(3_000, 20), 3, &mut out);
+    let mid: Vec<Snapshot> = parts_sent(&mut out);
+    assert!(!mid.is_empty() && mid.len() < at_once.len(), "some parts went after the batch, not all: {}", mid.len());
+    moving.handle(&many_ticks(3_020, 400), 4, &mut out);
+    moving.idle(&mut out);
+    let copied: Vec<Snapshot> = mid.into_iter().chain(parts_sent(&mut out)).collect();
+    assert_eq!(copied.len(), at_once.len());
+    assert_eq!(copied.iter().map(|part| part.part).collect::<Vec<_>>(), (0..at_once.len() as u32).collect::<Vec<_>>());
+    let listed = |parts: &[Snapshot]| {
+        let mut names: Vec<(String, u64)> =
+            parts.iter().flat_map(|part| part.symbols.iter().map(|m| (m.symbol.clone(), m.next_seq))).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(listed(&copied), listed(&at_once), "every symbol once, with its order check at the barrier");
+    // Survivors of each go on alike, from the barrier.
+    let next = many_ticks(3_000, 2_000);
+    let mut outputs = Vec::new();
+    for (parts, store) in [(&at_once, &store), (&copied, &moving_store)] {
+        let mut survivor = with_window(store);
+        for part in parts.iter() {
+            survivor.handle(&restore_of(part).encode(ROUTER_ID), 5, &mut out);
+        }
+        out.take();
+        assert!(survivor.report().rejected.is_empty(), "{:?}", survivor.report().rejected);
+        survivor.handle(&next, 6, &mut out);
+        outputs.push(out.take().into_iter().map(|(_, frame)| frame).collect::<Vec<_>>());
+    }
+    still.handle(&next, 6, &mut out);
+    let reference: Vec<Vec<u8>> = out.take().into_iter().map(|(_, frame)| frame).collect();
+    assert!(!reference.is_empty());
+    assert_eq!(outputs[0], reference);
+    assert_eq!(outputs[1], reference);
+}
+
+/// A frame other than ticks finishes the snapshot under way before it is handled.
+#[test]
+fn any_frame_but_ticks_finishes_the_snapshot_first() {
+    let mut out = Recorded::default();
+    let mut worker = with_window(&MemoryStore::default());
+    worker.handle(&many_ticks(0, 3_000), 1, &mut out);
+    worker.handle(&Checkpoint { id: 1, base: 0, retain_from: 0 }.encode(ROUTER_ID), 2, &mut out);
+    out.take();
+    worker.handle(&EndOfStream { stream: 0, sent: 3_000, routed: 3_000, cut: None }.encode(ROUTER_ID), 3, &mut out);
+    let parts = parts_sent(&mut out);
+    assert_eq!(parts.len(), 2, "100 symbols: both parts, before the end closed any window");
+    assert_eq!(parts.iter().map(|part| part.symbols.len()).sum::<usize>(), 100);
+}
+
+/// The snapshot parts sent to the router so far (other frames are dropped).
+fn parts_sent(out: &mut Recorded) -> Vec<Snapshot> {
+    out.take()
+        .into_iter()
+        .filter(|(to, _)| *to == Peer::Router)
+        .map(|(_, frame)| Frame::read(&frame, usize::MAX).unwrap().body::<Snapshot>().unwrap())
+        .collect()
+}
+
 /// The router holds no state: every part's engine state is in the store under its
 /// checkpoint, worker and part, with the size and checksum the router was told; a barrier's
 /// `retain_from` removes the parts of older checkpoints.
@@ -242,6 +321,8 @@ fn snapshot_parts_go_to_the_store_and_older_checkpoints_leave_it() {
     snapshot_parts(&mut worker, 2, 1, &mut out);
     assert_eq!(store.checkpoints(), [1, 2]);
     worker.handle(&Checkpoint { id: 3, base: 0, retain_from: 2 }.encode(ROUTER_ID), 1, &mut out);
+    assert_eq!(store.checkpoints(), [2], "below 2 went at the barrier");
+    worker.idle(&mut out);
     assert_eq!(store.checkpoints(), [2, 3], "below 2 went; 3 was written");
 }
 

@@ -1,0 +1,175 @@
+//! Copy-on-write snapshots: a checkpoint's state is taken a symbol at a time, so no batch
+//! waits for the whole copy.
+//!
+//! At the barrier the worker notes every symbol it owns as untaken and records the counts.
+//! A symbol's state is copied into the snapshot (the engine's checkpoint format, one part per
+//! [`SNAPSHOT_PART_SYMBOLS`] symbols) either just before a tick would change it, or, a part's
+//! worth after each batch, in the order of the symbols. A symbol that takes no tick keeps its
+//! state from the barrier, so each copy is the state at the barrier: what a copy of all at
+//! once would be. Every frame other than ticks (an end of stream, a hand-off, a restore, a rule
+//! switch, the next barrier) finishes the snapshot first: those change state without a tick.
+//! Each part goes to the checkpoint store as it fills, and the router is told what it holds.
+
+use super::{Worker, VACANT};
+use cep_core::failover::{Snapshot, StoredPart, SNAPSHOT_PART_SYMBOLS};
+use cep_core::frame::Body;
+use cep_core::outbox::{Event, Outbox, Peer};
+use cep_core::rescale::MovedSymbol;
+use cep_core::store::{PartKey, MAX_STORED_PART_BYTES};
+use cep_engine::{CheckpointPart, SymbolId};
+use std::collections::BTreeMap;
+
+/// The part buffer kept between snapshots, at most (a whole part may take more while it is
+/// written).
+const KEPT_PART_BUFFER: usize = 16 << 20;
+
+/// A snapshot under way: the state at its barrier, taken a symbol at a time.
+pub(super) struct Snapshotting {
+    id: u64,
+    /// The snapshot it holds the changes since (0: the whole state).
+    base: u64,
+    /// The counts at the barrier.
+    processed: BTreeMap<u32, u64>,
+    outputs: u64,
+    /// Every symbol owned at the barrier, in order: the background pace takes them from
+    /// `next` on (skipping those a tick took first).
+    order: Vec<SymbolId>,
+    next: usize,
+    /// Symbols taken so far, all parts together.
+    taken: usize,
+    parts: u32,
+    /// The part being filled, its number, and its symbols' order checks.
+    part: u32,
+    filling: Option<CheckpointPart>,
+    symbols: Vec<MovedSymbol>,
+    /// Bytes of engine state stored so far.
+    bytes: u64,
+}
+
+impl Worker {
+    /// Starts the snapshot of checkpoint `id` over `base` (0: whole): every symbol owned now
+    /// is untaken.
+    pub(super) fn start_snapshot(&mut self, id: u64, base: u64, out: &mut impl Outbox) {
+        let order: Vec<SymbolId> = self.engine.symbol_ids().collect();
+        let slots = order.iter().map(|&id| id as usize + 1).max().unwrap_or(0);
+        self.untaken.clear();
+        self.untaken.resize(slots, false);
+        for &symbol in &order {
+            self.untaken[symbol as usize] = true;
+        }
+        let processed = self.streams.iter().enumerate().map(|(stream, state)| (stream as u32, state.processed)).collect();
+        let parts = order.len().div_ceil(SNAPSHOT_PART_SYMBOLS).max(1) as u32;
+        self.snapshotting = Some(Snapshotting {
+            id,
+            base,
+            processed,
+            outputs: self.engine.outputs_total(),
+            order,
+            next: 0,
+            taken: 0,
+            parts,
+            part: 0,
+            filling: None,
+            symbols: Vec::with_capacity(SNAPSHOT_PART_SYMBOLS),
+            bytes: 0,
+        });
+        if self.snapshotting.as_ref().is_some_and(|snapshot| snapshot.order.is_empty()) {
+            // Nothing to take: one empty part says so.
+            self.close_part(out);
+        }
+    }
+
+    /// Before a tick changes symbol `id`: its state at the barrier goes into the snapshot,
+    /// if it has not yet.
+    #[inline]
+    pub(super) fn copy_before_write(&mut self, id: SymbolId, out: &mut impl Outbox) {
+        if self.untaken.get(id as usize).copied().unwrap_or(false) {
+            self.take_symbol(id, out);
+        }
+    }
+
+    /// Takes the next part's worth of untaken symbols (after a batch).
+    pub(super) fn snapshot_step(&mut self, out: &mut impl Outbox) {
+        let mut budget = SNAPSHOT_PART_SYMBOLS;
+        while budget > 0 {
+            let Some(snapshot) = self.snapshotting.as_mut() else { return };
+            let Some(&id) = snapshot.order.get(snapshot.next) else { return };
+            snapshot.next += 1;
+            if self.untaken[id as usize] {
+                self.take_symbol(id, out);
+                budget -= 1;
+            }
+        }
+    }
+
+    /// Takes every symbol not taken yet: the snapshot is complete when this returns.
+    pub(super) fn finish_snapshot(&mut self, out: &mut impl Outbox) {
+        while self.snapshotting.is_some() {
+            self.snapshot_step(out);
+        }
+    }
+
+    fn take_symbol(&mut self, id: SymbolId, out: &mut impl Outbox) {
+        self.untaken[id as usize] = false;
+        let Some(snapshot) = self.snapshotting.as_mut() else { return };
+        let buffer = std::mem::take(&mut self.part_buffer);
+        let part = snapshot.filling.get_or_insert_with(|| self.engine.begin_checkpoint_part(snapshot.base != 0, buffer));
+        self.engine.checkpoint_symbol(part, id);
+        if let Some(track) = self.symbols.get(id as usize).filter(|track| track.stream != VACANT) {
+            let symbol = self.engine.symbol_name(id).to_string();
+            snapshot.symbols.push(MovedSymbol { symbol, stream: track.stream, next_seq: track.next_seq });
+        }
+        snapshot.taken += 1;
+        if snapshot.taken % SNAPSHOT_PART_SYMBOLS == 0 || snapshot.taken == snapshot.order.len() {
+            self.close_part(out);
+        }
+    }
+
+    /// The part being filled is full (or the last): to the store, and the router is told. A
+    /// part the store refuses ends the snapshot, which cannot be restored from.
+    fn close_part(&mut self, out: &mut impl Outbox) {
+        let Some(snapshot) = self.snapshotting.as_mut() else { return };
+        let base = snapshot.base != 0;
+        let filling = snapshot.filling.take();
+        let engine = filling.unwrap_or_else(|| self.engine.begin_checkpoint_part(base, Vec::new())).finish();
+        let (id, part) = (snapshot.id, snapshot.part);
+        let unstored = match engine.len() as u64 {
+            size if size > MAX_STORED_PART_BYTES => {
+                format!("part {part} of checkpoint {id} takes {size} bytes, more than a stored part may ({MAX_STORED_PART_BYTES})")
+            }
+            _ => self.store.put(PartKey { checkpoint: id, worker: self.index, part }, &engine).err().unwrap_or_default(),
+        };
+        snapshot.bytes += engine.len() as u64;
+        let frame = Snapshot {
+            id,
+            base: snapshot.base,
+            from: self.index,
+            part,
+            parts: snapshot.parts,
+            symbols: std::mem::take(&mut snapshot.symbols),
+            stored: StoredPart { bytes: engine.len() as u64, checksum: cep_core::store::checksum(&engine) },
+            processed: snapshot.processed.clone(),
+            outputs: snapshot.outputs,
+            unstored,
+        };
+        out.send(Peer::Router, &frame.encode(self.index));
+        let mut buffer = engine;
+        buffer.clear();
+        buffer.shrink_to(KEPT_PART_BUFFER);
+        self.part_buffer = buffer;
+        snapshot.part += 1;
+        if !frame.unstored.is_empty() {
+            // The router takes this part as the snapshot's end: nothing to build on.
+            out.event(Event::CheckpointTrouble { reason: frame.unstored });
+            self.last_snapshot = 0;
+        } else if snapshot.part == snapshot.parts {
+            self.last_snapshot = id;
+            let (symbols, bytes, incremental) = (snapshot.order.len() as u64, snapshot.bytes, base);
+            out.event(Event::Checkpointed { id, symbols, bytes, incremental });
+        } else {
+            return;
+        }
+        self.snapshotting = None;
+        self.untaken.clear();
+    }
+}
