@@ -8,16 +8,20 @@
 //! ([`CheckpointStore::remove_below`]): the router computes that bound from the checkpoints it
 //! retains and every worker applies it at its next barrier.
 //!
+//! Writes and removals are queued ([`CheckpointStore::put`]) and their outcomes come back in
+//! order ([`CheckpointStore::poll`]): a worker goes on processing while its parts are
+//! written, and tells the router of a part only once it is stored.
+//!
 //! [`DirectoryStore`] is the default: one folder per run, one per checkpoint in it
 //! (`run-<start>/chk-<id>/worker-<index>-part-<n>`), on a local disk, or on a mount every
 //! worker shares (NFS, EFS) so that a worker on one host restores what a worker on another
-//! wrote. [`MemoryStore`] serves the simulation. Another backend (an object store) implements
-//! the same trait.
+//! wrote; a thread of its own writes and removes. [`MemoryStore`] serves the simulation, done
+//! at once. Another backend (an object store) implements the same trait.
 
 use crate::io_text::plain;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 
 /// The most bytes one stored part may take: a worker refuses to store a larger one (that
 /// snapshot cannot be restored from), and a reader refuses to read one.
@@ -50,14 +54,36 @@ pub fn checksum(bytes: &[u8]) -> u32 {
 
 /// Where snapshot parts are written and read. Errors are one line, naming where.
 pub trait CheckpointStore: Send {
-    /// Stores `bytes` under `key`, whole or not at all (a reader never sees half a part).
-    fn put(&mut self, key: PartKey, bytes: &[u8]) -> Result<(), String>;
+    /// Queues `bytes` to be stored under `key`, whole or not at all (a reader never sees half
+    /// a part). The outcome, with the buffer back, comes from [`Self::poll`].
+    fn put(&mut self, key: PartKey, bytes: Vec<u8>);
+
+    /// Queues the removal of every part of the checkpoints below `checkpoint`, of any worker
+    /// (behind the puts queued before).
+    fn remove_below(&mut self, checkpoint: u64);
+
+    /// The next queued operation that finished, in the order they were queued; none while
+    /// the oldest is still under way.
+    fn poll(&mut self) -> Option<Done>;
 
     /// Reads `key` into `into` (replacing its contents), checked against `expected`.
     fn get(&self, key: PartKey, expected: Expected, into: &mut Vec<u8>) -> Result<(), String>;
+}
 
-    /// Removes every part of the checkpoints below `checkpoint`, of any worker.
-    fn remove_below(&mut self, checkpoint: u64) -> Result<(), String>;
+/// A queued operation that finished.
+#[derive(Debug)]
+pub enum Done {
+    /// A put.
+    Stored {
+        /// Where.
+        key: PartKey,
+        /// Whether the part is stored (the error names where and why not).
+        result: Result<(), String>,
+        /// The part's buffer, back for the next.
+        buffer: Vec<u8>,
+    },
+    /// A removal, and whether it went through.
+    Removed(Result<(), String>),
 }
 
 /// Checks `bytes` read for `key` against what its writer said.
@@ -82,9 +108,19 @@ fn verify(key: PartKey, expected: Expected, bytes: &[u8], at: &dyn std::fmt::Dis
 }
 
 /// Parts as files: `<root>/chk-<checkpoint>/worker-<index>-part-<n>`, each written to a
-/// temporary name and renamed, so a part is whole or absent.
+/// temporary name and renamed, so a part is whole or absent. A thread writes and removes;
+/// reads are the caller's.
 pub struct DirectoryStore {
-    root: PathBuf,
+    folder: Arc<Folder>,
+    jobs: Option<mpsc::Sender<Job>>,
+    done: mpsc::Receiver<Done>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the writer thread is asked to do.
+enum Job {
+    Put(PartKey, Vec<u8>),
+    RemoveBelow(u64),
 }
 
 impl DirectoryStore {
@@ -99,19 +135,86 @@ impl DirectoryStore {
     }
 
     /// The store of run `run` (the run's start, so runs never share a folder) under `dir`,
-    /// created if missing.
+    /// created if missing, with its writer thread.
     pub fn open(dir: &Path, run: u64) -> Result<DirectoryStore, String> {
         let root = dir.join(format!("run-{run}"));
         std::fs::create_dir_all(&root)
             .map_err(|error| format!("cannot create the checkpoint folder {}: {}", root.display(), plain(&error)))?;
-        Ok(DirectoryStore { root })
+        let folder = Arc::new(Folder { root });
+        let (jobs, queued) = mpsc::channel::<Job>();
+        let (finished, done) = mpsc::channel();
+        let writing = Arc::clone(&folder);
+        let writer = std::thread::Builder::new()
+            .name("checkpoint-writer".into())
+            .spawn(move || {
+                // Writing yields to the pipeline: on busy cores a burst of state written at
+                // full priority shows in the latency of the ticks behind it. Without the
+                // right to lower it, it writes at the process's priority.
+                let _ = thread_priority::set_current_thread_priority(thread_priority::ThreadPriority::Min);
+                for job in queued {
+                    let outcome = match job {
+                        Job::Put(key, buffer) => {
+                            let result = writing.put(key, &buffer);
+                            Done::Stored { key, result, buffer }
+                        }
+                        Job::RemoveBelow(checkpoint) => Done::Removed(writing.remove_below(checkpoint)),
+                    };
+                    if finished.send(outcome).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|error| format!("cannot start the checkpoint writer: {}", plain(&error)))?;
+        Ok(DirectoryStore { folder, jobs: Some(jobs), done, writer: Some(writer) })
     }
 
     /// The run's folder.
     pub fn root(&self) -> &Path {
-        &self.root
+        &self.folder.root
     }
 
+    fn queue(&mut self, job: Job) {
+        // The thread ends only when the store drops its sender: it is there.
+        if let Some(jobs) = &self.jobs {
+            let _ = jobs.send(job);
+        }
+    }
+}
+
+impl Drop for DirectoryStore {
+    /// What is queued is written before the store goes (the writer ends with the queue).
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl CheckpointStore for DirectoryStore {
+    fn put(&mut self, key: PartKey, bytes: Vec<u8>) {
+        self.queue(Job::Put(key, bytes));
+    }
+
+    fn remove_below(&mut self, checkpoint: u64) {
+        self.queue(Job::RemoveBelow(checkpoint));
+    }
+
+    fn poll(&mut self) -> Option<Done> {
+        self.done.try_recv().ok()
+    }
+
+    fn get(&self, key: PartKey, expected: Expected, into: &mut Vec<u8>) -> Result<(), String> {
+        self.folder.get(key, expected, into)
+    }
+}
+
+/// The run's folder: what the writer thread and readers do to it.
+struct Folder {
+    root: PathBuf,
+}
+
+impl Folder {
     fn checkpoint_dir(&self, checkpoint: u64) -> PathBuf {
         self.root.join(format!("chk-{checkpoint}"))
     }
@@ -119,10 +222,8 @@ impl DirectoryStore {
     fn path(&self, key: PartKey) -> PathBuf {
         self.checkpoint_dir(key.checkpoint).join(format!("worker-{}-part-{}", key.worker, key.part))
     }
-}
 
-impl CheckpointStore for DirectoryStore {
-    fn put(&mut self, key: PartKey, bytes: &[u8]) -> Result<(), String> {
+    fn put(&self, key: PartKey, bytes: &[u8]) -> Result<(), String> {
         let dir = self.checkpoint_dir(key.checkpoint);
         let path = self.path(key);
         let failed = |what: &str, at: &Path, error: std::io::Error| {
@@ -163,7 +264,7 @@ impl CheckpointStore for DirectoryStore {
         verify(key, expected, into, &path.display())
     }
 
-    fn remove_below(&mut self, checkpoint: u64) -> Result<(), String> {
+    fn remove_below(&self, checkpoint: u64) -> Result<(), String> {
         let entries = std::fs::read_dir(&self.root)
             .map_err(|error| format!("cannot list the checkpoint folder {}: {}", self.root.display(), plain(&error)))?;
         for entry in entries.flatten() {
@@ -190,10 +291,19 @@ impl CheckpointStore for DirectoryStore {
 }
 
 /// Parts in memory, shared by every clone (the simulation's workers share one, as workers
-/// share a mount).
-#[derive(Clone, Default)]
+/// share a mount); each operation is done when queued.
+#[derive(Default)]
 pub struct MemoryStore {
     parts: Arc<Mutex<BTreeMap<PartKey, Vec<u8>>>>,
+    /// This handle's finished operations, not yet polled.
+    done: VecDeque<Done>,
+}
+
+impl Clone for MemoryStore {
+    /// Another handle on the same parts, with no operation of its own yet.
+    fn clone(&self) -> MemoryStore {
+        MemoryStore { parts: Arc::clone(&self.parts), done: VecDeque::new() }
+    }
 }
 
 impl MemoryStore {
@@ -212,9 +322,18 @@ impl MemoryStore {
 }
 
 impl CheckpointStore for MemoryStore {
-    fn put(&mut self, key: PartKey, bytes: &[u8]) -> Result<(), String> {
-        self.parts.lock().expect("the store's lock").insert(key, bytes.to_vec());
-        Ok(())
+    fn put(&mut self, key: PartKey, bytes: Vec<u8>) {
+        self.parts.lock().expect("the store's lock").insert(key, bytes.clone());
+        self.done.push_back(Done::Stored { key, result: Ok(()), buffer: bytes });
+    }
+
+    fn remove_below(&mut self, checkpoint: u64) {
+        self.parts.lock().expect("the store's lock").retain(|key, _| key.checkpoint >= checkpoint);
+        self.done.push_back(Done::Removed(Ok(())));
+    }
+
+    fn poll(&mut self) -> Option<Done> {
+        self.done.pop_front()
     }
 
     fn get(&self, key: PartKey, expected: Expected, into: &mut Vec<u8>) -> Result<(), String> {
@@ -228,11 +347,6 @@ impl CheckpointStore for MemoryStore {
         verify(key, expected, bytes, &"memory")?;
         into.clear();
         into.extend_from_slice(bytes);
-        Ok(())
-    }
-
-    fn remove_below(&mut self, checkpoint: u64) -> Result<(), String> {
-        self.parts.lock().expect("the store's lock").retain(|key, _| key.checkpoint >= checkpoint);
         Ok(())
     }
 }
@@ -249,11 +363,38 @@ mod tests {
         Expected { bytes: bytes.len() as u64, checksum: checksum(bytes) }
     }
 
-    /// Every store keeps what it was given, checks it, and forgets what is below the bound.
+    /// The outcomes of the next `count` queued operations, in order (a writer thread's may
+    /// take a moment).
+    fn finished(store: &mut dyn CheckpointStore, count: usize) -> Vec<Done> {
+        let mut done = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while done.len() < count {
+            match store.poll() {
+                Some(outcome) => done.push(outcome),
+                None if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(1)),
+                None => panic!("{} of {count} operations finished", done.len()),
+            }
+        }
+        done
+    }
+
+    fn stored(done: &Done) -> Option<(PartKey, &[u8])> {
+        match done {
+            Done::Stored { key, result: Ok(()), buffer } => Some((*key, buffer.as_slice())),
+            _ => None,
+        }
+    }
+
+    /// Every store keeps what it was given, answers in order with the buffers back, checks
+    /// what it reads, and forgets what is below the bound.
     fn behaves(store: &mut dyn CheckpointStore) {
-        store.put(key(3, 0), b"three").unwrap();
-        store.put(key(4, 0), b"four").unwrap();
-        store.put(key(4, 1), b"four, one").unwrap();
+        store.put(key(3, 0), b"three".to_vec());
+        store.put(key(4, 0), b"four".to_vec());
+        store.put(key(4, 1), b"four, one".to_vec());
+        let done = finished(store, 3);
+        let keys: Vec<(PartKey, &[u8])> = done.iter().filter_map(stored).collect();
+        assert_eq!(keys, [(key(3, 0), &b"three"[..]), (key(4, 0), b"four"), (key(4, 1), b"four, one")]);
+        assert!(store.poll().is_none());
         let mut read = vec![9; 100];
         store.get(key(4, 1), expected(b"four, one"), &mut read).unwrap();
         assert_eq!(read, b"four, one");
@@ -261,12 +402,14 @@ mod tests {
         assert!(wrong.contains("checksum"), "{wrong}");
         let short = store.get(key(4, 1), expected(b"four"), &mut read).unwrap_err();
         assert!(short.contains("holds 9 bytes, not the 4"), "{short}");
-        store.remove_below(4).unwrap();
+        store.remove_below(4);
+        assert!(matches!(finished(store, 1)[..], [Done::Removed(Ok(()))]));
         assert!(store.get(key(3, 0), expected(b"three"), &mut read).is_err());
         store.get(key(4, 0), expected(b"four"), &mut read).unwrap();
         assert_eq!(read, b"four");
-        store.remove_below(4).unwrap();
-        store.remove_below(100).unwrap();
+        store.remove_below(4);
+        store.remove_below(100);
+        assert_eq!(finished(store, 2).len(), 2);
         assert!(store.get(key(4, 0), expected(b"four"), &mut read).is_err());
     }
 
@@ -286,17 +429,50 @@ mod tests {
     }
 
     #[test]
+    fn what_a_directory_store_queued_is_written_before_it_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = DirectoryStore::open(dir.path(), 1).unwrap();
+        let parts: Vec<Vec<u8>> = (0..20u8).map(|n| vec![n; 100_000]).collect();
+        for (part, bytes) in parts.iter().enumerate() {
+            store.put(key(1, part as u32), bytes.clone());
+        }
+        drop(store);
+        let reader = DirectoryStore::open(dir.path(), 1).unwrap();
+        let mut read = Vec::new();
+        for (part, bytes) in parts.iter().enumerate() {
+            reader.get(key(1, part as u32), expected(bytes), &mut read).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_part_the_folder_refuses_comes_back_as_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = DirectoryStore::open(dir.path(), 1).unwrap();
+        // A file where the checkpoint's folder would go.
+        std::fs::write(store.root().join("chk-2"), b"").unwrap();
+        store.put(key(2, 0), b"state".to_vec());
+        let done = finished(&mut store, 1);
+        let Done::Stored { result: Err(error), buffer, .. } = &done[0] else { panic!("{done:?}") };
+        assert!(error.starts_with("cannot create the folder of checkpoint part "), "{error}");
+        assert!(error.contains("chk-2"), "{error}");
+        assert_eq!(buffer, b"state", "the buffer comes back either way");
+    }
+
+    #[test]
     fn two_directory_stores_on_one_folder_share_parts_and_removals() {
         let dir = tempfile::tempdir().unwrap();
         let (mut writer, mut other) =
             (DirectoryStore::open(dir.path(), 1).unwrap(), DirectoryStore::open(dir.path(), 1).unwrap());
-        writer.put(key(2, 0), b"state").unwrap();
+        writer.put(key(2, 0), b"state".to_vec());
+        finished(&mut writer, 1);
         let mut read = Vec::new();
         other.get(key(2, 0), expected(b"state"), &mut read).unwrap();
         // The other removes it (it wrote nothing itself: the folder is shared), then the
         // writer finds it gone, which is no error.
-        other.remove_below(3).unwrap();
-        writer.remove_below(3).unwrap();
+        other.remove_below(3);
+        assert!(matches!(finished(&mut other, 1)[..], [Done::Removed(Ok(()))]));
+        writer.remove_below(3);
+        assert!(matches!(finished(&mut writer, 1)[..], [Done::Removed(Ok(()))]));
         assert!(other.get(key(2, 0), expected(b"state"), &mut read).is_err());
     }
 

@@ -199,6 +199,15 @@ impl Writer {
     }
 
     /// A count of things that follow (every count the engine holds fits a u32).
+    /// Values as [`Self::f64`] writes each, in one pass.
+    pub(crate) fn f64s(&mut self, values: &[f64]) {
+        let start = self.bytes.len();
+        self.bytes.resize(start + 8 * values.len(), 0);
+        for (bytes, value) in self.bytes[start..].chunks_exact_mut(8).zip(values) {
+            bytes.copy_from_slice(&value.to_le_bytes());
+        }
+    }
+
     pub(crate) fn count(&mut self, count: usize) {
         self.u32(u32::try_from(count).expect("counts fit a u32"));
     }

@@ -20,7 +20,7 @@ use cep_core::store::{CheckpointStore, Expected, PartKey};
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, OutputBatchWriter};
 use cep_engine::{Engine, RuleSet};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod snapshot;
 
@@ -80,12 +80,16 @@ pub struct Worker {
     last_snapshot: u64,
     /// Where snapshot parts are written, and read back when a dead worker's symbols come here.
     store: Box<dyn CheckpointStore>,
-    /// The buffer of a snapshot part's engine state (written or read), kept for the next.
-    part_buffer: Vec<u8>,
+    /// Buffers of snapshot parts' engine state (written or read), kept for the next.
+    part_buffers: Vec<Vec<u8>>,
     /// The snapshot under way, and per engine id whether its state at the barrier is still to
     /// be taken ([`snapshot`]).
     snapshotting: Option<snapshot::Snapshotting>,
     untaken: Vec<bool>,
+    /// Parts given to the store, oldest first: the router is told of each once it is stored.
+    storing: VecDeque<snapshot::Storing>,
+    /// A checkpoint one of whose parts could not be stored: its later parts are not announced.
+    unstored_snapshot: u64,
 }
 
 impl Worker {
@@ -124,9 +128,11 @@ impl Worker {
             welcomed: !ready.joining,
             last_snapshot: 0,
             store,
-            part_buffer: Vec::new(),
+            part_buffers: Vec::new(),
             snapshotting: None,
             untaken: Vec::new(),
+            storing: VecDeque::new(),
+            unstored_snapshot: 0,
         };
         worker.announce_rules(out);
         Ok(worker)
@@ -229,12 +235,15 @@ impl Worker {
             }
             _ => self.rejections.unexpected(&frame),
         }
+        // Parts the store finished since are announced to the router.
+        self.pump_store(out);
     }
 
     /// Nothing waits to be read: a snapshot under way is finished now (it takes a part per
     /// batch while batches come).
     pub fn idle(&mut self, out: &mut impl Outbox) {
         self.finish_snapshot(out);
+        self.pump_store(out);
     }
 
     /// Ticks processed so far.
@@ -383,9 +392,7 @@ impl Worker {
     /// removed first.
     fn take_checkpoint(&mut self, checkpoint: Checkpoint, out: &mut impl Outbox) {
         let base = if checkpoint.base != 0 && checkpoint.base == self.last_snapshot { checkpoint.base } else { 0 };
-        if let Err(reason) = self.store.remove_below(checkpoint.retain_from) {
-            out.event(Event::CheckpointTrouble { reason });
-        }
+        self.store.remove_below(checkpoint.retain_from);
         self.start_snapshot(checkpoint.id, base, out);
         // Behind every output of the ticks before the barrier: the collector confirms it.
         out.send(Peer::Collector, &CheckpointMark { id: checkpoint.id }.encode(self.index));
@@ -405,14 +412,13 @@ impl Worker {
         };
         let key = PartKey { checkpoint: state.checkpoint, worker: restore.from, part: state.part };
         let expected = Expected { bytes: state.stored.bytes, checksum: state.stored.checksum };
-        let mut engine = std::mem::take(&mut self.part_buffer);
+        let mut engine = self.part_buffer();
         let restored = self.store.get(key, expected, &mut engine).and_then(|()| {
             let keep: BTreeSet<&str> = restore.symbols.iter().map(|m| m.symbol.as_str()).collect();
             self.engine.restore_symbols(&engine, |name| keep.contains(name)).map_err(|error| error.to_string())
         });
         let bytes = engine.len() as u64;
-        engine.clear();
-        self.part_buffer = engine;
+        self.return_buffer(engine);
         if let Err(error) = restored {
             return self.rejections.reject("bad_state", Some(sender), &error);
         }

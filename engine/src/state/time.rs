@@ -56,10 +56,8 @@ impl TimeState {
     pub(crate) fn write(&self, w: &mut Writer) {
         self.moments.write(w);
         w.count(self.len as usize);
-        for event in 0..self.len as usize {
-            w.u64(self.ring.get(self.head, 2 * event).to_bits());
-            w.f64(self.price(event));
-        }
+        // (time bits, price) pairs, as `w.u64(time)`, `w.f64(price)` would write them.
+        self.ring.write_values(self.head, 0, 2 * self.len as usize, w);
     }
 
     /// Reads what [`Self::write`] wrote.
@@ -90,10 +88,7 @@ impl TimeState {
         w.count(self.len as usize);
         let newest = appended.min(self.len as u64) as usize;
         w.count(newest);
-        for event in self.len as usize - newest..self.len as usize {
-            w.u64(self.ring.get(self.head, 2 * event).to_bits());
-            w.f64(self.price(event));
-        }
+        self.ring.write_values(self.head, 2 * (self.len as usize - newest), 2 * newest, w);
     }
 
     /// This window with `changes` applied ([`Self::write_changes`] of a later state of it).

@@ -152,11 +152,7 @@ impl WindowState {
     pub(crate) fn write(&self, layout: &Layout, w: &mut Writer) {
         w.u32(self.len);
         w.u64(self.latest);
-        for entry in 0..self.events() {
-            for offset in 0..layout.stride {
-                w.f64(self.stored(layout, entry, offset));
-            }
-        }
+        self.ring.write_values(self.head, 0, self.events() * layout.stride, w);
         self.first.write(w);
         self.more.iter().for_each(|arg| arg.write(w));
         if let Some(rare) = self.rare.as_deref() {

@@ -8,20 +8,33 @@
 //! state from the barrier, so each copy is the state at the barrier: what a copy of all at
 //! once would be. Every frame other than ticks (an end of stream, a hand-off, a restore, a rule
 //! switch, the next barrier) finishes the snapshot first: those change state without a tick.
-//! Each part goes to the checkpoint store as it fills, and the router is told what it holds.
+//! Each part goes to the checkpoint store as it fills, written by the store's own thread, and
+//! the router is told what it holds once it is stored.
 
 use super::{Worker, VACANT};
 use cep_core::failover::{Snapshot, StoredPart, SNAPSHOT_PART_SYMBOLS};
 use cep_core::frame::Body;
 use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::rescale::MovedSymbol;
-use cep_core::store::{PartKey, MAX_STORED_PART_BYTES};
+use cep_core::store::{Done, PartKey, MAX_STORED_PART_BYTES};
 use cep_engine::{CheckpointPart, SymbolId};
 use std::collections::BTreeMap;
 
-/// The part buffer kept between snapshots, at most (a whole part may take more while it is
-/// written).
+/// Part buffers kept for the next parts while the store writes others, at most, and the
+/// capacity each keeps (a whole part may take more while it is written).
+const KEPT_PART_BUFFERS: usize = 4;
 const KEPT_PART_BUFFER: usize = 16 << 20;
+
+/// A part handed to the store: what the router is told once the store says it holds it.
+pub(super) struct Storing {
+    frame: Snapshot,
+    /// Whether the store's answer is still to come (no: the part was not given to it).
+    awaiting: bool,
+    /// Whether it is the snapshot's last part, and the snapshot's figures then.
+    last: bool,
+    symbols: u64,
+    bytes: u64,
+}
 
 /// A snapshot under way: the state at its barrier, taken a symbol at a time.
 pub(super) struct Snapshotting {
@@ -57,7 +70,8 @@ impl Worker {
         for &symbol in &order {
             self.untaken[symbol as usize] = true;
         }
-        let processed = self.streams.iter().enumerate().map(|(stream, state)| (stream as u32, state.processed)).collect();
+        let processed =
+            self.streams.iter().enumerate().map(|(stream, state)| (stream as u32, state.processed)).collect();
         let parts = order.len().div_ceil(SNAPSHOT_PART_SYMBOLS).max(1) as u32;
         self.snapshotting = Some(Snapshotting {
             id,
@@ -111,9 +125,13 @@ impl Worker {
 
     fn take_symbol(&mut self, id: SymbolId, out: &mut impl Outbox) {
         self.untaken[id as usize] = false;
+        if self.snapshotting.as_ref().is_some_and(|snapshot| snapshot.filling.is_none()) {
+            let buffer = self.part_buffer();
+            let snapshot = self.snapshotting.as_mut().expect("checked above");
+            snapshot.filling = Some(self.engine.begin_checkpoint_part(snapshot.base != 0, buffer));
+        }
         let Some(snapshot) = self.snapshotting.as_mut() else { return };
-        let buffer = std::mem::take(&mut self.part_buffer);
-        let part = snapshot.filling.get_or_insert_with(|| self.engine.begin_checkpoint_part(snapshot.base != 0, buffer));
+        let Some(part) = snapshot.filling.as_mut() else { return };
         self.engine.checkpoint_symbol(part, id);
         if let Some(track) = self.symbols.get(id as usize).filter(|track| track.stream != VACANT) {
             let symbol = self.engine.symbol_name(id).to_string();
@@ -125,21 +143,27 @@ impl Worker {
         }
     }
 
-    /// The part being filled is full (or the last): to the store, and the router is told. A
-    /// part the store refuses ends the snapshot, which cannot be restored from.
+    /// The part being filled is full (or the last): it goes to the store, and the router is
+    /// told once it is stored. A part too large to store ends the snapshot (it cannot be
+    /// restored from).
     fn close_part(&mut self, out: &mut impl Outbox) {
+        let buffer = self.part_buffer();
         let Some(snapshot) = self.snapshotting.as_mut() else { return };
-        let base = snapshot.base != 0;
-        let filling = snapshot.filling.take();
-        let engine = filling.unwrap_or_else(|| self.engine.begin_checkpoint_part(base, Vec::new())).finish();
-        let (id, part) = (snapshot.id, snapshot.part);
-        let unstored = match engine.len() as u64 {
-            size if size > MAX_STORED_PART_BYTES => {
-                format!("part {part} of checkpoint {id} takes {size} bytes, more than a stored part may ({MAX_STORED_PART_BYTES})")
+        let changes = snapshot.base != 0;
+        let engine = match snapshot.filling.take() {
+            Some(filling) => {
+                self.part_buffers.push(buffer);
+                filling.finish()
             }
-            _ => self.store.put(PartKey { checkpoint: id, worker: self.index, part }, &engine).err().unwrap_or_default(),
+            None => self.engine.begin_checkpoint_part(changes, buffer).finish(),
         };
-        snapshot.bytes += engine.len() as u64;
+        let (id, part, size) = (snapshot.id, snapshot.part, engine.len() as u64);
+        let oversize = (size > MAX_STORED_PART_BYTES).then(|| {
+            format!("part {part} of checkpoint {id} takes {size} bytes, more than a stored part may ({MAX_STORED_PART_BYTES})")
+        });
+        snapshot.bytes += size;
+        snapshot.part += 1;
+        let last = snapshot.part == snapshot.parts;
         let frame = Snapshot {
             id,
             base: snapshot.base,
@@ -147,29 +171,86 @@ impl Worker {
             part,
             parts: snapshot.parts,
             symbols: std::mem::take(&mut snapshot.symbols),
-            stored: StoredPart { bytes: engine.len() as u64, checksum: cep_core::store::checksum(&engine) },
+            stored: StoredPart { bytes: size, checksum: cep_core::store::checksum(&engine) },
             processed: snapshot.processed.clone(),
             outputs: snapshot.outputs,
-            unstored,
+            unstored: oversize.clone().unwrap_or_default(),
         };
-        out.send(Peer::Router, &frame.encode(self.index));
-        let mut buffer = engine;
-        buffer.clear();
-        buffer.shrink_to(KEPT_PART_BUFFER);
-        self.part_buffer = buffer;
-        snapshot.part += 1;
-        if !frame.unstored.is_empty() {
-            // The router takes this part as the snapshot's end: nothing to build on.
-            out.event(Event::CheckpointTrouble { reason: frame.unstored });
-            self.last_snapshot = 0;
-        } else if snapshot.part == snapshot.parts {
-            self.last_snapshot = id;
-            let (symbols, bytes, incremental) = (snapshot.order.len() as u64, snapshot.bytes, base);
-            out.event(Event::Checkpointed { id, symbols, bytes, incremental });
-        } else {
+        let (symbols, bytes) = (snapshot.order.len() as u64, snapshot.bytes);
+        let awaiting = oversize.is_none();
+        match awaiting {
+            true => self.store.put(PartKey { checkpoint: id, worker: self.index, part }, engine),
+            false => self.return_buffer(engine),
+        }
+        self.storing.push_back(Storing { frame, awaiting, last, symbols, bytes });
+        if last || !awaiting {
+            self.snapshotting = None;
+            self.untaken.clear();
+        }
+        self.pump_store(out);
+    }
+
+    /// Tells the router of each part the store now holds, in order (and of one it could not
+    /// store, which ends that snapshot: the parts after it are not announced).
+    pub(super) fn pump_store(&mut self, out: &mut impl Outbox) {
+        loop {
+            let awaiting = match self.storing.front() {
+                Some(front) => front.awaiting,
+                // Only removals can be under way: their outcomes are read as they come.
+                None => false,
+            };
+            if awaiting || self.storing.is_empty() {
+                match self.store.poll() {
+                    None => return,
+                    Some(Done::Removed(Ok(()))) => continue,
+                    Some(Done::Removed(Err(reason))) => {
+                        out.event(Event::CheckpointTrouble { reason });
+                        continue;
+                    }
+                    Some(Done::Stored { result, buffer, .. }) => {
+                        self.return_buffer(buffer);
+                        let Some(front) = self.storing.front_mut() else { continue };
+                        if let Err(reason) = result {
+                            front.frame.unstored = reason;
+                        }
+                        front.awaiting = false;
+                    }
+                }
+            }
+            let Some(stored) = self.storing.pop_front() else { continue };
+            self.announce_part(stored, out);
+        }
+    }
+
+    fn announce_part(&mut self, stored: Storing, out: &mut impl Outbox) {
+        let id = stored.frame.id;
+        if self.unstored_snapshot == id {
             return;
         }
-        self.snapshotting = None;
-        self.untaken.clear();
+        out.send(Peer::Router, &stored.frame.encode(self.index));
+        if !stored.frame.unstored.is_empty() {
+            // The router takes this part as the snapshot's end: nothing to build on.
+            out.event(Event::CheckpointTrouble { reason: stored.frame.unstored });
+            self.unstored_snapshot = id;
+            self.last_snapshot = 0;
+        } else if stored.last {
+            self.last_snapshot = id;
+            let incremental = stored.frame.base != 0;
+            out.event(Event::Checkpointed { id, symbols: stored.symbols, bytes: stored.bytes, incremental });
+        }
+    }
+
+    /// A buffer for a part (one the store gave back, or a new one).
+    pub(super) fn part_buffer(&mut self) -> Vec<u8> {
+        self.part_buffers.pop().unwrap_or_default()
+    }
+
+    /// Keeps `buffer` for a later part (a few, of bounded size).
+    pub(super) fn return_buffer(&mut self, mut buffer: Vec<u8>) {
+        if self.part_buffers.len() < KEPT_PART_BUFFERS {
+            buffer.clear();
+            buffer.shrink_to(KEPT_PART_BUFFER);
+            self.part_buffers.push(buffer);
+        }
     }
 }

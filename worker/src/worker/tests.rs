@@ -4,9 +4,10 @@ use super::*;
 use cep_core::failover::{RestoredPart, Snapshot};
 use cep_core::frame::Frame;
 use cep_core::outbox::Recorded;
-use cep_core::store::MemoryStore;
+use cep_core::store::{Done, MemoryStore};
 use cep_core::tick::OutputRecord;
 use cep_core::wire::TickBatchWriter;
+use std::collections::VecDeque;
 
 const PERC: &str = "@name('perc') SELECT symbol, price, perc(price) AS value FROM StockTick \
                     PARTITION BY symbol RETAIN 2 EVENTS HAVING perc(price) > 2.0 OR perc(price) < -2.0;";
@@ -348,17 +349,25 @@ fn a_restore_whose_part_is_missing_or_altered_is_rejected_and_counted() {
 }
 
 /// A store that refuses every write.
-struct FullDisk;
+#[derive(Default)]
+struct FullDisk {
+    done: VecDeque<Done>,
+}
 
 impl CheckpointStore for FullDisk {
-    fn put(&mut self, key: PartKey, _: &[u8]) -> Result<(), String> {
-        Err(format!("cannot write checkpoint part chk-{}/{}: No space left on device", key.checkpoint, key.part))
+    fn put(&mut self, key: PartKey, buffer: Vec<u8>) {
+        let error =
+            format!("cannot write checkpoint part chk-{}/{}: No space left on device", key.checkpoint, key.part);
+        self.done.push_back(Done::Stored { key, result: Err(error), buffer });
+    }
+    fn remove_below(&mut self, _: u64) {
+        self.done.push_back(Done::Removed(Ok(())));
+    }
+    fn poll(&mut self) -> Option<Done> {
+        self.done.pop_front()
     }
     fn get(&self, _: PartKey, _: Expected, _: &mut Vec<u8>) -> Result<(), String> {
         Err("empty".into())
-    }
-    fn remove_below(&mut self, _: u64) -> Result<(), String> {
-        Ok(())
     }
 }
 
@@ -367,7 +376,8 @@ impl CheckpointStore for FullDisk {
 #[test]
 fn a_part_the_store_refuses_ends_the_snapshot_with_the_reason() {
     let mut out = Recorded::default();
-    let mut worker = Worker::start("w".into(), &window_ready(), 4096, 1 << 20, Box::new(FullDisk), &mut out).unwrap();
+    let mut worker =
+        Worker::start("w".into(), &window_ready(), 4096, 1 << 20, Box::new(FullDisk::default()), &mut out).unwrap();
     worker.handle(&many_ticks(0, 3_000), 2, &mut out);
     let parts = snapshot_parts(&mut worker, 1, 0, &mut out);
     assert_eq!(parts.len(), 1, "the first part ends it");
