@@ -126,3 +126,53 @@ fn a_killed_router_ends_every_other_role_with_the_cause_in_the_summary() {
     assert!(failure.contains(&control) && failure.contains("taken for dead"), "{failure}");
     assert!(summary.events_processed > 0);
 }
+
+/// The checkpoint store keeps what a restore may read, no more: runs with a checkpoint every
+/// 100 ms (dozens of them) leave in the results folder their run's folder only (the next run
+/// into the folder removes the one before), holding the last checkpoints only, each part
+/// whole (none half-written).
+#[test]
+fn the_checkpoint_store_keeps_the_retained_checkpoints_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let status = cep()
+            .env("CEP_CHECKPOINT_EVERY", "100ms")
+            .args(["run", "--workers", "2", "--rate", "200000", "--count", "800000", "--csv", "none", "--quiet"])
+            .arg("--out")
+            .arg(&out)
+            .status()
+            .unwrap();
+        assert!(status.success(), "cep run failed: {status}");
+        let summary = common::read_summary(&out);
+        assert!(summary.complete && summary.errors.is_empty(), "{:?}", summary.errors);
+        let names = |dir: &std::path::Path| -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+        let folders = names(&out.join("checkpoints"));
+        assert_eq!(folders.len(), 1, "one run's folder: {folders:?}");
+        assert!(folders[0].starts_with("run-") && !runs.contains(&folders[0]), "{folders:?} after {runs:?}");
+        runs.push(folders[0].clone());
+        let run = out.join("checkpoints").join(&folders[0]);
+        let mut ids: Vec<u64> =
+            names(&run).iter().map(|name| name.strip_prefix("chk-").unwrap().parse().unwrap()).collect();
+        ids.sort();
+        // 4 s at one every 100 ms: dozens taken; kept: at most a chain (16 snapshots), the
+        // unconfirmed ones (8) and the one in flight.
+        let (first, last) = (ids[0], *ids.last().unwrap());
+        assert!(last >= 20, "only {last} checkpoints in 4 s");
+        assert!(first > 1 && ids.len() <= 25, "kept {ids:?}");
+        for id in ids {
+            for part in names(&run.join(format!("chk-{id}"))) {
+                let (worker, number) = part.strip_prefix("worker-").unwrap().split_once("-part-").unwrap();
+                assert!(["0", "1"].contains(&worker) && number.parse::<u32>().is_ok(), "chk-{id}/{part}");
+            }
+        }
+    }
+}

@@ -596,7 +596,7 @@ impl<W: Write> Collector<W> {
             &self.reports,
             &self.progress,
             self.router.as_ref(),
-            self.failovers.records(),
+            &self.failovers.records(),
             observed,
         )
     }

@@ -14,6 +14,7 @@ use crate::collector::LastTicks;
 use cep_core::failover::{Restored, WorkerFailed};
 use cep_core::results::FailoverSummary;
 use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A moved symbol whose outputs may come twice.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -35,6 +36,10 @@ pub struct FailoverWatch {
     /// Memory grows with the moved symbols, never with events.
     #[serde(with = "crate::histogram_serde::nested_byte_keys")]
     moved: FxHashMap<u32, FxHashMap<Box<[u8]>, Recovering>>,
+    /// Per dead worker, the symbols a survivor could not restore from its checkpoint (a
+    /// stored part missing or altered): its failover lost their state.
+    #[serde(default)]
+    unrestored: BTreeMap<u32, BTreeSet<String>>,
 }
 
 /// What the outputs of one tick are, across a failover.
@@ -68,9 +73,22 @@ impl FailoverWatch {
         self.records.iter().any(|record| record.index == index && record.recovered)
     }
 
-    /// The router's records, in the order they came.
-    pub fn records(&self) -> &[WorkerFailed] {
-        &self.records
+    /// The router's records, in the order they came, each with the symbols survivors could
+    /// not restore (then it did not recover).
+    pub fn records(&self) -> Vec<WorkerFailed> {
+        self.records.iter().map(|record| self.with_unrestored(record)).collect()
+    }
+
+    /// `record` with the symbols survivors could not restore among its lost ones.
+    fn with_unrestored(&self, record: &WorkerFailed) -> WorkerFailed {
+        let mut record = record.clone();
+        if let Some(lost) = self.unrestored.get(&record.index).filter(|lost| !lost.is_empty()) {
+            record.recovered = false;
+            let mut state_lost: BTreeSet<String> = record.state_lost.drain(..).collect();
+            state_lost.extend(lost.iter().cloned());
+            record.state_lost = state_lost.into_iter().collect();
+        }
+        record
     }
 
     /// The router's record that worker `record.index` died; `last_ticks` are the collector's
@@ -94,6 +112,12 @@ impl FailoverWatch {
     /// `restored.from`: its outputs of them that follow may be replays (whether the router's
     /// record came yet or not).
     pub fn restored(&mut self, owner: u32, restored: &Restored, last_ticks: &[Vec<LastTicks>]) {
+        // A survivor that died itself before it restored (a paused one that wakes, fenced, to
+        // find the chain gone) lost nothing of the run: its symbols moved on with its own
+        // failover.
+        if !restored.lost.is_empty() && !self.is_dead(owner) {
+            self.unrestored.entry(restored.from).or_default().extend(restored.lost.iter().cloned());
+        }
         for (symbol, stream) in &restored.symbols {
             self.moved_symbol(restored.from, symbol.as_bytes(), *stream, owner, last_ticks);
         }
@@ -141,7 +165,7 @@ impl FailoverWatch {
 
     /// The summary's `failovers`, in order; `start_ns` is the run's start.
     pub fn summaries(&self, start_ns: u64) -> Vec<FailoverSummary> {
-        self.records
+        self.records()
             .iter()
             .map(|record| FailoverSummary {
                 worker: record.worker.clone(),

@@ -29,8 +29,8 @@ pub struct Checkpoint {
     /// The checkpoint's number (increasing over the run).
     pub id: u64,
     /// The worker's last snapshot the router holds and can build on (0: none): a worker
-    /// whose last snapshot was that one sends only what changed since (incremental); any
-    /// other sends its whole state.
+    /// whose last snapshot was that one stores only what changed since (incremental); any
+    /// other stores its whole state.
     pub base: u64,
     /// Every stored part of a checkpoint below this one (of any worker) may be removed from
     /// the store: no restore will read it (the router retains the rest).
@@ -142,6 +142,9 @@ pub struct Restored {
     pub from: u32,
     /// The symbols taken over here: (symbol, stream).
     pub symbols: Vec<(String, u32)>,
+    /// Those of them whose state could not be restored here (a stored part missing, or not
+    /// as its writer stored it): they went on from what could be read, and are lost.
+    pub lost: Vec<String>,
 }
 
 /// A worker died and its symbols moved: router -> collector.

@@ -556,7 +556,8 @@ mod tests {
         expected.extend([0x91, 0x93, 0xa1, b'A', 0x00, 0x02, 0x90]);
         golden(failed, 0, &expected);
         golden(CheckpointMark { id: 7 }, 2, &[0x91, 0x07]);
-        golden(Restored { from: 1, symbols: vec![("A".into(), 2)] }, 2, &[0x92, 0x01, 0x91, 0x92, 0xa1, b'A', 0x02]);
+        let restored = Restored { from: 1, symbols: vec![("A".into(), 2)], lost: vec!["A".into()] };
+        golden(restored, 2, &[0x93, 0x01, 0x91, 0x92, 0xa1, b'A', 0x02, 0x91, 0xa1, b'A']);
     }
 
     #[test]

@@ -112,9 +112,10 @@ fn verify(key: PartKey, expected: Expected, bytes: &[u8], at: &dyn std::fmt::Dis
 /// reads are the caller's.
 pub struct DirectoryStore {
     folder: Arc<Folder>,
-    jobs: Option<mpsc::Sender<Job>>,
+    /// To the writer thread, which ends when this goes (not waited for: a part the router
+    /// heard of is written already, and a hung mount must not hold the process's exit).
+    jobs: mpsc::Sender<Job>,
     done: mpsc::Receiver<Done>,
-    writer: Option<std::thread::JoinHandle<()>>,
 }
 
 /// What the writer thread is asked to do.
@@ -124,27 +125,33 @@ enum Job {
 }
 
 impl DirectoryStore {
-    /// Whether `dir` can take checkpoints: it exists (made if missing) and is writable.
+    /// Whether `dir` can take checkpoints: it exists (made if missing, readable by its owner
+    /// only) and this process may write in it.
     pub fn check(dir: &Path) -> Result<(), String> {
         let failed =
             |error: std::io::Error| format!("cannot use the checkpoint folder {}: {}", dir.display(), plain(&error));
-        std::fs::create_dir_all(dir).map_err(failed)?;
-        let probe = dir.join(format!(".probe-{}", std::process::id()));
-        std::fs::write(&probe, b"").map_err(failed)?;
-        std::fs::remove_file(&probe).map_err(failed)
+        private_dirs(dir).map_err(failed)?;
+        // A name of this process and thread alone: workers of one process, or containers that
+        // are all pid 1, check one folder at once.
+        let probe = dir.join(format!(".probe-{}-{:?}-{}", std::process::id(), std::thread::current().id(), nanos()));
+        private_file(&probe).map_err(failed)?;
+        match std::fs::remove_file(&probe) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(failed(error)),
+            _ => Ok(()),
+        }
     }
 
     /// The store of run `run` (the run's start, so runs never share a folder) under `dir`,
     /// created if missing, with its writer thread.
     pub fn open(dir: &Path, run: u64) -> Result<DirectoryStore, String> {
         let root = dir.join(format!("run-{run}"));
-        std::fs::create_dir_all(&root)
+        private_dirs(&root)
             .map_err(|error| format!("cannot create the checkpoint folder {}: {}", root.display(), plain(&error)))?;
         let folder = Arc::new(Folder { root });
         let (jobs, queued) = mpsc::channel::<Job>();
         let (finished, done) = mpsc::channel();
         let writing = Arc::clone(&folder);
-        let writer = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("checkpoint-writer".into())
             .spawn(move || {
                 // Writing yields to the pipeline: on busy cores a burst of state written at
@@ -165,7 +172,7 @@ impl DirectoryStore {
                 }
             })
             .map_err(|error| format!("cannot start the checkpoint writer: {}", plain(&error)))?;
-        Ok(DirectoryStore { folder, jobs: Some(jobs), done, writer: Some(writer) })
+        Ok(DirectoryStore { folder, jobs, done })
     }
 
     /// The run's folder.
@@ -175,19 +182,7 @@ impl DirectoryStore {
 
     fn queue(&mut self, job: Job) {
         // The thread ends only when the store drops its sender: it is there.
-        if let Some(jobs) = &self.jobs {
-            let _ = jobs.send(job);
-        }
-    }
-}
-
-impl Drop for DirectoryStore {
-    /// What is queued is written before the store goes (the writer ends with the queue).
-    fn drop(&mut self) {
-        self.jobs = None;
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
+        let _ = self.jobs.send(job);
     }
 }
 
@@ -207,6 +202,25 @@ impl CheckpointStore for DirectoryStore {
     fn get(&self, key: PartKey, expected: Expected, into: &mut Vec<u8>) -> Result<(), String> {
         self.folder.get(key, expected, into)
     }
+}
+
+/// Makes `dir` and its missing parents, readable by their owner only: a checkpoint holds
+/// the state of every symbol.
+fn private_dirs(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+/// Creates `path`, which must not exist (a link planted there is not followed), readable and
+/// writable by its owner only.
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)
+}
+
+/// Nanoseconds of the wall clock (a probe's name).
+fn nanos() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos())
 }
 
 /// The run's folder: what the writer thread and readers do to it.
@@ -229,9 +243,12 @@ impl Folder {
         let failed = |what: &str, at: &Path, error: std::io::Error| {
             format!("cannot {what} checkpoint part {}: {}", at.display(), plain(&error))
         };
-        std::fs::create_dir_all(&dir).map_err(|error| failed("create the folder of", &dir, error))?;
+        private_dirs(&dir).map_err(|error| failed("create the folder of", &dir, error))?;
         let partial = path.with_extension("partial");
-        std::fs::write(&partial, bytes).map_err(|error| failed("write", &partial, error))?;
+        // One left by a writer that died is removed first: the part is written afresh.
+        let _ = std::fs::remove_file(&partial);
+        let mut file = private_file(&partial).map_err(|error| failed("create", &partial, error))?;
+        std::io::Write::write_all(&mut file, bytes).map_err(|error| failed("write", &partial, error))?;
         std::fs::rename(&partial, &path).map_err(|error| failed("rename", &partial, error))?;
         Ok(())
     }
@@ -248,7 +265,8 @@ impl Folder {
                 expected.bytes
             ));
         }
-        let length = std::fs::metadata(&path).map_err(failed)?.len();
+        let file = std::fs::File::open(&path).map_err(failed)?;
+        let length = file.metadata().map_err(failed)?.len();
         if length != expected.bytes {
             return Err(format!(
                 "checkpoint part {} holds {length} bytes, not the {} its writer stored",
@@ -259,7 +277,6 @@ impl Folder {
         into.clear();
         into.reserve(length as usize);
         use std::io::Read;
-        let file = std::fs::File::open(&path).map_err(failed)?;
         file.take(MAX_STORED_PART_BYTES).read_to_end(into).map_err(failed)?;
         verify(key, expected, into, &path.display())
     }
@@ -429,19 +446,25 @@ mod tests {
     }
 
     #[test]
-    fn what_a_directory_store_queued_is_written_before_it_goes() {
+    fn parts_stored_by_one_store_are_read_by_another_and_are_private() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = DirectoryStore::open(dir.path(), 1).unwrap();
         let parts: Vec<Vec<u8>> = (0..20u8).map(|n| vec![n; 100_000]).collect();
         for (part, bytes) in parts.iter().enumerate() {
             store.put(key(1, part as u32), bytes.clone());
         }
+        assert_eq!(finished(&mut store, parts.len()).iter().filter_map(stored).count(), parts.len());
         drop(store);
         let reader = DirectoryStore::open(dir.path(), 1).unwrap();
         let mut read = Vec::new();
         for (part, bytes) in parts.iter().enumerate() {
             reader.get(key(1, part as u32), expected(bytes), &mut read).unwrap();
         }
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(reader.root()), 0o700);
+        assert_eq!(mode(&reader.root().join("chk-1")), 0o700);
+        assert_eq!(mode(&reader.root().join("chk-1/worker-1-part-0")), 0o600);
     }
 
     #[test]

@@ -89,16 +89,6 @@ impl CheckpointPart {
         self.bytes[self.count_at..self.count_at + 4].copy_from_slice(&self.written.to_le_bytes());
         self.bytes
     }
-
-    /// Bytes written so far.
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Whether it holds no symbol yet.
-    pub fn is_empty(&self) -> bool {
-        self.written == 0
-    }
 }
 
 /// The group of a free id's slot (a removed symbol's, not reused yet).

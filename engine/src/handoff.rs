@@ -198,7 +198,6 @@ impl Writer {
         self.u64(value.to_bits());
     }
 
-    /// A count of things that follow (every count the engine holds fits a u32).
     /// Values as [`Self::f64`] writes each, in one pass.
     pub(crate) fn f64s(&mut self, values: &[f64]) {
         let start = self.bytes.len();
@@ -208,6 +207,7 @@ impl Writer {
         }
     }
 
+    /// A count of things that follow (every count the engine holds fits a u32).
     pub(crate) fn count(&mut self, count: usize) {
         self.u32(u32::try_from(count).expect("counts fit a u32"));
     }

@@ -4,10 +4,11 @@
 //!
 //! ```text
 //!  router: Checkpoints::turn, from the router's timer: due ─▶ start_round(id): per worker,
-//!          mark the barrier in its replay log, send Checkpoint{id, base} behind its ticks
-//!  worker: takes the barrier in order ─▶ writes its parts to the checkpoint store ─▶
-//!          Snapshot{id, part: symbols, size, checksum} (control) ─▶ CheckpointMark{id}
-//!          behind its outputs (to the collector)
+//!          mark the barrier in its replay log, send Checkpoint{id, base, retain_from}
+//!          behind its ticks
+//!  worker: takes the barrier in order ─▶ CheckpointMark{id} behind its outputs (to the
+//!          collector) ─▶ copies its state a symbol at a time into parts, which the store
+//!          writes ─▶ Snapshot{id, part: symbols, size, checksum} (control) per stored part
 //!  router: Snapshot parts ─▶ take(): the chain grows; the round completes when every worker
 //!          answered; overdue (no answer in time) ─▶ the round is given up, the next counts
 //!  collector: the mark, once a stored save holds it ─▶ Saved{.., confirmed: [worker, id]}
@@ -25,10 +26,11 @@
 //! chain a failover restores until every survivor has passed a barrier after it.
 //!
 //! Every `--checkpoint-every` the router sends each active worker a [`Checkpoint`] barrier
-//! behind everything it routed to it; the worker answers with a [`Snapshot`] of all its
-//! symbols. Snapshots are incremental: the barrier names the worker's last snapshot the
-//! router holds (its base), and the worker sends only what changed since (the symbols that
-//! took ticks; of a time window, its new events). Per worker the router keeps a chain, the
+//! behind everything it routed to it; the worker stores the state of all its symbols and
+//! answers with a [`Snapshot`] per stored part. Snapshots are incremental: the barrier names
+//! the worker's last snapshot the router holds (its base), and the worker stores only what
+//! changed since (the symbols that took ticks; of a time window, its new events). Per worker
+//! the router keeps a chain, the
 //! last whole snapshot and the changes after it, and asks for a whole one again (base 0)
 //! once the changes take as many bytes as it (or the chain holds [`MAX_CHAIN`] snapshots): a
 //! restore reads about twice the state at most, and
@@ -54,6 +56,7 @@ use crate::rescaling::Rescaling;
 use cep_core::clock::Monotonic;
 use cep_core::failover::{Checkpoint, Snapshot, MAX_SNAPSHOT_PARTS};
 use cep_core::outbox::{Event, Outbox};
+use cep_core::store::MAX_STORED_PART_BYTES;
 use std::collections::BTreeMap;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
@@ -72,7 +75,7 @@ type Parts = Vec<Snapshot>;
 /// symbols.
 fn snapshot_bytes(parts: &Parts) -> usize {
     let symbols = |part: &Snapshot| part.symbols.iter().map(|moved| moved.symbol.len() + 16).sum::<usize>();
-    parts.iter().map(|part| part.stored.bytes as usize + symbols(part)).sum()
+    parts.iter().map(|part| (part.stored.bytes as usize).saturating_add(symbols(part))).fold(0, usize::saturating_add)
 }
 
 /// One worker's replay log: batches routed to it, and the barriers between them.
@@ -121,6 +124,7 @@ impl ReplayLog {
     /// bytes released.
     pub fn release_until(&mut self, id: u64) -> usize {
         let before = self.bytes;
+        let mut released = Vec::new();
         while let Some(entry) = self.entries.pop_front() {
             match entry {
                 Entry::Barrier(barrier) if barrier == id => break,
@@ -128,12 +132,19 @@ impl ReplayLog {
                 Entry::Batch(frame, ticks) => {
                     self.bytes -= frame.len();
                     self.ticks -= ticks;
-                    if self.spare_bytes + frame.capacity() <= MAX_SPARE_BYTES {
-                        self.spare_bytes += frame.capacity();
-                        self.spare.push(frame);
-                    }
+                    released.push(frame);
                 }
             }
+        }
+        // Kept: at most what the log just held (so all logs' spares stay within what
+        // --max-replay lets them hold), and MAX_SPARE_BYTES.
+        let limit = MAX_SPARE_BYTES.min(released.iter().map(Vec::capacity).sum());
+        for frame in released {
+            if self.spare_bytes + frame.capacity() > limit {
+                break;
+            }
+            self.spare_bytes += frame.capacity();
+            self.spare.push(frame);
         }
         before - self.bytes
     }
@@ -144,6 +155,8 @@ impl ReplayLog {
         // A dropped log's buffers are not kept: a log is cleared when its worker is gone or
         // cannot be restored, not in the steady run.
         self.entries.clear();
+        self.spare.clear();
+        self.spare_bytes = 0;
         self.bytes = 0;
         self.ticks = 0;
         bytes
@@ -251,6 +264,8 @@ impl Checkpoints {
     pub fn invalidate(&mut self) {
         self.current.iter_mut().for_each(|current| *current = false);
         self.unconfirmed.iter_mut().for_each(VecDeque::clear);
+        // Stale chains are never restored: the store need not keep them.
+        self.retained_chains.iter_mut().for_each(VecDeque::clear);
         self.round = None;
     }
 
@@ -377,7 +392,7 @@ impl Checkpoints {
 
     /// Takes `worker`'s snapshot for the round in flight (used once the collector confirms
     /// it); refused (with the reason) if it answers no barrier that worker is waiting on. A
-    /// snapshot too large to be sent leaves that worker without a current one.
+    /// snapshot with a part that could not be stored leaves that worker without a current one.
     /// Returns the checkpoint it makes the one to restore from at once, when the collector
     /// confirmed it already.
     pub fn snapshot(&mut self, worker: usize, snapshot: Snapshot) -> Result<Option<u64>, String> {
@@ -391,6 +406,12 @@ impl Checkpoints {
         }
         let parts = round.parts.entry(worker).or_default();
         // Parts come in order on the worker's one control line.
+        if snapshot.stored.bytes > MAX_STORED_PART_BYTES {
+            return Err(format!(
+                "part {} of checkpoint {} from worker {worker} claims {} bytes, more than a stored part may",
+                snapshot.part, snapshot.id, snapshot.stored.bytes
+            ));
+        }
         if snapshot.part as usize != parts.len()
             || snapshot.parts == 0
             || snapshot.parts > MAX_SNAPSHOT_PARTS
@@ -420,6 +441,7 @@ impl Checkpoints {
             // Nothing to restore from until a whole snapshot is stored (the next barrier asks).
             self.current[worker] = false;
             self.unconfirmed[worker].clear();
+            self.retained_chains[worker].clear();
             if unlinked {
                 return Err(format!(
                     "worker {worker}'s checkpoint {id} holds changes since {base}, which the router does not hold"
@@ -483,6 +505,7 @@ impl Checkpoints {
         self.current[worker] = false;
         // Its log may be dropped: a later confirmation must not make these current.
         self.unconfirmed[worker].clear();
+        self.retained_chains[worker].clear();
     }
 
     /// Every worker of the round in flight answered: the survivors of a failover before it
@@ -590,6 +613,59 @@ mod tests {
         log.batch(&frame[..3], 1);
         assert_eq!(log.spare.len(), 63, "a kept buffer took the next batch");
         assert_eq!(log.batches().collect::<Vec<_>>(), [&frame[..5], &frame[..3]]);
+    }
+
+    /// Worker `worker`'s part of round `id` over `base`.
+    fn part_of(worker: u32, id: u64, base: u64, bytes: usize) -> Snapshot {
+        Snapshot { from: worker, ..snapshot(id, base, bytes) }
+    }
+
+    #[test]
+    fn the_store_keeps_what_a_restore_may_read_and_no_more() {
+        let mut checkpoints = Checkpoints::new(2, Duration::from_nanos(1), Duration::MAX, 1);
+        let both: BTreeSet<usize> = [0, 1].into();
+        // Round 1: both whole, confirmed. Round 2: worker 0 changes, worker 1 whole again.
+        let id = checkpoints.start_round(both.clone(), Monotonic::from_ns(1));
+        assert_eq!(checkpoints.retain_from(&both, id), 1, "nothing retained yet: all below the round");
+        for worker in 0..2 {
+            checkpoints.snapshot(worker, part_of(worker as u32, 1, 0, 100)).unwrap();
+            assert!(checkpoints.confirmed(worker, 1));
+        }
+        checkpoints.start_round(both.clone(), Monotonic::from_ns(2));
+        checkpoints.snapshot(0, part_of(0, 2, 1, 10)).unwrap();
+        checkpoints.snapshot(1, part_of(1, 2, 0, 100)).unwrap();
+        assert!(checkpoints.confirmed(0, 2) && checkpoints.confirmed(1, 2));
+        // Worker 0 restores from 1 and 2; worker 1 from 2 alone.
+        assert_eq!(checkpoints.retain_from(&both, 3), 1);
+        assert_eq!(checkpoints.retain_from(&[1].into(), 3), 2, "a departed worker holds nothing back");
+        // Worker 0 dies: a failover reads its chain until a round after it completes.
+        let chain = checkpoints.restorable(0).unwrap().unwrap();
+        checkpoints.restoring(&chain);
+        checkpoints.invalidate();
+        let survivor: BTreeSet<usize> = [1].into();
+        assert_eq!(checkpoints.retain_from(&survivor, 3), 1, "the restored chain is kept");
+        let id = checkpoints.start_round(survivor.clone(), Monotonic::from_ns(3));
+        assert_eq!(checkpoints.retain_from(&survivor, id), 1, "its survivors have not all passed a barrier after it");
+        checkpoints.snapshot(1, part_of(1, id, 0, 100)).unwrap();
+        assert_eq!(checkpoints.retain_from(&survivor, 4), 3, "the round after it completed; stale chains go");
+        assert!(checkpoints.confirmed(1, 3));
+        assert_eq!(checkpoints.retain_from(&survivor, 4), 3);
+    }
+
+    #[test]
+    fn more_retained_checkpoints_keep_their_chains() {
+        let mut checkpoints = Checkpoints::new(1, Duration::from_nanos(1), Duration::MAX, 2);
+        let one: BTreeSet<usize> = [0].into();
+        round(&mut checkpoints, 1, 100, true);
+        round(&mut checkpoints, 2, 10, true);
+        assert_eq!(checkpoints.retain_from(&one, 3), 1);
+        // A whole one starts a new chain: the one before is still one of the last two.
+        checkpoints.start_round(one.clone(), Monotonic::from_ns(3));
+        checkpoints.snapshot(0, snapshot(3, 0, 100)).unwrap();
+        assert!(checkpoints.confirmed(0, 3));
+        assert_eq!(checkpoints.retain_from(&one, 4), 1, "checkpoint 2 (chain 1, 2) is retained");
+        round(&mut checkpoints, 4, 10, true);
+        assert_eq!(checkpoints.retain_from(&one, 5), 3, "the last two (3, 4) need 3 on");
     }
 
     #[test]

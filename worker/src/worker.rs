@@ -75,8 +75,8 @@ pub struct Worker {
     /// Whether the router has reached it: always for the first workers, after its Welcome
     /// for one that joins a running cluster.
     welcomed: bool,
-    /// The last checkpoint this worker sent a snapshot of (0: none, or one not sent whole):
-    /// a barrier naming it as its base gets only the changes since.
+    /// The snapshot the engine's marks are at (0: none, or one a part of which could not be
+    /// stored): a barrier naming it as its base gets only the changes since.
     last_snapshot: u64,
     /// Where snapshot parts are written, and read back when a dead worker's symbols come here.
     store: Box<dyn CheckpointStore>,
@@ -90,6 +90,8 @@ pub struct Worker {
     storing: VecDeque<snapshot::Storing>,
     /// A checkpoint one of whose parts could not be stored: its later parts are not announced.
     unstored_snapshot: u64,
+    /// Per dead worker, the symbols a failover gave here whose state could not be restored.
+    unrestored: BTreeMap<u32, BTreeSet<String>>,
 }
 
 impl Worker {
@@ -133,6 +135,7 @@ impl Worker {
             untaken: Vec::new(),
             storing: VecDeque::new(),
             unstored_snapshot: 0,
+            unrestored: BTreeMap::new(),
         };
         worker.announce_rules(out);
         Ok(worker)
@@ -393,7 +396,12 @@ impl Worker {
     fn take_checkpoint(&mut self, checkpoint: Checkpoint, out: &mut impl Outbox) {
         let base = if checkpoint.base != 0 && checkpoint.base == self.last_snapshot { checkpoint.base } else { 0 };
         self.store.remove_below(checkpoint.retain_from);
-        self.start_snapshot(checkpoint.id, base, out);
+        match self.storing.front() {
+            // The store has not written the last snapshot yet (a slow disk, a hung mount): no
+            // second copy queues behind it; this one is refused at once.
+            Some(behind) => self.refuse_snapshot(checkpoint.id, behind.checkpoint(), out),
+            None => self.start_snapshot(checkpoint.id, base, out),
+        }
         // Behind every output of the ticks before the barrier: the collector confirms it.
         out.send(Peer::Collector, &CheckpointMark { id: checkpoint.id }.encode(self.index));
     }
@@ -408,7 +416,8 @@ impl Worker {
         let Some(state) = restore.state else {
             // Ahead of the outputs of their replayed ticks, which follow.
             let symbols = restore.symbols.iter().map(|moved| (moved.symbol.clone(), moved.stream)).collect();
-            return out.send(Peer::Collector, &Restored { from: restore.from, symbols }.encode(self.index));
+            let lost = self.unrestored.remove(&restore.from).unwrap_or_default().into_iter().collect();
+            return out.send(Peer::Collector, &Restored { from: restore.from, symbols, lost }.encode(self.index));
         };
         let key = PartKey { checkpoint: state.checkpoint, worker: restore.from, part: state.part };
         let expected = Expected { bytes: state.stored.bytes, checksum: state.stored.checksum };
@@ -420,6 +429,9 @@ impl Worker {
         let bytes = engine.len() as u64;
         self.return_buffer(engine);
         if let Err(error) = restored {
+            // Their state is lost: the collector is told with the failover's last Restore.
+            let lost = self.unrestored.entry(restore.from).or_default();
+            lost.extend(restore.symbols.iter().map(|moved| moved.symbol.clone()));
             return self.rejections.reject("bad_state", Some(sender), &error);
         }
         // Symbols unchanged since an earlier part are not in this one's engine state.
@@ -429,7 +441,10 @@ impl Worker {
                 Some(id) => {
                     *self.track(id, moved.stream) = SymbolTrack { next_seq: moved.next_seq, stream: moved.stream }
                 }
-                None => missing += 1,
+                None => {
+                    missing += 1;
+                    self.unrestored.entry(restore.from).or_default().insert(moved.symbol.clone());
+                }
             }
         }
         if missing > 0 {

@@ -291,7 +291,7 @@ fn a_survivors_restore_mark_tells_replays_apart_before_the_routers_record() {
     for seq in 1..=5 {
         collector.handle(&outputs_of(0, b"A", seq, &[0]), 3_000).unwrap();
     }
-    collector.handle(&Restored { from: 0, symbols: vec![("A".into(), 0)] }.encode(1), 3_000).unwrap();
+    collector.handle(&Restored { from: 0, symbols: vec![("A".into(), 0)], lost: vec![] }.encode(1), 3_000).unwrap();
     for seq in 3..=8 {
         collector.handle(&outputs_of(1, b"A", seq, &[0]), 3_000).unwrap();
     }
@@ -303,13 +303,37 @@ fn a_survivors_restore_mark_tells_replays_apart_before_the_routers_record() {
 }
 
 #[test]
+fn symbols_a_survivor_could_not_restore_are_lost_and_the_failover_did_not_recover() {
+    // The router restored from a checkpoint; the survivor could not read A's part from the
+    // store: its mark says so, whichever of the two comes first.
+    for mark_first in [true, false] {
+        let mut collector = two_workers(CsvMode::All);
+        collector.handle(&outputs_of(0, b"A", 1, &[0]), 3_000).unwrap();
+        let mark = Restored { from: 0, symbols: vec![("A".into(), 0)], lost: vec!["A".into()] }.encode(1);
+        let order = if mark_first { [mark, w0_failed(true)] } else { [w0_failed(true), mark] };
+        for frame in order {
+            collector.handle(&frame, 3_000).unwrap();
+        }
+        let summary = collector.finish(|_| {}).unwrap().summary;
+        let failover = &summary.failovers[0];
+        assert!(!failover.recovered && failover.state_lost == ["A"], "{failover:?}");
+        assert!(
+            summary.failure.as_deref().is_some_and(|f| f.contains("could not be restored")),
+            "{:?}",
+            summary.failure
+        );
+        assert!(!summary.complete);
+    }
+}
+
+#[test]
 fn a_forged_restore_mark_naming_its_own_sender_is_refused_and_drops_nothing() {
     let mut collector = two_workers(CsvMode::All);
     for seq in 1..=3 {
         collector.handle(&outputs_of(1, b"A", seq, &[0]), 3_000).unwrap();
     }
     // w1 claims to have taken A over from itself: its next outputs would look like replays.
-    collector.handle(&Restored { from: 1, symbols: vec![("A".into(), 0)] }.encode(1), 3_000).unwrap();
+    collector.handle(&Restored { from: 1, symbols: vec![("A".into(), 0)], lost: vec![] }.encode(1), 3_000).unwrap();
     for seq in 2..=5 {
         collector.handle(&outputs_of(1, b"A", seq, &[0]), 3_000).unwrap();
     }

@@ -59,7 +59,35 @@ pub(super) struct Snapshotting {
     bytes: u64,
 }
 
+impl Storing {
+    /// The checkpoint the part belongs to.
+    pub(super) fn checkpoint(&self) -> u64 {
+        self.frame.id
+    }
+}
+
 impl Worker {
+    /// Refuses checkpoint `id` at once, with one part that says why: the store still writes
+    /// checkpoint `behind`.
+    pub(super) fn refuse_snapshot(&mut self, id: u64, behind: u64, out: &mut impl Outbox) {
+        let unstored = format!("checkpoint {id} not taken: the store is still writing checkpoint {behind}");
+        let frame = Snapshot {
+            id,
+            base: 0,
+            from: self.index,
+            part: 0,
+            parts: 1,
+            symbols: Vec::new(),
+            stored: StoredPart::default(),
+            processed: BTreeMap::new(),
+            outputs: 0,
+            unstored,
+        };
+        out.send(Peer::Router, &frame.encode(self.index));
+        out.event(Event::CheckpointTrouble { reason: frame.unstored });
+        // The engine's marks stay those of the snapshot being written.
+    }
+
     /// Starts the snapshot of checkpoint `id` over `base` (0: whole): every symbol owned now
     /// is untaken.
     pub(super) fn start_snapshot(&mut self, id: u64, base: u64, out: &mut impl Outbox) {
@@ -73,6 +101,9 @@ impl Worker {
         let processed =
             self.streams.iter().enumerate().map(|(stream, state)| (stream as u32, state.processed)).collect();
         let parts = order.len().div_ceil(SNAPSHOT_PART_SYMBOLS).max(1) as u32;
+        // The engine's marks are this snapshot's from now on: the next changes are over it,
+        // whether or not its parts are stored yet (a part that fails undoes this).
+        self.last_snapshot = id;
         self.snapshotting = Some(Snapshotting {
             id,
             base,
@@ -232,9 +263,10 @@ impl Worker {
             // The router takes this part as the snapshot's end: nothing to build on.
             out.event(Event::CheckpointTrouble { reason: stored.frame.unstored });
             self.unstored_snapshot = id;
-            self.last_snapshot = 0;
+            if self.last_snapshot == id {
+                self.last_snapshot = 0;
+            }
         } else if stored.last {
-            self.last_snapshot = id;
             let incremental = stored.frame.base != 0;
             out.event(Event::Checkpointed { id, symbols: stored.symbols, bytes: stored.bytes, incremental });
         }

@@ -280,7 +280,8 @@ fn a_snapshot_copied_while_ticks_go_on_holds_the_state_at_its_barrier() {
     assert_eq!(outputs[1], reference);
 }
 
-/// A frame other than ticks finishes the snapshot under way before it is handled.
+/// A frame other than ticks finishes the snapshot under way before it is handled: a rule
+/// switch's announcement (it changes every symbol's state) comes after every part.
 #[test]
 fn any_frame_but_ticks_finishes_the_snapshot_first() {
     let mut out = Recorded::default();
@@ -288,10 +289,14 @@ fn any_frame_but_ticks_finishes_the_snapshot_first() {
     worker.handle(&many_ticks(0, 3_000), 1, &mut out);
     worker.handle(&Checkpoint { id: 1, base: 0, retain_from: 0 }.encode(ROUTER_ID), 2, &mut out);
     out.take();
-    worker.handle(&EndOfStream { stream: 0, sent: 3_000, routed: 3_000, cut: None }.encode(ROUTER_ID), 3, &mut out);
-    let parts = parts_sent(&mut out);
-    assert_eq!(parts.len(), 2, "100 symbols: both parts, before the end closed any window");
-    assert_eq!(parts.iter().map(|part| part.symbols.len()).sum::<usize>(), 100);
+    let rules = RulesText { epoch: 1, origin: "next".into(), text: PERC.into() };
+    worker.handle(&rules.encode(ROUTER_ID), 3, &mut out);
+    let kinds: Vec<FrameKind> =
+        out.take().iter().map(|(_, frame)| Frame::read(frame, usize::MAX).unwrap().kind()).collect();
+    let switched = kinds.iter().position(|kind| *kind == FrameKind::Rules).expect("the new rules announced");
+    let parts: Vec<usize> = (0..kinds.len()).filter(|&at| kinds[at] == FrameKind::Snapshot).collect();
+    assert_eq!(parts.len(), 2, "100 symbols, both parts: {kinds:?}");
+    assert!(parts.iter().all(|&at| at < switched), "{kinds:?}");
 }
 
 /// The snapshot parts sent to the router so far (other frames are dropped).
@@ -344,6 +349,19 @@ fn a_restore_whose_part_is_missing_or_altered_is_rejected_and_counted() {
     survivor.handle(&missing.encode(ROUTER_ID), 3, &mut out);
     assert_eq!(survivor.report().rejected.get("bad_state"), Some(&2));
     assert_eq!(survivor.engine.symbol_names().count(), 0, "nothing restored");
+    // The failover's last Restore: the mark to the collector names them as lost.
+    out.take();
+    survivor.handle(
+        &Restore { from: parts[0].from, symbols: parts[0].symbols.clone(), state: None }.encode(ROUTER_ID),
+        3,
+        &mut out,
+    );
+    let sent = out.take();
+    let mark: Restored = Frame::read(&sent[0].1, usize::MAX).unwrap().body().unwrap();
+    let mut expected: Vec<String> = parts[0].symbols.iter().map(|moved| moved.symbol.clone()).collect();
+    expected.sort();
+    assert_eq!(mark.lost, expected);
+    // A later failover of the same worker starts with nothing lost.
     survivor.handle(&restore_of(&parts[0]).encode(ROUTER_ID), 3, &mut out);
     assert_eq!(survivor.engine.symbol_names().count(), parts[0].symbols.len());
 }
