@@ -298,7 +298,7 @@ pub fn summarize(
         summary.failure.get_or_insert_with(|| causes.join("; "));
     }
     // A dead worker whose state could not be restored ends the run as a failure.
-    if let Some(record) = failed.iter().find(|record| !record.recovered) {
+    if let Some(record) = failed.iter().find(|record| !record.recovered || !record.state_lost.is_empty()) {
         let symbols = if record.state_lost.is_empty() { record.moved.len() } else { record.state_lost.len() };
         summary.failure.get_or_insert_with(|| {
             format!("worker {} died; its state could not be restored: {symbols} symbols started afresh", record.worker)

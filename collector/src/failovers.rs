@@ -74,7 +74,8 @@ impl FailoverWatch {
     }
 
     /// The router's records, in the order they came, each with the symbols survivors could
-    /// not restore (then it did not recover).
+    /// not restore among its lost ones (its ticks were still replayed: `recovered` stays the
+    /// router's, which the counts follow).
     pub fn records(&self) -> Vec<WorkerFailed> {
         self.records.iter().map(|record| self.with_unrestored(record)).collect()
     }
@@ -83,7 +84,6 @@ impl FailoverWatch {
     fn with_unrestored(&self, record: &WorkerFailed) -> WorkerFailed {
         let mut record = record.clone();
         if let Some(lost) = self.unrestored.get(&record.index).filter(|lost| !lost.is_empty()) {
-            record.recovered = false;
             let mut state_lost: BTreeSet<String> = record.state_lost.drain(..).collect();
             state_lost.extend(lost.iter().cloned());
             record.state_lost = state_lost.into_iter().collect();
@@ -170,7 +170,8 @@ impl FailoverWatch {
             .map(|record| FailoverSummary {
                 worker: record.worker.clone(),
                 at_s: record.detected_ns.saturating_sub(start_ns) as f64 / 1e9,
-                recovered: record.recovered,
+                // Some symbols' state not restored: not an exact recovery.
+                recovered: record.recovered && record.state_lost.is_empty(),
                 checkpoint: record.checkpoint,
                 symbols: record.moved.len() as u64,
                 replayed: record.replayed,
