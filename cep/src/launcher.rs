@@ -426,17 +426,32 @@ impl Endpoints {
 /// The folder of a results folder where `cep run`'s workers keep their checkpoints.
 pub const CHECKPOINTS_DIR: &str = "checkpoints";
 
+/// Removes the checkpoints earlier runs left in `dir` (their `run-<start>` folders), nothing
+/// else: a folder of the user's that happens to be there stays.
+fn remove_earlier_checkpoints(dir: &Path) -> anyhow::Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let of_a_run = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("run-"))
+            .is_some_and(|start| !start.is_empty() && start.bytes().all(|b| b.is_ascii_digit()));
+        if of_a_run && entry.path().is_dir() {
+            std::fs::remove_dir_all(entry.path()).with_context(|| {
+                format!("cannot remove the checkpoints of an earlier run in {}", entry.path().display())
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs a cluster of `program` processes and returns the collector's summary.
 pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary> {
     args.validate()?;
     let mut endpoints = Endpoints::new(args.transport);
     check_roles(args, &endpoints).map_err(|error| Usage::of(&error))?;
     clear_previous_run(&args.out)?;
-    let checkpoints = args.out.join(CHECKPOINTS_DIR);
-    if checkpoints.exists() {
-        std::fs::remove_dir_all(&checkpoints)
-            .with_context(|| format!("cannot remove the checkpoints of an earlier run in {}", checkpoints.display()))?;
-    }
+    remove_earlier_checkpoints(&args.out.join(CHECKPOINTS_DIR))?;
     if args.secure {
         endpoints.keys = Some(fresh_keys(&args.out.join("keys"), args.workers)?);
     }

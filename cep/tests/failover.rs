@@ -129,12 +129,15 @@ fn a_killed_router_ends_every_other_role_with_the_cause_in_the_summary() {
 
 /// The checkpoint store keeps what a restore may read, no more: runs with a checkpoint every
 /// 100 ms (dozens of them) leave in the results folder their run's folder only (the next run
-/// into the folder removes the one before), holding the last checkpoints only, each part
-/// whole (none half-written).
+/// into the folder removes the one before, and nothing else), holding the last checkpoints
+/// only, each part whole (none half-written).
 #[test]
 fn the_checkpoint_store_keeps_the_retained_checkpoints_only() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
+    // A folder of the user's in there stays.
+    std::fs::create_dir_all(out.join("checkpoints/mine")).unwrap();
+    std::fs::write(out.join("checkpoints/mine/notes.txt"), "mine").unwrap();
     let mut runs = Vec::new();
     for _ in 0..2 {
         let status = cep()
@@ -155,7 +158,9 @@ fn the_checkpoint_store_keeps_the_retained_checkpoints_only() {
             names.sort();
             names
         };
-        let folders = names(&out.join("checkpoints"));
+        let mut folders = names(&out.join("checkpoints"));
+        assert_eq!(folders.remove(0), "mine");
+        assert_eq!(std::fs::read_to_string(out.join("checkpoints/mine/notes.txt")).unwrap(), "mine");
         assert_eq!(folders.len(), 1, "one run's folder: {folders:?}");
         assert!(folders[0].starts_with("run-") && !runs.contains(&folders[0]), "{folders:?} after {runs:?}");
         runs.push(folders[0].clone());

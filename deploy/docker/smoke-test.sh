@@ -70,7 +70,8 @@ grep -q "secure: CURVE on every socket" <<<"$router_log" || fail "the router doe
 ops_status=$(compose "${files[@]}" run --rm -T ops cluster status --interval 0 2>&1) ||
     fail "docker compose run --rm ops cluster status: $ops_status"
 grep -q ' active ' <<<"$ops_status" || fail "the ops service's status shows no worker: $ops_status"
-# No service container holds a key of another role than its own (the operator's is in none).
+# No service container holds a key of another role than its own (the operator's is in none);
+# only workers mount the checkpoint store.
 check_mounts() {
     local service container volume
     for service in router collector worker injector; do
@@ -78,6 +79,8 @@ check_mounts() {
             for volume in $(docker inspect --format '{{range .Mounts}}{{if .Name}}{{.Name}} {{end}}{{end}}' "$container"); do
                 case $volume in
                     "${COMPOSE_PROJECT_NAME}_${service}-key" | "${COMPOSE_PROJECT_NAME}_public-keys") ;;
+                    # The checkpoint store holds state, no key: every worker mounts it.
+                    "${COMPOSE_PROJECT_NAME}_checkpoints") [ "$service" = worker ] || fail "the $service container mounts $volume" ;;
                     *) fail "the $service container mounts $volume" ;;
                 esac
             done

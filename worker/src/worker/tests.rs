@@ -148,11 +148,7 @@ fn frames_not_from_the_router_are_counted_and_change_nothing() {
 fn snapshot_parts(worker: &mut Worker, id: u64, base: u64, out: &mut Recorded) -> Vec<Snapshot> {
     worker.handle(&Checkpoint { id, base, retain_from: 0 }.encode(ROUTER_ID), 1, out);
     worker.idle(out);
-    out.take()
-        .into_iter()
-        .filter(|(to, _)| *to == Peer::Router)
-        .map(|(_, frame)| Frame::read(&frame, usize::MAX).unwrap().body::<Snapshot>().unwrap())
-        .collect()
+    parts_sent(out)
 }
 
 /// Ticks of symbols S0..S99 (a stream's seq from `first`), 1 ms apart, prices wandering.
