@@ -86,6 +86,7 @@ impl Cluster {
             max_held_ticks: 1000,
             move_timeout_ns: 1_000_000,
             checkpoint_every_ns: 50_000,
+            checkpoints_retained: 1,
             max_replay_bytes: 1 << 20,
             failure_timeout: std::time::Duration::from_millis(100),
         };
