@@ -54,7 +54,7 @@ fn bad_frames(sender: u32) -> Vec<Vec<u8>> {
     let mut other_version = valid_ticks(sender, 0, 3);
     other_version[1] = 1;
     let mut outputs = OutputBatchWriter::new(sender);
-    outputs.push(0, b"S0001", 1.0, 3.0, 0, 1, 1, 1);
+    outputs.push(0, b"S0001", false, 1.0, 3.0, 0, 1, 1, 1);
     let truncated = valid_ticks(sender, 0, 3);
     vec![
         b"definitely not MessagePack".to_vec(),

@@ -11,6 +11,7 @@
 //! - [`rescale`]: live rescaling: symbols' state moving between workers, membership requests.
 //! - [`failover`]: checkpoints of each worker's state, and a dead worker's symbols restored elsewhere.
 //! - [`store`]: the checkpoint store workers write their snapshot parts to and restore from.
+//! - [`symbol_map`]: maps keyed by symbol bytes, with an inline comparison for the per-tick lookups.
 //! - [`liveness`]: heartbeats from the workers, and the notice that fences a worker taken for dead.
 //! - [`delivery`]: frames to the collector held by their sender until the collector saved them.
 //! - [`results`]: the `summary.json` schema that tests, benchmarks and users read.
@@ -41,5 +42,6 @@ pub mod report;
 pub mod rescale;
 pub mod results;
 pub mod store;
+pub mod symbol_map;
 pub mod tick;
 pub mod wire;

@@ -504,12 +504,6 @@ impl TickBatchWriter {
 #[derive(Debug)]
 pub struct OutputBatchWriter {
     batch: BatchBuffer<3>,
-    /// Where the last symbol written sits in the buffer.
-    last_symbol: std::ops::Range<usize>,
-    /// The address the caller's last symbol came from: a tick's outputs all pass the same
-    /// slice, so only a symbol from there is compared (a comparison per output costs more
-    /// than the bytes it saves).
-    last_symbol_from: usize,
     /// The last price's bits.
     last_price: u64,
 }
@@ -527,21 +521,20 @@ impl OutputBatchWriter {
     }
 
     fn of(kind: FrameKind, sender: u32) -> Self {
-        OutputBatchWriter {
-            batch: BatchBuffer::new(kind, sender),
-            last_symbol: 0..0,
-            last_symbol_from: 0,
-            last_price: 0,
-        }
+        OutputBatchWriter { batch: BatchBuffer::new(kind, sender), last_price: 0 }
     }
 
-    /// Appends an output; `symbol` is UTF-8.
+    /// Appends an output; `symbol` is UTF-8. `symbol_as_before` says the caller knows it is
+    /// the previous output's (the outputs of one tick): it is then written as nil, unless the
+    /// batch is empty. The writer does not compare symbols itself: a comparison per output
+    /// costs more than the bytes it saves.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn push(
         &mut self,
         rule: u32,
         symbol: &[u8],
+        symbol_as_before: bool,
         price: f64,
         value: f64,
         injector: u32,
@@ -553,13 +546,10 @@ impl OutputBatchWriter {
         let buf = &mut self.batch.buf;
         msgpack::write_fixarray(buf, 8);
         msgpack::write_uint(buf, rule as u64);
-        let from = symbol.as_ptr() as usize;
-        if !first && from == self.last_symbol_from && buf[self.last_symbol.clone()] == *symbol {
+        if !first && symbol_as_before {
             msgpack::write_nil(buf);
         } else {
             msgpack::write_str(buf, symbol);
-            self.last_symbol = buf.len() - symbol.len()..buf.len();
-            self.last_symbol_from = from;
         }
         if !first && price.to_bits() == self.last_price {
             msgpack::write_nil(buf);
@@ -603,7 +593,9 @@ impl OutputBatchWriter {
 #[inline]
 fn read_symbol(frame: &[u8], rd: &mut Reader<'_>) -> Result<std::ops::Range<usize>, WireError> {
     let range = rd.str_range().map_err(malformed)?;
-    if std::str::from_utf8(&frame[range.clone()]).is_err() {
+    // Symbols are ASCII in practice: checked inline, the full UTF-8 check only otherwise.
+    let bytes = &frame[range.clone()];
+    if !bytes.is_ascii() && std::str::from_utf8(bytes).is_err() {
         return Err(WireError::Malformed(format!("symbol at byte {} is not UTF-8", range.start)));
     }
     Ok(range)

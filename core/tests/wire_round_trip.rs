@@ -73,8 +73,12 @@ proptest! {
     #[test]
     fn outputs_come_back_as_written(outputs in proptest::collection::vec(output(), 1..60), stamps: (u64, u64, u64)) {
         let mut writer = OutputBatchWriter::new(5);
+        // An output whose symbol is the previous one's says so (written as nil).
+        let mut previous: Option<&[u8]> = None;
         for (rule, symbol, price, value, injector, seq, t_inject, t_router_in) in &outputs {
-            writer.push(*rule, symbol, *price, *value, *injector, *seq, *t_inject, *t_router_in);
+            let as_before = previous == Some(&symbol[..]);
+            writer.push(*rule, symbol, as_before, *price, *value, *injector, *seq, *t_inject, *t_router_in);
+            previous = Some(symbol);
         }
         let frame = writer.seal(stamps.0, stamps.1, stamps.2).to_vec();
         let (header, rest) = read_header(&frame).unwrap();

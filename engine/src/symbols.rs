@@ -1,7 +1,7 @@
 //! Symbol interning: a symbol's name to a dense id on first sight (the only allocation per
 //! symbol); lookups hash the bytes as they arrive in frames, text is made only once.
 
-use rustc_hash::FxHashMap;
+use cep_core::symbol_map::SymbolMap;
 
 /// A symbol's dense index inside one engine.
 ///
@@ -13,7 +13,7 @@ pub type SymbolId = u32;
 /// Symbols' names and dense ids: new ids in order of first sight, or a removed symbol's id.
 #[derive(Debug, Default)]
 pub struct SymbolTable {
-    ids: FxHashMap<Box<[u8]>, SymbolId>,
+    ids: SymbolMap<SymbolId>,
     /// By id; a free id's name is empty.
     names: Vec<Box<str>>,
     /// Ids of removed symbols, to reuse (the last freed first).
@@ -42,7 +42,7 @@ impl SymbolTable {
                 self.names.len() as SymbolId - 1
             }
         };
-        self.ids.insert(symbol.into(), id);
+        self.ids.insert(symbol, id);
         id
     }
 

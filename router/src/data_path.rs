@@ -19,6 +19,7 @@ use cep_core::outbox::{Event, Outbox, Peer};
 use cep_core::partition::Partitioner;
 use cep_core::report::{bounded_reason, EndOfStream, LostStream, Rejections};
 use cep_core::rescale::{MovedSymbol, Retire, StreamsOpened};
+use cep_core::symbol_map::SymbolMap;
 use cep_core::tick::TickRecord;
 use cep_core::wire::{FrameKind, TickBatchWriter};
 use rustc_hash::FxHashMap;
@@ -31,9 +32,9 @@ pub struct DataPath {
     ring_members: Vec<usize>,
     /// Per symbol: the worker that owns it, and the one stream its ticks may come on (per-key
     /// order holds within one stream only).
-    owners: FxHashMap<Box<[u8]>, Route>,
+    owners: SymbolMap<Route>,
     /// Symbols whose state is moving, with their move part: their ticks are held.
-    moving: FxHashMap<Box<[u8]>, u32>,
+    moving: SymbolMap<u32>,
     /// The ticks held per move part, in arrival order.
     held: FxHashMap<u32, Held>,
     held_ticks: usize,
@@ -125,8 +126,8 @@ impl DataPath {
         DataPath {
             partitioner: Partitioner::new(workers, vnodes),
             ring_members: (0..workers.len()).collect(),
-            owners: FxHashMap::default(),
-            moving: FxHashMap::default(),
+            owners: SymbolMap::default(),
+            moving: SymbolMap::default(),
             held: FxHashMap::default(),
             held_ticks: 0,
             retired: vec![false; workers.len()],
@@ -358,7 +359,7 @@ impl DataPath {
             .iter()
             .filter_map(|(symbol, route)| {
                 let to = self.ring_owner(symbol);
-                (to != route.worker).then(|| (symbol.clone(), route.worker, to))
+                (to != route.worker).then(|| (symbol.into(), route.worker, to))
             })
             .collect();
         moves.sort();
@@ -375,7 +376,7 @@ impl DataPath {
     pub fn begin_part(&mut self, part: u32, symbols: &[Box<[u8]>], from: usize, out: &mut impl Outbox) {
         self.flush(from, out);
         for symbol in symbols {
-            self.moving.insert(symbol.clone(), part);
+            self.moving.insert(symbol, part);
         }
         self.held.insert(part, Held::default());
     }
@@ -553,7 +554,7 @@ impl DataPath {
             }
             None => {
                 let worker = self.ring_owner(symbol);
-                self.owners.insert(symbol.into(), Route { worker, stream: tick.injector });
+                self.owners.insert(symbol, Route { worker, stream: tick.injector });
                 worker
             }
         };

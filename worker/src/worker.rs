@@ -539,8 +539,11 @@ impl Worker {
         let outputs = &mut self.outputs;
         let (price, stream_id, seq, t_inject, t_router_in) =
             (tick.price, tick.injector, tick.seq, tick.t_inject, tick.t_router_in);
+        // The outputs of one tick share its symbol: the first names it, the others say so.
+        let mut symbol_as_before = false;
         self.engine.process(symbol, price, tick.t_event, |query, price, value| {
-            outputs.push(query, symbol_bytes, price, value, stream_id, seq, t_inject, t_router_in);
+            outputs.push(query, symbol_bytes, symbol_as_before, price, value, stream_id, seq, t_inject, t_router_in);
+            symbol_as_before = true;
         });
     }
 
@@ -560,11 +563,13 @@ impl Worker {
         let mut outputs = OutputBatchWriter::final_outputs(self.index);
         let mut closed = Vec::new();
         self.engine.close_windows(|symbol, query, price, value| closed.push((symbol, query, price, value)));
+        let mut previous = None;
         for (symbol, query, price, value) in closed {
             let stream = self.symbols.get(symbol as usize).map_or(VACANT, |track| track.stream);
             let end = self.streams.get(stream as usize).and_then(|s| s.end.as_ref()).map_or(0, |end| end.sent);
             let name = self.engine.symbol_name(symbol).as_bytes();
-            outputs.push(query, name, price, value, stream, end, 0, 0);
+            outputs.push(query, name, previous == Some(symbol), price, value, stream, end, 0, 0);
+            previous = Some(symbol);
             if outputs.is_full(self.batch_limit) {
                 out.send(Peer::Collector, outputs.seal(0, self.last_end_ns, out.now()));
                 outputs.clear();

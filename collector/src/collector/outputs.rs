@@ -6,8 +6,8 @@ use super::Collector;
 use crate::csv::CsvMode;
 use crate::failovers::Replay;
 use cep_core::frame::OutputBatch;
+use cep_core::symbol_map::SymbolMap;
 use cep_core::tick::OutputRecord;
-use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
 
@@ -159,8 +159,7 @@ impl<W: Write> Collector<W> {
 /// interleave, so each worker has its own table. One entry, allocated once, per symbol.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct LastTicks {
-    #[serde(with = "crate::histogram_serde::byte_keys")]
-    last: FxHashMap<Box<[u8]>, u64>,
+    last: SymbolMap<u64>,
 }
 
 impl LastTicks {
@@ -175,7 +174,7 @@ impl LastTicks {
                 true
             }
             None => {
-                self.last.insert(symbol.into(), seq);
+                self.last.insert(symbol, seq);
                 true
             }
         }

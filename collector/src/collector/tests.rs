@@ -29,7 +29,7 @@ fn rules_of(worker: u32) -> Vec<u8> {
 fn outputs(seq: u64, rules: &[u32]) -> Vec<u8> {
     let mut writer = OutputBatchWriter::new(0);
     for &rule in rules {
-        writer.push(rule, b"S1", 10.0, 2.5, 0, seq, 2_000, 2_100);
+        writer.push(rule, b"S1", false, 10.0, 2.5, 0, seq, 2_000, 2_100);
     }
     writer.seal(2_200, 2_300, 2_400).to_vec()
 }
@@ -118,7 +118,7 @@ fn duplicates_unknown_rules_and_lost_outputs_are_counted() {
 fn outputs_of(worker: u32, symbol: &[u8], seq: u64, rules: &[u32]) -> Vec<u8> {
     let mut writer = OutputBatchWriter::new(worker);
     for &rule in rules {
-        writer.push(rule, symbol, 10.0, 2.5, 0, seq, 2_000, 2_100);
+        writer.push(rule, symbol, false, 10.0, 2.5, 0, seq, 2_000, 2_100);
     }
     writer.seal(2_200, 2_300, 2_400).to_vec()
 }
@@ -174,7 +174,7 @@ fn final_outputs_are_not_taken_for_duplicates() {
     // one frame holds go out in further frames, with the same symbol and seq.
     for rule in [0, 1] {
         let mut writer = OutputBatchWriter::final_outputs(0);
-        writer.push(rule, b"S1", 10.0, 2.5, 0, 2, 0, 0);
+        writer.push(rule, b"S1", false, 10.0, 2.5, 0, 2, 0, 0);
         collector.handle(writer.seal(0, 0, 2_600), 2_700).unwrap();
     }
     collector.handle(&report(2, 3), 2_800).unwrap();

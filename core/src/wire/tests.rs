@@ -37,12 +37,12 @@ fn tick_frame_golden_bytes() {
 /// Golden bytes of the outputs frame (FinalOutputs has the same layout under kind 20).
 #[test]
 fn outputs_frame_golden_bytes() {
-    // A tick's outputs pass the same symbol slice.
+    // A tick's outputs after its first say their symbol is as before.
     let tick_symbol = b"S1".to_vec();
     let fill = |writer: &mut OutputBatchWriter| {
-        writer.push(1, &tick_symbol, 2.0, -0.5, 3, 300, 7, 8);
-        writer.push(2, &tick_symbol, 2.0, 4.0, 3, 300, 7, 8);
-        writer.push(0, b"S2", 3.0, 1.5, 3, 299, 5, 10);
+        writer.push(1, &tick_symbol, false, 2.0, -0.5, 3, 300, 7, 8);
+        writer.push(2, &tick_symbol, true, 2.0, 4.0, 3, 300, 7, 8);
+        writer.push(0, b"S2", false, 3.0, 1.5, 3, 299, 5, 10);
     };
     let mut writer = OutputBatchWriter::new(2);
     fill(&mut writer);
@@ -81,11 +81,11 @@ fn outputs_frame_golden_bytes() {
         decoded.iter().map(fields).collect::<Vec<_>>(),
         [(1, "S1".into(), 2.0, 300, 7, 8), (2, "S1".into(), 2.0, 300, 7, 8), (0, "S2".into(), 3.0, 299, 5, 10)]
     );
-    // The same symbol from another slice is written again (only a tick's own slice is
-    // compared), and decodes the same.
+    // The same symbol not said to be as before is written again (the writer compares no
+    // symbols), and decodes the same; the first output of a batch always names its own.
     let mut writer = OutputBatchWriter::new(2);
-    writer.push(1, &tick_symbol, 2.0, -0.5, 3, 300, 7, 8);
-    writer.push(2, &tick_symbol.clone(), 2.0, 4.0, 3, 300, 7, 8);
+    writer.push(1, &tick_symbol, true, 2.0, -0.5, 3, 300, 7, 8);
+    writer.push(2, &tick_symbol, false, 2.0, 4.0, 3, 300, 7, 8);
     let frame = writer.seal(10, 11, 12).to_vec();
     let second = 4 + 3 * 9 + 5 + 29;
     assert_eq!(&frame[second..second + 3], &[0x98, 0x02, 0xa2]);
@@ -105,7 +105,7 @@ fn differences_wrap_so_any_numbers_round_trip_and_any_differences_decode() {
             let c = extremes[(i + 3) % extremes.len()];
             // t_event = t_inject: the offset stays 0 whatever the stamps.
             ticks.push(b"S", 1.0, b, b, 0, a, c);
-            outputs.push(0, b"S", 1.0, 2.0, 0, a, b, c);
+            outputs.push(0, b"S", false, 1.0, 2.0, 0, a, b, c);
             expected.push((a, b, c));
         }
     }
@@ -125,7 +125,7 @@ fn differences_wrap_so_any_numbers_round_trip_and_any_differences_decode() {
 #[test]
 fn a_nil_symbol_or_price_with_none_before_it_is_malformed() {
     let mut writer = OutputBatchWriter::new(2);
-    writer.push(1, b"S1", 2.0, -0.5, 3, 300, 7, 8);
+    writer.push(1, b"S1", false, 2.0, -0.5, 3, 300, 7, 8);
     let frame = writer.seal(10, 11, 12).to_vec();
     let first = 4 + 3 * 9 + 5; // the first output's array header
     assert_eq!(&frame[first..first + 3], &[0x98, 0x01, 0xa2]);
@@ -189,7 +189,7 @@ fn ticks_round_trip_and_buffer_reuse() {
 fn outputs_round_trip() {
     let mut writer = OutputBatchWriter::new(4);
     let stamps = Stamps { t_inject: 1, t_router_in: 2, t_router_out: 3, t_worker_in: 4, t_engine_out: u64::MAX };
-    writer.push(1, b"S0009", 99.0, 3.0, 1, 77, 1, 2);
+    writer.push(1, b"S0009", false, 99.0, 3.0, 1, 77, 1, 2);
     let frame = writer.seal(3, 4, u64::MAX).to_vec();
     let (header, rest) = read_header(&frame).unwrap();
     let mut out = Vec::new();
@@ -200,7 +200,7 @@ fn outputs_round_trip() {
     assert_eq!(out[0].stamps, stamps);
     // Final outputs: the same layout under their own kind.
     let mut writer = OutputBatchWriter::final_outputs(4);
-    writer.push(0, b"S0001", 98.0, 2.0, 0, 500, 0, 0);
+    writer.push(0, b"S0001", false, 98.0, 2.0, 0, 500, 0, 0);
     let frame = writer.seal(0, 4, 5).to_vec();
     let (header, rest) = read_header(&frame).unwrap();
     assert_eq!(header.kind, FrameKind::FinalOutputs);
@@ -211,7 +211,7 @@ fn outputs_round_trip() {
 #[test]
 fn a_forged_final_outputs_frame_is_rejected_whole() {
     let mut writer = OutputBatchWriter::final_outputs(2);
-    writer.push(0, b"S0001", 98.0, 2.0, 0, 500, 0, 0);
+    writer.push(0, b"S0001", false, 98.0, 2.0, 0, 500, 0, 0);
     let frame = writer.seal(0, 4, 5).to_vec();
     let mut out = Vec::new();
     for cut in 4..frame.len() {
