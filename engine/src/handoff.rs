@@ -200,10 +200,10 @@ impl Writer {
 
     /// Values as [`Self::f64`] writes each, in one pass.
     pub(crate) fn f64s(&mut self, values: &[f64]) {
-        let start = self.bytes.len();
-        self.bytes.resize(start + 8 * values.len(), 0);
-        for (bytes, value) in self.bytes[start..].chunks_exact_mut(8).zip(values) {
-            bytes.copy_from_slice(&value.to_le_bytes());
+        // Appended, not zero-filled first and then overwritten: one pass over the bytes.
+        self.bytes.reserve(8 * values.len());
+        for value in values {
+            self.bytes.extend_from_slice(&value.to_le_bytes());
         }
     }
 

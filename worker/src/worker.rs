@@ -82,6 +82,8 @@ pub struct Worker {
     store: Box<dyn CheckpointStore>,
     /// Buffers of snapshot parts' engine state (written or read), kept for the next.
     part_buffers: Vec<Vec<u8>>,
+    /// Their capacities' sum.
+    part_buffer_bytes: usize,
     /// The snapshot under way, and per engine id whether its state at the barrier is still to
     /// be taken ([`snapshot`]).
     snapshotting: Option<snapshot::Snapshotting>,
@@ -131,6 +133,7 @@ impl Worker {
             last_snapshot: 0,
             store,
             part_buffers: Vec::new(),
+            part_buffer_bytes: 0,
             snapshotting: None,
             untaken: Vec::new(),
             storing: VecDeque::new(),

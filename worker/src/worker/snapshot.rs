@@ -20,9 +20,12 @@ use cep_core::store::{Done, PartKey, MAX_STORED_PART_BYTES};
 use cep_engine::{CheckpointPart, SymbolId};
 use std::collections::BTreeMap;
 
-/// Part buffers kept for the next parts while the store writes others, at most, and the
-/// capacity each keeps (a whole part may take more while it is written).
-const KEPT_PART_BUFFERS: usize = 4;
+/// Part buffers come back from the store and are kept for the next snapshot's parts, up to
+/// this many bytes in all, each at most [`KEPT_PART_BUFFER`] (a whole part may take more while
+/// it is written). A buffer freed and allocated again costs its pages zeroed by the kernel: at
+/// full speed that was 14 % of a worker's time while a whole snapshot's parts were in flight,
+/// so the pool holds as many as a snapshot of a few tens of MB needs.
+const KEPT_PART_BYTES: usize = 128 << 20;
 const KEPT_PART_BUFFER: usize = 16 << 20;
 
 /// A part handed to the store: what the router is told once the store says it holds it.
@@ -178,16 +181,16 @@ impl Worker {
     /// told once it is stored. A part too large to store ends the snapshot (it cannot be
     /// restored from).
     fn close_part(&mut self, out: &mut impl Outbox) {
-        let buffer = self.part_buffer();
         let Some(snapshot) = self.snapshotting.as_mut() else { return };
-        let changes = snapshot.base != 0;
-        let engine = match snapshot.filling.take() {
-            Some(filling) => {
-                self.part_buffers.push(buffer);
-                filling.finish()
+        let (changes, filling) = (snapshot.base != 0, snapshot.filling.take());
+        let engine = match filling {
+            Some(filling) => filling.finish(),
+            None => {
+                let buffer = self.part_buffer();
+                self.engine.begin_checkpoint_part(changes, buffer).finish()
             }
-            None => self.engine.begin_checkpoint_part(changes, buffer).finish(),
         };
+        let Some(snapshot) = self.snapshotting.as_mut() else { return };
         let (id, part, size) = (snapshot.id, snapshot.part, engine.len() as u64);
         let oversize = (size > MAX_STORED_PART_BYTES).then(|| {
             format!("part {part} of checkpoint {id} takes {size} bytes, more than a stored part may ({MAX_STORED_PART_BYTES})")
@@ -274,14 +277,17 @@ impl Worker {
 
     /// A buffer for a part (one the store gave back, or a new one).
     pub(super) fn part_buffer(&mut self) -> Vec<u8> {
-        self.part_buffers.pop().unwrap_or_default()
+        let buffer = self.part_buffers.pop().unwrap_or_default();
+        self.part_buffer_bytes -= buffer.capacity();
+        buffer
     }
 
-    /// Keeps `buffer` for a later part (a few, of bounded size).
+    /// Keeps `buffer` for a later part, while the kept ones stay within [`KEPT_PART_BYTES`].
     pub(super) fn return_buffer(&mut self, mut buffer: Vec<u8>) {
-        if self.part_buffers.len() < KEPT_PART_BUFFERS {
-            buffer.clear();
-            buffer.shrink_to(KEPT_PART_BUFFER);
+        buffer.clear();
+        buffer.shrink_to(KEPT_PART_BUFFER);
+        if self.part_buffer_bytes + buffer.capacity() <= KEPT_PART_BYTES {
+            self.part_buffer_bytes += buffer.capacity();
             self.part_buffers.push(buffer);
         }
     }
