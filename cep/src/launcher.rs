@@ -517,8 +517,17 @@ fn check_roles(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<()> {
     let router = router_config(args, endpoints)?;
     let (data, control) = (router.listen.clone(), router.control.clone());
     let others = role_configs(args, endpoints, &data, &control)?.into_iter().map(|process| process.role);
+    let store = router.checkpoint_dir.clone();
     for role in std::iter::once(RoleConfig::Router(router)).chain(others) {
         role.validate().map_err(|reason| anyhow::anyhow!("invalid {} configuration: {reason}", role.command()))?;
+    }
+    // Every worker stores there: a folder it cannot use stops the run before it starts.
+    if let Some(dir) = store {
+        let named_by = match std::env::var_os("CEP_CHECKPOINT_DIR") {
+            Some(_) => "CEP_CHECKPOINT_DIR".to_string(),
+            None => format!("--out {}", args.out.display()),
+        };
+        cep_core::store::DirectoryStore::check(&dir).map_err(|reason| anyhow::anyhow!("{named_by}: {reason}"))?;
     }
     Ok(())
 }
@@ -526,6 +535,8 @@ fn check_roles(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<()> {
 /// The router's configuration: what `cep run` decides, the rest as the router takes it
 /// given no flag (its environment variable, else its default).
 fn router_config(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<RouterConfig> {
+    let base =
+        secured(crate::cli::from_environment::<RouterConfig>()?, endpoints.security("router"), |c| &mut c.security);
     Ok(RouterConfig {
         listen: args.data.clone().unwrap_or_else(|| endpoints.bind("router-data")),
         control: args.control.clone().unwrap_or_else(|| endpoints.bind("router-control")),
@@ -536,7 +547,10 @@ fn router_config(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<Rou
         batch: args.batch,
         rules: args.rules.clone(),
         allowed_lateness: args.allowed_lateness,
-        ..secured(crate::cli::from_environment::<RouterConfig>()?, endpoints.security("router"), |c| &mut c.security)
+        // Unless told otherwise (CEP_CHECKPOINT_DIR), a run's checkpoints lie with its results,
+        // and the router tells every worker to store there, one started by hand to join too.
+        checkpoint_dir: Some(base.checkpoint_dir.clone().unwrap_or_else(|| args.out.join(CHECKPOINTS_DIR))),
+        ..base
     })
 }
 
@@ -583,12 +597,7 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         name: "collector".into(),
         role: RoleConfig::Collector { config: collector, print_report: false },
     });
-    let mut worker: WorkerConfig = crate::cli::from_environment()?;
-    if worker.checkpoint_dir == cep_worker::config::default_checkpoint_dir() {
-        // Unless told otherwise (CEP_CHECKPOINT_DIR), a run's checkpoints lie with its
-        // results; an earlier run's went with its results.
-        worker.checkpoint_dir = args.out.join(CHECKPOINTS_DIR);
-    }
+    let worker: WorkerConfig = crate::cli::from_environment()?;
     for index in 0..args.workers {
         let id = default_worker_id(index);
         let config = WorkerConfig {

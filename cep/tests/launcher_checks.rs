@@ -126,6 +126,19 @@ fn bad_flags_and_files_are_refused_before_anything_starts() {
     );
     assert_eq!(std::fs::read_to_string(out.join("keys").join("mine.key")).unwrap(), "the user's own key\n");
     std::fs::remove_dir_all(out.join("keys")).unwrap();
+    // A checkpoint folder no worker could use (under a file).
+    let unusable = a_file.join("checkpoints");
+    let output = Command::new(env!("CARGO_BIN_EXE_cep"))
+        .args(["run", "--count", "10", "--out"])
+        .arg(&out)
+        .env("CEP_CHECKPOINT_DIR", &unusable)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(
+        refused(&output),
+        format!("error: CEP_CHECKPOINT_DIR: cannot use the checkpoint folder {}: Not a directory", unusable.display())
+    );
     // Flags that only make sense for a replay, as clap refuses a bad flag (exit 2 too).
     let output = cep_run(&out, &["--speed", "10"]);
     assert_eq!(output.status.code(), Some(2));

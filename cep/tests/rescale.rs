@@ -102,12 +102,9 @@ fn a_run_that_grows_from_one_to_three_workers_and_back_to_two_gives_the_standalo
     let mut joined = Vec::new();
     for id in ["joiner-1", "joiner-2"] {
         joined.push(Running(
-            cep()
-                .args(["worker", "--router", &control, "--id", id, "--listen", "tcp://127.0.0.1:*"])
-                .arg("--checkpoint-dir")
-                .arg(out.join("checkpoints"))
-                .spawn()
-                .unwrap(),
+            // No checkpoint folder of its own: the router names the run's (its state is then
+            // restorable by the others, and theirs by it).
+            cep().args(["worker", "--router", &control, "--id", id, "--listen", "tcp://127.0.0.1:*"]).spawn().unwrap(),
         ));
         wait_for_status(&control, &format!("{id} to join"), |s| {
             member_state(s, id).as_deref() == Some("active") && s.contains("moving: nothing")
@@ -228,8 +225,6 @@ fn a_worker_killed_and_started_again_under_its_id_at_its_address_joins_again_wit
     let worker = || {
         let mut command = cep();
         command.args(["worker", "--router", &control, "--id", "phoenix", "--listen", &listen]);
-        // The checkpoint store `cep run`'s own workers use: a survivor restores from it.
-        command.arg("--checkpoint-dir").arg(out.join("checkpoints"));
         command
     };
     // A joiner: it registers once the run has started (before, it would take worker-0's place).

@@ -55,6 +55,7 @@ fn a_lost_router_ends_the_run_with_partial_results_and_an_error() {
         collector_incarnation: 1,
         collector_key: String::new(),
         failure_timeout_ns: 2_000_000_000,
+        checkpoint_dir: String::new(),
     };
     server.reply(&client, &ready.encode(0)).unwrap();
     drop(server);

@@ -86,6 +86,11 @@ pub struct Ready {
     /// taken for dead, so a worker sends a [`crate::liveness::Heartbeat`] at least every
     /// quarter of it.
     pub failure_timeout_ns: u64,
+    /// The cluster's checkpoint store, as the router was told it (`--checkpoint-dir`, an
+    /// absolute path): a worker not given a folder of its own stores its snapshots there, so
+    /// that workers started by hand meet the others' in one store. Empty: the router was told
+    /// none, and such a worker uses its default.
+    pub checkpoint_dir: String,
 }
 
 impl Ready {

@@ -410,21 +410,23 @@ mod tests {
             collector_incarnation: 1,
             collector_key: "C".into(),
             failure_timeout_ns: 6,
+            checkpoint_dir: "/d".into(),
         };
         #[rustfmt::skip]
         let expected = [
-            0x9d, 0x01, // [assigned 1,
+            0x9e, 0x01, // [assigned 1,
             0x91, 0x93, 0xa1, b'w', 0xa1, b'e', 0xa1, b'K', // [[worker id, endpoint, key]],
             0xa1, b'c', 0x02, 0x03, 0x04, 0xa1, b'k', // collector, streams, start_ns, warmup_ns, clock,
             0x93, 0x00, 0xa1, b'o', 0xa1, b't', // [epoch, origin, text],
             0x05, 0xc2, 0x01, // allowed_lateness_ns, joining, collector_incarnation,
-            0xa1, b'C', 0x06, // collector_key, failure_timeout_ns]
+            0xa1, b'C', 0x06, // collector_key, failure_timeout_ns,
+            0xa2, b'/', b'd', // checkpoint_dir]
         ];
         golden(ready.clone(), 0, &expected);
         // No allowed lateness: nil.
         let open = Ready { allowed_lateness_ns: None, ..ready };
         let encoded = open.encode(0);
-        assert_eq!(encoded[encoded.len() - 6], 0xc0);
+        assert_eq!(encoded[encoded.len() - 9], 0xc0);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::msgpack::{self, DecodeError, Reader};
 use crate::tick::{OutputRecord, Stamps, TickRecord};
 
 /// The protocol version this build speaks. A frame of any other version is rejected.
-pub const PROTOCOL_VERSION: u8 = 15;
+pub const PROTOCOL_VERSION: u8 = 16;
 
 /// Most events in one batch, on every hop, unless configured otherwise. Batches fill only
 /// while input is waiting (smart batching), so this bounds size, not latency.

@@ -87,6 +87,7 @@ impl Cluster {
             move_timeout_ns: 1_000_000,
             checkpoint_every_ns: 50_000,
             checkpoints_retained: 1,
+            checkpoint_dir: String::new(),
             max_replay_bytes: 1 << 20,
             failure_timeout: std::time::Duration::from_millis(100),
         };

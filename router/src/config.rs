@@ -90,6 +90,12 @@ pub struct RouterConfig {
     /// remove older parts at each barrier). At least 1.
     #[arg(long, env = "CEP_CHECKPOINTS_RETAINED", default_value_t = 1)]
     pub checkpoints_retained: usize,
+    /// The cluster's checkpoint store: every worker not given a folder of its own (`cep
+    /// worker --checkpoint-dir`) is told to store its snapshots here, so that workers started
+    /// by hand store where the others do. The router itself never reads or writes it. Without
+    /// it, such a worker uses its own default.
+    #[arg(long, env = "CEP_CHECKPOINT_DIR")]
+    pub checkpoint_dir: Option<std::path::PathBuf>,
     /// Bytes of ticks kept for replay (all workers together, since their last checkpoints)
     /// beyond which the router reads no input until a checkpoint completes (the injectors
     /// then wait: nothing is dropped). At least 1 MiB.
@@ -138,6 +144,7 @@ impl Default for RouterConfig {
             move_timeout: Duration::from_secs(10),
             checkpoint_every: Duration::from_secs(1),
             checkpoints_retained: 1,
+            checkpoint_dir: None,
             max_replay: DEFAULT_MAX_REPLAY,
             collector_retention: Duration::from_secs(60),
             failure_timeout: Duration::from_secs(2),
@@ -166,6 +173,14 @@ impl RouterConfig {
             move_timeout_ns: ns(self.move_timeout),
             checkpoint_every_ns: ns(self.checkpoint_every),
             checkpoints_retained: self.checkpoints_retained,
+            // Absolute: the workers' working folders are not the router's (checked UTF-8).
+            checkpoint_dir: self
+                .checkpoint_dir
+                .as_deref()
+                .map(|dir| {
+                    std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).to_string_lossy().into_owned()
+                })
+                .unwrap_or_default(),
             max_replay_bytes: self.max_replay,
             failure_timeout: self.failure_timeout,
         }
@@ -182,6 +197,11 @@ impl RouterConfig {
         at_least_one("move-slice", self.move_slice)?;
         at_least_one("max-held", self.max_held)?;
         at_least_one("checkpoints-retained", self.checkpoints_retained)?;
+        if let Some(dir) = &self.checkpoint_dir {
+            if dir.to_str().is_none_or(str::is_empty) {
+                return Err(format!("--checkpoint-dir {}: must be a non-empty UTF-8 path", dir.display()));
+            }
+        }
         if self.move_timeout.is_zero() {
             return Err("--move-timeout must be longer than 0: every move would be given up at once".into());
         }
@@ -217,6 +237,7 @@ impl RouterConfig {
             .duration("move-timeout", self.move_timeout)
             .duration("checkpoint-every", self.checkpoint_every)
             .value("checkpoints-retained", self.checkpoints_retained)
+            .some_path("checkpoint-dir", self.checkpoint_dir.as_deref())
             .value("max-replay", self.max_replay)
             .duration("collector-retention", self.collector_retention)
             .duration("failure-timeout", self.failure_timeout)
@@ -258,6 +279,7 @@ mod tests {
             move_timeout: Duration::from_millis(1500),
             checkpoint_every: Duration::from_millis(250),
             checkpoints_retained: 3,
+            checkpoint_dir: Some("/mnt/shared/checkpoints".into()),
             max_replay: 1 << 20,
             collector_retention: Duration::from_secs(7),
             failure_timeout: Duration::from_millis(700),

@@ -197,6 +197,7 @@ impl<C: Clone> Rendezvous<C> {
             collector_incarnation: 1,
             collector_key: collector_key.clone(),
             failure_timeout_ns,
+            checkpoint_dir: String::new(),
         };
         let mut answers: Vec<(C, Ready)> = Vec::new();
         for (index, (client, _)) in self.workers.iter().enumerate() {

@@ -66,6 +66,9 @@ pub struct RouterSettings {
     pub checkpoint_every_ns: u64,
     /// Confirmed checkpoints of each worker the checkpoint store keeps.
     pub checkpoints_retained: usize,
+    /// The cluster's checkpoint store (absolute), told in Ready to workers not given one of
+    /// their own; empty: none.
+    pub checkpoint_dir: String,
     /// Bytes of replay logs beyond which the router reads no input until a checkpoint
     /// completes.
     pub max_replay_bytes: usize,
@@ -522,6 +525,10 @@ impl Router {
             self.settings.allowed_lateness_ns,
             self.settings.failure_timeout.as_nanos() as u64,
         );
+        let mut start = start;
+        for (_, ready) in &mut start.answers {
+            ready.checkpoint_dir.clone_from(&self.settings.checkpoint_dir);
+        }
         self.workers = start.workers.clone();
         let ids = self.worker_ids();
         let rescaling = Rescaling::new(

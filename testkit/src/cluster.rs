@@ -182,6 +182,7 @@ impl LocalCluster {
             move_timeout_ns: spec.move_timeout_ns,
             checkpoint_every_ns: spec.checkpoint_every_ns,
             checkpoints_retained: 1,
+            checkpoint_dir: String::new(),
             max_replay_bytes: usize::MAX,
             failure_timeout: Duration::from_nanos(spec.failure_timeout_ns),
         };

@@ -3,7 +3,7 @@
 use cep_core::duration::parse_duration;
 use cep_telemetry::args::{at_least_one, failure_timeout, high_water_mark, Flags};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Worker settings; every flag can also be set from the environment. `Default` is the flags'
@@ -46,9 +46,11 @@ pub struct WorkerConfig {
     /// The checkpoint store: the folder this worker writes its snapshots to (in `run-<start>`
     /// of its own per run) and reads a dead worker's back from. Every worker of a cluster
     /// must see the same folder (on several hosts: a shared mount, NFS or EFS) for a dead
-    /// worker's state to be restored elsewhere.
-    #[arg(long, env = "CEP_CHECKPOINT_DIR", default_value_os_t = default_checkpoint_dir())]
-    pub checkpoint_dir: PathBuf,
+    /// worker's state to be restored elsewhere. Without it: the folder the router names (its
+    /// `--checkpoint-dir`; `cep run` names `<out>/checkpoints`), or else `cep-checkpoints` in
+    /// the system's temporary folder.
+    #[arg(long, env = "CEP_CHECKPOINT_DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
     /// Failure detection of the router (this worker then stops, exit status non-zero, naming
     /// it) and of the collector (its frames are held until a restarted one takes over): a peer whose connection drops and stays down for an eighth of this
     /// is dead, one never reached after ten times this; TCP keepalive probes at a quarter of
@@ -64,8 +66,8 @@ pub struct WorkerConfig {
 /// speed, longer than a restarted collector takes to come back.
 pub const DEFAULT_MAX_UNSAVED: usize = 256 << 20;
 
-/// The checkpoint store's folder unless told: `cep-checkpoints` in the system's temporary
-/// folder, which every worker of one host shares.
+/// The checkpoint store's folder when neither the worker nor the router names one:
+/// `cep-checkpoints` in the system's temporary folder, which every worker of one host shares.
 pub fn default_checkpoint_dir() -> PathBuf {
     std::env::temp_dir().join("cep-checkpoints")
 }
@@ -86,7 +88,7 @@ impl Default for WorkerConfig {
             start_timeout: Duration::from_secs(60),
             end_timeout: Duration::from_secs(60),
             max_unsaved: DEFAULT_MAX_UNSAVED,
-            checkpoint_dir: default_checkpoint_dir(),
+            checkpoint_dir: None,
             failure_timeout: Duration::from_secs(2),
             security: Default::default(),
         }
@@ -126,10 +128,24 @@ impl WorkerConfig {
             .duration("start-timeout", self.start_timeout)
             .duration("end-timeout", self.end_timeout)
             .value("max-unsaved", self.max_unsaved)
-            .path("checkpoint-dir", &self.checkpoint_dir)
+            .some_path("checkpoint-dir", self.checkpoint_dir.as_deref())
             .duration("failure-timeout", self.failure_timeout)
             .extend(self.security.to_args())
             .into_args()
+    }
+
+    /// The checkpoint store's folder: `--checkpoint-dir`, else the one the router named in
+    /// Ready (`router_named`, empty if none), else the default. The router's must be an
+    /// absolute path (it cannot know this worker's working folder).
+    pub fn checkpoint_dir(&self, router_named: &str) -> Result<PathBuf, String> {
+        match (&self.checkpoint_dir, router_named) {
+            (Some(own), _) => Ok(own.clone()),
+            (None, "") => Ok(default_checkpoint_dir()),
+            (None, named) if Path::new(named).is_absolute() => Ok(named.into()),
+            (None, named) => {
+                Err(format!("the router named the checkpoint folder {named:?}, which is not an absolute path"))
+            }
+        }
     }
 
     /// The id to register with: `--id`, or else `<host name>-<pid>`.
@@ -167,7 +183,7 @@ mod tests {
             start_timeout: Duration::from_millis(300),
             end_timeout: Duration::from_secs(2),
             max_unsaved: 1 << 20,
-            checkpoint_dir: "/mnt/shared/checkpoints".into(),
+            checkpoint_dir: Some("/mnt/shared/checkpoints".into()),
             failure_timeout: Duration::from_millis(900),
             security: cep_transport::security::SecurityArgs {
                 key: Some("/etc/cep/worker.key".into()),
@@ -176,6 +192,16 @@ mod tests {
             },
         };
         assert_eq!(parse_flags::<WorkerConfig>(&config.to_args()).unwrap(), config);
+    }
+
+    #[test]
+    fn the_checkpoint_folder_is_the_workers_own_else_the_routers_else_the_default() {
+        let own = WorkerConfig { checkpoint_dir: Some("/own".into()), ..WorkerConfig::default() };
+        assert_eq!(own.checkpoint_dir("/cluster"), Ok("/own".into()));
+        let unset = WorkerConfig::default();
+        assert_eq!(unset.checkpoint_dir("/cluster"), Ok("/cluster".into()));
+        assert_eq!(unset.checkpoint_dir(""), Ok(default_checkpoint_dir()));
+        assert!(unset.checkpoint_dir("relative/dir").unwrap_err().contains("not an absolute path"));
     }
 
     #[test]

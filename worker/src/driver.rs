@@ -86,8 +86,11 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
 /// `inproc://` endpoints live in one context).
 pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerReport, WorkerError> {
     config.validate().map_err(WorkerError::Config)?;
-    // Checked before registering: a worker that cannot store its checkpoints never joins.
-    DirectoryStore::check(&config.checkpoint_dir).map_err(WorkerError::Store)?;
+    // Checked before registering: a worker that cannot store its checkpoints never joins (a
+    // folder the router names is checked once it has, below).
+    if let Some(dir) = &config.checkpoint_dir {
+        DirectoryStore::check(dir).map_err(WorkerError::Store)?;
+    }
     let id = config.worker_id();
     let options = SocketOptions {
         high_water_mark: config.hwm,
@@ -127,7 +130,12 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         let report = ClockReport { node: id.clone(), estimate };
         out.send(Peer::Collector, &report.encode(ready.assigned));
     }
-    let store = DirectoryStore::open(&config.checkpoint_dir, ready.start_ns).map_err(WorkerError::Store)?;
+    let checkpoint_dir = config.checkpoint_dir(&ready.checkpoint_dir).map_err(WorkerError::Store)?;
+    if config.checkpoint_dir.is_none() {
+        DirectoryStore::check(&checkpoint_dir).map_err(WorkerError::Store)?;
+    }
+    info!(folder = %checkpoint_dir.display(), "checkpoint store");
+    let store = DirectoryStore::open(&checkpoint_dir, ready.start_ns).map_err(WorkerError::Store)?;
     let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, Box::new(store), &mut out)
         .map_err(WorkerError::Rules)?;
     let timeouts = (config.start_timeout, config.end_timeout);

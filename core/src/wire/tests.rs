@@ -14,7 +14,7 @@ fn ticks_frame() -> Vec<u8> {
 fn tick_frame_golden_bytes() {
     #[rustfmt::skip]
     let expected: Vec<u8> = vec![
-        0x95, 0x0f, 0x01, 0x07, // [version 15, kind Ticks, sender 7,
+        0x95, 0x10, 0x01, 0x07, // [version 16, kind Ticks, sender 7,
         0xcf, 0, 0, 0, 0, 0, 0, 0x07, 0xd0, // t_sent 2000 (fixed u64),
         0xdd, 0, 0, 0, 2, // two ticks (fixed array32)
         0x97, 0xa5, b'S', b'0', b'0', b'0', b'1', // [[symbol,
@@ -48,7 +48,7 @@ fn outputs_frame_golden_bytes() {
     fill(&mut writer);
     #[rustfmt::skip]
     let expected: Vec<u8> = vec![
-        0x97, 0x0f, 0x03, 0x02, // [version 15, kind Outputs, sender 2,
+        0x97, 0x10, 0x03, 0x02, // [version 16, kind Outputs, sender 2,
         0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0a, // t_router_out 10 (fixed u64),
         0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0b, // t_worker_in 11,
         0xcf, 0, 0, 0, 0, 0, 0, 0, 0x0c, // t_engine_out 12,

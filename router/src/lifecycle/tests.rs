@@ -27,6 +27,7 @@ fn router() -> Router {
         move_timeout_ns: 1_000_000_000,
         checkpoint_every_ns: 0,
         checkpoints_retained: 1,
+        checkpoint_dir: String::new(),
         max_replay_bytes: 1 << 20,
         failure_timeout: std::time::Duration::from_secs(3600),
     };

@@ -52,6 +52,7 @@ fn unstarted(batch: usize, checkpoint_every_ns: u64) -> Router {
         move_timeout_ns: 1_000,
         checkpoint_every_ns,
         checkpoints_retained: 1,
+        checkpoint_dir: "/cluster/checkpoints".into(),
         max_replay_bytes: 1 << 30,
         failure_timeout: std::time::Duration::from_secs(3600),
     };
@@ -73,22 +74,24 @@ fn running_with(batch: usize, checkpoint_every_ns: u64) -> (Router, Recorded) {
     assert_eq!(start.workers.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
     assert_eq!(start.collector, "inproc://c");
     router.announce(None, &mut out);
-    let answers: Vec<(Peer, u32, u64, Option<u64>)> = out
+    let answers: Vec<(Peer, u32, u64, Option<u64>, String)> = out
         .take()
         .into_iter()
         .map(|(to, frame)| {
             let ready: Ready = Frame::read(&frame, usize::MAX).unwrap().body().unwrap();
-            (to, ready.assigned, ready.start_ns, ready.allowed_lateness_ns)
+            (to, ready.assigned, ready.start_ns, ready.allowed_lateness_ns, ready.checkpoint_dir)
         })
         .collect();
     let client = |id: &[u8]| Peer::Client(id.to_vec());
+    // Everyone is told the cluster's checkpoint store (workers not given one store there).
+    let store = || "/cluster/checkpoints".to_string();
     assert_eq!(
         answers,
         [
-            (client(b"a"), 0, 1_000, Some(5)),
-            (client(b"b"), 1, 1_000, Some(5)),
-            (client(b"c"), 0, 1_000, Some(5)),
-            (client(b"i"), 0, 1_000, Some(5))
+            (client(b"a"), 0, 1_000, Some(5), store()),
+            (client(b"b"), 1, 1_000, Some(5), store()),
+            (client(b"c"), 0, 1_000, Some(5), store()),
+            (client(b"i"), 0, 1_000, Some(5), store())
         ]
     );
     (router, out)
@@ -372,6 +375,7 @@ fn a_worker_that_joins_takes_its_share_with_the_state_ahead_of_the_held_ticks() 
     assert_eq!(joined, WorkerJoined { index: 2, id: "c".into(), key: String::new() });
     let ready: Ready = Frame::read(&sent[2].1, usize::MAX).unwrap().body().unwrap();
     assert!(ready.joining);
+    assert_eq!(ready.checkpoint_dir, "/cluster/checkpoints", "a joiner is told the store too");
     assert!(!router.rescaling());
     router.control(b"c".to_vec(), &cep_core::rescale::Reached { index: 2 }.encode(2), Monotonic::from_ns(2), &mut out);
     let ring = Partitioner::new(&["a".to_string(), "b".to_string(), "c".to_string()], 64);
@@ -657,6 +661,7 @@ fn a_key_may_ask_only_what_its_role_allows_and_send_only_its_own_streams() {
         move_timeout_ns: 1_000,
         checkpoint_every_ns: 0,
         checkpoints_retained: 1,
+        checkpoint_dir: String::new(),
         max_replay_bytes: 1 << 30,
         failure_timeout: std::time::Duration::from_secs(3600),
     };

@@ -27,6 +27,7 @@ fn ready(joining: bool) -> Ready {
         collector_incarnation: 1,
         collector_key: "key".into(),
         failure_timeout_ns: 2_000_000_000,
+        checkpoint_dir: String::new(),
     }
 }
 

@@ -27,6 +27,7 @@ fn ready(streams: u32) -> Ready {
         collector_incarnation: 1,
         collector_key: String::new(),
         failure_timeout_ns: 2_000_000_000,
+        checkpoint_dir: String::new(),
     }
 }
 
