@@ -84,6 +84,7 @@ pub fn summarize(
         replayed_outputs: observed.replayed_outputs,
         resent_frames: observed.resent_frames,
         failure: observed.failure,
+        checkpoints: router.map(|router| router.checkpoints.clone()).unwrap_or_default(),
         ..Summary::default()
     };
     let failed_record = |index: u32| failed.iter().find(|record| record.index == index);
@@ -357,6 +358,7 @@ mod tests {
             failed: vec![],
             lost_streams: BTreeMap::new(),
             cut_streams: BTreeMap::new(),
+            checkpoints: Default::default(),
         }
     }
 

@@ -368,14 +368,24 @@ mod tests {
             failed: vec![1],
             lost_streams: BTreeMap::from([(2, crate::report::LostStream { reason: "s".into(), sent_at_least: 7 })]),
             cut_streams: BTreeMap::from([(3, "c".into())]),
+            checkpoints: crate::results::CheckpointSummary {
+                completed: 4,
+                failed: 1,
+                last_failure: "f".into(),
+                last_completed: 5,
+                last_duration_ms: 0.5,
+                last_bytes: 6,
+            },
         };
         #[rustfmt::skip]
         let expected = [
-            0x98, 0x81, 0x00, 0x05, // [received {0: 5},
+            0x99, 0x81, 0x00, 0x05, // [received {0: 5},
             0x91, 0x94, 0x00, 0xa1, b'o', 0x91, 0xa1, b'q', 0x80, // rules [[epoch, origin, queries, at {}]],
             0x05, 0x80, 0x91, 0xa1, b'w', 0x91, 0x01, // routed, rejected {}, workers, failed,
             0x81, 0x02, 0x92, 0xa1, b's', 0x07, // lost_streams {2: [reason "s", sent_at_least 7]},
-            0x81, 0x03, 0xa1, b'c', // cut_streams {3: "c"}]
+            0x81, 0x03, 0xa1, b'c', // cut_streams {3: "c"},
+            0x96, 0x04, 0x01, 0xa1, b'f', 0x05, // checkpoints [completed, failed, last failure, last completed,
+            0xcb, 0x3f, 0xe0, 0, 0, 0, 0, 0, 0, 0x06, // last duration ms 0.5, last bytes]]
         ];
         golden(report, 0, &expected);
     }

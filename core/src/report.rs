@@ -176,6 +176,8 @@ pub struct RouterReport {
     /// Streams their injector ended before their course, with why (their end marker's `cut`):
     /// their counts are exact, the run's input is short of what was meant.
     pub cut_streams: BTreeMap<u32, String>,
+    /// The checkpoint rounds: completed, failed and the last of each.
+    pub checkpoints: crate::results::CheckpointSummary,
 }
 
 /// Counts rejected frames and ticks by cause and logs them with their sender: the first few

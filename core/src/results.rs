@@ -242,6 +242,9 @@ pub struct Summary {
     /// Each worker that died during the run, and how its symbols were recovered.
     #[serde(default)]
     pub failovers: Vec<FailoverSummary>,
+    /// The checkpoint rounds, as the router counted them.
+    #[serde(default)]
+    pub checkpoints: CheckpointSummary,
     /// Outputs that arrived twice across a failover (from a dead worker and from the survivor
     /// that replayed its ticks, in either order): the second is dropped, counted here only
     /// (not in `outputs`, `duplicates`, outputs.csv or the latency figures).
@@ -262,6 +265,29 @@ pub struct Summary {
     /// an injector taken for dead, a stream its injector cut short); `null` when none did.
     #[serde(default)]
     pub failure: Option<String>,
+}
+
+/// The checkpoint rounds of a run. A round is the barrier the router sends every worker and
+/// the snapshots they store for it; one a rescale or a deployment dropped counts in neither
+/// `completed` nor `failed`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointSummary {
+    /// Rounds for which every worker stored its snapshot: a dead worker's symbols can be
+    /// restored from them.
+    pub completed: u64,
+    /// Rounds a worker could not store a part of (a full disk, a part too large), that did not
+    /// complete within the move time-out, or whose worker died before its snapshot came:
+    /// until a later round completes, those workers cannot fail over exactly.
+    pub failed: u64,
+    /// Why the last failed round failed; empty when none did.
+    pub last_failure: String,
+    /// The last completed round: its id (0: none), the time from its barriers to the last
+    /// snapshot stored (ms), and the bytes stored for it by all workers.
+    pub last_completed: u64,
+    /// See `last_completed`.
+    pub last_duration_ms: f64,
+    /// See `last_completed`.
+    pub last_bytes: u64,
 }
 
 /// A worker died and its symbols moved to the survivors.
@@ -543,6 +569,16 @@ impl Summary {
             line(&format!("WORKER {}", worker.id), "Symbols", known(worker.symbols));
             if worker.failed {
                 line(&format!("WORKER {}", worker.id), "Failed", "true".into());
+            }
+        }
+        if self.checkpoints != CheckpointSummary::default() {
+            let checkpoints = &self.checkpoints;
+            line("CHECKPOINTS", "Completed", checkpoints.completed.to_string());
+            line("CHECKPOINTS", "Failed", checkpoints.failed.to_string());
+            if checkpoints.last_completed != 0 {
+                line("CHECKPOINTS", "LastCompleted", checkpoints.last_completed.to_string());
+                line("CHECKPOINTS", "LastDuration(ms)", format!("{:.1}", checkpoints.last_duration_ms));
+                line("CHECKPOINTS", "LastBytes", checkpoints.last_bytes.to_string());
             }
         }
         for failover in &self.failovers {

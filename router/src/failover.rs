@@ -56,6 +56,7 @@ use crate::rescaling::Rescaling;
 use cep_core::clock::Monotonic;
 use cep_core::failover::{Checkpoint, Snapshot, MAX_SNAPSHOT_PARTS};
 use cep_core::outbox::{Event, Outbox};
+use cep_core::results::CheckpointSummary;
 use cep_core::store::MAX_STORED_PART_BYTES;
 use std::collections::BTreeMap;
 use std::collections::{BTreeSet, VecDeque};
@@ -190,6 +191,10 @@ struct Round {
     parts: BTreeMap<usize, Vec<Snapshot>>,
     /// When the barriers went out.
     started: Monotonic,
+    /// Bytes stored for it so far, all workers.
+    bytes: u64,
+    /// Why it failed, if it did (a part not stored): it completes, but counts as failed.
+    failure: Option<String>,
 }
 
 /// The checkpoint schedule and each worker's latest snapshot.
@@ -220,6 +225,8 @@ pub struct Checkpoints {
     /// round started after it completes (`.1`: the first such round): a survivor reads them
     /// before it takes that round's barrier.
     restoring: Vec<(u64, u64)>,
+    /// Rounds completed and failed so far, for the metrics and the report.
+    summary: CheckpointSummary,
 }
 
 impl Checkpoints {
@@ -241,7 +248,25 @@ impl Checkpoints {
             restoring: Vec::new(),
             // At the start every worker's (empty) state is known: the log holds all since.
             current: vec![true; workers],
+            summary: CheckpointSummary::default(),
         }
+    }
+
+    /// Rounds completed and failed so far.
+    pub fn summary(&self) -> &CheckpointSummary {
+        &self.summary
+    }
+
+    /// Round `id`, if in flight, fails for `reason` (it completes all the same, as failed).
+    pub fn round_failed(&mut self, id: u64, reason: String) {
+        if let Some(round) = self.round.as_mut().filter(|round| round.id == id) {
+            round.failure.get_or_insert(reason);
+        }
+    }
+
+    fn count_failure(&mut self, reason: String) {
+        self.summary.failed += 1;
+        self.summary.last_failure = reason;
     }
 
     /// Whether checkpoints are taken (and logs kept).
@@ -284,17 +309,21 @@ impl Checkpoints {
         if let Some((id, silent)) = self.overdue(now) {
             let full = path.replay_bytes() >= max_replay_bytes;
             let names: Vec<&str> = silent.iter().map(|worker| rescaling.id(*worker)).collect();
-            out.event(Event::CheckpointTrouble {
-                reason: format!(
-                    "checkpoint {id} given up: no snapshot from {}{}",
-                    names.join(", "),
-                    if full { "; their replay logs are full and dropped: they cannot fail over exactly until the next checkpoint" } else { "" }
-                ),
-            });
+            let reason = format!(
+                "checkpoint {id} given up: no snapshot from {}{}",
+                names.join(", "),
+                if full {
+                    "; their replay logs are full and dropped: they cannot fail over exactly until the next checkpoint"
+                } else {
+                    ""
+                }
+            );
+            self.count_failure(reason.clone());
+            out.event(Event::CheckpointTrouble { reason });
             if full {
                 for worker in silent {
                     path.drop_log(worker);
-                    self.forget(worker);
+                    self.forget(worker, now);
                 }
             }
         }
@@ -386,7 +415,8 @@ impl Checkpoints {
         let id = self.next_id;
         self.next_id += 1;
         self.next_due = Some(now.after(self.every));
-        self.round = Some(Round { id, waiting: workers, parts: BTreeMap::new(), started: now });
+        self.round =
+            Some(Round { id, waiting: workers, parts: BTreeMap::new(), started: now, bytes: 0, failure: None });
         id
     }
 
@@ -394,8 +424,8 @@ impl Checkpoints {
     /// it); refused (with the reason) if it answers no barrier that worker is waiting on. A
     /// snapshot with a part that could not be stored leaves that worker without a current one.
     /// Returns the checkpoint it makes the one to restore from at once, when the collector
-    /// confirmed it already.
-    pub fn snapshot(&mut self, worker: usize, snapshot: Snapshot) -> Result<Option<u64>, String> {
+    /// confirmed it already. `now`: when it came (the round's duration ends at its last part).
+    pub fn snapshot(&mut self, worker: usize, snapshot: Snapshot, now: Monotonic) -> Result<Option<u64>, String> {
         let Some(round) = self.round.as_mut().filter(|round| round.id == snapshot.id) else {
             // A round dropped by a rescale or a deployment: its late parts are of no use.
             tracing::debug!(worker, id = snapshot.id, "snapshot of a checkpoint no longer in flight");
@@ -426,17 +456,23 @@ impl Checkpoints {
             ));
         }
         let (id, oversize, last) = (snapshot.id, !snapshot.unstored.is_empty(), snapshot.part + 1 == snapshot.parts);
+        round.bytes += snapshot.stored.bytes;
         parts.push(snapshot);
         if !last && !oversize {
             return Ok(None);
         }
         round.waiting.remove(&worker);
         let parts = round.parts.remove(&worker).unwrap_or_default();
-        if round.waiting.is_empty() {
-            self.round_complete();
-        }
         let base = parts.first().map_or(0, |first| first.base);
         let unlinked = base != 0 && base != self.tail(worker);
+        if unlinked {
+            let reason =
+                format!("worker {worker}'s checkpoint {id} holds changes since {base}, which the router does not hold");
+            self.round_failed(id, reason);
+        }
+        if self.round.as_ref().is_some_and(|round| round.waiting.is_empty()) {
+            self.round_complete(now);
+        }
         if oversize || unlinked {
             // Nothing to restore from until a whole snapshot is stored (the next barrier asks).
             self.current[worker] = false;
@@ -494,12 +530,15 @@ impl Checkpoints {
         true
     }
 
-    /// A worker is gone: no snapshot is awaited from it.
-    pub fn forget(&mut self, worker: usize) {
+    /// A worker is gone (at `now`): no snapshot is awaited from it.
+    pub fn forget(&mut self, worker: usize, now: Monotonic) {
         if let Some(round) = self.round.as_mut() {
             round.waiting.remove(&worker);
+            round
+                .failure
+                .get_or_insert_with(|| format!("checkpoint {}: worker {worker} gone before its snapshot", round.id));
             if round.waiting.is_empty() {
-                self.round_complete();
+                self.round_complete(now);
             }
         }
         self.current[worker] = false;
@@ -508,11 +547,19 @@ impl Checkpoints {
         self.retained_chains[worker].clear();
     }
 
-    /// Every worker of the round in flight answered: the survivors of a failover before it
-    /// have read what they restore.
-    fn round_complete(&mut self) {
-        if let Some(round) = self.round.take() {
-            self.restoring.retain(|(_, until)| *until > round.id);
+    /// Every worker of the round in flight answered (the last at `now`): the survivors of a
+    /// failover before it have read what they restore. It counts as completed or failed.
+    fn round_complete(&mut self, now: Monotonic) {
+        let Some(round) = self.round.take() else { return };
+        self.restoring.retain(|(_, until)| *until > round.id);
+        match round.failure {
+            Some(reason) => self.count_failure(reason),
+            None => {
+                self.summary.completed += 1;
+                self.summary.last_completed = round.id;
+                self.summary.last_duration_ms = now.since(round.started).as_secs_f64() * 1e3;
+                self.summary.last_bytes = round.bytes;
+            }
         }
     }
 
@@ -563,11 +610,50 @@ mod tests {
     fn round(checkpoints: &mut Checkpoints, id: u64, bytes: usize, confirm: bool) -> u64 {
         let base = checkpoints.base(0);
         assert_eq!(checkpoints.start_round([0].into(), Monotonic::from_ns(id)), id);
-        checkpoints.snapshot(0, snapshot(id, base, bytes)).unwrap();
+        checkpoints.snapshot(0, snapshot(id, base, bytes), Monotonic::from_ns(0)).unwrap();
         if confirm {
             assert!(checkpoints.confirmed(0, id));
         }
         base
+    }
+
+    #[test]
+    fn rounds_count_as_completed_with_their_figures_or_as_failed_with_the_reason() {
+        let ms = |ms: u64| Monotonic::from_ns(ms * 1_000_000);
+        let mut checkpoints = Checkpoints::new(2, Duration::from_secs(1), Duration::from_secs(5), 1);
+        // Round 1: both workers store theirs, the last 40 ms after the barriers.
+        checkpoints.start_round([0, 1].into(), ms(1_000));
+        checkpoints.snapshot(0, part_of(0, 1, 0, 100), ms(1_010)).unwrap();
+        assert_eq!(checkpoints.summary().completed, 0, "not before every worker answered");
+        checkpoints.snapshot(1, part_of(1, 1, 0, 50), ms(1_040)).unwrap();
+        let expected = CheckpointSummary {
+            completed: 1,
+            last_completed: 1,
+            last_duration_ms: 40.0,
+            last_bytes: 150,
+            ..Default::default()
+        };
+        assert_eq!(checkpoints.summary(), &expected);
+        // Round 2: worker 1 could not store its part.
+        checkpoints.start_round([0, 1].into(), ms(2_000));
+        checkpoints.snapshot(0, part_of(0, 2, 1, 10), ms(2_010)).unwrap();
+        checkpoints.round_failed(2, "worker-1's checkpoint 2 was not stored (disk full)".into());
+        let unstored = Snapshot { unstored: "disk full".into(), ..part_of(1, 2, 0, 0) };
+        checkpoints.snapshot(1, unstored, ms(2_020)).unwrap();
+        assert_eq!((checkpoints.summary().completed, checkpoints.summary().failed), (1, 1));
+        assert_eq!(checkpoints.summary().last_failure, "worker-1's checkpoint 2 was not stored (disk full)");
+        assert_eq!(checkpoints.summary().last_completed, 1, "the last completed one stays");
+        // Round 3: given up (the time-out); a round dropped by a rescale counts in neither.
+        checkpoints.start_round([0, 1].into(), ms(3_000));
+        let ids = ["a".to_string(), "b".to_string()];
+        let mut path = DataPath::new(&ids, 16, 1, 10, 1 << 20);
+        let rescaling = Rescaling::new(&ids, 4, 16, Duration::from_secs(1));
+        let mut out = cep_core::outbox::Recorded::default();
+        checkpoints.turn(ms(9_000), &mut path, &rescaling, usize::MAX, &mut out);
+        assert_eq!(checkpoints.summary().failed, 2);
+        assert!(checkpoints.summary().last_failure.starts_with("checkpoint 3 given up: no snapshot from a, b"));
+        checkpoints.invalidate();
+        assert_eq!((checkpoints.summary().completed, checkpoints.summary().failed), (1, 2));
     }
 
     /// The ids of the snapshots a restore would read, in order.
@@ -628,12 +714,12 @@ mod tests {
         let id = checkpoints.start_round(both.clone(), Monotonic::from_ns(1));
         assert_eq!(checkpoints.retain_from(&both, id), 1, "nothing retained yet: all below the round");
         for worker in 0..2 {
-            checkpoints.snapshot(worker, part_of(worker as u32, 1, 0, 100)).unwrap();
+            checkpoints.snapshot(worker, part_of(worker as u32, 1, 0, 100), Monotonic::from_ns(0)).unwrap();
             assert!(checkpoints.confirmed(worker, 1));
         }
         checkpoints.start_round(both.clone(), Monotonic::from_ns(2));
-        checkpoints.snapshot(0, part_of(0, 2, 1, 10)).unwrap();
-        checkpoints.snapshot(1, part_of(1, 2, 0, 100)).unwrap();
+        checkpoints.snapshot(0, part_of(0, 2, 1, 10), Monotonic::from_ns(0)).unwrap();
+        checkpoints.snapshot(1, part_of(1, 2, 0, 100), Monotonic::from_ns(0)).unwrap();
         assert!(checkpoints.confirmed(0, 2) && checkpoints.confirmed(1, 2));
         // Worker 0 restores from 1 and 2; worker 1 from 2 alone.
         assert_eq!(checkpoints.retain_from(&both, 3), 1);
@@ -646,7 +732,7 @@ mod tests {
         assert_eq!(checkpoints.retain_from(&survivor, 3), 1, "the restored chain is kept");
         let id = checkpoints.start_round(survivor.clone(), Monotonic::from_ns(3));
         assert_eq!(checkpoints.retain_from(&survivor, id), 1, "its survivors have not all passed a barrier after it");
-        checkpoints.snapshot(1, part_of(1, id, 0, 100)).unwrap();
+        checkpoints.snapshot(1, part_of(1, id, 0, 100), Monotonic::from_ns(0)).unwrap();
         assert_eq!(checkpoints.retain_from(&survivor, 4), 3, "the round after it completed; stale chains go");
         assert!(checkpoints.confirmed(1, 3));
         assert_eq!(checkpoints.retain_from(&survivor, 4), 3);
@@ -661,7 +747,7 @@ mod tests {
         assert_eq!(checkpoints.retain_from(&one, 3), 1);
         // A whole one starts a new chain: the one before is still one of the last two.
         checkpoints.start_round(one.clone(), Monotonic::from_ns(3));
-        checkpoints.snapshot(0, snapshot(3, 0, 100)).unwrap();
+        checkpoints.snapshot(0, snapshot(3, 0, 100), Monotonic::from_ns(0)).unwrap();
         assert!(checkpoints.confirmed(0, 3));
         assert_eq!(checkpoints.retain_from(&one, 4), 1, "checkpoint 2 (chain 1, 2) is retained");
         round(&mut checkpoints, 4, 10, true);
@@ -694,7 +780,7 @@ mod tests {
         assert_eq!(chain(&checkpoints), [3]);
         // Changes over a snapshot the router does not hold are refused, and the next is whole.
         checkpoints.start_round([0].into(), Monotonic::from_ns(4));
-        let error = checkpoints.snapshot(0, snapshot(4, 2, 10)).unwrap_err();
+        let error = checkpoints.snapshot(0, snapshot(4, 2, 10), Monotonic::from_ns(0)).unwrap_err();
         assert!(error.contains("does not hold"), "{error}");
         assert_eq!(checkpoints.base(0), 0);
         assert_eq!(checkpoints.restorable(0), None);

@@ -4,6 +4,7 @@
 //! nothing per tick.
 
 use cep_core::report::CauseCounts;
+use cep_core::results::CheckpointSummary;
 use cep_telemetry::metrics::Rejected;
 use cep_telemetry::{Scrape, Source};
 use std::fmt;
@@ -27,6 +28,8 @@ pub struct RouterMetrics {
     run: OnceLock<RunMetrics>,
     /// The members (workers join and leave while the run goes), replaced at each publication.
     membership: Mutex<Membership>,
+    /// The checkpoint rounds so far, replaced at each publication.
+    checkpoints: Mutex<CheckpointSummary>,
     rejected: Rejected,
 }
 
@@ -97,6 +100,11 @@ impl RouterMetrics {
         self.streams_ended.store(ended.iter().filter(|ended| **ended).count() as u64, Relaxed);
         self.rules_epoch.store(epoch as u64, Relaxed);
         self.rejected.observe(rejected);
+    }
+
+    /// Copies the checkpoint rounds' counts.
+    pub fn observe_checkpoints(&self, checkpoints: &CheckpointSummary) {
+        self.checkpoints.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone_from(checkpoints);
     }
 
     /// The rejections alone: before the start, when there is nothing else to count.
@@ -174,6 +182,28 @@ impl Source for RouterMetrics {
             "kind",
             [("join", membership.rescales.0), ("leave", membership.rescales.1)],
         )?;
+        let checkpoints = self.checkpoints.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        out.counters(
+            "cep_router_checkpoints",
+            "Checkpoint rounds by outcome: completed (every worker's snapshot stored), failed (a part not stored, or given up).",
+            "outcome",
+            [("completed", checkpoints.completed), ("failed", checkpoints.failed)],
+        )?;
+        out.gauge(
+            "cep_router_checkpoint_last_id",
+            "The last completed checkpoint round (0: none yet).",
+            checkpoints.last_completed as f64,
+        )?;
+        out.gauge(
+            "cep_router_checkpoint_last_duration_seconds",
+            "The last completed round: from its barriers to the last snapshot stored.",
+            checkpoints.last_duration_ms / 1e3,
+        )?;
+        out.gauge(
+            "cep_router_checkpoint_last_bytes",
+            "The last completed round: bytes stored by all workers.",
+            checkpoints.last_bytes as f64,
+        )?;
         self.rejected.scrape(out)
     }
 }
@@ -195,8 +225,21 @@ mod tests {
             rescales: (1, 0),
         };
         metrics.observe(&[10], &[true], &rejected, 1, membership);
+        metrics.observe_checkpoints(&CheckpointSummary {
+            completed: 5,
+            failed: 1,
+            last_completed: 6,
+            last_duration_ms: 250.0,
+            last_bytes: 4096,
+            ..CheckpointSummary::default()
+        });
         let text = cep_telemetry::metrics::encode(false).unwrap();
         for expected in [
+            "cep_router_checkpoints_total{role=\"cep\",id=\"cep\",outcome=\"completed\"} 5\n",
+            "cep_router_checkpoints_total{role=\"cep\",id=\"cep\",outcome=\"failed\"} 1\n",
+            "cep_router_checkpoint_last_id{role=\"cep\",id=\"cep\"} 6",
+            "cep_router_checkpoint_last_duration_seconds{role=\"cep\",id=\"cep\"} 0.25",
+            "cep_router_checkpoint_last_bytes{role=\"cep\",id=\"cep\"} 4096",
             "# TYPE cep_router_ticks_received_total counter\n",
             "cep_router_ticks_received_total{role=\"cep\",id=\"cep\",stream=\"0\"} 10\n",
             "cep_router_ticks_routed_total{role=\"cep\",id=\"cep\",worker=\"worker-1\"} 6\n",

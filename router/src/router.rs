@@ -309,20 +309,26 @@ impl Router {
             FrameKind::Snapshot => {
                 frame.body::<Snapshot>().map_err(|error| format!("bad snapshot frame: {error}")).and_then(|snapshot| {
                     let (worker, id) = (snapshot.from as usize, snapshot.id);
-                    let unstored = (!snapshot.unstored.is_empty()).then(|| snapshot.unstored.clone());
                     if frame.sender() != snapshot.from {
                         return Err("a snapshot must come from the worker it names".into());
                     }
-                    if let Some(confirmed) = self.checkpoints.snapshot(worker, snapshot)? {
+                    let unstored = (!snapshot.unstored.is_empty()).then(|| {
+                        format!(
+                            "worker {}'s checkpoint {id} was not stored ({}): it cannot fail over exactly",
+                            rescaling.id(worker),
+                            snapshot.unstored
+                        )
+                    });
+                    if let Some(reason) = &unstored {
+                        // Its round fails (it completes all the same).
+                        self.checkpoints.round_failed(id, reason.clone());
+                    }
+                    if let Some(confirmed) = self.checkpoints.snapshot(worker, snapshot, now)? {
                         path.release_log(worker, confirmed);
                     }
-                    if let Some(why) = unstored {
+                    if let Some(reason) = unstored {
                         // Not restorable: the log is of no use, and must not stall the input.
                         path.release_log(worker, id);
-                        let reason = format!(
-                            "worker {}'s checkpoint {id} was not stored ({why}): it cannot fail over exactly",
-                            rescaling.id(worker)
-                        );
                         out.event(Event::CheckpointTrouble { reason });
                     }
                     Ok(StateTaken.encode(ROUTER_ID))
@@ -644,6 +650,7 @@ impl Router {
             failed: run.map(|run| run.rescaling.failed()).unwrap_or_default(),
             lost_streams: path.map(|p| p.lost_streams().clone()).unwrap_or_default(),
             cut_streams: path.map(|p| p.cut_streams().clone()).unwrap_or_default(),
+            checkpoints: self.checkpoints.summary().clone(),
         }
     }
 
@@ -686,6 +693,7 @@ impl Router {
                 let epoch = self.control.deployments.current().epoch;
                 let membership = rescaling.membership(path);
                 metrics.observe(path.received(), path.ended(), &rejected, epoch, membership);
+                metrics.observe_checkpoints(self.checkpoints.summary());
             }
             None => metrics.observe_rejections(&rejected),
         }

@@ -61,6 +61,7 @@ fn router_report(received: u64) -> Vec<u8> {
         failed: vec![],
         lost_streams: BTreeMap::new(),
         cut_streams: BTreeMap::new(),
+        checkpoints: Default::default(),
     }
     .encode(0)
 }
@@ -265,6 +266,7 @@ fn router_report_failed(received: u64, failed: Vec<u32>) -> Vec<u8> {
         failed,
         lost_streams: BTreeMap::new(),
         cut_streams: BTreeMap::new(),
+        checkpoints: Default::default(),
     }
     .encode(0)
 }

@@ -68,7 +68,16 @@ impl Summary {
             0 => String::new(),
             rows => format!("; outputs.csv full: {} rows not written", grouped(rows)),
         };
-        format!("OK: {} ticks, 0 lost, complete; {latency}; {workers}{bounded}", grouped(self.events_processed))
+        // The outputs are right, but a worker that had died would not have failed over exactly.
+        let checkpoints = match (self.checkpoints.failed, self.checkpoints.last_failure.as_str()) {
+            (0, _) => String::new(),
+            (1, last) => format!("; 1 checkpoint failed ({last})"),
+            (failed, last) => format!("; {failed} checkpoints failed (the last: {last})"),
+        };
+        format!(
+            "OK: {} ticks, 0 lost, complete; {latency}; {workers}{bounded}{checkpoints}",
+            grouped(self.events_processed)
+        )
     }
 }
 
@@ -132,6 +141,23 @@ mod tests {
             complete_run().verdict("results/report.html"),
             "OK: 2,200,000 ticks, 0 lost, complete; p50 455 us, p99 11.4 ms; 2 workers; report: results/report.html"
         );
+    }
+
+    #[test]
+    fn failed_checkpoints_are_named_on_a_good_runs_verdict() {
+        let mut summary = complete_run();
+        summary.checkpoints.completed = 4;
+        summary.checkpoints.failed = 1;
+        summary.checkpoints.last_failure = "worker-0's checkpoint 3 was not stored (disk full)".into();
+        assert_eq!(
+            summary.verdict_figures(),
+            "OK: 2,200,000 ticks, 0 lost, complete; p50 455 us, p99 11.4 ms; 2 workers; 1 checkpoint failed \
+             (worker-0's checkpoint 3 was not stored (disk full))"
+        );
+        summary.checkpoints.failed = 3;
+        assert!(summary
+            .verdict_figures()
+            .ends_with("; 3 checkpoints failed (the last: worker-0's checkpoint 3 was not stored (disk full))"));
     }
 
     #[test]
