@@ -86,8 +86,9 @@ pub struct RouterConfig {
     /// and its ticks since then replayed.
     #[arg(long, env = "CEP_CHECKPOINT_EVERY", default_value = "1s", value_parser = cep_core::duration::parse_duration)]
     pub checkpoint_every: Duration,
-    /// How many confirmed checkpoints of each worker the checkpoint store keeps (the workers
-    /// remove older parts at each barrier). At least 1.
+    /// How many confirmed checkpoints of each worker the checkpoint store keeps, each with
+    /// what a restore of it reads (its last whole snapshot and the changes since); the
+    /// workers remove older parts at each barrier. A failover restores the latest. At least 1.
     #[arg(long, env = "CEP_CHECKPOINTS_RETAINED", default_value_t = 1)]
     pub checkpoints_retained: usize,
     /// The cluster's checkpoint store: every worker not given a folder of its own (`cep
