@@ -450,6 +450,7 @@ pub fn run_cluster(program: &Path, args: &LaunchArgs) -> anyhow::Result<Summary>
     args.validate()?;
     let mut endpoints = Endpoints::new(args.transport);
     check_roles(args, &endpoints).map_err(|error| Usage::of(&error))?;
+    check_checkpoint_store(args, &endpoints).map_err(|error| Usage::of(&error))?;
     clear_previous_run(&args.out)?;
     remove_earlier_checkpoints(&args.out.join(CHECKPOINTS_DIR))?;
     if args.secure {
@@ -517,19 +518,28 @@ fn check_roles(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<()> {
     let router = router_config(args, endpoints)?;
     let (data, control) = (router.listen.clone(), router.control.clone());
     let others = role_configs(args, endpoints, &data, &control)?.into_iter().map(|process| process.role);
-    let store = router.checkpoint_dir.clone();
     for role in std::iter::once(RoleConfig::Router(router)).chain(others) {
         role.validate().map_err(|reason| anyhow::anyhow!("invalid {} configuration: {reason}", role.command()))?;
     }
-    // Every worker stores there: a folder it cannot use stops the run before it starts.
-    if let Some(dir) = store {
-        let named_by = match std::env::var_os("CEP_CHECKPOINT_DIR") {
-            Some(_) => "CEP_CHECKPOINT_DIR".to_string(),
-            None => format!("--out {}", args.out.display()),
-        };
-        cep_core::store::DirectoryStore::check(&dir).map_err(|reason| anyhow::anyhow!("{named_by}: {reason}"))?;
-    }
     Ok(())
+}
+
+/// The checkpoint folder the router names to every worker: one they cannot use stops the run
+/// before it starts. Its parent is made as any folder (the results folder stays readable by
+/// others); the store's own folder is the owner's only.
+fn check_checkpoint_store(args: &LaunchArgs, endpoints: &Endpoints) -> anyhow::Result<()> {
+    let Some(dir) = router_config(args, endpoints)?.checkpoint_dir else { return Ok(()) };
+    let named_by = match std::env::var_os("CEP_CHECKPOINT_DIR") {
+        Some(_) => "CEP_CHECKPOINT_DIR".to_string(),
+        None => format!("--out {}", args.out.display()),
+    };
+    let failed = |reason: String| anyhow::anyhow!("{named_by}: {reason}");
+    if let Some(parent) = dir.parent().filter(|parent| !parent.as_os_str().is_empty() && !parent.exists()) {
+        std::fs::create_dir_all(parent).map_err(|error| {
+            failed(format!("cannot make {}: {}", parent.display(), cep_core::io_text::plain(&error)))
+        })?;
+    }
+    cep_core::store::DirectoryStore::check(&dir).map_err(failed)
 }
 
 /// The router's configuration: what `cep run` decides, the rest as the router takes it

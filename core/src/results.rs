@@ -272,12 +272,13 @@ pub struct Summary {
 /// `completed` nor `failed`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointSummary {
-    /// Rounds for which every worker stored its snapshot: a dead worker's symbols can be
-    /// restored from them.
+    /// Rounds for which every worker stored its snapshot: a failover restores from one once
+    /// the collector has confirmed the outputs up to it.
     pub completed: u64,
-    /// Rounds a worker could not store a part of (a full disk, a part too large), that did not
-    /// complete within the move time-out, or whose worker died before its snapshot came:
-    /// until a later round completes, those workers cannot fail over exactly.
+    /// Rounds a worker could not store a part of (a full disk, a part too large), whose
+    /// snapshot built on one the router does not hold, during which a worker died, or that did
+    /// not complete within the move time-out: until a later round completes, those workers
+    /// cannot fail over exactly.
     pub failed: u64,
     /// Why the last failed round failed; empty when none did.
     pub last_failure: String,
@@ -687,6 +688,32 @@ mod tests {
     }
 
     #[test]
+    fn the_report_gives_the_checkpoint_rounds_when_there_were_any() {
+        assert!(!summary().ycsb_report().contains("[CHECKPOINTS]"), "none without checkpoints");
+        let checkpoints = CheckpointSummary {
+            completed: 9,
+            failed: 1,
+            last_failure: "w1's checkpoint 4 was not stored (disk full)".into(),
+            last_completed: 10,
+            last_duration_ms: 12.34,
+            last_bytes: 4096,
+        };
+        let report = Summary { checkpoints: checkpoints.clone(), ..summary() }.ycsb_report();
+        for expected in [
+            "[CHECKPOINTS], Completed, 9\n",
+            "[CHECKPOINTS], Failed, 1\n",
+            "[CHECKPOINTS], LastCompleted, 10\n",
+            "[CHECKPOINTS], LastDuration(ms), 12.3\n",
+            "[CHECKPOINTS], LastBytes, 4096\n",
+        ] {
+            assert!(report.contains(expected), "{expected} in {report}");
+        }
+        let json = serde_json::to_value(Summary { checkpoints: checkpoints.clone(), ..summary() }).unwrap();
+        assert_eq!(json["checkpoints"]["last_failure"], "w1's checkpoint 4 was not stored (disk full)");
+        assert_eq!(serde_json::from_value::<Summary>(json).unwrap().checkpoints, checkpoints);
+    }
+
+    #[test]
     fn a_failed_run_says_why_and_what_failed_over() {
         let failed = Summary {
             complete: false,
@@ -731,7 +758,7 @@ mod tests {
         // No failure: `failure` is null, not left out; a summary from before these fields reads.
         let mut json = serde_json::to_value(summary()).unwrap();
         assert!(json["failure"].is_null() && json.get("failure").is_some());
-        for field in ["failovers", "replayed_outputs", "resent_frames", "errors", "failure"] {
+        for field in ["failovers", "checkpoints", "replayed_outputs", "resent_frames", "errors", "failure"] {
             json.as_object_mut().unwrap().remove(field);
         }
         json["workers"][0].as_object_mut().unwrap().remove("failed");

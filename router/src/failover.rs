@@ -257,10 +257,12 @@ impl Checkpoints {
         &self.summary
     }
 
-    /// Round `id`, if in flight, fails for `reason` (it completes all the same, as failed).
-    pub fn round_failed(&mut self, id: u64, reason: String) {
-        if let Some(round) = self.round.as_mut().filter(|round| round.id == id) {
-            round.failure.get_or_insert(reason);
+    /// The round in flight, if any, fails (`reason` given its id): a worker died during it.
+    /// It counts as failed when it completes or is dropped.
+    pub fn fail_round_in_flight(&mut self, reason: impl FnOnce(u64) -> String) {
+        if let Some(round) = self.round.as_mut() {
+            let id = round.id;
+            round.failure.get_or_insert_with(|| reason(id));
         }
     }
 
@@ -291,7 +293,11 @@ impl Checkpoints {
         self.unconfirmed.iter_mut().for_each(VecDeque::clear);
         // Stale chains are never restored: the store need not keep them.
         self.retained_chains.iter_mut().for_each(VecDeque::clear);
-        self.round = None;
+        // A round that had failed already (a part not stored, a worker that died during it)
+        // counts as failed; one dropped only because of the change counts in neither.
+        if let Some(reason) = self.round.take().and_then(|round| round.failure) {
+            self.count_failure(reason);
+        }
     }
 
     /// The checkpoint turn at `now`: gives up a round whose snapshots are overdue (dropping
@@ -424,8 +430,15 @@ impl Checkpoints {
     /// it); refused (with the reason) if it answers no barrier that worker is waiting on. A
     /// snapshot with a part that could not be stored leaves that worker without a current one.
     /// Returns the checkpoint it makes the one to restore from at once, when the collector
-    /// confirmed it already. `now`: when it came (the round's duration ends at its last part).
-    pub fn snapshot(&mut self, worker: usize, snapshot: Snapshot, now: Monotonic) -> Result<Option<u64>, String> {
+    /// confirmed it already. `name`: the worker's id, for the reason a round fails; `now`: when
+    /// the part came (the round's duration ends at its last part).
+    pub fn snapshot(
+        &mut self,
+        worker: usize,
+        name: &str,
+        snapshot: Snapshot,
+        now: Monotonic,
+    ) -> Result<Option<u64>, String> {
         let Some(round) = self.round.as_mut().filter(|round| round.id == snapshot.id) else {
             // A round dropped by a rescale or a deployment: its late parts are of no use.
             tracing::debug!(worker, id = snapshot.id, "snapshot of a checkpoint no longer in flight");
@@ -457,6 +470,10 @@ impl Checkpoints {
         }
         let (id, oversize, last) = (snapshot.id, !snapshot.unstored.is_empty(), snapshot.part + 1 == snapshot.parts);
         round.bytes += snapshot.stored.bytes;
+        if oversize {
+            let why = cep_core::report::bounded_reason(&snapshot.unstored);
+            round.failure.get_or_insert_with(|| format!("{name}'s checkpoint {id} was not stored ({why})"));
+        }
         parts.push(snapshot);
         if !last && !oversize {
             return Ok(None);
@@ -465,10 +482,10 @@ impl Checkpoints {
         let parts = round.parts.remove(&worker).unwrap_or_default();
         let base = parts.first().map_or(0, |first| first.base);
         let unlinked = base != 0 && base != self.tail(worker);
-        if unlinked {
-            let reason =
-                format!("worker {worker}'s checkpoint {id} holds changes since {base}, which the router does not hold");
-            self.round_failed(id, reason);
+        let unlinked_reason =
+            || format!("{name}'s checkpoint {id} holds changes since {base}, which the router does not hold");
+        if let Some(round) = self.round.as_mut().filter(|round| unlinked && round.id == id) {
+            round.failure.get_or_insert_with(unlinked_reason);
         }
         if self.round.as_ref().is_some_and(|round| round.waiting.is_empty()) {
             self.round_complete(now);
@@ -479,9 +496,7 @@ impl Checkpoints {
             self.unconfirmed[worker].clear();
             self.retained_chains[worker].clear();
             if unlinked {
-                return Err(format!(
-                    "worker {worker}'s checkpoint {id} holds changes since {base}, which the router does not hold"
-                ));
+                return Err(unlinked_reason());
             }
         } else {
             // Confirmations come in order; a few at most are in flight. Changes whose
@@ -532,11 +547,10 @@ impl Checkpoints {
 
     /// A worker is gone (at `now`): no snapshot is awaited from it.
     pub fn forget(&mut self, worker: usize, now: Monotonic) {
-        if let Some(round) = self.round.as_mut() {
+        if let Some(round) = self.round.as_mut().filter(|round| round.waiting.contains(&worker)) {
             round.waiting.remove(&worker);
-            round
-                .failure
-                .get_or_insert_with(|| format!("checkpoint {}: worker {worker} gone before its snapshot", round.id));
+            let id = round.id;
+            round.failure.get_or_insert_with(|| format!("checkpoint {id}: a worker was gone before its snapshot"));
             if round.waiting.is_empty() {
                 self.round_complete(now);
             }
@@ -610,7 +624,7 @@ mod tests {
     fn round(checkpoints: &mut Checkpoints, id: u64, bytes: usize, confirm: bool) -> u64 {
         let base = checkpoints.base(0);
         assert_eq!(checkpoints.start_round([0].into(), Monotonic::from_ns(id)), id);
-        checkpoints.snapshot(0, snapshot(id, base, bytes), Monotonic::from_ns(0)).unwrap();
+        checkpoints.snapshot(0, "w", snapshot(id, base, bytes), Monotonic::from_ns(0)).unwrap();
         if confirm {
             assert!(checkpoints.confirmed(0, id));
         }
@@ -623,9 +637,9 @@ mod tests {
         let mut checkpoints = Checkpoints::new(2, Duration::from_secs(1), Duration::from_secs(5), 1);
         // Round 1: both workers store theirs, the last 40 ms after the barriers.
         checkpoints.start_round([0, 1].into(), ms(1_000));
-        checkpoints.snapshot(0, part_of(0, 1, 0, 100), ms(1_010)).unwrap();
+        checkpoints.snapshot(0, "w", part_of(0, 1, 0, 100), ms(1_010)).unwrap();
         assert_eq!(checkpoints.summary().completed, 0, "not before every worker answered");
-        checkpoints.snapshot(1, part_of(1, 1, 0, 50), ms(1_040)).unwrap();
+        checkpoints.snapshot(1, "w", part_of(1, 1, 0, 50), ms(1_040)).unwrap();
         let expected = CheckpointSummary {
             completed: 1,
             last_completed: 1,
@@ -636,24 +650,31 @@ mod tests {
         assert_eq!(checkpoints.summary(), &expected);
         // Round 2: worker 1 could not store its part.
         checkpoints.start_round([0, 1].into(), ms(2_000));
-        checkpoints.snapshot(0, part_of(0, 2, 1, 10), ms(2_010)).unwrap();
-        checkpoints.round_failed(2, "worker-1's checkpoint 2 was not stored (disk full)".into());
+        checkpoints.snapshot(0, "worker-0", part_of(0, 2, 1, 10), ms(2_010)).unwrap();
         let unstored = Snapshot { unstored: "disk full".into(), ..part_of(1, 2, 0, 0) };
-        checkpoints.snapshot(1, unstored, ms(2_020)).unwrap();
+        checkpoints.snapshot(1, "worker-1", unstored, ms(2_020)).unwrap();
         assert_eq!((checkpoints.summary().completed, checkpoints.summary().failed), (1, 1));
         assert_eq!(checkpoints.summary().last_failure, "worker-1's checkpoint 2 was not stored (disk full)");
+        // Round 3: a worker dies during it (the round is dropped, as failed).
+        checkpoints.start_round([0, 1].into(), ms(2_500));
+        checkpoints.fail_round_in_flight(|id| format!("checkpoint {id}: worker-1 died"));
+        checkpoints.invalidate();
+        assert_eq!(checkpoints.summary().failed, 2);
+        assert_eq!(checkpoints.summary().last_failure, "checkpoint 3: worker-1 died");
+        // A round a rescale drops counts in neither.
+        checkpoints.start_round([0, 1].into(), ms(2_600));
+        checkpoints.invalidate();
+        assert_eq!((checkpoints.summary().completed, checkpoints.summary().failed), (1, 2));
         assert_eq!(checkpoints.summary().last_completed, 1, "the last completed one stays");
-        // Round 3: given up (the time-out); a round dropped by a rescale counts in neither.
+        // Round 5: given up (the time-out).
         checkpoints.start_round([0, 1].into(), ms(3_000));
         let ids = ["a".to_string(), "b".to_string()];
         let mut path = DataPath::new(&ids, 16, 1, 10, 1 << 20);
         let rescaling = Rescaling::new(&ids, 4, 16, Duration::from_secs(1));
         let mut out = cep_core::outbox::Recorded::default();
         checkpoints.turn(ms(9_000), &mut path, &rescaling, usize::MAX, &mut out);
-        assert_eq!(checkpoints.summary().failed, 2);
-        assert!(checkpoints.summary().last_failure.starts_with("checkpoint 3 given up: no snapshot from a, b"));
-        checkpoints.invalidate();
-        assert_eq!((checkpoints.summary().completed, checkpoints.summary().failed), (1, 2));
+        assert_eq!(checkpoints.summary().failed, 3);
+        assert!(checkpoints.summary().last_failure.starts_with("checkpoint 5 given up: no snapshot from a, b"));
     }
 
     /// The ids of the snapshots a restore would read, in order.
@@ -714,12 +735,12 @@ mod tests {
         let id = checkpoints.start_round(both.clone(), Monotonic::from_ns(1));
         assert_eq!(checkpoints.retain_from(&both, id), 1, "nothing retained yet: all below the round");
         for worker in 0..2 {
-            checkpoints.snapshot(worker, part_of(worker as u32, 1, 0, 100), Monotonic::from_ns(0)).unwrap();
+            checkpoints.snapshot(worker, "w", part_of(worker as u32, 1, 0, 100), Monotonic::from_ns(0)).unwrap();
             assert!(checkpoints.confirmed(worker, 1));
         }
         checkpoints.start_round(both.clone(), Monotonic::from_ns(2));
-        checkpoints.snapshot(0, part_of(0, 2, 1, 10), Monotonic::from_ns(0)).unwrap();
-        checkpoints.snapshot(1, part_of(1, 2, 0, 100), Monotonic::from_ns(0)).unwrap();
+        checkpoints.snapshot(0, "w", part_of(0, 2, 1, 10), Monotonic::from_ns(0)).unwrap();
+        checkpoints.snapshot(1, "w", part_of(1, 2, 0, 100), Monotonic::from_ns(0)).unwrap();
         assert!(checkpoints.confirmed(0, 2) && checkpoints.confirmed(1, 2));
         // Worker 0 restores from 1 and 2; worker 1 from 2 alone.
         assert_eq!(checkpoints.retain_from(&both, 3), 1);
@@ -732,7 +753,7 @@ mod tests {
         assert_eq!(checkpoints.retain_from(&survivor, 3), 1, "the restored chain is kept");
         let id = checkpoints.start_round(survivor.clone(), Monotonic::from_ns(3));
         assert_eq!(checkpoints.retain_from(&survivor, id), 1, "its survivors have not all passed a barrier after it");
-        checkpoints.snapshot(1, part_of(1, id, 0, 100), Monotonic::from_ns(0)).unwrap();
+        checkpoints.snapshot(1, "w", part_of(1, id, 0, 100), Monotonic::from_ns(0)).unwrap();
         assert_eq!(checkpoints.retain_from(&survivor, 4), 3, "the round after it completed; stale chains go");
         assert!(checkpoints.confirmed(1, 3));
         assert_eq!(checkpoints.retain_from(&survivor, 4), 3);
@@ -747,7 +768,7 @@ mod tests {
         assert_eq!(checkpoints.retain_from(&one, 3), 1);
         // A whole one starts a new chain: the one before is still one of the last two.
         checkpoints.start_round(one.clone(), Monotonic::from_ns(3));
-        checkpoints.snapshot(0, snapshot(3, 0, 100), Monotonic::from_ns(0)).unwrap();
+        checkpoints.snapshot(0, "w", snapshot(3, 0, 100), Monotonic::from_ns(0)).unwrap();
         assert!(checkpoints.confirmed(0, 3));
         assert_eq!(checkpoints.retain_from(&one, 4), 1, "checkpoint 2 (chain 1, 2) is retained");
         round(&mut checkpoints, 4, 10, true);
@@ -780,7 +801,7 @@ mod tests {
         assert_eq!(chain(&checkpoints), [3]);
         // Changes over a snapshot the router does not hold are refused, and the next is whole.
         checkpoints.start_round([0].into(), Monotonic::from_ns(4));
-        let error = checkpoints.snapshot(0, snapshot(4, 2, 10), Monotonic::from_ns(0)).unwrap_err();
+        let error = checkpoints.snapshot(0, "w", snapshot(4, 2, 10), Monotonic::from_ns(0)).unwrap_err();
         assert!(error.contains("does not hold"), "{error}");
         assert_eq!(checkpoints.base(0), 0);
         assert_eq!(checkpoints.restorable(0), None);

@@ -24,7 +24,7 @@ use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::identity::{Identity, Role, Sender, ROUTER_ID};
 use cep_core::liveness::{Fenced, Heartbeat, InjectorHeartbeat};
 use cep_core::outbox::{Event, Outbox, Peer};
-use cep_core::report::{CauseCounts, ClockReport, RouterProgress, RouterReport};
+use cep_core::report::{bounded_reason, CauseCounts, ClockReport, RouterProgress, RouterReport};
 use cep_core::rescale::{Leave, Reached, StateTaken, SymbolState, MAX_STREAMS};
 use cep_core::wire::FrameKind;
 use std::collections::BTreeMap;
@@ -312,23 +312,17 @@ impl Router {
                     if frame.sender() != snapshot.from {
                         return Err("a snapshot must come from the worker it names".into());
                     }
-                    let unstored = (!snapshot.unstored.is_empty()).then(|| {
-                        format!(
-                            "worker {}'s checkpoint {id} was not stored ({}): it cannot fail over exactly",
-                            rescaling.id(worker),
-                            snapshot.unstored
-                        )
-                    });
-                    if let Some(reason) = &unstored {
-                        // Its round fails (it completes all the same).
-                        self.checkpoints.round_failed(id, reason.clone());
-                    }
-                    if let Some(confirmed) = self.checkpoints.snapshot(worker, snapshot, now)? {
+                    // A sender that is no member owes no snapshot: refused before anything.
+                    let name = self.workers.get(worker).map(|w| w.id.clone()).ok_or("a snapshot from no worker")?;
+                    let unstored = (!snapshot.unstored.is_empty()).then(|| bounded_reason(&snapshot.unstored));
+                    if let Some(confirmed) = self.checkpoints.snapshot(worker, &name, snapshot, now)? {
                         path.release_log(worker, confirmed);
                     }
-                    if let Some(reason) = unstored {
+                    if let Some(why) = unstored {
                         // Not restorable: the log is of no use, and must not stall the input.
                         path.release_log(worker, id);
+                        let reason =
+                            format!("{name}'s checkpoint {id} was not stored ({why}): it cannot fail over exactly");
                         out.event(Event::CheckpointTrouble { reason });
                     }
                     Ok(StateTaken.encode(ROUTER_ID))
@@ -531,8 +525,9 @@ impl Router {
             self.settings.allowed_lateness_ns,
             self.settings.failure_timeout.as_nanos() as u64,
         );
+        // The workers (the first answers) are told the store; no other role needs to know it.
         let mut start = start;
-        for (_, ready) in &mut start.answers {
+        for (_, ready) in start.answers.iter_mut().take(start.workers.len()) {
             ready.checkpoint_dir.clone_from(&self.settings.checkpoint_dir);
         }
         self.workers = start.workers.clone();

@@ -134,18 +134,25 @@ impl WorkerConfig {
             .into_args()
     }
 
-    /// The checkpoint store's folder: `--checkpoint-dir`, else the one the router named in
-    /// Ready (`router_named`, empty if none), else the default. The router's must be an
-    /// absolute path (it cannot know this worker's working folder).
-    pub fn checkpoint_dir(&self, router_named: &str) -> Result<PathBuf, String> {
-        match (&self.checkpoint_dir, router_named) {
-            (Some(own), _) => Ok(own.clone()),
-            (None, "") => Ok(default_checkpoint_dir()),
-            (None, named) if Path::new(named).is_absolute() => Ok(named.into()),
-            (None, named) => {
-                Err(format!("the router named the checkpoint folder {named:?}, which is not an absolute path"))
-            }
+    /// The checkpoint store's folder before the router has named one: `--checkpoint-dir`, else
+    /// the default. Checked before registering, so a worker that cannot store never joins.
+    pub fn own_checkpoint_dir(&self) -> PathBuf {
+        self.checkpoint_dir.clone().unwrap_or_else(default_checkpoint_dir)
+    }
+
+    /// The folder the router named in Ready (`named`, empty if none), when this worker takes
+    /// it: only when given no `--checkpoint-dir`, and only an absolute path with no `..` (the
+    /// router cannot know this worker's working folder, and names a store, not a way out of
+    /// one). The reason when it is refused.
+    pub fn router_checkpoint_dir(&self, named: &str) -> Result<Option<PathBuf>, String> {
+        if self.checkpoint_dir.is_some() || named.is_empty() {
+            return Ok(None);
         }
+        let path = Path::new(named);
+        if !path.is_absolute() || path.components().any(|part| part == std::path::Component::ParentDir) {
+            return Err(format!("the router named the checkpoint folder {named:?}: not an absolute path without `..`"));
+        }
+        Ok(Some(path.to_path_buf()))
     }
 
     /// The id to register with: `--id`, or else `<host name>-<pid>`.
@@ -197,11 +204,15 @@ mod tests {
     #[test]
     fn the_checkpoint_folder_is_the_workers_own_else_the_routers_else_the_default() {
         let own = WorkerConfig { checkpoint_dir: Some("/own".into()), ..WorkerConfig::default() };
-        assert_eq!(own.checkpoint_dir("/cluster"), Ok("/own".into()));
+        assert_eq!(own.own_checkpoint_dir(), PathBuf::from("/own"));
+        assert_eq!(own.router_checkpoint_dir("/cluster"), Ok(None), "its own wins");
         let unset = WorkerConfig::default();
-        assert_eq!(unset.checkpoint_dir("/cluster"), Ok("/cluster".into()));
-        assert_eq!(unset.checkpoint_dir(""), Ok(default_checkpoint_dir()));
-        assert!(unset.checkpoint_dir("relative/dir").unwrap_err().contains("not an absolute path"));
+        assert_eq!(unset.own_checkpoint_dir(), default_checkpoint_dir());
+        assert_eq!(unset.router_checkpoint_dir("/cluster"), Ok(Some("/cluster".into())));
+        assert_eq!(unset.router_checkpoint_dir(""), Ok(None));
+        for refused in ["relative/dir", "/cluster/../etc"] {
+            assert!(unset.router_checkpoint_dir(refused).unwrap_err().contains("not an absolute path without `..`"));
+        }
     }
 
     #[test]

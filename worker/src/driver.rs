@@ -21,7 +21,7 @@ use cep_transport::{advertise_host, advertised_endpoint, Context, Pull, SocketOp
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::info;
+use tracing::{info, warn};
 
 /// Errors that stop a worker.
 #[derive(Debug, thiserror::Error)]
@@ -86,11 +86,9 @@ pub fn run(config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerRepo
 /// `inproc://` endpoints live in one context).
 pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>) -> Result<WorkerReport, WorkerError> {
     config.validate().map_err(WorkerError::Config)?;
-    // Checked before registering: a worker that cannot store its checkpoints never joins (a
-    // folder the router names is checked once it has, below).
-    if let Some(dir) = &config.checkpoint_dir {
-        DirectoryStore::check(dir).map_err(WorkerError::Store)?;
-    }
+    // Checked before registering: a worker that cannot store its checkpoints never joins.
+    let own_checkpoint_dir = config.own_checkpoint_dir();
+    DirectoryStore::check(&own_checkpoint_dir).map_err(WorkerError::Store)?;
     let id = config.worker_id();
     let options = SocketOptions {
         high_water_mark: config.hwm,
@@ -130,10 +128,24 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
         let report = ClockReport { node: id.clone(), estimate };
         out.send(Peer::Collector, &report.encode(ready.assigned));
     }
-    let checkpoint_dir = config.checkpoint_dir(&ready.checkpoint_dir).map_err(WorkerError::Store)?;
-    if config.checkpoint_dir.is_none() {
-        DirectoryStore::check(&checkpoint_dir).map_err(WorkerError::Store)?;
-    }
+    // The folder the router names, if this worker takes it and can use it; else its own (it
+    // has joined: it stays, its state restorable only by workers that see that folder).
+    let named = config.router_checkpoint_dir(&ready.checkpoint_dir).and_then(|named| match named {
+        Some(dir) => DirectoryStore::check(&dir).map(|()| Some(dir)),
+        None => Ok(None),
+    });
+    let checkpoint_dir = match named {
+        Ok(Some(dir)) => dir,
+        Ok(None) => own_checkpoint_dir,
+        Err(reason) => {
+            warn!(
+                "{reason}: checkpoints go to {} instead, where only workers that see that folder can restore this \
+                 worker's symbols",
+                own_checkpoint_dir.display()
+            );
+            own_checkpoint_dir
+        }
+    };
     info!(folder = %checkpoint_dir.display(), "checkpoint store");
     let store = DirectoryStore::open(&checkpoint_dir, ready.start_ns).map_err(WorkerError::Store)?;
     let mut worker = Worker::start(id.clone(), &ready, config.batch, config.max_frame_bytes, Box::new(store), &mut out)

@@ -78,7 +78,10 @@ impl Router {
             return Ok(());
         }
         // The survivors' snapshots do not hold what they take now, nor do their logs: no
-        // snapshot is current until the next round, which starts at once.
+        // snapshot is current until the next round, which starts at once. A round in flight
+        // fails: it cannot hold the dead worker's state.
+        let dead = self.workers.get(worker).map_or("?", |w| w.id.as_str());
+        self.checkpoints.fail_round_in_flight(|id| format!("checkpoint {id}: {dead} died during it"));
         self.checkpoints.invalidate();
         self.checkpoints.due_now();
         let moved = path.reassign(worker, out);

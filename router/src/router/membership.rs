@@ -30,7 +30,7 @@ impl Router {
         ready.collector.clone_from(&register.endpoint);
         ready.collector_clock.clone_from(&register.clock_endpoint);
         ready.collector_incarnation = incarnation;
-        let mut answer = ready.clone();
+        let mut answer = Ready { checkpoint_dir: String::new(), ..ready.clone() };
         answer.assigned = 0;
         answer.workers = self.workers.clone();
         answer.rules = self.control.deployments.current().clone();
@@ -145,6 +145,7 @@ impl Router {
             rules: self.control.deployments.current().clone(),
             // Time for its clock samples, as at the start.
             start_ns: out.now() + LATE_START_DELAY_NS,
+            checkpoint_dir: String::new(),
             ..ready.clone()
         };
         out.event(Event::Registered {

@@ -83,15 +83,15 @@ fn running_with(batch: usize, checkpoint_every_ns: u64) -> (Router, Recorded) {
         })
         .collect();
     let client = |id: &[u8]| Peer::Client(id.to_vec());
-    // Everyone is told the cluster's checkpoint store (workers not given one store there).
+    // The workers are told the cluster's checkpoint store (those given none store there).
     let store = || "/cluster/checkpoints".to_string();
     assert_eq!(
         answers,
         [
             (client(b"a"), 0, 1_000, Some(5), store()),
             (client(b"b"), 1, 1_000, Some(5), store()),
-            (client(b"c"), 0, 1_000, Some(5), store()),
-            (client(b"i"), 0, 1_000, Some(5), store())
+            (client(b"c"), 0, 1_000, Some(5), String::new()),
+            (client(b"i"), 0, 1_000, Some(5), String::new())
         ]
     );
     (router, out)
@@ -589,6 +589,39 @@ fn every_moved_symbol_is_listed_for_its_new_owner_ahead_of_the_replay() {
 }
 
 #[test]
+fn a_round_with_a_part_not_stored_counts_as_failed_and_a_whole_one_as_completed() {
+    use cep_core::failover::{Snapshot, StoredPart};
+    let (mut router, mut out) = running_with(100, 10);
+    let mut round = |id: u64, at: u64, unstored: &str, out: &mut Recorded| {
+        router.tick(Monotonic::from_ns(at), out).unwrap();
+        router.tick(Monotonic::from_ns(at + 100), out).unwrap();
+        for worker in [0u32, 1] {
+            let snapshot = Snapshot {
+                id,
+                base: 0,
+                from: worker,
+                part: 0,
+                parts: 1,
+                symbols: vec![],
+                stored: StoredPart { bytes: 5, checksum: 0 },
+                processed: Default::default(),
+                outputs: 0,
+                unstored: if worker == 1 { unstored.to_string() } else { String::new() },
+            };
+            let client = if worker == 0 { b"a".to_vec() } else { b"b".to_vec() };
+            router.control(client, &snapshot.encode(worker), Monotonic::from_ns(at + 150), out);
+        }
+        out.take();
+        router.report().checkpoints
+    };
+    let first = round(1, 100, "", &mut out);
+    assert_eq!((first.completed, first.failed, first.last_completed, first.last_bytes), (1, 0, 1, 10));
+    let second = round(2, 1_000, "No space left on device", &mut out);
+    assert_eq!((second.completed, second.failed, second.last_completed), (1, 1, 1));
+    assert_eq!(second.last_failure, "b's checkpoint 2 was not stored (No space left on device)");
+}
+
+#[test]
 fn a_forged_snapshot_or_confirmation_is_refused_or_changes_nothing() {
     use cep_core::failover::Snapshot;
     let (mut router, mut out) = running(100);
@@ -608,6 +641,12 @@ fn a_forged_snapshot_or_confirmation_is_refused_or_changes_nothing() {
     router.control(b"x".to_vec(), &snapshot.encode(0), Monotonic::from_ns(1), &mut out);
     let refused: Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
     assert!(refused.reason.contains("must come from the worker it names"), "{}", refused.reason);
+    // From no member at all, saying its part was not stored: refused, nothing counted.
+    let stranger = Snapshot { from: 9, unstored: "a reason".into(), ..snapshot.clone() };
+    router.control(b"x".to_vec(), &stranger.encode(9), Monotonic::from_ns(1), &mut out);
+    let refused: Refused = Frame::read(&out.take()[0].1, usize::MAX).unwrap().body().unwrap();
+    assert_eq!(refused.reason, "a snapshot from no worker");
+    assert_eq!(router.report().checkpoints, Default::default());
     // A confirmation of a checkpoint nobody took releases nothing and breaks nothing.
     router.control(b"c".to_vec(), &confirming(9, 42), Monotonic::from_ns(1), &mut out);
     assert_eq!(Frame::read(&out.take()[0].1, usize::MAX).unwrap().kind(), FrameKind::StateTaken);
