@@ -13,6 +13,7 @@
 use crate::collector::LastTicks;
 use cep_core::failover::{Restored, WorkerFailed};
 use cep_core::results::FailoverSummary;
+use cep_core::symbol_map::SymbolMap;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,8 +35,7 @@ pub struct FailoverWatch {
     records: Vec<WorkerFailed>,
     /// Per stream, per moved symbol: who may send its outputs and the last that arrived.
     /// Memory grows with the moved symbols, never with events.
-    #[serde(with = "crate::histogram_serde::nested_byte_keys")]
-    moved: FxHashMap<u32, FxHashMap<Box<[u8]>, Recovering>>,
+    moved: FxHashMap<u32, SymbolMap<Recovering>>,
     /// Per dead worker, the symbols a survivor could not restore from its checkpoint (a
     /// stored part missing or altered): its failover lost their state.
     #[serde(default)]
@@ -140,7 +140,7 @@ impl FailoverWatch {
             }
             None => {
                 let recovering = Recovering { owner, dead: vec![dead], last };
-                symbols.insert(symbol.into(), recovering);
+                symbols.insert(symbol, recovering);
             }
         }
     }

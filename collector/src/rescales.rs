@@ -7,7 +7,7 @@
 
 use cep_core::rescale::{RescaleStarted, Rescaled};
 use cep_core::results::RescaleSummary;
-use rustc_hash::FxHashMap;
+use cep_core::symbol_map::SymbolMap;
 
 /// How long after a move ended its symbols are still watched for their first output at the
 /// new owner (collector clock).
@@ -22,8 +22,7 @@ pub struct RescaleWatch {
     /// Per rescale, how many symbols it set out to move.
     planned: Vec<u64>,
     /// Per moved symbol still watched: its rescale and its new owner's index.
-    #[serde(with = "crate::histogram_serde::byte_keys")]
-    watched: FxHashMap<Box<[u8]>, (usize, u32)>,
+    watched: SymbolMap<(usize, u32)>,
     /// When the watch ends (collector clock), once every watched rescale has ended.
     watch_until: Option<u64>,
 }
@@ -44,7 +43,7 @@ impl RescaleWatch {
             ..RescaleSummary::default()
         });
         for (symbol, to) in started.symbols {
-            self.watched.insert(symbol.into_bytes().into_boxed_slice(), (index, to));
+            self.watched.insert(symbol.as_bytes(), (index, to));
         }
     }
 

@@ -111,6 +111,11 @@ impl<V> SymbolMap<V> {
         self.map.remove(&Lookup(symbol))
     }
 
+    /// Forgets every symbol, keeping the room.
+    pub fn clear(&mut self) {
+        self.map.clear()
+    }
+
     /// Number of symbols.
     pub fn len(&self) -> usize {
         self.map.len()
@@ -134,6 +139,25 @@ impl<V> SymbolMap<V> {
     /// Every value, in no order.
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.map.values()
+    }
+}
+
+impl<V> FromIterator<(Box<[u8]>, V)> for SymbolMap<V> {
+    fn from_iter<I: IntoIterator<Item = (Box<[u8]>, V)>>(entries: I) -> Self {
+        let mut map = SymbolMap::default();
+        for (symbol, value) in entries {
+            map.map.insert(Key(symbol), value);
+        }
+        map
+    }
+}
+
+impl<V> std::ops::Index<&[u8]> for SymbolMap<V> {
+    type Output = V;
+
+    /// `symbol`'s value; panics if it has none, as a standard map does.
+    fn index(&self, symbol: &[u8]) -> &V {
+        self.get(symbol).expect("a symbol in the map")
     }
 }
 

@@ -56,6 +56,7 @@ use crate::rescaling::Rescaling;
 use cep_core::clock::Monotonic;
 use cep_core::failover::{Checkpoint, Snapshot, MAX_SNAPSHOT_PARTS};
 use cep_core::outbox::{Event, Outbox};
+use cep_core::report::bounded_reason;
 use cep_core::results::CheckpointSummary;
 use cep_core::store::MAX_STORED_PART_BYTES;
 use std::collections::BTreeMap;
@@ -195,6 +196,12 @@ struct Round {
     bytes: u64,
     /// Why it failed, if it did (a part not stored): it completes, but counts as failed.
     failure: Option<String>,
+}
+
+/// Why worker `name`'s checkpoint `id` failed: a part it could not store (`why`, as the
+/// worker said it, bounded).
+pub fn not_stored(name: &str, id: u64, why: &str) -> String {
+    format!("{name}'s checkpoint {id} was not stored ({})", bounded_reason(why))
 }
 
 /// The checkpoint schedule and each worker's latest snapshot.
@@ -471,8 +478,7 @@ impl Checkpoints {
         let (id, oversize, last) = (snapshot.id, !snapshot.unstored.is_empty(), snapshot.part + 1 == snapshot.parts);
         round.bytes += snapshot.stored.bytes;
         if oversize {
-            let why = cep_core::report::bounded_reason(&snapshot.unstored);
-            round.failure.get_or_insert_with(|| format!("{name}'s checkpoint {id} was not stored ({why})"));
+            round.failure.get_or_insert_with(|| not_stored(name, id, &snapshot.unstored));
         }
         parts.push(snapshot);
         if !last && !oversize {

@@ -11,7 +11,7 @@ use crate::control::{ClientId, Control};
 use crate::data_path::DataPath;
 use crate::delivery::CollectorDelivery;
 use crate::deploying::Deployments;
-use crate::failover::Checkpoints;
+use crate::failover::{not_stored, Checkpoints};
 use crate::heartbeats::{Heartbeats, Silent};
 use crate::rendezvous::{Rendezvous, WorkerCount};
 use crate::rescaling::Rescaling;
@@ -24,7 +24,7 @@ use cep_core::frame::{Body, EndAck, Frame};
 use cep_core::identity::{Identity, Role, Sender, ROUTER_ID};
 use cep_core::liveness::{Fenced, Heartbeat, InjectorHeartbeat};
 use cep_core::outbox::{Event, Outbox, Peer};
-use cep_core::report::{bounded_reason, CauseCounts, ClockReport, RouterProgress, RouterReport};
+use cep_core::report::{CauseCounts, ClockReport, RouterProgress, RouterReport};
 use cep_core::rescale::{Leave, Reached, StateTaken, SymbolState, MAX_STREAMS};
 use cep_core::wire::FrameKind;
 use std::collections::BTreeMap;
@@ -314,15 +314,14 @@ impl Router {
                     }
                     // A sender that is no member owes no snapshot: refused before anything.
                     let name = self.workers.get(worker).map(|w| w.id.clone()).ok_or("a snapshot from no worker")?;
-                    let unstored = (!snapshot.unstored.is_empty()).then(|| bounded_reason(&snapshot.unstored));
+                    let unstored = (!snapshot.unstored.is_empty()).then(|| not_stored(&name, id, &snapshot.unstored));
                     if let Some(confirmed) = self.checkpoints.snapshot(worker, &name, snapshot, now)? {
                         path.release_log(worker, confirmed);
                     }
                     if let Some(why) = unstored {
                         // Not restorable: the log is of no use, and must not stall the input.
                         path.release_log(worker, id);
-                        let reason =
-                            format!("{name}'s checkpoint {id} was not stored ({why}): it cannot fail over exactly");
+                        let reason = format!("{why}: it cannot fail over exactly");
                         out.event(Event::CheckpointTrouble { reason });
                     }
                     Ok(StateTaken.encode(ROUTER_ID))
