@@ -10,6 +10,16 @@
 use std::env;
 use std::path::PathBuf;
 
+/// What libzmq's own CMake build finds on every Linux and zeromq-src does not define. Without
+/// them a socket's wake-ups go through a Unix socket pair rather than an eventfd (a socket
+/// buffer allocated and freed per wake-up: the router spent a quarter more CPU at 200k ticks/s,
+/// one tick per message), the TCP keepalive options the transport sets were silently ignored
+/// (a host that vanishes without closing its connections went unnoticed), and descriptors are
+/// made close-on-exec when they are created rather than by a second call.
+const LINUX_FEATURES: &str = " -DZMQ_HAVE_EVENTFD -DZMQ_HAVE_EVENTFD_CLOEXEC -DZMQ_HAVE_SOCK_CLOEXEC \
+    -DHAVE_ACCEPT4 -DZMQ_HAVE_SO_KEEPALIVE -DZMQ_HAVE_TCP_KEEPCNT \
+    -DZMQ_HAVE_TCP_KEEPIDLE -DZMQ_HAVE_TCP_KEEPINTVL -DHAVE_CLOCK_GETTIME";
+
 fn sodium_location() -> (PathBuf, PathBuf) {
     println!("cargo:rerun-if-env-changed=SODIUM_LIB_DIR");
     println!("cargo:rerun-if-env-changed=SODIUM_INCLUDE_DIR");
@@ -39,8 +49,12 @@ fn main() {
     }
     // libzmq's own compiler warnings are not ours to act on, and cargo shows every one of a
     // local package's: silence them (the C++ compiler takes CXXFLAGS through the cc crate).
-    let flags = env::var("CXXFLAGS").unwrap_or_default();
-    env::set_var("CXXFLAGS", format!("{} -w", flags));
+    let mut flags = env::var("CXXFLAGS").unwrap_or_default();
+    flags.push_str(" -w");
+    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        flags.push_str(LINUX_FEATURES);
+    }
+    env::set_var("CXXFLAGS", flags);
     // zeromq-src prints its own search path quoted (Debug), which the linker does not take.
     println!("cargo:rustc-link-search=native={}", lib.display());
     zeromq_src::Build::new()
