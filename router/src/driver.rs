@@ -159,17 +159,18 @@ fn serve_run<'s>(
                 } else {
                     receiver.try_recv(sockets.input)?
                 };
-                let Some(Received::Frame { bytes, input, sender }) = next else {
+                let Some(Received::Frame { bytes, sender, .. }) = next else {
                     break;
                 };
                 router.data_from(bytes, sender, now_ns(), out);
-                if !input.more_waiting() {
-                    router.flush(out);
-                }
                 if !router.accepting_input() || out.has_pending() {
                     break;
                 }
             }
+            // What is batched goes once nothing more waits (batching never adds latency) or
+            // the turn is over. The receive that found nothing is the probe: asking the socket
+            // whether a frame waits would cost a system call per frame besides.
+            router.flush(out);
         } else {
             control_waits = out.wait(turn.wait);
         }

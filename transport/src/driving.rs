@@ -15,26 +15,12 @@ pub enum Received<'m> {
     Frame {
         /// The frame's bytes, valid for this turn only.
         bytes: &'m [u8],
-        /// Asks whether another frame is already queued (smart batching: a stage flushes
-        /// what it batched when nothing more is waiting); asked only by who needs it.
-        input: Waiting<'m>,
         /// On a secure socket, who sent it: the authentication's `User-Id`
         /// ([`crate::security::Sender`] reads it); `None` when open.
         sender: Option<crate::security::Sender<'m>>,
     },
     /// Nothing arrived within the poll interval: time for periodic work and flushes.
     Idle,
-}
-
-/// The input socket, to ask whether another frame is already waiting.
-#[derive(Clone, Copy)]
-pub struct Waiting<'m>(&'m Pull);
-
-impl Waiting<'_> {
-    /// Whether another frame is already queued.
-    pub fn more_waiting(&self) -> bool {
-        self.0.has_pending()
-    }
 }
 
 /// Whether the receive loop goes on.
@@ -113,7 +99,7 @@ impl Receiver {
         } else {
             None
         };
-        Received::Frame { bytes: &self.message, input: Waiting(input), sender }
+        Received::Frame { bytes: &self.message, sender }
     }
 }
 

@@ -237,13 +237,6 @@ impl Pull {
             Err(source) => Err(TransportError::Socket { what: "poll", source }),
         }
     }
-
-    /// Smart batching's probe: is another message already waiting? If not, the caller flushes
-    /// what it has batched instead of waiting for more, so batching never adds latency.
-    #[inline]
-    pub fn has_pending(&self) -> bool {
-        self.socket.get_events().map(|events| events.contains(zmq::POLLIN)).unwrap_or(false)
-    }
 }
 
 /// The sending end towards one peer (one thread owns it).
@@ -432,7 +425,6 @@ mod tests {
         assert_eq!(&message[..], b"one");
         assert!(pull.recv(&mut message, Duration::from_secs(5)).unwrap());
         assert_eq!(&message[..], b"two");
-        assert!(!pull.has_pending());
         assert!(!pull.recv(&mut message, Duration::from_millis(10)).unwrap());
     }
 
