@@ -159,11 +159,17 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
     // The loop turns at least as often as its heartbeat is due, input or not.
     let wait = life.heartbeat_every().min(Duration::from_millis(50));
     receive_loop(&input, wait, |received| {
-        match received {
-            Received::Frame { bytes, .. } => worker.handle(bytes, now_ns(), &mut out),
+        let frame = match received {
+            Received::Frame { bytes, .. } => {
+                worker.handle(bytes, now_ns(), &mut out);
+                true
+            }
             // A snapshot under way takes a part per batch while batches come, the rest now.
-            Received::Idle => worker.idle(&mut out),
-        }
+            Received::Idle => {
+                worker.idle(&mut out);
+                false
+            }
+        };
         if shutdown.load(Ordering::Relaxed) {
             life.stop_requested();
         }
@@ -176,7 +182,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
             all_saved: collector.all_saved(),
         });
         let now = Monotonic::now();
-        let turn = life.turn(now, &mut worker, links, &mut out);
+        let turn = life.turn(now, frame, &mut worker, links, &mut out);
         // A dead router: nothing this worker does can reach the results. A dead collector:
         // its frames are held until a restarted one takes over.
         if turn.check_liveness {
@@ -190,8 +196,10 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
             worker.progress(now_ns(), &mut out);
             metrics.observe(&worker.snapshot());
         }
-        while let Some((asked, answer)) = link.try_recv()? {
-            life.answer((asked != 0).then_some(asked).and_then(FrameKind::from_byte), &answer, now, &mut out);
+        if turn.read_answers {
+            while let Some((asked, answer)) = link.try_recv()? {
+                life.answer((asked != 0).then_some(asked).and_then(FrameKind::from_byte), &answer, now, &mut out);
+            }
         }
         out.check()?;
         Ok::<_, WorkerError>(match life.ended() {

@@ -42,6 +42,11 @@ const PROGRESS_EVERY: Duration = Duration::from_nanos(PROGRESS_EVERY_NS);
 /// How often the worker asks whether the router and the collector are alive.
 const LIVENESS_EVERY: Duration = Duration::from_millis(100);
 
+/// How often the router's answers and notices are looked for while frames stream in: each
+/// look is a system call, which at one tick per frame cost as much as a tenth of a worker's
+/// CPU. Idle turns, and turns while it waits on the collector, look every time.
+const ANSWERS_EVERY: Duration = Duration::from_millis(1);
+
 /// The heartbeat's cadence when the router names no failure time-out.
 const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
 
@@ -77,6 +82,8 @@ pub struct Turn {
     /// Read the next frame of input; false while holding (the collector must save first) and
     /// once the run is ending.
     pub read_input: bool,
+    /// Take the router's answers and notices that arrived.
+    pub read_answers: bool,
 }
 
 /// How the run ended, once [`Lifecycle::is_over`].
@@ -136,6 +143,7 @@ pub struct Lifecycle {
     phase: Phase,
     leaving: Leaving,
     liveness: Every,
+    answers: Every,
     progress: Every,
     /// When the next [`Heartbeat`] is due.
     heartbeat: Every,
@@ -183,6 +191,7 @@ impl Lifecycle {
             phase: Phase::Running,
             leaving: Leaving::No,
             liveness: Every::new(LIVENESS_EVERY, now),
+            answers: Every::new(ANSWERS_EVERY, now),
             progress: Every::new(PROGRESS_EVERY, now),
             heartbeat: Every::new(heartbeat_every, now),
             fenced: None,
@@ -231,9 +240,17 @@ impl Lifecycle {
         self.ended().is_some()
     }
 
-    /// One turn at `now`: decides what is due, sends the requests due through `out`, and, once
-    /// the worker is done, sends its report ([`Worker::finish`]) and waits for the collector.
-    pub fn turn(&mut self, now: Monotonic, worker: &mut Worker, links: Links, out: &mut impl Outbox) -> Turn {
+    /// One turn at `now` (`frame`: one of input arrived at it): decides what is due, sends the
+    /// requests due through `out`, and, once the worker is done, sends its report
+    /// ([`Worker::finish`]) and waits for the collector.
+    pub fn turn(
+        &mut self,
+        now: Monotonic,
+        frame: bool,
+        worker: &mut Worker,
+        links: Links,
+        out: &mut impl Outbox,
+    ) -> Turn {
         if self.is_over() {
             return Turn::default();
         }
@@ -244,6 +261,7 @@ impl Lifecycle {
             check_liveness: self.liveness.fire(now) || waiting,
             report_progress: matches!(self.phase, Phase::Running | Phase::Holding) && self.progress.fire(now),
             read_input: false,
+            read_answers: self.answers.fire(now) || waiting || !frame,
         };
         if self.heartbeat.fire(now) {
             self.heartbeat(worker, false, out);

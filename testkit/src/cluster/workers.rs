@@ -189,7 +189,7 @@ impl LocalCluster {
         // The driver's loop wakes without input: a snapshot under way is finished (batches
         // in between took their parts, copying symbols before their ticks).
         worker.core.idle(&mut out);
-        let turn = worker.life.turn(now, &mut worker.core, links, &mut out);
+        let turn = worker.life.turn(now, false, &mut worker.core, links, &mut out);
         // A dead router: nothing this worker does can reach the results; the process exits
         // with its loss (and what it held for the collector goes with it).
         if turn.check_liveness && router_lost {
