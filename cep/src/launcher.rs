@@ -95,6 +95,12 @@ pub struct LaunchArgs {
     /// Most events per batch on every hop.
     #[arg(long, env = "CEP_BATCH", default_value_t = cep_core::reference::BATCH)]
     pub batch: usize,
+    /// Paced: the least time between two of the injector's batches on a connection (e.g.
+    /// 100us); the ticks that fall due meanwhile leave together, each with its own intended
+    /// send time, from which latency is measured. 0 (the default): each tick leaves when due
+    /// (a core spins for it).
+    #[arg(long, env = "CEP_LINGER", default_value = "0s", value_parser = parse_duration)]
+    pub linger: Duration,
     /// The collector gives up after this long without any message.
     #[arg(long, env = "CEP_IDLE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
@@ -159,6 +165,7 @@ impl Default for LaunchArgs {
             csv: CsvMode::Alerts,
             out: PathBuf::from("results"),
             batch: cep_core::reference::BATCH,
+            linger: cep_injector::config::DEFAULT_LINGER,
             idle_timeout: Duration::from_secs(30),
             summary_every: Duration::from_secs(10),
             transport: LocalTransport::Tcp,
@@ -634,6 +641,7 @@ fn role_configs(args: &LaunchArgs, endpoints: &Endpoints, data: &str, router: &s
         }),
         seed: args.seed,
         batch: args.batch,
+        linger: args.linger,
         count: args.count,
         // Neither (nor a replay, which ends with its file): until stopped.
         duration: args.duration,

@@ -21,18 +21,31 @@ struct Scenario {
     rules: Option<&'static str>,
     /// More `cep run` arguments (rules, a replay file).
     extra: Vec<String>,
+    /// Ticks per second (0: unpaced).
+    rate: u64,
+    /// At most this many injector frames may carry the ticks (told by their router stamps).
+    max_frames: Option<usize>,
 }
 
 impl Scenario {
     fn new(workers: usize, count: u64, connections: usize) -> Self {
-        Scenario { workers, count, connections, symbols: 1470, rules: None, extra: Vec::new() }
+        Scenario {
+            workers,
+            count,
+            connections,
+            symbols: 1470,
+            rules: None,
+            extra: Vec::new(),
+            rate: 0,
+            max_frames: None,
+        }
     }
 }
 
 fn run_cluster(out: &Path, scenario: &Scenario) -> Summary {
     let mut command = Command::new(env!("CARGO_BIN_EXE_cep"));
     command
-        .args(["run", "--rate", "0", "--csv", "all", "--record-input", "--quiet"])
+        .args(["run", "--rate", &scenario.rate.to_string(), "--csv", "all", "--record-input", "--quiet"])
         .args(["--workers", &scenario.workers.to_string(), "--connections", &scenario.connections.to_string()])
         .args(&scenario.extra);
     if let Some(rules) = scenario.rules {
@@ -116,6 +129,18 @@ fn check(scenario: Scenario) {
         assert_eq!(got, Some(&(o.symbol.clone(), o.price.to_bits(), o.value.to_bits())), "{o:?}");
     }
 
+    // The ticks of one injector frame share its router stamp: a tick's volatility output
+    // (one per tick) tells its frame.
+    if let Some(max_frames) = scenario.max_frames {
+        let frames: std::collections::HashSet<(&str, &str)> = rows
+            .iter()
+            .map(|row| row.split(',').collect::<Vec<_>>())
+            .filter(|f| f[0] == "volatility")
+            .map(|f| (f[4], f[7]))
+            .collect();
+        assert!(frames.len() <= max_frames, "{} frames carried {count} ticks", frames.len());
+    }
+
     // Per-symbol order: each rule's outputs of a symbol arrive in sequence order.
     let mut last: HashMap<(String, String), u64> = HashMap::new();
     for row in rows {
@@ -144,6 +169,15 @@ fn one_worker() {
 #[test]
 fn three_workers_three_connections() {
     check(Scenario::new(3, 100_000, 3));
+}
+
+/// Paced at 100k ticks/s over two connections with a 2 ms linger: a stream sends at most one
+/// frame per 2 ms (about 500 per stream over the second), and the outputs are still the
+/// engine's, in order.
+#[test]
+fn a_paced_injector_with_a_linger_sends_fewer_frames_and_the_same_outputs() {
+    let extra = vec!["--linger".into(), "2ms".into()];
+    check(Scenario { rate: 100_000, extra, max_frames: Some(1_500), ..Scenario::new(2, 100_000, 2) });
 }
 
 /// The Oracle white paper's workload from `rules/oracle-400.rules`: R1 and R2 on 200

@@ -7,6 +7,12 @@ use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The least time between two batches of a paced stream, by default (`--linger`): none.
+pub const DEFAULT_LINGER: Duration = Duration::ZERO;
+
+/// The longest `--linger`: beyond it pacing would be coarser than any rate is meant.
+const MAX_LINGER: Duration = Duration::from_secs(1);
+
 /// Injector settings; every flag can also be set from the environment. `Default` is the flags'
 /// defaults: without --duration, --count or --replay the injector generates until it is
 /// stopped (SIGINT/SIGTERM), then ends its streams gracefully.
@@ -68,6 +74,14 @@ pub struct InjectorConfig {
     /// Most ticks in one batch.
     #[arg(long, env = "CEP_BATCH", default_value_t = cep_core::wire::DEFAULT_BATCH)]
     pub batch: usize,
+    /// Paced: the least time between two batches of a stream (at most 1s; e.g. 100us). The
+    /// ticks that fall due meanwhile leave together, each with its own intended send time
+    /// (latency is measured from it). It bounds the messages per second, and with them the CPU
+    /// a high rate costs; it changes nothing below one tick per linger. 0 (the default): each
+    /// tick leaves when due, its last microseconds waited for by spinning, which keeps a core
+    /// busy.
+    #[arg(long, env = "CEP_LINGER", default_value = "0s", value_parser = parse_duration)]
+    pub linger: Duration,
     /// How long to wait for the run to start.
     #[arg(long, env = "CEP_START_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub start_timeout: Duration,
@@ -107,6 +121,7 @@ impl Default for InjectorConfig {
             replay_checked: false,
             record: None,
             batch: cep_core::wire::DEFAULT_BATCH,
+            linger: DEFAULT_LINGER,
             start_timeout: Duration::from_secs(60),
             end_timeout: Duration::from_secs(60),
             hwm: 1000,
@@ -143,6 +158,9 @@ impl InjectorConfig {
             return Err(format!("--rate must be a non-negative number, got {}", self.rate));
         }
         at_least_one("batch", self.batch)?;
+        if self.linger > MAX_LINGER {
+            return Err(format!("--linger {:?} is more than 1s", self.linger));
+        }
         high_water_mark(self.hwm)?;
         failure_timeout(self.failure_timeout)?;
         if self.count == Some(0) {
@@ -188,6 +206,7 @@ impl InjectorConfig {
             .switch("replay-checked", self.replay_checked)
             .some_path("record", self.record.as_deref())
             .value("batch", self.batch)
+            .duration("linger", self.linger)
             .duration("start-timeout", self.start_timeout)
             .duration("end-timeout", self.end_timeout)
             .duration("failure-timeout", self.failure_timeout)
@@ -217,6 +236,8 @@ mod tests {
         assert_eq!(InjectorConfig::default().validate(), Ok(()));
         let timed = InjectorConfig { duration: Some(Duration::from_secs(10)), ..InjectorConfig::default() };
         assert_eq!(timed.validate(), Ok(()));
+        let coarse = InjectorConfig { linger: Duration::from_millis(1001), ..InjectorConfig::default() };
+        assert_eq!(coarse.validate(), Err("--linger 1.001s is more than 1s".into()));
     }
 
     #[test]
@@ -237,6 +258,7 @@ mod tests {
             replay_checked: false,
             record: Some("/tmp/input.csv".into()),
             batch: 64,
+            linger: Duration::from_micros(250),
             start_timeout: Duration::from_secs(5),
             end_timeout: Duration::from_secs(6),
             hwm: 0,

@@ -1,7 +1,7 @@
 //! When each tick is due: at a fixed rate, tick `k` of a stream at `start + k / rate`; a
 //! replay at its recorded pace, at `start + (t_event - first t_event) / speed`. Waiting
-//! sleeps for long gaps and yields for the last stretch, because a plain sleep overshoots by
-//! tens of microseconds, which would show up as latency.
+//! sleeps; without a linger it yields for the last stretch, because a plain sleep overshoots
+//! by tens of microseconds, which would show up as latency.
 
 use crate::stop::Stop;
 use cep_core::clock::now_ns;
@@ -50,18 +50,20 @@ impl Schedule {
         }
     }
 
-    /// Waits until `deadline_ns` (wall clock) or a stop: sleeps for all but the last few
-    /// microseconds (in slices, so a long gap of a replay still sees a Ctrl-C), then yields
-    /// until the deadline.
-    pub fn wait_until(deadline_ns: u64, stop: &Stop) {
+    /// Waits until `deadline_ns` (wall clock) or a stop: sleeps (in slices, so a long gap of
+    /// a replay still sees a Ctrl-C); with `spin`, only for all but the last few microseconds,
+    /// then yields until the deadline. Spinning keeps a core busy: on a virtual machine whose
+    /// CPU time is capped, that time is taken from the pipeline, which then stalls whole.
+    pub fn wait_until(deadline_ns: u64, spin: bool, stop: &Stop) {
+        let spin_ns = if spin { SPIN_NS } else { 0 };
         loop {
             let now = now_ns();
             if now >= deadline_ns || stop.requested() {
                 return;
             }
             let left = deadline_ns - now;
-            if left > SPIN_NS {
-                std::thread::sleep(Duration::from_nanos(left - SPIN_NS).min(MAX_SLEEP));
+            if left > spin_ns {
+                std::thread::sleep(Duration::from_nanos(left - spin_ns).min(MAX_SLEEP));
             } else {
                 std::thread::yield_now();
             }

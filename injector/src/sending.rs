@@ -204,6 +204,7 @@ fn send_streams(
                 limit,
                 deadline_ns: config.time_limit().map(|d| ready.start_ns + d.as_nanos() as u64),
                 batch: config.batch,
+                linger_ns: config.linger.as_nanos() as u64,
             },
             start_ns: ready.start_ns,
             metrics: metrics.stream(stream, schedule, limit),
@@ -293,7 +294,7 @@ fn send_stream(
     let mut core = StreamCore::new(plan.stream, source, plan.start_ns);
     let mut rows = String::new();
     let (mut ints, mut floats) = (itoa::Buffer::new(), ryu::Buffer::new());
-    Schedule::wait_until(plan.start_ns, stop);
+    Schedule::wait_until(plan.start_ns, plan.stream.linger_ns == 0, stop);
     // A dead router is noticed by a blocked send, and between batches at this interval.
     let mut next_look = now_ns() + LIVENESS_EVERY_NS;
     Schedule::tighten_timer_slack();
@@ -319,7 +320,7 @@ fn send_stream(
             }
         };
         match core.step(now, names, record) {
-            Step::WaitUntil(due) => Schedule::wait_until(due, stop),
+            Step::WaitUntil(due) => Schedule::wait_until(due, plan.stream.linger_ns == 0, stop),
             Step::Send(batch) => {
                 push.send(batch.seal(now_ns()), shutdown)?;
                 plan.metrics.sent(core.sent());

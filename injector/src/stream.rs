@@ -28,6 +28,9 @@ pub struct StreamPlan {
     pub deadline_ns: Option<u64>,
     /// Ticks per batch at most.
     pub batch: usize,
+    /// Paced, the least time between two batches (ns): the ticks that fall due meanwhile go
+    /// out together. 0: each tick leaves when it is due.
+    pub linger_ns: u64,
 }
 
 /// A tick as it went into a batch: what `--record-input` writes and the simulation keeps.
@@ -78,6 +81,8 @@ pub struct StreamCore {
     sent: u64,
     /// When the previous tick was due (a replay's times may go backwards; sending does not).
     previous_due: u64,
+    /// No batch leaves before this (wall clock, ns): the previous one's time plus the linger.
+    send_after: u64,
     exhausted: bool,
     stopped: bool,
     marker: Option<Vec<u8>>,
@@ -94,6 +99,7 @@ impl StreamCore {
             handed_out: false,
             sent: 0,
             previous_due: start_ns,
+            send_after: 0,
             exhausted: false,
             stopped: false,
             marker: None,
@@ -140,8 +146,8 @@ impl StreamCore {
             let marker = EndOfStream { stream: plan.stream, sent: self.sent, routed: 0, cut };
             return Step::End(self.marker.insert(marker.encode(plan.stream)));
         }
-        if let Some(due) = next_due.filter(|due| *due > now) {
-            return Step::WaitUntil(due);
+        if let Some(ready) = next_due.map(|due| due.max(self.send_after)).filter(|ready| *ready > now) {
+            return Step::WaitUntil(ready);
         }
         // Everything already due goes out in one batch (at least one tick).
         while !self.writer.is_full(plan.batch) && self.sent < plan.limit {
@@ -171,6 +177,8 @@ impl StreamCore {
             return self.step(now, names, batched);
         }
         self.handed_out = true;
+        // A full batch bounds the message rate by itself: what is still due goes at once.
+        self.send_after = if self.writer.is_full(plan.batch) { 0 } else { now.saturating_add(plan.linger_ns) };
         Step::Send(Batch(&mut self.writer))
     }
 }

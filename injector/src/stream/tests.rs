@@ -8,7 +8,7 @@ use cep_core::tick::TickRecord;
 use cep_core::wire::FrameKind;
 
 fn plan(pace: Pace, limit: u64, deadline_ns: Option<u64>) -> StreamPlan {
-    StreamPlan { stream: 0, pace, limit, deadline_ns, batch: 4 }
+    StreamPlan { stream: 0, pace, limit, deadline_ns, batch: 4, linger_ns: 0 }
 }
 
 /// Steps at `now` until the stream waits or ends: what it sent (sequence numbers per batch),
@@ -51,6 +51,29 @@ fn a_paced_stream_sends_what_is_due_in_batches_and_waits_for_the_next_due_time()
     assert_eq!(run_to_wait(&mut core, &names, 2_000_000_000), (vec![vec![6, 7, 8, 9]], Err(10)));
     assert!(core.is_over());
     assert!(matches!(core.step(3_000_000_000, &names, |_| {}), Step::Over));
+}
+
+#[test]
+fn a_linger_sends_the_ticks_due_meanwhile_together_and_a_full_batch_at_once() {
+    let sources = model(7, 20, 1, None);
+    let names = sources.names.clone();
+    let source = sources.streams.into_iter().next().unwrap();
+    // Tick k due at 1 s + k ms; at most one batch per 2.5 ms unless one fills (4 ticks).
+    let pace = Pace::Rate(Schedule::new(1_000_000_000, 1_000.0));
+    let mut core = StreamCore::new(StreamPlan { linger_ns: 2_500_000, ..plan(pace, 20, None) }, source, 1_000_000_000);
+    assert_eq!(run_to_wait(&mut core, &names, 1_000_000_000), (vec![vec![0]], Ok(1_002_500_000)));
+    // Ticks 1 and 2 fell due meanwhile: they leave together, then the linger again.
+    assert_eq!(run_to_wait(&mut core, &names, 1_002_500_000), (vec![vec![1, 2]], Ok(1_005_000_000)));
+    // Late (the thread woke at 1.012 s): a full batch goes, the rest due with it at once.
+    let (batches, wait) = run_to_wait(&mut core, &names, 1_012_000_000);
+    assert_eq!(batches, vec![vec![3, 4, 5, 6], vec![7, 8, 9, 10], vec![11, 12]]);
+    assert_eq!(wait, Ok(1_014_500_000));
+    // Slower than the linger, ticks go one by one at their due times.
+    let slow = model(7, 20, 1, None).streams.into_iter().next().unwrap();
+    let pace = Pace::Rate(Schedule::new(1_000_000_000, 100.0));
+    let mut core = StreamCore::new(StreamPlan { linger_ns: 2_500_000, ..plan(pace, 20, None) }, slow, 1_000_000_000);
+    assert_eq!(run_to_wait(&mut core, &names, 1_000_000_000), (vec![vec![0]], Ok(1_010_000_000)));
+    assert_eq!(run_to_wait(&mut core, &names, 1_010_000_000), (vec![vec![1]], Ok(1_020_000_000)));
 }
 
 #[test]

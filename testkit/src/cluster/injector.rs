@@ -47,6 +47,7 @@ impl LocalCluster {
                 limit: quota,
                 deadline_ns: None,
                 batch: self.spec.batch,
+                linger_ns: 0,
             };
             let Stream::Waiting(source) = &mut self.streams[stream as usize] else { continue };
             let source = source.take().expect("a waiting stream has its source");
