@@ -77,9 +77,9 @@ pub struct InjectorConfig {
     /// Paced: the least time between two batches of a stream (at most 1s; e.g. 100us). The
     /// ticks that fall due meanwhile leave together, each with its own intended send time
     /// (latency is measured from it). It bounds the messages per second, and with them the CPU
-    /// a high rate costs; it changes nothing below one tick per linger. 0 (the default): each
-    /// tick leaves when due, its last microseconds waited for by spinning, which keeps a core
-    /// busy.
+    /// a high rate costs. Waits are slept, not spun, so a tick leaves with a sleep's overshoot.
+    /// 0 (the default): each tick leaves when due, its last microseconds waited for by
+    /// spinning, which keeps a core busy.
     #[arg(long, env = "CEP_LINGER", default_value = "0s", value_parser = parse_duration)]
     pub linger: Duration,
     /// How long to wait for the run to start.

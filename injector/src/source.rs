@@ -90,6 +90,12 @@ impl StreamSource {
         }
     }
 
+    /// Whether a replay has read its stream's last tick (the model's end is its limit).
+    #[inline]
+    pub fn replay_ended(&self) -> bool {
+        matches!(self, StreamSource::Replay(replay) if replay.next.is_none())
+    }
+
     /// The name of `symbol`: from `names` (the model's), or as the replay file spells it.
     #[inline]
     pub fn name<'a>(&'a self, symbol: u32, names: &'a [String]) -> &'a str {

@@ -146,7 +146,9 @@ impl StreamCore {
             let marker = EndOfStream { stream: plan.stream, sent: self.sent, routed: 0, cut };
             return Step::End(self.marker.insert(marker.encode(plan.stream)));
         }
-        if let Some(ready) = next_due.map(|due| due.max(self.send_after)).filter(|ready| *ready > now) {
+        // A replay whose file is over ends now: no linger before its marker.
+        let send_after = if self.source.replay_ended() { 0 } else { self.send_after };
+        if let Some(ready) = next_due.map(|due| due.max(send_after)).filter(|ready| *ready > now) {
             return Step::WaitUntil(ready);
         }
         // Everything already due goes out in one batch (at least one tick).

@@ -596,7 +596,8 @@ impl Router {
         }
     }
 
-    /// Sends every batch that holds ticks: nothing more is waiting.
+    /// Sends every batch that holds ticks: at the end of the driver's reading turn (nothing
+    /// more queued, the turn's frames taken, or input held).
     pub fn flush(&mut self, out: &mut impl Outbox) {
         if let Phase::Running(Running { path, .. }) = &mut self.phase {
             path.flush_all(out);

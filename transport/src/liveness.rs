@@ -25,10 +25,14 @@ use std::time::{Duration, Instant};
 /// How long a peer may be unreachable before it counts as dead, by default.
 pub const DEFAULT_FAILURE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The longest keepalive interval Linux takes (seconds); a longer one fails the connection.
+const MAX_KEEPALIVE_INTERVAL_S: u64 = 32_767;
+
 /// TCP keepalive on `socket`: probes after a second idle, every quarter of the failure
-/// time-out (at least a second: the kernel counts in seconds), two unanswered ones close it.
+/// time-out (at least a second: the kernel counts in seconds; at most what it takes), two
+/// unanswered ones close it.
 fn keepalive(socket: &zmq::Socket, timeout: Duration) -> Result<(), TransportError> {
-    let interval = (timeout.as_secs() / 4).max(1) as i32;
+    let interval = (timeout.as_secs() / 4).clamp(1, MAX_KEEPALIVE_INTERVAL_S) as i32;
     socket.set_tcp_keepalive(1).map_err(socket_err("set TCP keepalive"))?;
     socket.set_tcp_keepalive_idle(1).map_err(socket_err("set TCP keepalive idle time"))?;
     socket.set_tcp_keepalive_intvl(interval).map_err(socket_err("set TCP keepalive interval"))?;

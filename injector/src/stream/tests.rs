@@ -129,3 +129,19 @@ fn a_replay_that_meets_a_bad_line_ends_with_its_true_count_and_says_it_was_cut_s
     let cut = marker.cut.unwrap_or_default();
     assert_eq!(cut, format!("its replay file has a bad line: {}:3: price `oops` is not a number", file.display()));
 }
+
+#[test]
+fn a_replay_at_its_recorded_pace_with_a_linger_ends_without_waiting_it_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ticks.txt");
+    // Event times in ms: 0, 1 and 5 ms after the first.
+    std::fs::write(&file, "AAA;1.5;1000\nBBB;2.5;1001\nAAA;1.6;1005\n").unwrap();
+    let source = crate::source::replay(&file, None, 1, None, true).unwrap().streams.into_iter().next().unwrap();
+    let pace = Pace::Recorded { start_ns: 1_000_000_000, first_event_ns: 1_000_000_000, speed: 1.0 };
+    let linger = StreamPlan { linger_ns: 3_000_000, ..plan(pace, u64::MAX, None) };
+    let mut core = StreamCore::new(linger, source, 1_000_000_000);
+    assert_eq!(run_to_wait(&mut core, &[], 1_000_000_000), (vec![vec![0]], Ok(1_003_000_000)));
+    assert_eq!(run_to_wait(&mut core, &[], 1_003_000_000), (vec![vec![1]], Ok(1_006_000_000)));
+    // Its last tick sent, the file is over: the marker goes at once, not a linger later.
+    assert_eq!(run_to_wait(&mut core, &[], 1_006_000_000), (vec![vec![2]], Err(3)));
+}
