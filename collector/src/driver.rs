@@ -156,7 +156,7 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
     // The loop turns at least as often as the router must hear from it, frames or not.
     receive_loop(&input, alive_every.min(Duration::from_millis(100)), |received| {
         let now = Monotonic::now();
-        if let Received::Frame { bytes, sender, .. } = received {
+        if let Received::Frame { bytes, sender } = received {
             collector.handle_from(bytes, sender, now_ns()).map_err(write_err(&csv_path))?;
             life.frame_arrived(now);
         }

@@ -294,7 +294,9 @@ fn send_stream(
     let mut core = StreamCore::new(plan.stream, source, plan.start_ns);
     let mut rows = String::new();
     let (mut ints, mut floats) = (itoa::Buffer::new(), ryu::Buffer::new());
-    Schedule::wait_until(plan.start_ns, plan.stream.linger_ns == 0, stop);
+    // Without a linger each tick leaves when due: the last microseconds of a wait are spun.
+    let spin = plan.stream.linger_ns == 0;
+    Schedule::wait_until(plan.start_ns, spin, stop);
     // A dead router is noticed by a blocked send, and between batches at this interval.
     let mut next_look = now_ns() + LIVENESS_EVERY_NS;
     Schedule::tighten_timer_slack();
@@ -320,7 +322,7 @@ fn send_stream(
             }
         };
         match core.step(now, names, record) {
-            Step::WaitUntil(due) => Schedule::wait_until(due, plan.stream.linger_ns == 0, stop),
+            Step::WaitUntil(due) => Schedule::wait_until(due, spin, stop),
             Step::Send(batch) => {
                 push.send(batch.seal(now_ns()), shutdown)?;
                 plan.metrics.sent(core.sent());

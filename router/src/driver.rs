@@ -159,7 +159,7 @@ fn serve_run<'s>(
                 } else {
                     receiver.try_recv(sockets.input)?
                 };
-                let Some(Received::Frame { bytes, sender, .. }) = next else {
+                let Some(Received::Frame { bytes, sender }) = next else {
                     break;
                 };
                 router.data_from(bytes, sender, now_ns(), out);
