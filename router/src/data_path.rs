@@ -10,7 +10,7 @@
 //! part by part. While a part's state moves, the ticks of its symbols are held, and they leave
 //! for the new owner right behind the state.
 
-use crate::failover::ReplayLog;
+use crate::replay_log::ReplayLog;
 use cep_core::control::RulesText;
 use cep_core::failover::{Checkpoint, Restore, RestoredPart, Snapshot};
 use cep_core::frame::{Body, TickBatch};

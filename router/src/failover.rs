@@ -80,109 +80,6 @@ fn snapshot_bytes(parts: &Parts) -> usize {
     parts.iter().map(|part| (part.stored.bytes as usize).saturating_add(symbols(part))).fold(0, usize::saturating_add)
 }
 
-/// One worker's replay log: batches routed to it, and the barriers between them.
-#[derive(Default)]
-pub struct ReplayLog {
-    entries: VecDeque<Entry>,
-    bytes: usize,
-    ticks: u64,
-    /// Buffers of released batches, for the next ones: a log copies every batch routed, and
-    /// fresh buffers would each be pages the kernel zeroes (a tenth of the CPU at full speed).
-    spare: Vec<Vec<u8>>,
-    /// Their capacity in bytes.
-    spare_bytes: usize,
-}
-
-/// The most bytes of released buffers a log keeps for reuse: about what one checkpoint
-/// interval logs per worker at full speed.
-const MAX_SPARE_BYTES: usize = 64 << 20;
-
-enum Entry {
-    /// A checkpoint barrier went out here.
-    Barrier(u64),
-    /// A batch of ticks as sent.
-    Batch(Vec<u8>, u64),
-}
-
-impl ReplayLog {
-    /// Records a batch as it was sent.
-    #[inline]
-    pub fn batch(&mut self, frame: &[u8], ticks: usize) {
-        self.bytes += frame.len();
-        self.ticks += ticks as u64;
-        let mut copy = self.spare.pop().unwrap_or_default();
-        self.spare_bytes -= copy.capacity();
-        copy.clear();
-        copy.extend_from_slice(frame);
-        self.entries.push_back(Entry::Batch(copy, ticks as u64));
-    }
-
-    /// Records that checkpoint `id`'s barrier went out here.
-    pub fn barrier(&mut self, id: u64) {
-        self.entries.push_back(Entry::Barrier(id));
-    }
-
-    /// Checkpoint `id` completed: everything before its barrier is released. Returns the
-    /// bytes released.
-    pub fn release_until(&mut self, id: u64) -> usize {
-        let before = self.bytes;
-        let mut released = Vec::new();
-        while let Some(entry) = self.entries.pop_front() {
-            match entry {
-                Entry::Barrier(barrier) if barrier == id => break,
-                Entry::Barrier(_) => {}
-                Entry::Batch(frame, ticks) => {
-                    self.bytes -= frame.len();
-                    self.ticks -= ticks;
-                    released.push(frame);
-                }
-            }
-        }
-        // Kept: at most what the log just held (so all logs' spares stay within what
-        // --max-replay lets them hold), and MAX_SPARE_BYTES.
-        let limit = MAX_SPARE_BYTES.min(released.iter().map(Vec::capacity).sum());
-        for frame in released {
-            if self.spare_bytes + frame.capacity() > limit {
-                break;
-            }
-            self.spare_bytes += frame.capacity();
-            self.spare.push(frame);
-        }
-        before - self.bytes
-    }
-
-    /// Empties the log (it cannot be replayed, or was).
-    pub fn clear(&mut self) -> usize {
-        let bytes = self.bytes;
-        // A dropped log's buffers are not kept: a log is cleared when its worker is gone or
-        // cannot be restored, not in the steady run.
-        self.entries.clear();
-        self.spare.clear();
-        self.spare_bytes = 0;
-        self.bytes = 0;
-        self.ticks = 0;
-        bytes
-    }
-
-    /// The batches logged since the last completed checkpoint, oldest first.
-    pub fn batches(&self) -> impl Iterator<Item = &[u8]> {
-        self.entries.iter().filter_map(|entry| match entry {
-            Entry::Batch(frame, _) => Some(frame.as_slice()),
-            Entry::Barrier(_) => None,
-        })
-    }
-
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// Ticks held.
-    pub fn ticks(&self) -> u64 {
-        self.ticks
-    }
-}
-
 /// A checkpoint whose barriers went out and whose snapshots are not all in.
 struct Round {
     id: u64,
@@ -708,24 +605,6 @@ mod tests {
         assert_eq!(chain(&checkpoints), [5]);
         assert!(checkpoints.confirmed(0, 7));
         assert_eq!(chain(&checkpoints), [5, 6, 7]);
-    }
-
-    #[test]
-    fn a_replay_log_reuses_released_buffers_up_to_its_bound() {
-        let mut log = ReplayLog::default();
-        let frame = vec![7u8; 1 << 20];
-        for _ in 0..100 {
-            log.batch(&frame, 10);
-        }
-        log.barrier(1);
-        log.batch(&frame[..5], 1);
-        assert_eq!(log.release_until(1), 100 << 20);
-        assert_eq!((log.bytes(), log.ticks()), (5, 1));
-        assert_eq!(log.spare.len(), 64, "64 MiB of buffers kept, the rest freed");
-        assert!(log.spare_bytes <= MAX_SPARE_BYTES);
-        log.batch(&frame[..3], 1);
-        assert_eq!(log.spare.len(), 63, "a kept buffer took the next batch");
-        assert_eq!(log.batches().collect::<Vec<_>>(), [&frame[..5], &frame[..3]]);
     }
 
     /// Worker `worker`'s part of round `id` over `base`.

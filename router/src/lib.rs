@@ -16,6 +16,7 @@
 //!   retention, the end's steps.
 //! - [`driver`]: sockets, clock and the run loop around the two, and the errors that stop it.
 //! - [`failover`]: checkpoints of each worker's state, and a dead worker's symbols restored.
+//! - [`replay_log`]: what was routed to each worker since its last checkpoint, for a failover.
 //! - [`heartbeats`]: who the router has heard from: a silent worker is taken for dead and fenced.
 //! - [`metrics`]: what the router exposes to Prometheus.
 
@@ -35,6 +36,7 @@ pub mod heartbeats;
 pub mod lifecycle;
 pub mod metrics;
 pub mod rendezvous;
+pub mod replay_log;
 pub mod rescaling;
 pub mod router;
 
