@@ -77,8 +77,9 @@ pub enum Done {
     Stored {
         /// Where.
         key: PartKey,
-        /// Whether the part is stored (the error names where and why not).
-        result: Result<(), String>,
+        /// The part's checksum ([`checksum`]) once it is stored, or where and why it is
+        /// not. The store's thread computes it, so the writer's own never reads its part again.
+        result: Result<u32, String>,
         /// The part's buffer, back for the next.
         buffer: Vec<u8>,
     },
@@ -161,7 +162,7 @@ impl DirectoryStore {
                 for job in queued {
                     let outcome = match job {
                         Job::Put(key, buffer) => {
-                            let result = writing.put(key, &buffer);
+                            let result = writing.put(key, &buffer).map(|()| checksum(&buffer));
                             Done::Stored { key, result, buffer }
                         }
                         Job::RemoveBelow(checkpoint) => Done::Removed(writing.remove_below(checkpoint)),
@@ -341,7 +342,7 @@ impl MemoryStore {
 impl CheckpointStore for MemoryStore {
     fn put(&mut self, key: PartKey, bytes: Vec<u8>) {
         self.parts.lock().expect("the store's lock").insert(key, bytes.clone());
-        self.done.push_back(Done::Stored { key, result: Ok(()), buffer: bytes });
+        self.done.push_back(Done::Stored { key, result: Ok(checksum(&bytes)), buffer: bytes });
     }
 
     fn remove_below(&mut self, checkpoint: u64) {
@@ -397,7 +398,7 @@ mod tests {
 
     fn stored(done: &Done) -> Option<(PartKey, &[u8])> {
         match done {
-            Done::Stored { key, result: Ok(()), buffer } => Some((*key, buffer.as_slice())),
+            Done::Stored { key, result: Ok(_), buffer } => Some((*key, buffer.as_slice())),
             _ => None,
         }
     }
@@ -411,6 +412,10 @@ mod tests {
         let done = finished(store, 3);
         let keys: Vec<(PartKey, &[u8])> = done.iter().filter_map(stored).collect();
         assert_eq!(keys, [(key(3, 0), &b"three"[..]), (key(4, 0), b"four"), (key(4, 1), b"four, one")]);
+        for done in &done {
+            let Done::Stored { result, buffer, .. } = done else { panic!("{done:?}") };
+            assert_eq!(result, &Ok(checksum(buffer)), "a stored part comes back with its checksum");
+        }
         assert!(store.poll().is_none());
         let mut read = vec![9; 100];
         store.get(key(4, 1), expected(b"four, one"), &mut read).unwrap();

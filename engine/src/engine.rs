@@ -84,6 +84,16 @@ pub struct CheckpointPart {
 }
 
 impl CheckpointPart {
+    /// The bytes written so far.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether nothing is written yet (not even the header: never, once begun).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
     /// The part's bytes, in the format [`Engine::export_checkpoint`] writes.
     pub fn finish(mut self) -> Vec<u8> {
         self.bytes[self.count_at..self.count_at + 4].copy_from_slice(&self.written.to_le_bytes());

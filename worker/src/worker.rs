@@ -192,7 +192,7 @@ impl Worker {
                     Err(error) => self.rejections.reject(error.cause(), Some(frame.sender()), &error),
                 }
                 self.decoded = decoded;
-                self.snapshot_step(out);
+                self.snapshot_step(now, out);
             }
             FrameKind::EndOfStream => {
                 if let Some(eos) = self.rejections.decode::<EndOfStream>(&frame) {

@@ -3,8 +3,12 @@
 //!
 //! At the barrier the worker notes every symbol it owns as untaken and records the counts.
 //! A symbol's state is copied into the snapshot (the engine's checkpoint format, one part per
-//! [`SNAPSHOT_PART_SYMBOLS`] symbols) either just before a tick would change it, or, a part's
-//! worth after each batch, in the order of the symbols. A symbol that takes no tick keeps its
+//! [`SNAPSHOT_PART_SYMBOLS`] symbols) either just before a tick would change it, or in the
+//! background, in the order of the symbols: after a batch, at most [`STEP_BYTES`] at a time and
+//! at [`BACKGROUND_BYTES_PER_SEC`] on average, so that the copies of a whole snapshot do not
+//! all come between two batches (at 200k ticks/s a batch comes every few microseconds, and a
+//! part's worth of whole windows, over a megabyte, after each of them held up the next ones by
+//! milliseconds). A symbol that takes no tick keeps its
 //! state from the barrier, so each copy is the state at the barrier: what a copy of all at
 //! once would be. Every frame other than ticks (an end of stream, a hand-off, a restore, a rule
 //! switch, the next barrier) finishes the snapshot first: those change state without a tick.
@@ -27,6 +31,15 @@ use std::collections::BTreeMap;
 /// so the pool holds as many as a snapshot of a few tens of MB needs.
 const KEPT_PART_BYTES: usize = 128 << 20;
 const KEPT_PART_BUFFER: usize = 16 << 20;
+
+/// At most this many bytes of state are copied by one background step (a symbol is never
+/// split: a larger one goes whole).
+const STEP_BYTES: usize = 64 << 10;
+
+/// The background copies' average pace: the next step waits until the bytes of the last one
+/// would take this long. About a quarter of a core's copying speed, so a snapshot of a few
+/// tens of megabytes is taken within tens of milliseconds while the batches go on.
+const BACKGROUND_BYTES_PER_SEC: u64 = 1 << 30;
 
 /// A part handed to the store: what the router is told once the store says it holds it.
 pub(super) struct Storing {
@@ -60,6 +73,8 @@ pub(super) struct Snapshotting {
     symbols: Vec<MovedSymbol>,
     /// Bytes of engine state stored so far.
     bytes: u64,
+    /// When the next background step may go (the driver's clock, in nanoseconds).
+    next_step_ns: u64,
 }
 
 impl Storing {
@@ -120,6 +135,7 @@ impl Worker {
             filling: None,
             symbols: Vec::with_capacity(SNAPSHOT_PART_SYMBOLS),
             bytes: 0,
+            next_step_ns: 0,
         });
         if self.snapshotting.as_ref().is_some_and(|snapshot| snapshot.order.is_empty()) {
             // Nothing to take: one empty part says so.
@@ -136,37 +152,55 @@ impl Worker {
         }
     }
 
-    /// Takes the next part's worth of untaken symbols (after a batch).
-    pub(super) fn snapshot_step(&mut self, out: &mut impl Outbox) {
-        let mut budget = SNAPSHOT_PART_SYMBOLS;
-        while budget > 0 {
-            let Some(snapshot) = self.snapshotting.as_mut() else { return };
-            let Some(&id) = snapshot.order.get(snapshot.next) else { return };
-            snapshot.next += 1;
-            if self.untaken[id as usize] {
-                self.take_symbol(id, out);
-                budget -= 1;
-            }
+    /// After a batch, at `now`: takes the next untaken symbols, up to [`STEP_BYTES`], if the
+    /// background pace lets it.
+    pub(super) fn snapshot_step(&mut self, now: u64, out: &mut impl Outbox) {
+        if self.snapshotting.as_ref().is_none_or(|snapshot| now < snapshot.next_step_ns) {
+            return;
+        }
+        let copied = self.take_next(STEP_BYTES, out);
+        if let Some(snapshot) = self.snapshotting.as_mut() {
+            let wait = (copied as u64).saturating_mul(1_000_000_000) / BACKGROUND_BYTES_PER_SEC;
+            snapshot.next_step_ns = now.saturating_add(wait);
         }
     }
 
     /// Takes every symbol not taken yet: the snapshot is complete when this returns.
     pub(super) fn finish_snapshot(&mut self, out: &mut impl Outbox) {
         while self.snapshotting.is_some() {
-            self.snapshot_step(out);
+            self.take_next(usize::MAX, out);
         }
     }
 
-    fn take_symbol(&mut self, id: SymbolId, out: &mut impl Outbox) {
+    /// Takes untaken symbols in order until `budget` bytes were copied (or a part's worth of
+    /// symbols was taken, or none is left); returns the bytes copied.
+    fn take_next(&mut self, budget: usize, out: &mut impl Outbox) -> usize {
+        let (mut copied, mut symbols) = (0, 0);
+        while copied < budget && symbols < SNAPSHOT_PART_SYMBOLS {
+            let Some(snapshot) = self.snapshotting.as_mut() else { break };
+            let Some(&id) = snapshot.order.get(snapshot.next) else { break };
+            snapshot.next += 1;
+            if self.untaken[id as usize] {
+                copied += self.take_symbol(id, out);
+                symbols += 1;
+            }
+        }
+        copied
+    }
+
+    /// Copies symbol `id`'s state into the snapshot; returns the bytes it took.
+    fn take_symbol(&mut self, id: SymbolId, out: &mut impl Outbox) -> usize {
         self.untaken[id as usize] = false;
         if self.snapshotting.as_ref().is_some_and(|snapshot| snapshot.filling.is_none()) {
             let buffer = self.part_buffer();
             let snapshot = self.snapshotting.as_mut().expect("checked above");
             snapshot.filling = Some(self.engine.begin_checkpoint_part(snapshot.base != 0, buffer));
         }
-        let Some(snapshot) = self.snapshotting.as_mut() else { return };
-        let Some(part) = snapshot.filling.as_mut() else { return };
+        let Some(snapshot) = self.snapshotting.as_mut() else { return 0 };
+        let Some(part) = snapshot.filling.as_mut() else { return 0 };
+        let before = part.len();
         self.engine.checkpoint_symbol(part, id);
+        let copied = part.len() - before;
         if let Some(track) = self.symbols.get(id as usize).filter(|track| track.stream != VACANT) {
             let symbol = self.engine.symbol_name(id).to_string();
             snapshot.symbols.push(MovedSymbol { symbol, stream: track.stream, next_seq: track.next_seq });
@@ -175,6 +209,7 @@ impl Worker {
         if snapshot.taken % SNAPSHOT_PART_SYMBOLS == 0 || snapshot.taken == snapshot.order.len() {
             self.close_part(out);
         }
+        copied
     }
 
     /// The part being filled is full (or the last): it goes to the store, and the router is
@@ -205,7 +240,9 @@ impl Worker {
             part,
             parts: snapshot.parts,
             symbols: std::mem::take(&mut snapshot.symbols),
-            stored: StoredPart { bytes: size, checksum: cep_core::store::checksum(&engine) },
+            // The store computes the checksum on its thread; the router hears of the part
+            // only once it is stored, with it.
+            stored: StoredPart { bytes: size, checksum: 0 },
             processed: snapshot.processed.clone(),
             outputs: snapshot.outputs,
             unstored: oversize.clone().unwrap_or_default(),
@@ -244,8 +281,9 @@ impl Worker {
                     Some(Done::Stored { result, buffer, .. }) => {
                         self.return_buffer(buffer);
                         let Some(front) = self.storing.front_mut() else { continue };
-                        if let Err(reason) = result {
-                            front.frame.unstored = reason;
+                        match result {
+                            Ok(checksum) => front.frame.stored.checksum = checksum,
+                            Err(reason) => front.frame.unstored = reason,
                         }
                         front.awaiting = false;
                     }

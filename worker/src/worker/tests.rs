@@ -277,6 +277,59 @@ fn a_snapshot_copied_while_ticks_go_on_holds_the_state_at_its_barrier() {
     assert_eq!(outputs[1], reference);
 }
 
+/// Ticks of symbols S0..S99 from stream seq `first`, 10 us apart: a second of them fills
+/// each symbol's 10-second window with a thousand prices (16 KB of state).
+fn dense_ticks(first: u64, count: u64) -> Vec<u8> {
+    let mut writer = TickBatchWriter::new(ROUTER_ID);
+    for seq in first..first + count {
+        let (symbol, price) = (format!("S{}", seq % 100), 100.0 + ((seq * 37) % 11) as f64);
+        writer.push(symbol.as_bytes(), price, seq * 10_000, seq * 10_000, 0, seq, 0);
+    }
+    writer.seal(1).to_vec()
+}
+
+/// The background copies after each batch keep to their pace: one step of at most
+/// STEP_BYTES (and the symbol that crosses it) per batch, and none again until the bytes
+/// copied would take their time at BACKGROUND_BYTES_PER_SEC. Batches that come all at once
+/// (the same clock) leave the rest to later ones; a snapshot's whole state never lands
+/// between two batches.
+#[test]
+fn background_copies_keep_to_their_pace() {
+    let (mut worker, mut out) = (with_window(&MemoryStore::default()), Recorded::default());
+    for batch in 0..10 {
+        worker.handle(&dense_ticks(batch * 10_000, 10_000), 1, &mut out);
+    }
+    worker.handle(&Checkpoint { id: 1, base: 0, retain_from: 0 }.encode(ROUTER_ID), 2, &mut out);
+    out.take();
+    // Each batch is one tick of S0 (taken by the first, before it changes).
+    let mut seq = 100_000;
+    let mut one_tick = |now: u64, worker: &mut Worker, out: &mut Recorded| {
+        let mut writer = TickBatchWriter::new(ROUTER_ID);
+        writer.push(b"S0", 100.0, seq * 10_000, seq * 10_000, 0, seq, 0);
+        seq += 100;
+        worker.handle(writer.seal(1), now, out);
+    };
+    for _ in 0..100 {
+        one_tick(3, &mut worker, &mut out);
+    }
+    // One step at most: S0 and about 64 KB of others, far from the 64 symbols of a part.
+    assert!(parts_sent(&mut out).is_empty(), "batches at one instant took one step, not the snapshot");
+    let mut parts = Vec::new();
+    let mut now = 3;
+    let mut batches = 0;
+    while parts.len() < 2 {
+        // 50 us: less than a step's 64 KB take at the pace (61 us), so every other batch steps.
+        now += 50_000;
+        batches += 1;
+        one_tick(now, &mut worker, &mut out);
+        parts.extend(parts_sent(&mut out));
+        assert!(batches < 200, "the snapshot is taken in the background, batch by batch");
+    }
+    // 99 symbols of 16 KB, 4 or 5 a step, a step every other batch: 40 to 50 batches.
+    assert!((35..=55).contains(&batches), "{batches} batches");
+    assert_eq!(parts.iter().map(|part| part.symbols.len()).sum::<usize>(), 100);
+}
+
 /// A frame other than ticks finishes the snapshot under way before it is handled: a rule
 /// switch's announcement (it changes every symbol's state) comes after every part.
 #[test]
