@@ -186,9 +186,7 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
         // A look at the running cluster: the figures so far, replaced by the final ones.
         if turn.write_summary {
             let snapshot = Summary { secure: context.is_secure(), ..collector.snapshot(now_ns()) };
-            if let Err(error) = write_summary(&config.out, &snapshot) {
-                warn!(%error, "cannot write the rolling summary");
-            }
+            saving.write_summary(&config.out, &snapshot);
         }
         if turn.publish {
             let figures = collector.progress_figures(now_ns());

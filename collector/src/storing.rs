@@ -9,6 +9,7 @@ use cep_core::results::Summary;
 use cep_transport::control::ControlLink;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use tracing::warn;
 
 /// Writes `bytes` to `path` whole: into `temporary` (in the same folder), then renamed over
 /// it, so that a reader (or a restart after a crash) finds the old file or the new, never half.
@@ -17,10 +18,12 @@ pub(crate) fn write_whole(path: &Path, temporary: &Path, bytes: &[u8]) -> Result
     std::fs::rename(temporary, path).map_err(write_err(path))
 }
 
-/// A save for the saving thread: the state's bytes, and what to tell the router once stored.
-struct SaveJob {
-    bytes: Vec<u8>,
-    saved: Saved,
+/// What the saving thread writes.
+enum Job {
+    /// The state's bytes, and what to tell the router once stored.
+    Save { bytes: Vec<u8>, saved: Saved },
+    /// The rolling summary's bytes, and the results folder.
+    Summary { bytes: Vec<u8>, out: PathBuf },
 }
 
 /// What the router is told once a save is stored.
@@ -28,12 +31,15 @@ type Stored = Result<Saved, CollectorError>;
 
 /// Saving the collector's state when its policy says ([`crate::lifecycle`]). The state is taken
 /// on the receive thread (it is small and quick to encode) and stored by a thread of its own,
-/// so a slow disk never holds up the outputs; the router is told once it is stored.
+/// so a slow disk never holds up the outputs; the router is told once it is stored. The same
+/// thread writes the rolling summary: a file renamed over another can wait for the file
+/// system's journal (tens of milliseconds, 160 once, while checkpoints were written), and on
+/// the receive thread that wait held up every output behind it.
 pub(crate) struct StateWriter {
     path: PathBuf,
     /// A save handed to the thread and not stored yet.
     in_flight: bool,
-    jobs: Option<std::sync::mpsc::SyncSender<SaveJob>>,
+    jobs: Option<std::sync::mpsc::SyncSender<Job>>,
     stored: std::sync::mpsc::Receiver<Stored>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -41,15 +47,25 @@ pub(crate) struct StateWriter {
 impl StateWriter {
     /// Starts the saving thread, storing into `path` ([`write_whole`]).
     pub(crate) fn start(path: PathBuf) -> StateWriter {
-        let (jobs, incoming) = std::sync::mpsc::sync_channel::<SaveJob>(1);
+        // Room for a save and a summary: a save is handed over only when none is in flight,
+        // and a summary is skipped while one waits.
+        let (jobs, incoming) = std::sync::mpsc::sync_channel::<Job>(2);
         let state = path.clone();
         let (done, stored) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             let temporary = path.with_extension("state.tmp");
             for job in incoming {
-                let result = write_whole(&path, &temporary, &job.bytes).map(|()| job.saved);
-                if done.send(result).is_err() {
-                    break;
+                match job {
+                    Job::Save { bytes, saved } => {
+                        if done.send(write_whole(&path, &temporary, &bytes).map(|()| saved)).is_err() {
+                            break;
+                        }
+                    }
+                    Job::Summary { bytes, out } => {
+                        if let Err(error) = write_summary_bytes(&out, &bytes) {
+                            warn!(%error, "cannot write the rolling summary");
+                        }
+                    }
                 }
             }
         });
@@ -72,13 +88,22 @@ impl StateWriter {
                 SinkFailed::file_of(&error).map_or_else(|| self.path.clone(), |file| self.path.with_file_name(file));
             write_err(&file)(error)
         })?;
-        let job = SaveJob { bytes, saved };
+        let job = Job::Save { bytes, saved };
         let sent = self.jobs.as_ref().is_some_and(|jobs| jobs.send(job).is_ok());
         if !sent {
             return Err(self.thread_gone());
         }
         self.in_flight = true;
         Ok(())
+    }
+
+    /// Hands the rolling summary to the saving thread, unless the last one still waits there
+    /// (this one would soon be replaced anyway: the next is due).
+    pub(crate) fn write_summary(&self, out: &Path, summary: &Summary) {
+        let job = Job::Summary { bytes: summary_bytes(summary), out: out.to_path_buf() };
+        if let Some(jobs) = &self.jobs {
+            let _ = jobs.try_send(job);
+        }
     }
 
     /// Once a save is stored (`wait`: waits for it), tells the router what the state holds and
@@ -145,8 +170,15 @@ pub fn write_results(out: &Path, summary: &Summary) -> Result<(), CollectorError
 /// Writes `summary.json` atomically: into a temporary file in the same folder, then renamed
 /// over it, so that a reader sees the previous summary or this one, never half of one.
 pub fn write_summary(out: &Path, summary: &Summary) -> Result<(), CollectorError> {
-    let json_path = out.join("summary.json");
-    let temporary = out.join(".summary.json.tmp");
+    write_summary_bytes(out, &summary_bytes(summary))
+}
+
+/// `summary.json`'s bytes.
+fn summary_bytes(summary: &Summary) -> Vec<u8> {
     let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
-    write_whole(&json_path, &temporary, (json + "\n").as_bytes())
+    (json + "\n").into_bytes()
+}
+
+fn write_summary_bytes(out: &Path, bytes: &[u8]) -> Result<(), CollectorError> {
+    write_whole(&out.join("summary.json"), &out.join(".summary.json.tmp"), bytes)
 }
