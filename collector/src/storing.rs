@@ -9,6 +9,7 @@ use cep_core::results::Summary;
 use cep_transport::control::ControlLink;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use tracing::warn;
 
 /// Writes `bytes` to `path` whole: into `temporary` (in the same folder), then renamed over
@@ -22,9 +23,13 @@ pub(crate) fn write_whole(path: &Path, temporary: &Path, bytes: &[u8]) -> Result
 enum Job {
     /// The state's bytes, and what to tell the router once stored.
     Save { bytes: Vec<u8>, saved: Saved },
-    /// The rolling summary's bytes, and the results folder.
-    Summary { bytes: Vec<u8>, out: PathBuf },
+    /// The rolling summary waits in its slot.
+    Summary,
 }
+
+/// The latest rolling summary not written yet (its bytes and the results folder): a newer one
+/// replaces it, so at most one summary job is ever queued beside a save.
+type SummarySlot = Arc<Mutex<Option<(Vec<u8>, PathBuf)>>>;
 
 /// What the router is told once a save is stored.
 type Stored = Result<Saved, CollectorError>;
@@ -40,6 +45,7 @@ pub(crate) struct StateWriter {
     /// A save handed to the thread and not stored yet.
     in_flight: bool,
     jobs: Option<std::sync::mpsc::SyncSender<Job>>,
+    summary: SummarySlot,
     stored: std::sync::mpsc::Receiver<Stored>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -48,8 +54,10 @@ impl StateWriter {
     /// Starts the saving thread, storing into `path` ([`write_whole`]).
     pub(crate) fn start(path: PathBuf) -> StateWriter {
         // Room for a save and a summary: a save is handed over only when none is in flight,
-        // and a summary is skipped while one waits.
+        // and a summary job only when the slot was empty (the thread empties it).
         let (jobs, incoming) = std::sync::mpsc::sync_channel::<Job>(2);
+        let summary = SummarySlot::default();
+        let waiting = Arc::clone(&summary);
         let state = path.clone();
         let (done, stored) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -61,7 +69,8 @@ impl StateWriter {
                             break;
                         }
                     }
-                    Job::Summary { bytes, out } => {
+                    Job::Summary => {
+                        let Some((bytes, out)) = waiting.lock().expect("the summary's lock").take() else { continue };
                         if let Err(error) = write_summary_bytes(&out, &bytes) {
                             warn!(%error, "cannot write the rolling summary");
                         }
@@ -69,7 +78,7 @@ impl StateWriter {
                 }
             }
         });
-        StateWriter { path: state, in_flight: false, jobs: Some(jobs), stored, thread: Some(thread) }
+        StateWriter { path: state, in_flight: false, jobs: Some(jobs), summary, stored, thread: Some(thread) }
     }
 
     /// Whether a save is being stored and the router not told yet.
@@ -97,12 +106,13 @@ impl StateWriter {
         Ok(())
     }
 
-    /// Hands the rolling summary to the saving thread, unless the last one still waits there
-    /// (this one would soon be replaced anyway: the next is due).
+    /// Hands the rolling summary to the saving thread; one still waiting there is replaced.
     pub(crate) fn write_summary(&self, out: &Path, summary: &Summary) {
-        let job = Job::Summary { bytes: summary_bytes(summary), out: out.to_path_buf() };
-        if let Some(jobs) = &self.jobs {
-            let _ = jobs.try_send(job);
+        let newer = Some((summary_bytes(summary), out.to_path_buf()));
+        let waiting = std::mem::replace(&mut *self.summary.lock().expect("the summary's lock"), newer);
+        if let (None, Some(jobs)) = (waiting, &self.jobs) {
+            // Never full here: beside a save, this is the only summary job.
+            let _ = jobs.try_send(Job::Summary);
         }
     }
 

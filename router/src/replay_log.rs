@@ -1,7 +1,7 @@
 //! A worker's replay log: every batch routed to it since the barrier of its latest completed
 //! checkpoint, and the barriers between them ([`crate::failover`] says what it is for).
 //!
-//! Batches are copied back to back into chunks of [`CHUNK_BYTES`], and a span per batch says
+//! Batches are copied back to back into chunks of 1 MiB, and a span per batch says
 //! where it lies. A log takes a batch per frame routed (at 200k ticks/s, 100,000 a second per
 //! worker), so neither logging nor releasing may cost an allocation or a free per batch: a
 //! checkpoint's release drops the spans before its barrier in one step and hands whole chunks

@@ -164,7 +164,7 @@ pub fn run_in(context: &Context, config: WorkerConfig, shutdown: Arc<AtomicBool>
                 worker.handle(bytes, now_ns(), &mut out);
                 true
             }
-            // A snapshot under way takes a part per batch while batches come, the rest now.
+            // A snapshot under way is copied at its pace while batches come, the rest now.
             Received::Idle => {
                 worker.idle(&mut out);
                 false

@@ -245,8 +245,8 @@ impl Worker {
         self.pump_store(out);
     }
 
-    /// Nothing waits to be read: a snapshot under way is finished now (it takes a part per
-    /// batch while batches come).
+    /// Nothing waits to be read: a snapshot under way is finished now (while batches come, it
+    /// takes what its background pace allows after each).
     pub fn idle(&mut self, out: &mut impl Outbox) {
         self.finish_snapshot(out);
         self.pump_store(out);

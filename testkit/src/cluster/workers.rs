@@ -187,7 +187,7 @@ impl LocalCluster {
         let mut out = self.outbox();
         let WorkerState::Running(worker) = &mut self.workers[index] else { return };
         // The driver's loop wakes without input: a snapshot under way is finished (batches
-        // in between took their parts, copying symbols before their ticks).
+        // in between took their share at its pace, copying symbols before their ticks).
         worker.core.idle(&mut out);
         let turn = worker.life.turn(now, false, &mut worker.core, links, &mut out);
         // A dead router: nothing this worker does can reach the results; the process exits

@@ -4,16 +4,16 @@
 //! At the barrier the worker notes every symbol it owns as untaken and records the counts.
 //! A symbol's state is copied into the snapshot (the engine's checkpoint format, one part per
 //! [`SNAPSHOT_PART_SYMBOLS`] symbols) either just before a tick would change it, or in the
-//! background, in the order of the symbols: after a batch, at most [`STEP_BYTES`] at a time and
-//! at [`BACKGROUND_BYTES_PER_SEC`] on average, so that the copies of a whole snapshot do not
-//! all come between two batches (at 200k ticks/s a batch comes every few microseconds, and a
-//! part's worth of whole windows, over a megabyte, after each of them held up the next ones by
-//! milliseconds). A symbol that takes no tick keeps its
-//! state from the barrier, so each copy is the state at the barrier: what a copy of all at
-//! once would be. Every frame other than ticks (an end of stream, a hand-off, a restore, a rule
+//! background, in the order of the symbols: after a batch, as many bytes as the time since
+//! the last step earns at [`BACKGROUND_BYTES_PER_SEC`], so that the copies of a whole snapshot
+//! do not all come between two batches (at 200k ticks/s a batch comes every few microseconds,
+//! and a part's worth of whole windows, over a megabyte, after each of them held up the next
+//! ones by milliseconds); the rest when the worker idles. A symbol that takes no tick keeps its
+//! state from the barrier, so each copy is the state at the barrier: what a copy of all at once
+//! would be. Every frame other than ticks (an end of stream, a hand-off, a restore, a rule
 //! switch, the next barrier) finishes the snapshot first: those change state without a tick.
-//! Each part goes to the checkpoint store as it fills, written by the store's own thread, and
-//! the router is told what it holds once it is stored.
+//! Each part goes to the checkpoint store as it fills, written by the store's own thread, which
+//! also computes its checksum, and the router is told what it holds once it is stored.
 
 use super::{Worker, VACANT};
 use cep_core::failover::{Snapshot, StoredPart, SNAPSHOT_PART_SYMBOLS};
@@ -32,14 +32,21 @@ use std::collections::BTreeMap;
 const KEPT_PART_BYTES: usize = 128 << 20;
 const KEPT_PART_BUFFER: usize = 16 << 20;
 
-/// At most this many bytes of state are copied by one background step (a symbol is never
-/// split: a larger one goes whole).
-const STEP_BYTES: usize = 64 << 10;
+/// The background copies' pace: a step after a batch copies what the time since the last
+/// step earns at this rate (a symbol is never split: the one that crosses it goes whole).
+/// About a quarter of a core's copying speed, so a snapshot of a few tens of megabytes is
+/// taken within tens of milliseconds while the batches go on.
+const BACKGROUND_BYTES_PER_SEC: u128 = 1 << 30;
 
-/// The background copies' average pace: the next step waits until the bytes of the last one
-/// would take this long. About a quarter of a core's copying speed, so a snapshot of a few
-/// tens of megabytes is taken within tens of milliseconds while the batches go on.
-const BACKGROUND_BYTES_PER_SEC: u64 = 1 << 30;
+/// No step copies less (batches that come closer together than this takes at the pace wait
+/// for the next), nor more: one step between two batches never holds the next up for long,
+/// and batches a few milliseconds apart still take a snapshot of hundreds of MB in seconds.
+const STEP_BYTES: usize = 64 << 10;
+const MAX_STEP_BYTES: usize = 4 << 20;
+
+/// What a symbol counts for in a step's bytes at least (its name, its order check, its
+/// part's bookkeeping), so that symbols with little state are not taken by the thousand.
+const SYMBOL_STEP_BYTES: usize = 256;
 
 /// A part handed to the store: what the router is told once the store says it holds it.
 pub(super) struct Storing {
@@ -73,8 +80,9 @@ pub(super) struct Snapshotting {
     symbols: Vec<MovedSymbol>,
     /// Bytes of engine state stored so far.
     bytes: u64,
-    /// When the next background step may go (the driver's clock, in nanoseconds).
-    next_step_ns: u64,
+    /// When the last background step went (the driver's clock, in nanoseconds): the next
+    /// copies what the time since earns. None before the first.
+    last_step_ns: Option<u64>,
 }
 
 impl Storing {
@@ -135,7 +143,7 @@ impl Worker {
             filling: None,
             symbols: Vec::with_capacity(SNAPSHOT_PART_SYMBOLS),
             bytes: 0,
-            next_step_ns: 0,
+            last_step_ns: None,
         });
         if self.snapshotting.as_ref().is_some_and(|snapshot| snapshot.order.is_empty()) {
             // Nothing to take: one empty part says so.
@@ -152,17 +160,27 @@ impl Worker {
         }
     }
 
-    /// After a batch, at `now`: takes the next untaken symbols, up to [`STEP_BYTES`], if the
-    /// background pace lets it.
+    /// After a batch, at `now`: takes the next untaken symbols, as many bytes as the time since
+    /// the last step earns at [`BACKGROUND_BYTES_PER_SEC`] (the first step after the barrier
+    /// takes [`STEP_BYTES`]). A clock that went back starts the count again from `now`.
     pub(super) fn snapshot_step(&mut self, now: u64, out: &mut impl Outbox) {
-        if self.snapshotting.as_ref().is_none_or(|snapshot| now < snapshot.next_step_ns) {
-            return;
-        }
-        let copied = self.take_next(STEP_BYTES, out);
-        if let Some(snapshot) = self.snapshotting.as_mut() {
-            let wait = (copied as u64).saturating_mul(1_000_000_000) / BACKGROUND_BYTES_PER_SEC;
-            snapshot.next_step_ns = now.saturating_add(wait);
-        }
+        let Some(snapshot) = self.snapshotting.as_mut() else { return };
+        let budget = match snapshot.last_step_ns {
+            None => STEP_BYTES,
+            Some(last) if now < last => {
+                snapshot.last_step_ns = Some(now);
+                return;
+            }
+            Some(last) => {
+                let earned = u128::from(now - last) * BACKGROUND_BYTES_PER_SEC / 1_000_000_000;
+                if earned < STEP_BYTES as u128 {
+                    return;
+                }
+                earned.min(MAX_STEP_BYTES as u128) as usize
+            }
+        };
+        snapshot.last_step_ns = Some(now);
+        self.take_next(budget, out);
     }
 
     /// Takes every symbol not taken yet: the snapshot is complete when this returns.
@@ -172,20 +190,18 @@ impl Worker {
         }
     }
 
-    /// Takes untaken symbols in order until `budget` bytes were copied (or a part's worth of
-    /// symbols was taken, or none is left); returns the bytes copied.
-    fn take_next(&mut self, budget: usize, out: &mut impl Outbox) -> usize {
-        let (mut copied, mut symbols) = (0, 0);
-        while copied < budget && symbols < SNAPSHOT_PART_SYMBOLS {
+    /// Takes untaken symbols in order until they took `budget` bytes (each at least
+    /// [`SYMBOL_STEP_BYTES`]), or none is left.
+    fn take_next(&mut self, budget: usize, out: &mut impl Outbox) {
+        let mut copied = 0;
+        while copied < budget {
             let Some(snapshot) = self.snapshotting.as_mut() else { break };
             let Some(&id) = snapshot.order.get(snapshot.next) else { break };
             snapshot.next += 1;
             if self.untaken[id as usize] {
-                copied += self.take_symbol(id, out);
-                symbols += 1;
+                copied += self.take_symbol(id, out).max(SYMBOL_STEP_BYTES);
             }
         }
-        copied
     }
 
     /// Copies symbol `id`'s state into the snapshot; returns the bytes it took.

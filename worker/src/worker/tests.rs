@@ -225,27 +225,33 @@ fn checkpoints_send_changes_over_the_named_base_and_restore_exactly() {
 }
 
 /// A snapshot is copied a symbol at a time while batches go on: a symbol's state goes in
-/// before its next tick changes it, a part's worth after each batch, the rest when the worker
-/// idles. What it stores is the state at the barrier, exactly: survivors restored from it
+/// before its next tick changes it, some in the background after a batch, the rest when the
+/// worker idles. What it stores is the state at the barrier, exactly: survivors restored from it
 /// and from a snapshot copied all at once go on alike, as the worker itself would have.
 #[test]
 fn a_snapshot_copied_while_ticks_go_on_holds_the_state_at_its_barrier() {
     let store = MemoryStore::default();
     let mut out = Recorded::default();
+    // 16 KB of window per symbol: the background's first step takes only a few.
+    let fill = |worker: &mut Worker, out: &mut Recorded| {
+        for batch in 0..10 {
+            worker.handle(&dense_ticks(batch * 10_000, 10_000), 1, out);
+        }
+    };
     // At once: the barrier, then idle before any tick.
     let mut still = with_window(&store);
-    still.handle(&many_ticks(0, 3_000), 1, &mut out);
+    fill(&mut still, &mut out);
     let at_once = snapshot_parts(&mut still, 1, 0, &mut out);
     // Copy on write: ticks of every symbol right behind the barrier, before it idles.
     let moving_store = MemoryStore::default();
     let mut moving = with_window(&moving_store);
-    moving.handle(&many_ticks(0, 3_000), 1, &mut out);
+    fill(&mut moving, &mut out);
     out.take();
     moving.handle(&Checkpoint { id: 1, base: 0, retain_from: 0 }.encode(ROUTER_ID), 2, &mut out);
-    moving.handle(&many_ticks(3_000, 20), 3, &mut out);
+    moving.handle(&dense_ticks(100_000, 70), 3, &mut out);
     let mid: Vec<Snapshot> = parts_sent(&mut out);
     assert!(!mid.is_empty() && mid.len() < at_once.len(), "some parts went after the batch, not all: {}", mid.len());
-    moving.handle(&many_ticks(3_020, 400), 4, &mut out);
+    moving.handle(&dense_ticks(100_070, 400), 3, &mut out);
     moving.idle(&mut out);
     let copied: Vec<Snapshot> = mid.into_iter().chain(parts_sent(&mut out)).collect();
     assert_eq!(copied.len(), at_once.len());
@@ -258,7 +264,7 @@ fn a_snapshot_copied_while_ticks_go_on_holds_the_state_at_its_barrier() {
     };
     assert_eq!(listed(&copied), listed(&at_once), "every symbol once, with its order check at the barrier");
     // Survivors of each go on alike, from the barrier.
-    let next = many_ticks(3_000, 2_000);
+    let next = dense_ticks(100_000, 2_000);
     let mut outputs = Vec::new();
     for (parts, store) in [(&at_once, &store), (&copied, &moving_store)] {
         let mut survivor = with_window(store);
@@ -288,46 +294,63 @@ fn dense_ticks(first: u64, count: u64) -> Vec<u8> {
     writer.seal(1).to_vec()
 }
 
-/// The background copies after each batch keep to their pace: one step of at most
-/// STEP_BYTES (and the symbol that crosses it) per batch, and none again until the bytes
-/// copied would take their time at BACKGROUND_BYTES_PER_SEC. Batches that come all at once
-/// (the same clock) leave the rest to later ones; a snapshot's whole state never lands
-/// between two batches.
-#[test]
-fn background_copies_keep_to_their_pace() {
+/// A worker whose 100 symbols hold 16 KB of window each, just past checkpoint 1's barrier;
+/// `one_tick(now)` hands it a batch of one tick of S0 at `now` and returns the parts sent.
+fn paced_snapshot() -> (Worker, impl FnMut(&mut Worker, u64) -> Vec<Snapshot>) {
     let (mut worker, mut out) = (with_window(&MemoryStore::default()), Recorded::default());
     for batch in 0..10 {
         worker.handle(&dense_ticks(batch * 10_000, 10_000), 1, &mut out);
     }
     worker.handle(&Checkpoint { id: 1, base: 0, retain_from: 0 }.encode(ROUTER_ID), 2, &mut out);
     out.take();
-    // Each batch is one tick of S0 (taken by the first, before it changes).
     let mut seq = 100_000;
-    let mut one_tick = |now: u64, worker: &mut Worker, out: &mut Recorded| {
+    let one_tick = move |worker: &mut Worker, now: u64| {
         let mut writer = TickBatchWriter::new(ROUTER_ID);
         writer.push(b"S0", 100.0, seq * 10_000, seq * 10_000, 0, seq, 0);
         seq += 100;
-        worker.handle(writer.seal(1), now, out);
+        worker.handle(writer.seal(1), now, &mut out);
+        parts_sent(&mut out)
     };
+    (worker, one_tick)
+}
+
+/// The background copies after each batch keep to their pace: a step copies what the time
+/// since the last one earns at BACKGROUND_BYTES_PER_SEC, at least STEP_BYTES (batches closer
+/// together wait) and at most MAX_STEP_BYTES. Batches that come all at once (the same clock)
+/// leave the rest to later ones: a snapshot's whole state never lands between two batches.
+#[test]
+fn background_copies_keep_to_their_pace() {
+    let (mut worker, mut one_tick) = paced_snapshot();
+    // The first step: S0 (before its tick) and 64 KB of others, far from a part's 64 symbols.
     for _ in 0..100 {
-        one_tick(3, &mut worker, &mut out);
+        assert!(one_tick(&mut worker, 3).is_empty(), "batches at one instant took one step, not the snapshot");
     }
-    // One step at most: S0 and about 64 KB of others, far from the 64 symbols of a part.
-    assert!(parts_sent(&mut out).is_empty(), "batches at one instant took one step, not the snapshot");
-    let mut parts = Vec::new();
-    let mut now = 3;
-    let mut batches = 0;
+    let (mut parts, mut now, mut batches) = (Vec::new(), 3, 0);
     while parts.len() < 2 {
-        // 50 us: less than a step's 64 KB take at the pace (61 us), so every other batch steps.
+        // 50 us earns 53 KB, less than a step: every other batch steps, with about 107 KB.
         now += 50_000;
         batches += 1;
-        one_tick(now, &mut worker, &mut out);
-        parts.extend(parts_sent(&mut out));
+        parts.extend(one_tick(&mut worker, now));
         assert!(batches < 200, "the snapshot is taken in the background, batch by batch");
     }
-    // 99 symbols of 16 KB, 4 or 5 a step, a step every other batch: 40 to 50 batches.
-    assert!((35..=55).contains(&batches), "{batches} batches");
+    // 99 symbols of 16 KB, about 7 a step, a step every other batch: about 30 batches.
+    assert!((24..=40).contains(&batches), "{batches} batches");
     assert_eq!(parts.iter().map(|part| part.symbols.len()).sum::<usize>(), 100);
+}
+
+/// Batches far apart earn large steps (up to MAX_STEP_BYTES: the 1.6 MB here at the second
+/// batch); a clock that goes back stops nothing for longer than it takes to earn a step again.
+#[test]
+fn background_copies_go_on_after_a_pause_and_after_the_clock_goes_back() {
+    let (mut worker, mut one_tick) = paced_snapshot();
+    assert!(one_tick(&mut worker, 3).is_empty());
+    assert_eq!(one_tick(&mut worker, 3 + 10_000_000).len(), 2, "10 ms earns the rest at once");
+
+    let (mut worker, mut one_tick) = paced_snapshot();
+    assert!(one_tick(&mut worker, 1_000_000_000).is_empty());
+    // The clock steps back by most of a second: the pace counts from there.
+    assert!(one_tick(&mut worker, 5).is_empty());
+    assert_eq!(one_tick(&mut worker, 5 + 10_000_000).len(), 2);
 }
 
 /// A frame other than ticks finishes the snapshot under way before it is handled: a rule
