@@ -221,7 +221,18 @@ mod tests {
         log.batch(&big, 1);
         log.batch(b"y", 1);
         assert_eq!(log.batches().map(<[u8]>::len).collect::<Vec<_>>(), [1, CHUNK_BYTES + 1, 1]);
-        assert_eq!(log.clear(), CHUNK_BYTES + 3);
+        log.barrier(1);
+        let exact = vec![2u8; CHUNK_BYTES];
+        log.batch(&exact, 1);
+        // Released up to the barrier: the big chunk is kept for reuse, and takes a batch of
+        // its size again; a batch that fills a chunk exactly leaves no room after it.
+        assert_eq!(log.release_until(1), CHUNK_BYTES + 3);
+        assert!(log.spare.iter().any(|chunk| chunk.capacity() > CHUNK_BYTES));
+        log.batch(&big, 1);
+        assert!(log.spare.iter().all(|chunk| chunk.capacity() <= CHUNK_BYTES), "the big chunk was reused");
+        log.batch(b"z", 1);
+        assert_eq!(log.batches().map(<[u8]>::len).collect::<Vec<_>>(), [CHUNK_BYTES, CHUNK_BYTES + 1, 1]);
+        assert_eq!(log.clear(), 2 * CHUNK_BYTES + 2);
         assert_eq!((log.bytes(), log.ticks(), log.batches().count()), (0, 0, 0));
     }
 }
