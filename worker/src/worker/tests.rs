@@ -154,10 +154,15 @@ fn snapshot_parts(worker: &mut Worker, id: u64, base: u64, out: &mut Recorded) -
 
 /// Ticks of symbols S0..S99 (a stream's seq from `first`), 1 ms apart, prices wandering.
 fn many_ticks(first: u64, count: u64) -> Vec<u8> {
+    ticks_apart(first, count, 1_000_000)
+}
+
+/// Ticks of symbols S0..S99 from stream seq `first`, `apart_ns` apart, prices wandering.
+fn ticks_apart(first: u64, count: u64, apart_ns: u64) -> Vec<u8> {
     let mut writer = TickBatchWriter::new(ROUTER_ID);
     for seq in first..first + count {
         let (symbol, price) = (format!("S{}", seq % 100), 100.0 + ((seq * 37) % 11) as f64);
-        writer.push(symbol.as_bytes(), price, seq * 1_000_000, seq * 1_000_000, 0, seq, 0);
+        writer.push(symbol.as_bytes(), price, seq * apart_ns, seq * apart_ns, 0, seq, 0);
     }
     writer.seal(1).to_vec()
 }
@@ -286,12 +291,7 @@ fn a_snapshot_copied_while_ticks_go_on_holds_the_state_at_its_barrier() {
 /// Ticks of symbols S0..S99 from stream seq `first`, 10 us apart: a second of them fills
 /// each symbol's 10-second window with a thousand prices (16 KB of state).
 fn dense_ticks(first: u64, count: u64) -> Vec<u8> {
-    let mut writer = TickBatchWriter::new(ROUTER_ID);
-    for seq in first..first + count {
-        let (symbol, price) = (format!("S{}", seq % 100), 100.0 + ((seq * 37) % 11) as f64);
-        writer.push(symbol.as_bytes(), price, seq * 10_000, seq * 10_000, 0, seq, 0);
-    }
-    writer.seal(1).to_vec()
+    ticks_apart(first, count, 10_000)
 }
 
 /// A worker whose 100 symbols hold 16 KB of window each, just past checkpoint 1's barrier;
