@@ -84,16 +84,6 @@ pub struct CheckpointPart {
 }
 
 impl CheckpointPart {
-    /// The bytes written so far.
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Whether nothing is written yet (not even the header: never, once begun).
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-
     /// The part's bytes, in the format [`Engine::export_checkpoint`] writes.
     pub fn finish(mut self) -> Vec<u8> {
         self.bytes[self.count_at..self.count_at + 4].copy_from_slice(&self.written.to_le_bytes());
@@ -421,12 +411,13 @@ impl Engine {
 
     /// Adds symbol `id`'s state, as it is now, to `part` (with changes: only if it changed
     /// since the last checkpoint export that held it; one no such export held is written
-    /// whole) and marks it: the next changes start from here.
-    pub fn checkpoint_symbol(&mut self, part: &mut CheckpointPart, id: SymbolId) {
+    /// whole) and marks it: the next changes start from here. Returns the bytes it added.
+    pub fn checkpoint_symbol(&mut self, part: &mut CheckpointPart, id: SymbolId) -> usize {
         let (slot, mark) = (self.slots[id as usize], self.marks[id as usize]);
         if part.changes && mark == slot.ticks {
-            return;
+            return 0;
         }
+        let before = part.bytes.len();
         let mut w = Writer { bytes: std::mem::take(&mut part.bytes) };
         if !part.changes {
             self.write_symbol(id, None, &mut w);
@@ -441,6 +432,7 @@ impl Engine {
         part.bytes = w.bytes;
         part.written += 1;
         self.marks[id as usize] = slot.ticks;
+        part.bytes.len() - before
     }
 
     /// The ids of the named symbols the engine owns, each once, in the names' order.

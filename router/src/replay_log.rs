@@ -26,14 +26,11 @@ struct Span {
     len: usize,
 }
 
-/// A checkpoint's barrier: its id, and the log's totals when it went out.
+/// A checkpoint's barrier: its id, and what the log had taken in ever when it went out.
 #[derive(Clone, Copy)]
 struct Barrier {
     id: u64,
-    /// Batches logged before it, ever.
-    batches: u64,
-    bytes: u64,
-    ticks: u64,
+    at: Totals,
 }
 
 /// One worker's replay log.
@@ -93,8 +90,7 @@ impl ReplayLog {
 
     /// Records that checkpoint `id`'s barrier went out here.
     pub fn barrier(&mut self, id: u64) {
-        let Totals { batches, bytes, ticks } = self.logged;
-        self.barriers.push_back(Barrier { id, batches, bytes, ticks });
+        self.barriers.push_back(Barrier { id, at: self.logged });
     }
 
     /// Checkpoint `id` completed: everything before its barrier is released (everything, if
@@ -103,7 +99,7 @@ impl ReplayLog {
         let mut until = self.logged;
         while let Some(barrier) = self.barriers.pop_front() {
             if barrier.id == id {
-                until = Totals { batches: barrier.batches, bytes: barrier.bytes, ticks: barrier.ticks };
+                until = barrier.at;
                 break;
             }
         }

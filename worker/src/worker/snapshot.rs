@@ -214,9 +214,7 @@ impl Worker {
         }
         let Some(snapshot) = self.snapshotting.as_mut() else { return 0 };
         let Some(part) = snapshot.filling.as_mut() else { return 0 };
-        let before = part.len();
-        self.engine.checkpoint_symbol(part, id);
-        let copied = part.len() - before;
+        let copied = self.engine.checkpoint_symbol(part, id);
         if let Some(track) = self.symbols.get(id as usize).filter(|track| track.stream != VACANT) {
             let symbol = self.engine.symbol_name(id).to_string();
             snapshot.symbols.push(MovedSymbol { symbol, stream: track.stream, next_seq: track.next_seq });
