@@ -174,6 +174,8 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
             saving.save_now(&mut collector, &router_link, &shutdown)?;
         } else if turn.save {
             saving.save(&mut collector)?;
+        } else if turn.still_saving {
+            crate::storing::tell_alive(&router_link, &shutdown)?;
         }
         if turn.check_router {
             if let Err(lost) = router_link.check_alive() {

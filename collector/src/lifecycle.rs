@@ -77,6 +77,10 @@ pub struct Observed {
 pub struct Turn {
     /// Save the state (hand it to the storing thread).
     pub save: bool,
+    /// Tell the router this collector lives, with nothing saved: a save is still being
+    /// stored (a slow disk) past the liveness cadence, and the router must not take the
+    /// collector for lost while it waits.
+    pub still_saving: bool,
     /// Ask the transport whether the router is alive ([`Lifecycle::router_lost`] if not).
     pub check_router: bool,
     /// Rewrite the rolling `summary.json`.
@@ -172,12 +176,12 @@ impl Lifecycle {
         if save {
             // Any save tells the router this collector lives: the liveness cadence starts again.
             self.alive = Every::new(self.alive.period(), now);
-        }
-        if save {
             self.dirty = false;
         }
+        let still_saving = observed.save_in_flight && self.alive.fire(now);
         let turn = Turn {
             save,
+            still_saving,
             // A router that has reported, or is stopping with us, may go: only a router still
             // due to report is watched.
             check_router: !observed.router_reported && !observed.shutdown && self.router_check.fire(now),

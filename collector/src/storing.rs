@@ -19,6 +19,14 @@ pub(crate) fn write_whole(path: &Path, temporary: &Path, bytes: &[u8]) -> Result
     std::fs::rename(temporary, path).map_err(write_err(path))
 }
 
+/// Tells the router this collector lives while a save is still being stored: a notice that
+/// names no position and confirms nothing, which changes nothing there.
+pub(crate) fn tell_alive(router: &ControlLink, shutdown: &AtomicBool) -> Result<(), CollectorError> {
+    router.send(&Saved::default().encode(0), shutdown)?;
+    while router.try_recv()?.is_some() {}
+    Ok(())
+}
+
 /// What the saving thread writes.
 enum Job {
     /// The state's bytes, and what to tell the router once stored.

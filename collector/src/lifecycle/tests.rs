@@ -29,11 +29,26 @@ fn saves_at_its_cadence_only_when_frames_arrived_and_none_is_in_flight() {
 fn with_nothing_new_it_still_saves_at_the_liveness_cadence_so_the_router_hears_from_it() {
     let mut life = Lifecycle::new(IDLE, Duration::ZERO, ALIVE, at(0));
     assert!(!life.turn(at(999), RUNNING).save);
-    let in_flight = Observed { save_in_flight: true, ..RUNNING };
-    assert!(!life.turn(at(1_000), in_flight).save, "one save at a time");
-    assert!(life.turn(at(1_001), RUNNING).save, "nothing arrived, but a second passed");
+    assert!(life.turn(at(1_000), RUNNING).save, "nothing arrived, but a second passed");
     assert!(!life.turn(at(1_500), RUNNING).save);
-    assert!(life.turn(at(2_001), RUNNING).save);
+    assert!(life.turn(at(2_000), RUNNING).save);
+}
+
+#[test]
+fn a_save_stuck_on_a_slow_disk_past_the_liveness_cadence_still_tells_the_router_it_lives() {
+    let mut life = Lifecycle::new(IDLE, Duration::ZERO, ALIVE, at(0));
+    life.frame_arrived(at(50));
+    let turn = life.turn(at(100), RUNNING);
+    assert!(turn.save && !turn.still_saving);
+    let in_flight = Observed { save_in_flight: true, ..RUNNING };
+    assert!(!life.turn(at(1_099), in_flight).still_saving, "within the cadence of the save's start");
+    let turn = life.turn(at(1_100), in_flight);
+    assert!(turn.still_saving && !turn.save, "a second after the save began, still storing");
+    assert!(!life.turn(at(1_500), in_flight).still_saving);
+    assert!(life.turn(at(2_100), in_flight).still_saving, "and every second while it is stuck");
+    let turn = life.turn(at(2_200), RUNNING);
+    assert!(!turn.still_saving && !turn.save, "stored: the next save waits for its cadence");
+    assert!(life.turn(at(3_100), RUNNING).save);
 }
 
 #[test]
