@@ -179,9 +179,10 @@ impl Worker {
             let detail = format_args!("a {:?} frame from sender {}", frame.kind(), frame.sender());
             return self.rejections.reject("not_from_router", Some(frame.sender()), &detail);
         }
-        if frame.kind() != FrameKind::Ticks {
+        if !matches!(frame.kind(), FrameKind::Ticks | FrameKind::Checkpoint) {
             // Only a tick changes a symbol's state in step with the snapshot; anything else
-            // may change any symbol's: the snapshot under way is finished first.
+            // may change any symbol's: the snapshot under way is finished first. A barrier
+            // changes none: it is refused while one is under way (see take_checkpoint).
             self.finish_snapshot(out);
         }
         match frame.kind() {
@@ -399,11 +400,24 @@ impl Worker {
     fn take_checkpoint(&mut self, checkpoint: Checkpoint, out: &mut impl Outbox) {
         let base = if checkpoint.base != 0 && checkpoint.base == self.last_snapshot { checkpoint.base } else { 0 };
         self.store.remove_below(checkpoint.retain_from);
-        match self.storing.front() {
+        if let Some(taking) = self.snapshot_under_way() {
+            // The last snapshot is still being copied (a large state at full speed): finishing
+            // it here would hold every batch up for the rest of the copy, seconds at worst,
+            // and the heartbeats with them; this one is refused and the copy goes on.
+            let reason =
+                format!("checkpoint {} not taken: this worker is still copying checkpoint {taking}", checkpoint.id);
+            self.refuse_snapshot(checkpoint.id, reason, out);
+        } else if let Some(behind) = self.storing.front() {
             // The store has not written the last snapshot yet (a slow disk, a hung mount): no
             // second copy queues behind it; this one is refused at once.
-            Some(behind) => self.refuse_snapshot(checkpoint.id, behind.checkpoint(), out),
-            None => self.start_snapshot(checkpoint.id, base, out),
+            let reason = format!(
+                "checkpoint {} not taken: the store is still writing checkpoint {}",
+                checkpoint.id,
+                behind.checkpoint()
+            );
+            self.refuse_snapshot(checkpoint.id, reason, out);
+        } else {
+            self.start_snapshot(checkpoint.id, base, out);
         }
         // Behind every output of the ticks before the barrier: the collector confirms it.
         out.send(Peer::Collector, &CheckpointMark { id: checkpoint.id }.encode(self.index));

@@ -10,8 +10,10 @@
 //! and a part's worth of whole windows, over a megabyte, after each of them held up the next
 //! ones by milliseconds); the rest when the worker idles. A symbol that takes no tick keeps its
 //! state from the barrier, so each copy is the state at the barrier: what a copy of all at once
-//! would be. Every frame other than ticks (an end of stream, a hand-off, a restore, a rule
-//! switch, the next barrier) finishes the snapshot first: those change state without a tick.
+//! would be. Every frame other than ticks and barriers (an end of stream, a hand-off, a
+//! restore, a rule switch) finishes the snapshot first: those change state without a tick. The
+//! next barrier, should it come before the copy is done (a large state at full speed), is
+//! refused instead: finishing there would hold the batches up for the rest of the copy.
 //! Each part goes to the checkpoint store as it fills, written by the store's own thread, which
 //! also computes its checksum, and the router is told what it holds once it is stored.
 
@@ -93,10 +95,13 @@ impl Storing {
 }
 
 impl Worker {
-    /// Refuses checkpoint `id` at once, with one part that says why: the store still writes
-    /// checkpoint `behind`.
-    pub(super) fn refuse_snapshot(&mut self, id: u64, behind: u64, out: &mut impl Outbox) {
-        let unstored = format!("checkpoint {id} not taken: the store is still writing checkpoint {behind}");
+    /// The checkpoint whose snapshot is still being copied, if one is.
+    pub(super) fn snapshot_under_way(&self) -> Option<u64> {
+        self.snapshotting.as_ref().map(|snapshot| snapshot.id)
+    }
+
+    /// Refuses checkpoint `id` at once, with one part that says why (`unstored`).
+    pub(super) fn refuse_snapshot(&mut self, id: u64, unstored: String, out: &mut impl Outbox) {
         let frame = Snapshot {
             id,
             base: 0,

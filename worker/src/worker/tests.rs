@@ -353,10 +353,11 @@ fn background_copies_go_on_after_a_pause_and_after_the_clock_goes_back() {
     assert_eq!(one_tick(&mut worker, 5 + 10_000_000).len(), 2);
 }
 
-/// A frame other than ticks finishes the snapshot under way before it is handled: a rule
-/// switch's announcement (it changes every symbol's state) comes after every part.
+/// A frame other than ticks and barriers finishes the snapshot under way before it is
+/// handled: a rule switch's announcement (it changes every symbol's state) comes after every
+/// part.
 #[test]
-fn any_frame_but_ticks_finishes_the_snapshot_first() {
+fn any_frame_but_ticks_and_barriers_finishes_the_snapshot_first() {
     let mut out = Recorded::default();
     let mut worker = with_window(&MemoryStore::default());
     worker.handle(&many_ticks(0, 3_000), 1, &mut out);
@@ -370,6 +371,30 @@ fn any_frame_but_ticks_finishes_the_snapshot_first() {
     let parts: Vec<usize> = (0..kinds.len()).filter(|&at| kinds[at] == FrameKind::Snapshot).collect();
     assert_eq!(parts.len(), 2, "100 symbols, both parts: {kinds:?}");
     assert!(parts.iter().all(|&at| at < switched), "{kinds:?}");
+}
+
+/// A barrier that comes while the last snapshot is still being copied (its round given up at
+/// the router, and a new one begun) is refused at once, with the reason, and the copy goes on
+/// at its pace: no batch waits for the rest of it.
+#[test]
+fn a_barrier_during_the_copy_is_refused_and_the_copy_goes_on_in_the_background() {
+    let (mut worker, mut one_tick) = paced_snapshot();
+    assert!(one_tick(&mut worker, 3).is_empty(), "the first step leaves most symbols untaken");
+    let mut out = Recorded::default();
+    worker.handle(&Checkpoint { id: 2, base: 1, retain_from: 0 }.encode(ROUTER_ID), 4, &mut out);
+    let refused = parts_sent(&mut out);
+    assert_eq!(refused.len(), 1, "one part, the refusal, and none of checkpoint 1's");
+    assert_eq!((refused[0].id, refused[0].parts), (2, 1));
+    assert_eq!(refused[0].unstored, "checkpoint 2 not taken: this worker is still copying checkpoint 1");
+    let mut parts = Vec::new();
+    let mut now = 4;
+    while parts.len() < 2 {
+        now += 50_000;
+        parts.extend(one_tick(&mut worker, now));
+        assert!(now < 200 * 50_000, "checkpoint 1 is still taken in the background");
+    }
+    assert!(parts.iter().all(|part| part.id == 1 && part.unstored.is_empty()));
+    assert_eq!(parts.iter().map(|part| part.symbols.len()).sum::<usize>(), 100);
 }
 
 /// The snapshot parts sent to the router so far (other frames are dropped).
