@@ -174,7 +174,7 @@ fn collect(context: &Context, config: CollectorConfig, shutdown: Arc<AtomicBool>
             saving.save_now(&mut collector, &router_link, &shutdown)?;
         } else if turn.save {
             saving.save(&mut collector)?;
-        } else if turn.still_saving {
+        } else if turn.tell_alive {
             crate::storing::tell_alive(&router_link, &shutdown)?;
         }
         if turn.check_router {

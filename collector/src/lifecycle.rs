@@ -27,6 +27,10 @@ const SAVE_EVERY: Duration = Duration::from_nanos(SAVE_EVERY_NS);
 /// How often the metrics are published and the progress line printed.
 const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 
+/// How many liveness periods (a failure time-out, by default) one save may be in flight while
+/// the collector still tells the router it lives.
+pub const STUCK_SAVE_PERIODS: u32 = 4;
+
 /// How the collector's run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ended {
@@ -79,8 +83,10 @@ pub struct Turn {
     pub save: bool,
     /// Tell the router this collector lives, with nothing saved: a save is still being
     /// stored (a slow disk) past the liveness cadence, and the router must not take the
-    /// collector for lost while it waits.
-    pub still_saving: bool,
+    /// collector for lost while it waits. Only for [`STUCK_SAVE_PERIODS`] liveness periods
+    /// of one save: one stuck longer (a hung mount) lets the router take the collector for
+    /// lost, as one whose loop stopped, rather than stall the run.
+    pub tell_alive: bool,
     /// Ask the transport whether the router is alive ([`Lifecycle::router_lost`] if not).
     pub check_router: bool,
     /// Rewrite the rolling `summary.json`.
@@ -107,6 +113,8 @@ pub struct Lifecycle {
     save: Every,
     /// A save even with nothing new: what tells the router that this collector's loop turns.
     alive: Every,
+    /// When the save in flight was handed over.
+    saving_since: Option<Monotonic>,
     router_check: Every,
     summary: Option<Every>,
     publish: Every,
@@ -125,6 +133,7 @@ impl Lifecycle {
             dirty: false,
             save: Every::new(SAVE_EVERY, now),
             alive: Every::new(alive_every, now),
+            saving_since: None,
             router_check: Every::new(ROUTER_CHECK_EVERY, now),
             summary: (!summary_every.is_zero()).then(|| Every::new(summary_every, now)),
             publish: Every::new(PUBLISH_EVERY, now),
@@ -177,11 +186,14 @@ impl Lifecycle {
             // Any save tells the router this collector lives: the liveness cadence starts again.
             self.alive = Every::new(self.alive.period(), now);
             self.dirty = false;
+            self.saving_since = Some(now);
         }
-        let still_saving = observed.save_in_flight && self.alive.fire(now);
+        let stuck_for = self.saving_since.filter(|_| observed.save_in_flight).map(|since| now.since(since));
+        let tell_alive =
+            stuck_for.is_some_and(|stuck| stuck < self.alive.period() * STUCK_SAVE_PERIODS) && self.alive.fire(now);
         let turn = Turn {
             save,
-            still_saving,
+            tell_alive,
             // A router that has reported, or is stopping with us, may go: only a router still
             // due to report is watched.
             check_router: !observed.router_reported && !observed.shutdown && self.router_check.fire(now),

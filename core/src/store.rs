@@ -231,6 +231,15 @@ fn drop_cached(file: &std::fs::File) {
     let _ = posix_fadvise(file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
 }
 
+/// Flushes a folder's entries to the disk. A file system that cannot flush a folder (some
+/// network and FUSE ones refuse it) keeps its names as it keeps them: not an error.
+fn sync_folder(folder: &Path) -> std::io::Result<()> {
+    match std::fs::File::open(folder).and_then(|folder| folder.sync_all()) {
+        Err(error) if matches!(error.raw_os_error(), Some(nix::libc::EINVAL | nix::libc::ENOTSUP)) => Ok(()),
+        done => done,
+    }
+}
+
 /// Nanoseconds of the wall clock (a probe's name).
 fn nanos() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos())
@@ -256,6 +265,7 @@ impl Folder {
         let failed = |what: &str, at: &Path, error: std::io::Error| {
             format!("cannot {what} checkpoint part {}: {}", at.display(), plain(&error))
         };
+        let new_folder = !dir.is_dir();
         private_dirs(&dir).map_err(|error| failed("create the folder of", &dir, error))?;
         let partial = path.with_extension("partial");
         // One left by a writer that died is removed first: the part is written afresh.
@@ -265,10 +275,12 @@ impl Folder {
         file.sync_data().map_err(|error| failed("flush", &partial, error))?;
         drop_cached(&file);
         std::fs::rename(&partial, &path).map_err(|error| failed("rename", &partial, error))?;
-        // The folder's entry too: a part the router hears of is on the disk, name and bytes.
-        std::fs::File::open(&dir)
-            .and_then(|folder| folder.sync_all())
-            .map_err(|error| failed("flush the folder of", &dir, error))?;
+        // The names too (the checkpoint's folder in the run's, when new): a part the router
+        // hears of is on the disk, name and bytes.
+        sync_folder(&dir).map_err(|error| failed("flush the folder of", &dir, error))?;
+        if new_folder {
+            sync_folder(&self.root).map_err(|error| failed("flush the folder of", &dir, error))?;
+        }
         Ok(())
     }
 

@@ -182,7 +182,7 @@ impl Worker {
         if !matches!(frame.kind(), FrameKind::Ticks | FrameKind::Checkpoint) {
             // Only a tick changes a symbol's state in step with the snapshot; anything else
             // may change any symbol's: the snapshot under way is finished first. A barrier
-            // changes none: it is refused while one is under way (see take_checkpoint).
+            // changes none, and ends a snapshot under way otherwise (see take_checkpoint).
             self.finish_snapshot(out);
         }
         match frame.kind() {
@@ -398,16 +398,21 @@ impl Worker {
     /// their time windows' new events. Parts of checkpoints the router no longer retains are
     /// removed first.
     fn take_checkpoint(&mut self, checkpoint: Checkpoint, out: &mut impl Outbox) {
+        // The router begins a round only once the last one is over: a snapshot still being
+        // copied (a large state at full speed) belongs to a round it gave up, or dropped for a
+        // rescale, and none of its parts will be used. Finishing it here would hold every
+        // batch, and the heartbeats, up for the rest of the copy (seconds at worst): it is
+        // dropped, and nothing builds on it.
+        if let Some(abandoned) = self.abandon_snapshot() {
+            tracing::info!(
+                checkpoint = abandoned,
+                next = checkpoint.id,
+                "a snapshot the router gave up was dropped unfinished"
+            );
+        }
         let base = if checkpoint.base != 0 && checkpoint.base == self.last_snapshot { checkpoint.base } else { 0 };
         self.store.remove_below(checkpoint.retain_from);
-        if let Some(taking) = self.snapshot_under_way() {
-            // The last snapshot is still being copied (a large state at full speed): finishing
-            // it here would hold every batch up for the rest of the copy, seconds at worst,
-            // and the heartbeats with them; this one is refused and the copy goes on.
-            let reason =
-                format!("checkpoint {} not taken: this worker is still copying checkpoint {taking}", checkpoint.id);
-            self.refuse_snapshot(checkpoint.id, reason, out);
-        } else if let Some(behind) = self.storing.front() {
+        if let Some(behind) = self.storing.front() {
             // The store has not written the last snapshot yet (a slow disk, a hung mount): no
             // second copy queues behind it; this one is refused at once.
             let reason = format!(

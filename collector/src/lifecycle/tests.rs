@@ -35,20 +35,25 @@ fn with_nothing_new_it_still_saves_at_the_liveness_cadence_so_the_router_hears_f
 }
 
 #[test]
-fn a_save_stuck_on_a_slow_disk_past_the_liveness_cadence_still_tells_the_router_it_lives() {
+fn a_save_stuck_on_a_slow_disk_still_tells_the_router_it_lives_for_a_failure_time_out() {
     let mut life = Lifecycle::new(IDLE, Duration::ZERO, ALIVE, at(0));
     life.frame_arrived(at(50));
     let turn = life.turn(at(100), RUNNING);
-    assert!(turn.save && !turn.still_saving);
+    assert!(turn.save && !turn.tell_alive);
     let in_flight = Observed { save_in_flight: true, ..RUNNING };
-    assert!(!life.turn(at(1_099), in_flight).still_saving, "within the cadence of the save's start");
+    assert!(!life.turn(at(1_099), in_flight).tell_alive, "within the cadence of the save's start");
     let turn = life.turn(at(1_100), in_flight);
-    assert!(turn.still_saving && !turn.save, "a second after the save began, still storing");
-    assert!(!life.turn(at(1_500), in_flight).still_saving);
-    assert!(life.turn(at(2_100), in_flight).still_saving, "and every second while it is stuck");
+    assert!(turn.tell_alive && !turn.save, "a second after the save began, still storing");
+    assert!(!life.turn(at(1_500), in_flight).tell_alive);
+    assert!(life.turn(at(2_100), in_flight).tell_alive, "and every second while it is stuck");
     let turn = life.turn(at(2_200), RUNNING);
-    assert!(!turn.still_saving && !turn.save, "stored: the next save waits for its cadence");
+    assert!(!turn.tell_alive && !turn.save, "stored: the next save waits for its cadence");
     assert!(life.turn(at(3_100), RUNNING).save);
+    // One stuck for four periods (a hung mount): the router is left to take it for lost.
+    assert!(life.turn(at(4_100), in_flight).tell_alive);
+    assert!(life.turn(at(6_099), in_flight).tell_alive);
+    assert!(!life.turn(at(7_100), in_flight).tell_alive, "four seconds stuck: silent");
+    assert!(!life.turn(at(9_100), in_flight).tell_alive);
 }
 
 #[test]

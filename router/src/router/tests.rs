@@ -838,6 +838,12 @@ fn a_worker_that_asks_once_is_pushed_what_the_collector_saves_of_its_frames() {
         &mut out,
     );
     assert!(out.take().iter().all(|(to, _)| *to != Peer::Client(b"w1-link".to_vec())));
+    // An empty one (the collector lives, its save still being stored) changes nothing either,
+    // not even the router's own position; only a StateTaken answers it.
+    router.control(b"c".to_vec(), &Saved::default().encode(0), now, &mut out);
+    assert!(out.saved.len() == 1, "no position of the router's own: {:?}", out.saved);
+    let answered: Vec<Peer> = out.take().into_iter().map(|(to, _)| to).collect();
+    assert_eq!(answered, [Peer::Client(b"c".to_vec())]);
     // Dead, it is told nothing more.
     router.worker_lost(1, "killed", &mut out).unwrap();
     out.take();

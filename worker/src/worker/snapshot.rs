@@ -11,9 +11,10 @@
 //! ones by milliseconds); the rest when the worker idles. A symbol that takes no tick keeps its
 //! state from the barrier, so each copy is the state at the barrier: what a copy of all at once
 //! would be. Every frame other than ticks and barriers (an end of stream, a hand-off, a
-//! restore, a rule switch) finishes the snapshot first: those change state without a tick. The
-//! next barrier, should it come before the copy is done (a large state at full speed), is
-//! refused instead: finishing there would hold the batches up for the rest of the copy.
+//! restore, a rule switch) finishes the snapshot first: those change state without a tick. A
+//! barrier that comes before the copy is done (a large state at full speed) drops it instead:
+//! the router begins a round only once the last is over, so that snapshot's round was given
+//! up, and finishing it there would hold the batches up for the rest of the copy.
 //! Each part goes to the checkpoint store as it fills, written by the store's own thread, which
 //! also computes its checksum, and the router is told what it holds once it is stored.
 
@@ -95,9 +96,20 @@ impl Storing {
 }
 
 impl Worker {
-    /// The checkpoint whose snapshot is still being copied, if one is.
-    pub(super) fn snapshot_under_way(&self) -> Option<u64> {
-        self.snapshotting.as_ref().map(|snapshot| snapshot.id)
+    /// Drops the snapshot still being copied, if one is (its round is over at the router):
+    /// no more of its parts are copied, and no later snapshot builds on it. Its parts already
+    /// with the store are stored and announced all the same (the router ignores them).
+    /// Returns its checkpoint.
+    pub(super) fn abandon_snapshot(&mut self) -> Option<u64> {
+        let snapshot = self.snapshotting.take()?;
+        self.untaken.clear();
+        if let Some(filling) = snapshot.filling {
+            self.return_buffer(filling.finish());
+        }
+        if self.last_snapshot == snapshot.id {
+            self.last_snapshot = 0;
+        }
+        Some(snapshot.id)
     }
 
     /// Refuses checkpoint `id` at once, with one part that says why (`unstored`).
