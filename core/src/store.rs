@@ -109,8 +109,7 @@ fn verify(key: PartKey, expected: Expected, bytes: &[u8], at: &dyn std::fmt::Dis
 }
 
 /// Parts as files: `<root>/chk-<checkpoint>/worker-<index>-part-<n>`, each written to a
-/// temporary name, flushed to the disk and renamed, so a part is whole or absent, and a
-/// stored one survives its host. A thread writes and removes;
+/// temporary name and renamed, so a part is whole or absent. A thread writes and removes;
 /// reads are the caller's.
 pub struct DirectoryStore {
     folder: Arc<Folder>,
@@ -160,10 +159,33 @@ impl DirectoryStore {
                 // full priority shows in the latency of the ticks behind it. Without the
                 // right to lower it, it writes at the process's priority.
                 let _ = thread_priority::set_current_thread_priority(thread_priority::ThreadPriority::Min);
-                for job in queued {
+                let mut cache = CacheDrop::default();
+                loop {
+                    let job = match queued.try_recv() {
+                        Ok(job) => job,
+                        Err(mpsc::TryRecvError::Disconnected) => return,
+                        Err(mpsc::TryRecvError::Empty) => {
+                            let now = std::time::Instant::now();
+                            cache.between_jobs(now, true);
+                            let next = match cache.next_due(now) {
+                                Some(due) => {
+                                    queued.recv_timeout(due).map_err(|error| error == mpsc::RecvTimeoutError::Timeout)
+                                }
+                                None => queued.recv().map_err(|_| false),
+                            };
+                            match next {
+                                Ok(job) => job,
+                                Err(true) => continue,
+                                Err(false) => return,
+                            }
+                        }
+                    };
                     let outcome = match job {
                         Job::Put(key, buffer) => {
-                            let result = writing.put(key, &buffer).map(|()| checksum(&buffer));
+                            let result = writing.put(key, &buffer).map(|file| {
+                                cache.wrote(file, buffer.len());
+                                checksum(&buffer)
+                            });
                             Done::Stored { key, result, buffer }
                         }
                         Job::RemoveBelow(checkpoint) => Done::Removed(writing.remove_below(checkpoint)),
@@ -171,6 +193,7 @@ impl DirectoryStore {
                     if finished.send(outcome).is_err() {
                         return;
                     }
+                    cache.between_jobs(std::time::Instant::now(), false);
                 }
             })
             .map_err(|error| format!("cannot start the checkpoint writer: {}", plain(&error)))?;
@@ -220,23 +243,61 @@ fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)
 }
 
-/// Drops a part just flushed to the disk from the page cache. Parts are read back only by a
-/// failover, so the cache would only fill with them: at full speed workers write 100 MB/s and
-/// more, into fresh pages each time (on a virtual machine the first touch of such a page
-/// costs the hypervisor's fault too: the copies took 13 % of both cores), while pages dropped
-/// are reused, still warm, by the next parts. Only advice: a file system that keeps them
-/// changes nothing but the cost.
-fn drop_cached(file: &std::fs::File) {
-    use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
-    let _ = posix_fadvise(file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
+/// Drops the parts written from the page cache, in two steps that never wait for the disk.
+/// Parts are read back only by a failover, so the cache would only fill with them: at full
+/// speed workers write 100 MB/s and more, into fresh pages each time (on a virtual machine the
+/// first touch of such a page costs the hypervisor's fault too: those copies took 13 % of both
+/// cores), while pages dropped are reused, still warm, by the next parts. The advice on a part
+/// just written starts its write-back (dirty pages cannot be dropped yet); the same advice
+/// [`FLUSH_TIME`] later drops its pages, clean by then. Done when the writer has nothing else
+/// to do (or [`DROP_WRITTEN_BYTES`] wait), after the worker was told the parts are stored: it
+/// promises nothing (a part is written to the operating system; it survives its worker's
+/// process, and its host only on storage that does). Only advice: a file system that ignores
+/// it changes nothing but the cost.
+#[derive(Default)]
+struct CacheDrop {
+    written: Vec<std::fs::File>,
+    written_bytes: usize,
+    /// Parts whose write-back was started, and when.
+    flushing: VecDeque<(std::time::Instant, std::fs::File)>,
 }
 
-/// Flushes a folder's entries to the disk. A file system that cannot flush a folder (some
-/// network and FUSE ones refuse it) keeps its names as it keeps them: not an error.
-fn sync_folder(folder: &Path) -> std::io::Result<()> {
-    match std::fs::File::open(folder).and_then(|folder| folder.sync_all()) {
-        Err(error) if matches!(error.raw_os_error(), Some(nix::libc::EINVAL | nix::libc::ENOTSUP)) => Ok(()),
-        done => done,
+/// How long after its write-back began a part's pages are dropped.
+const FLUSH_TIME: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The bytes of parts written and not yet advised beyond which the writer advises, busy or not.
+const DROP_WRITTEN_BYTES: usize = 64 << 20;
+
+impl CacheDrop {
+    fn wrote(&mut self, file: std::fs::File, bytes: usize) {
+        self.written.push(file);
+        self.written_bytes += bytes;
+    }
+
+    fn advise(file: &std::fs::File) {
+        use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
+        let _ = posix_fadvise(file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
+    }
+
+    /// Between jobs, at `now`: `idle` (no job waits) or many bytes written, the parts written
+    /// start their write-back; the parts flushing for [`FLUSH_TIME`] are dropped.
+    fn between_jobs(&mut self, now: std::time::Instant, idle: bool) {
+        while self.flushing.front().is_some_and(|(since, _)| now.duration_since(*since) >= FLUSH_TIME) {
+            let (_, file) = self.flushing.pop_front().expect("checked above");
+            Self::advise(&file);
+        }
+        if idle || self.written_bytes >= DROP_WRITTEN_BYTES {
+            for file in self.written.drain(..) {
+                Self::advise(&file);
+                self.flushing.push_back((now, file));
+            }
+            self.written_bytes = 0;
+        }
+    }
+
+    /// How long an idle writer may wait for a job before parts are due to be dropped.
+    fn next_due(&self, now: std::time::Instant) -> Option<std::time::Duration> {
+        self.flushing.front().map(|(since, _)| FLUSH_TIME.saturating_sub(now.duration_since(*since)))
     }
 }
 
@@ -259,29 +320,21 @@ impl Folder {
         self.checkpoint_dir(key.checkpoint).join(format!("worker-{}-part-{}", key.worker, key.part))
     }
 
-    fn put(&self, key: PartKey, bytes: &[u8]) -> Result<(), String> {
+    /// Writes part `key`; returns the file, for [`CacheDrop`].
+    fn put(&self, key: PartKey, bytes: &[u8]) -> Result<std::fs::File, String> {
         let dir = self.checkpoint_dir(key.checkpoint);
         let path = self.path(key);
         let failed = |what: &str, at: &Path, error: std::io::Error| {
             format!("cannot {what} checkpoint part {}: {}", at.display(), plain(&error))
         };
-        let new_folder = !dir.is_dir();
         private_dirs(&dir).map_err(|error| failed("create the folder of", &dir, error))?;
         let partial = path.with_extension("partial");
         // One left by a writer that died is removed first: the part is written afresh.
         let _ = std::fs::remove_file(&partial);
         let mut file = private_file(&partial).map_err(|error| failed("create", &partial, error))?;
         std::io::Write::write_all(&mut file, bytes).map_err(|error| failed("write", &partial, error))?;
-        file.sync_data().map_err(|error| failed("flush", &partial, error))?;
-        drop_cached(&file);
         std::fs::rename(&partial, &path).map_err(|error| failed("rename", &partial, error))?;
-        // The names too (the checkpoint's folder in the run's, when new): a part the router
-        // hears of is on the disk, name and bytes.
-        sync_folder(&dir).map_err(|error| failed("flush the folder of", &dir, error))?;
-        if new_folder {
-            sync_folder(&self.root).map_err(|error| failed("flush the folder of", &dir, error))?;
-        }
-        Ok(())
+        Ok(file)
     }
 
     fn get(&self, key: PartKey, expected: Expected, into: &mut Vec<u8>) -> Result<(), String> {
@@ -532,6 +585,30 @@ mod tests {
         writer.remove_below(3);
         assert!(matches!(finished(&mut writer, 1)[..], [Done::Removed(Ok(()))]));
         assert!(other.get(key(2, 0), expected(b"state"), &mut read).is_err());
+    }
+
+    /// Parts written start their write-back when the writer idles (or many bytes wait), and
+    /// are dropped from the cache FLUSH_TIME later; an idle writer waits no longer than that.
+    #[test]
+    fn written_parts_are_flushed_when_idle_and_dropped_a_flush_time_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = || std::fs::File::create(dir.path().join(format!("{}", nanos()))).unwrap();
+        let (mut cache, start) = (CacheDrop::default(), std::time::Instant::now());
+        cache.wrote(file(), 1 << 20);
+        cache.between_jobs(start, false);
+        assert_eq!((cache.written.len(), cache.next_due(start)), (1, None), "busy, and few bytes: kept");
+        cache.wrote(file(), DROP_WRITTEN_BYTES);
+        cache.between_jobs(start, false);
+        assert_eq!((cache.written.len(), cache.flushing.len()), (0, 2), "many bytes: flushing though busy");
+        cache.wrote(file(), 1);
+        let later = start + FLUSH_TIME / 2;
+        cache.between_jobs(later, true);
+        assert_eq!((cache.written.len(), cache.flushing.len()), (0, 3), "idle: flushing");
+        assert_eq!(cache.next_due(later), Some(FLUSH_TIME / 2));
+        cache.between_jobs(start + FLUSH_TIME, true);
+        assert_eq!(cache.flushing.len(), 1, "the first two dropped");
+        cache.between_jobs(later + FLUSH_TIME, true);
+        assert_eq!((cache.flushing.len(), cache.next_due(later + FLUSH_TIME)), (0, None));
     }
 
     #[test]
