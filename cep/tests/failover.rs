@@ -128,9 +128,9 @@ fn a_killed_router_ends_every_other_role_with_the_cause_in_the_summary() {
 }
 
 /// The checkpoint store keeps what a restore may read, no more: runs with a checkpoint every
-/// 100 ms (dozens of them) leave in the results folder their run's folder only (the next run
-/// into the folder removes the one before, and nothing else), holding the last checkpoints
-/// only, each part whole (none half-written).
+/// 100 ms (dozens of them on an idle machine) leave in the results folder their run's folder
+/// only (the next run into the folder removes the one before, and nothing else), holding the
+/// last checkpoints only, each part whole (none half-written).
 #[test]
 fn the_checkpoint_store_keeps_the_retained_checkpoints_only() {
     let dir = tempfile::tempdir().unwrap();
@@ -142,7 +142,7 @@ fn the_checkpoint_store_keeps_the_retained_checkpoints_only() {
     for _ in 0..2 {
         let status = cep()
             .env("CEP_CHECKPOINT_EVERY", "100ms")
-            .args(["run", "--workers", "2", "--rate", "200000", "--count", "800000", "--csv", "none", "--quiet"])
+            .args(["run", "--workers", "2", "--rate", "200000", "--count", "1600000", "--csv", "none", "--quiet"])
             .arg("--out")
             .arg(&out)
             .status()
@@ -168,11 +168,11 @@ fn the_checkpoint_store_keeps_the_retained_checkpoints_only() {
         let mut ids: Vec<u64> =
             names(&run).iter().map(|name| name.strip_prefix("chk-").unwrap().parse().unwrap()).collect();
         ids.sort();
-        // 4 s at one every 100 ms: dozens taken; kept: at most a chain (16 snapshots), the
-        // unconfirmed ones (8) and the one in flight.
+        // 8 s at one every 100 ms: dozens taken on an idle machine, fewer on a loaded one
+        // (a round lasts until every part is stored). Kept: at most a chain (16 snapshots),
+        // the unconfirmed ones (8) and the one in flight, none further below the last.
         let (first, last) = (ids[0], *ids.last().unwrap());
-        assert!(last >= 20, "only {last} checkpoints in 4 s");
-        assert!(first > 1 && ids.len() <= 25, "kept {ids:?}");
+        assert!(ids.len() <= 25 && first + 25 > last, "kept {ids:?}");
         for id in ids {
             for part in names(&run.join(format!("chk-{id}"))) {
                 let (worker, number) = part.strip_prefix("worker-").unwrap().split_once("-part-").unwrap();
