@@ -167,16 +167,14 @@ impl DirectoryStore {
                         Err(mpsc::TryRecvError::Empty) => {
                             let now = std::time::Instant::now();
                             cache.between_jobs(now, true);
-                            let next = match cache.next_due(now) {
-                                Some(due) => {
-                                    queued.recv_timeout(due).map_err(|error| error == mpsc::RecvTimeoutError::Timeout)
-                                }
-                                None => queued.recv().map_err(|_| false),
+                            let waited = match cache.next_due(now) {
+                                Some(due) => queued.recv_timeout(due),
+                                None => queued.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
                             };
-                            match next {
+                            match waited {
                                 Ok(job) => job,
-                                Err(true) => continue,
-                                Err(false) => return,
+                                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                                Err(mpsc::RecvTimeoutError::Disconnected) => return,
                             }
                         }
                     };

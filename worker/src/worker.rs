@@ -403,26 +403,14 @@ impl Worker {
         // rescale, and none of its parts will be used. Finishing it here would hold every
         // batch, and the heartbeats, up for the rest of the copy (seconds at worst): it is
         // dropped, and nothing builds on it.
-        if let Some(abandoned) = self.abandon_snapshot() {
-            tracing::info!(
-                checkpoint = abandoned,
-                next = checkpoint.id,
-                "a snapshot the router gave up was dropped unfinished"
-            );
-        }
+        self.abandon_snapshot();
         let base = if checkpoint.base != 0 && checkpoint.base == self.last_snapshot { checkpoint.base } else { 0 };
         self.store.remove_below(checkpoint.retain_from);
-        if let Some(behind) = self.storing.front() {
+        match self.storing.front() {
             // The store has not written the last snapshot yet (a slow disk, a hung mount): no
             // second copy queues behind it; this one is refused at once.
-            let reason = format!(
-                "checkpoint {} not taken: the store is still writing checkpoint {}",
-                checkpoint.id,
-                behind.checkpoint()
-            );
-            self.refuse_snapshot(checkpoint.id, reason, out);
-        } else {
-            self.start_snapshot(checkpoint.id, base, out);
+            Some(behind) => self.refuse_snapshot(checkpoint.id, behind.checkpoint(), out),
+            None => self.start_snapshot(checkpoint.id, base, out),
         }
         // Behind every output of the ticks before the barrier: the collector confirms it.
         out.send(Peer::Collector, &CheckpointMark { id: checkpoint.id }.encode(self.index));

@@ -99,9 +99,8 @@ impl Worker {
     /// Drops the snapshot still being copied, if one is (its round is over at the router):
     /// no more of its parts are copied, and no later snapshot builds on it. Its parts already
     /// with the store are stored and announced all the same (the router ignores them).
-    /// Returns its checkpoint.
-    pub(super) fn abandon_snapshot(&mut self) -> Option<u64> {
-        let snapshot = self.snapshotting.take()?;
+    pub(super) fn abandon_snapshot(&mut self) {
+        let Some(snapshot) = self.snapshotting.take() else { return };
         self.untaken.clear();
         if let Some(filling) = snapshot.filling {
             self.return_buffer(filling.finish());
@@ -109,11 +108,12 @@ impl Worker {
         if self.last_snapshot == snapshot.id {
             self.last_snapshot = 0;
         }
-        Some(snapshot.id)
     }
 
-    /// Refuses checkpoint `id` at once, with one part that says why (`unstored`).
-    pub(super) fn refuse_snapshot(&mut self, id: u64, unstored: String, out: &mut impl Outbox) {
+    /// Refuses checkpoint `id` at once, with one part that says why: the store still writes
+    /// checkpoint `behind`.
+    pub(super) fn refuse_snapshot(&mut self, id: u64, behind: u64, out: &mut impl Outbox) {
+        let unstored = format!("checkpoint {id} not taken: the store is still writing checkpoint {behind}");
         let frame = Snapshot {
             id,
             base: 0,
